@@ -1,0 +1,3 @@
+from rooflow.cli import main
+
+raise SystemExit(main())
