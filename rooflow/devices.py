@@ -1,7 +1,8 @@
 """The device catalogue (config/devices.yaml) in SI units, and the roofs a device offers.
 
 Datasheet values live in the catalogue; empirically measured ceilings (results/ceilings/{device}.json,
-written by `measure_ceilings`) are merged in beside them, never over them, so figures show both.
+written by `measure_ceilings`) are merged in beside them, never over them, so figures show both
+(`Device.roofs()`: datasheet roofs solid, measured ones dashed). config/DEVICES.md explains the catalogue.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rooflow.config_io import load_schema, read_yaml, validate
 from rooflow.errors import RooflowError
@@ -22,6 +23,41 @@ GIGA = 1e9
 # always runs on CUDA cores at fp32 (or packed fp16), so its roof is `fp32` (see compute_peak).
 MATMUL_ROOF = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16"}
 
+# Compute roofs in the order figures and tables list them, with their display names. `fp64_tensor` is
+# DMMA on sm_80/sm_90; `fp16` is tensor cores with FP32 accumulate where a GPU has them (packed half2 on
+# the CUDA cores of a P100).
+COMPUTE_ROOFS = {
+    "fp64": "FP64",
+    "fp64_tensor": "FP64 tensor",
+    "fp32": "FP32",
+    "tf32": "TF32 tensor",
+    "fp16": "FP16 tensor",
+    "bf16": "BF16 tensor",
+    "fp8": "FP8 tensor",
+}
+MEMORY_LEVELS = ("dram", "l2", "l1")
+
+
+@dataclass(frozen=True)
+class Roof:
+    """One roof of a roofline: a flat compute roof (FLOP/s) or a slanted memory roof (bytes/s)."""
+
+    name: str  # display name: "FP32", "TF32 tensor", "HBM2e", "L2", ...
+    kind: Literal["compute", "memory"]
+    value: float  # FLOP/s for a compute roof, bytes/s for a memory roof (SI units)
+    source: Literal["datasheet", "measured"]
+    precision_or_level: str  # a COMPUTE_ROOFS key (fp32, tf32, ...) or a MEMORY_LEVELS key (dram, l2, l1)
+
+    @property
+    def label(self) -> str:
+        """Legend text, e.g. "TF32 tensor (datasheet)"."""
+        return f"{self.name} ({self.source})"
+
+    @property
+    def linestyle(self) -> str:
+        """Datasheet roofs are drawn solid, measured ones dashed (DESIGN.md, the roofline figure)."""
+        return "-" if self.source == "datasheet" else "--"
+
 
 @dataclass
 class Device:
@@ -31,6 +67,7 @@ class Device:
     architecture: str | None = None
     sm_count: int | None = None
     memory_bytes: float | None = None
+    memory_type: str | None = None
     # Datasheet roofs (SI units); empty/None where the datasheet has none (the CPU).
     peak_flops_per_second: dict[str, float] = field(default_factory=dict)
     dram_bytes_per_second: float | None = None
@@ -41,6 +78,7 @@ class Device:
     measured_dram_bytes_per_second: float | None = None
     measured_l2_bytes_per_second: float | None = None
     source: str | None = None
+    references: list[str] = field(default_factory=list)
     notes: str | None = None
     slurm: dict[str, Any] = field(default_factory=dict)
 
@@ -82,6 +120,37 @@ class Device:
         self.measured_l2_bytes_per_second = ceilings.get("l2_bytes_per_second")
         return self
 
+    def ridge_point(self, roof: str = "fp32", measured: bool = False) -> float | None:
+        """Arithmetic intensity (FLOP/byte) where the DRAM roof meets compute roof `roof`: peak / bandwidth."""
+        peak = self.compute_peak(roof, measured)
+        bandwidth = self.bandwidth(measured)
+        if not peak or not bandwidth:
+            return None
+        return peak / bandwidth
+
+    def roofs(self) -> list[Roof]:
+        """Every roof this device has, datasheet first then measured, compute roofs (COMPUTE_ROOFS order,
+        then any other measured precision) before memory roofs (DRAM, L2, L1). Nothing is filled in: a roof
+        the datasheet or the measurement lacks is absent, never borrowed from another precision."""
+        dram_name = self.memory_type or "DRAM"
+        out: list[Roof] = []
+        for source, peaks, levels in (
+            ("datasheet", self.peak_flops_per_second,
+             {"dram": self.dram_bytes_per_second, "l2": self.l2_bytes_per_second, "l1": self.l1_bytes_per_second}),
+            ("measured", self.measured_peak_flops_per_second,
+             {"dram": self.measured_dram_bytes_per_second, "l2": self.measured_l2_bytes_per_second}),
+        ):
+            ordered = [k for k in COMPUTE_ROOFS if k in peaks] + sorted(k for k in peaks if k not in COMPUTE_ROOFS)
+            for key in ordered:
+                if peaks[key]:
+                    out.append(Roof(COMPUTE_ROOFS.get(key, key.upper()), "compute", float(peaks[key]), source, key))
+            for level in MEMORY_LEVELS:
+                value = levels.get(level)
+                if value:
+                    name = dram_name if level == "dram" else level.upper()
+                    out.append(Roof(name, "memory", float(value), source, level))
+        return out
+
 
 def _from_entry(key: str, entry: dict[str, Any]) -> Device:
     def scaled(name: str, factor: float) -> float | None:
@@ -95,11 +164,13 @@ def _from_entry(key: str, entry: dict[str, Any]) -> Device:
         architecture=entry.get("architecture"),
         sm_count=entry.get("sm_count"),
         memory_bytes=scaled("memory_gbytes", GIGA),
+        memory_type=entry.get("memory_type"),
         peak_flops_per_second={k: float(v) * TERA for k, v in (entry.get("peak_tflops_per_second") or {}).items()},
         dram_bytes_per_second=scaled("memory_bandwidth_gbytes_per_second", GIGA),
         l2_bytes_per_second=scaled("l2_bandwidth_gbytes_per_second", GIGA),
         l1_bytes_per_second=scaled("l1_bandwidth_gbytes_per_second", GIGA),
         source=entry.get("source"),
+        references=list(entry.get("references") or []),
         notes=entry.get("notes"),
         slurm=dict(entry.get("slurm") or {}),
     )
@@ -144,16 +215,27 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps({k: vars(d) for k, d in devices.items()}, indent=2))
         return 0
-    header = f"{'device':18} {'kind':5} {'arch':6} {'FP32':>7} {'TF32':>7} {'FP16':>7} {'BW GB/s':>8}  name"
+    columns = ("fp64", "fp64_tensor", "fp32", "tf32", "fp16", "bf16", "fp8")
+    heads = ("FP64", "FP64TC", "FP32", "TF32", "FP16", "BF16", "FP8")
+    header = (f"{'device':15} {'arch':6} {'SMs':>4} " + " ".join(f"{h:>7}" for h in heads)
+              + f" {'DRAM GB/s':>9} {'mem GB':>6} {'ridge':>6}  name")
     print(header)
     print("-" * len(header))
+
+    def tf(d: Device, roof: str) -> str:
+        value = d.peak_flops_per_second.get(roof)
+        return f"{value / TERA:7.6g}" if value else f"{'-':>7}"
+
     for key, d in devices.items():
-        def tf(roof: str) -> str:
-            value = d.peak_flops_per_second.get(roof)
-            return f"{value / TERA:7.1f}" if value else f"{'-':>7}"
-        bw = f"{d.dram_bytes_per_second / GIGA:8.0f}" if d.dram_bytes_per_second else f"{'measured':>8}"
-        print(f"{key:18} {d.kind:5} {d.architecture or '-':6} {tf('fp32')} {tf('tf32')} {tf('fp16')} {bw}  {d.name}")
-    print("\nPeaks in TFLOP/s (dense datasheet values); CPU roofs come from `rooflow ceilings`.")
+        bw = f"{d.dram_bytes_per_second / GIGA:9.0f}" if d.dram_bytes_per_second else f"{'measured':>9}"
+        mem = f"{d.memory_bytes / GIGA:6.0f}" if d.memory_bytes else f"{'-':>6}"
+        ridge = d.ridge_point("fp32")
+        ridge_text = f"{ridge:6.1f}" if ridge else f"{'-':>6}"
+        print(f"{key:15} {d.architecture or '-':6} {d.sm_count or '-':>4} "
+              + " ".join(tf(d, c) for c in columns) + f" {bw} {mem} {ridge_text}  {d.name}")
+    print("\nPeaks in TFLOP/s (10^12 FLOP/s), DENSE datasheet values (sparsity headlines halved); DRAM in GB/s")
+    print("(10^9 B/s); memory in GB (10^9 B); ridge = FP32 peak / DRAM bandwidth in FLOP/byte. CPU roofs come")
+    print("from `rooflow ceilings`. Sources: `rooflow devices --format json`; how to add a device: config/DEVICES.md.")
     return 0
 
 

@@ -1,0 +1,462 @@
+"""One registry of per-aten-op FLOP formulas, in the manner of torch/utils/flop_counter.py.
+
+Conventions (stated once, here, and reported with every estimate as ``COUNTING_CONVENTION``):
+
+- **One fused multiply-add = 2 FLOPs.** A GEMM of (m×k)·(k×n) is 2·m·k·n FLOPs; torchvision's published
+  ``weights.meta["_ops"]`` (and torchinfo, thop, fvcore) count multiply-adds, i.e. half of this.
+- Formulas are pure functions of shapes (``torch.Size``) and the op's non-tensor arguments; they compose:
+  ``addmm = mm + bias``, ``baddbmm = bmm + bias``, a convolution adds its bias separately.
+- **Attention is counted at the math decomposition** (QK^T and AV as ``bmm``; scaling, softmax as their own
+  ops). That is what runs on the meta device. Fused SDPA kernels, if they ever reach the counter, are given
+  the same count (4·b·h·Sq·Sk·d forward), so the number does not depend on which kernel PyTorch picks.
+- Elementwise work counts the arithmetic of the op's definition per output element (a transcendental
+  function — exp, tanh, erf — counts as 1); comparisons (ReLU, max-pool) count as 1. The per-op constants
+  are in ``ELEMENTWISE_FLOPS_PER_ELEMENT`` and the normalisation/pooling formulas below, so a test can pin
+  each.
+- Backward formulas that produce several gradients return a dict ``{"input": ..., "weight": ...}``: the
+  input-gradient and the parameter-gradient work (weight and bias), so a layer's backward splits without
+  guessing. Every other op returns one number; the counter decides its role from where its output goes.
+
+We do not reuse ``torch.utils.flop_counter``'s formulas: its convolution weight-gradient ignores ``groups``
+(3.7× too high for resnext50, 19× for mobilenet_v2); the closed-form tests in
+tests/test_estimate_formulas.py pin every formula here instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+COUNTING_CONVENTION = "1 FMA = 2 FLOPs; attention counted as math-path bmm"
+
+# Classes of work; ``memory`` is data movement with no arithmetic (copies, casts, concatenation, padding).
+OP_CLASSES = ("matmul", "attention", "elementwise", "normalization", "pooling", "softmax", "memory", "other")
+
+FlopResult = float | dict[str, float]
+
+
+@dataclass(frozen=True)
+class Formula:
+    fn: Callable[..., FlopResult]
+    op_class: str
+
+
+# aten OpOverloadPacket -> Formula
+FORMULAS: dict[Any, Formula] = {}
+
+
+def register_formula(ops: Sequence[Any], op_class: str):
+    """Register ``fn(*args, out_shape=..., **kwargs)`` (tensors passed as their shapes) for ``ops``."""
+    assert op_class in OP_CLASSES, op_class
+
+    def decorator(fn):
+        for op in ops:
+            packet = getattr(op, "overloadpacket", op)
+            FORMULAS[packet] = Formula(fn, op_class)
+        return fn
+
+    return decorator
+
+
+def lookup(func) -> Formula | None:
+    return FORMULAS.get(getattr(func, "overloadpacket", func))
+
+
+def numel(shape: Sequence[int] | None) -> int:
+    return math.prod(shape) if shape is not None else 0
+
+
+# --------------------------------------------------------------------------------------------- matmul
+@register_formula([aten.mm], "matmul")
+def mm_flops(a, b, *args, out_shape=None, **kwargs) -> float:
+    """(m×k)·(k×n): m·n·k multiply-adds."""
+    m, k = a
+    k2, n = b
+    assert k == k2, (a, b)
+    return 2 * m * n * k
+
+
+@register_formula([aten.addmm], "matmul")
+def addmm_flops(bias, a, b, *args, out_shape=None, **kwargs) -> float:
+    """mm + one add per output element for the bias."""
+    return mm_flops(a, b) + numel(out_shape)
+
+
+@register_formula([aten.bmm], "matmul")
+def bmm_flops(a, b, *args, out_shape=None, **kwargs) -> float:
+    batch, m, k = a
+    batch2, k2, n = b
+    assert batch == batch2 and k == k2, (a, b)
+    return 2 * batch * m * n * k
+
+
+@register_formula([aten.baddbmm], "matmul")
+def baddbmm_flops(bias, a, b, *args, out_shape=None, **kwargs) -> float:
+    return bmm_flops(a, b) + numel(out_shape)
+
+
+@register_formula([aten.mv], "matmul")
+def mv_flops(a, v, *args, out_shape=None, **kwargs) -> float:
+    return 2 * a[0] * a[1]
+
+
+@register_formula([aten.dot, aten.vdot], "matmul")
+def dot_flops(a, b, *args, out_shape=None, **kwargs) -> float:
+    return 2 * numel(a)
+
+
+def conv_macs(x_shape, w_shape, out_shape, transposed: bool = False) -> int:
+    """Multiply-adds of a convolution. Weight is [Cout, Cin/groups, *K] (transposed: [Cin, Cout/groups, *K]).
+    Each output element of a normal convolution takes (Cin/groups)·prod(K) products:
+    N·Cout·prod(out spatial)·(Cin/groups)·prod(K) = numel(out)·prod(w[1:]). A transposed convolution
+    scatters each *input* element over (Cout/groups)·prod(K) outputs: numel(x)·prod(w[1:])."""
+    per_element = numel(w_shape[1:])
+    return (numel(x_shape) if transposed else numel(out_shape)) * per_element
+
+
+@register_formula([aten.convolution, aten._convolution], "matmul")
+def conv_flops(x, w, bias, stride=None, padding=None, dilation=None, transposed=False, *args,
+               out_shape=None, **kwargs) -> float:
+    """2·(Cin/groups)·prod(K)·Cout·prod(out spatial)·N, plus one add per output element for the bias."""
+    flops = 2 * conv_macs(x, w, out_shape, bool(transposed))
+    if bias is not None:
+        flops += numel(out_shape)
+    return flops
+
+
+@register_formula([aten.convolution_backward], "matmul")
+def conv_backward_flops(grad_out, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                        groups, output_mask, *, out_shape=None, **kwargs) -> dict[str, float]:
+    """Input gradient: a transposed convolution of grad_out with the weight — the same multiply-adds as the
+    forward. Weight gradient: each of the forward's products contributes one product grad_out·x to one
+    weight element — again the same multiply-adds, *per group* (this is where flop_counter ignores
+    ``groups``). Bias gradient: a sum over N and the spatial positions, one add per grad_out element."""
+    macs = conv_macs(x, w, grad_out, bool(transposed))
+    result = {"input": 0.0, "weight": 0.0}
+    if output_mask[0]:
+        result["input"] += 2 * macs
+    if output_mask[1]:
+        result["weight"] += 2 * macs
+    if len(output_mask) > 2 and output_mask[2]:
+        result["weight"] += numel(grad_out)
+    return result
+
+
+def _sdpa_flops(q, k, v) -> float:
+    """QK^T: b·h·Sq·Sk·d multiply-adds; AV: b·h·Sq·Sk·dv."""
+    *batch, s_q, d = q
+    s_k = k[-2]
+    d_v = v[-1]
+    b = numel(batch)
+    return 2 * b * s_q * s_k * d + 2 * b * s_q * s_k * d_v
+
+
+_SDPA_FORWARD = [getattr(aten, name) for name in (
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
+    "_flash_attention_forward", "_efficient_attention_forward") if hasattr(aten, name)]
+_SDPA_BACKWARD = [getattr(aten, name) for name in (
+    "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_cudnn_attention_backward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward") if hasattr(aten, name)]
+
+
+@register_formula(_SDPA_FORWARD, "attention")
+def sdpa_flops(q, k, v, *args, out_shape=None, **kwargs) -> float:
+    """A fused attention kernel, counted as its math decomposition (the two bmms)."""
+    return _sdpa_flops(q, k, v)
+
+
+@register_formula(_SDPA_BACKWARD, "attention")
+def sdpa_backward_flops(grad_out, q, k, v, *args, out_shape=None, **kwargs) -> float:
+    """Math-path backward: dV = P^T·dO, dP = dO·V^T, dQ = dS·K, dK = dS^T·Q — four bmms, twice the
+    forward's two (recomputation inside flash kernels is not counted)."""
+    return 2 * _sdpa_flops(q, k, v)
+
+
+# ------------------------------------------------------------------------------------------ elementwise
+# FLOPs per output element: one per arithmetic operation of the op's definition; a transcendental (exp, log,
+# tanh, erf, sqrt) counts 1; a comparison counts 1.
+ELEMENTWISE_FLOPS_PER_ELEMENT: dict[str, float] = {
+    # binary arithmetic (add/sub with alpha != 1 add one multiply: see _alpha_flops)
+    "add": 1, "sub": 1, "rsub": 1, "mul": 1, "div": 1, "maximum": 1, "minimum": 1, "pow": 1, "fmod": 1,
+    "remainder": 1, "eq": 1, "ne": 1, "lt": 1, "le": 1, "gt": 1, "ge": 1, "where": 1,
+    "addcmul": 2, "addcdiv": 2, "lerp": 2, "clamp": 2, "clamp_min": 1, "clamp_max": 1,
+    # unary
+    "neg": 1, "abs": 1, "reciprocal": 1, "sqrt": 1, "rsqrt": 1, "exp": 1, "log": 1, "sin": 1, "cos": 1,
+    "tanh": 1, "erf": 1, "sign": 1, "square": 1, "sigmoid": 4,  # 1/(1+exp(-x)): neg, exp, add, div
+    # activations: relu = max(x, 0); threshold_backward = (x > 0) ? g : 0
+    "relu": 1, "threshold": 1, "threshold_backward": 1, "hardtanh": 2, "hardtanh_backward": 2,
+    "leaky_relu": 2, "leaky_relu_backward": 2, "prelu": 2,
+    "silu": 5,  # x·sigmoid(x)
+    "silu_backward": 8,  # s = sigmoid(x) (4); g·s·(1 + x·(1 − s)): sub, mul, add, mul (4)
+    "sigmoid_backward": 3,  # g·y·(1 − y)
+    "tanh_backward": 3,  # g·(1 − y²)
+    "gelu": 5,  # 0.5·x·(1 + erf(x/√2)): mul, erf, add, mul, mul
+    "gelu_backward": 9,  # cdf (3: mul, erf, add·0.5) + pdf (3: mul, mul, exp·c) + x·pdf + cdf, ·g (3)
+    "hardswish": 4,  # x·relu6(x+3)/6: add, clamp(2), mul·(1/6) fused as mul — 4
+    "hardswish_backward": 4,  # piecewise: compares (2) and g·(2x+3)/6 (2)
+    "hardsigmoid": 3,  # relu6(x+3)/6: add, clamp, mul
+    "hardsigmoid_backward": 2,  # compare, mul
+    "elu": 3, "elu_backward": 3, "softplus": 3, "softplus_backward": 3, "mish": 6,
+    # dropout: draw a Bernoulli mask (1 compare), scale and multiply (2)
+    "native_dropout": 3, "native_dropout_backward": 2, "bernoulli": 1, "bernoulli_": 1,
+    "masked_fill": 1, "fill": 0, "fill_": 0,
+}
+
+_ELEMENTWISE_OPS = []
+for _name in ELEMENTWISE_FLOPS_PER_ELEMENT:
+    if hasattr(aten, _name):
+        _ELEMENTWISE_OPS.append(getattr(aten, _name))
+    if hasattr(aten, _name + "_"):
+        _ELEMENTWISE_OPS.append(getattr(aten, _name + "_"))
+
+
+def _first_shape(out_shape):
+    if isinstance(out_shape, (list, tuple)) and out_shape and not isinstance(out_shape[0], int):
+        return out_shape[0]
+    return out_shape
+
+
+def elementwise_flops(name: str, out_shape, alpha: Any = 1) -> float:
+    per_element = ELEMENTWISE_FLOPS_PER_ELEMENT[name.rstrip("_") if name.rstrip("_") in
+                                                 ELEMENTWISE_FLOPS_PER_ELEMENT else name]
+    if name.rstrip("_") in ("add", "sub", "rsub") and alpha not in (None, 1):
+        per_element += 1  # a + alpha·b: the multiply by alpha
+    return per_element * numel(_first_shape(out_shape))
+
+
+def _make_elementwise(name: str):
+    def formula(*args, out_shape=None, **kwargs) -> float:
+        alpha = kwargs.get("alpha", 1)
+        if name.rstrip("_") in ("add", "sub", "rsub") and len(args) > 2 and isinstance(args[2], (int, float)):
+            alpha = args[2]
+        return elementwise_flops(name, out_shape, alpha)
+
+    formula.__name__ = f"{name}_flops"
+    return formula
+
+
+for _op in _ELEMENTWISE_OPS:
+    register_formula([_op], "elementwise")(_make_elementwise(_op.__name__))
+
+
+@register_formula([aten.sum, aten.mean, aten.amax, aten.amin, aten.max, aten.min, aten.argmax,
+                   aten.prod, aten.any, aten.all], "elementwise")
+def reduction_flops(x, *args, out_shape=None, **kwargs) -> float:
+    """One operation per *input* element (the adds/compares of the reduction); mean adds one division per
+    output element."""
+    return numel(x) if x is not None and not isinstance(x, (int, float)) else 0
+
+
+@register_formula([aten.linalg_vector_norm, aten.norm], "elementwise")
+def norm_flops(x, *args, out_shape=None, **kwargs) -> float:
+    return 2 * numel(x)  # square and add per element
+
+
+@register_formula([aten.cumsum], "elementwise")
+def cumsum_flops(x, *args, out_shape=None, **kwargs) -> float:
+    return numel(x)
+
+
+# ---------------------------------------------------------------------------------------- normalization
+# Batch/layer norm forward per element: statistics — mean (1 add), variance (sub, square, add: 3) — only
+# when they are computed (training BN, every LayerNorm); normalise (x − μ)·σ⁻¹ (2) and the affine ·γ + β (2).
+# Backward per element: grad_input = γσ⁻¹/M·(M·dy − Σdy − x̂·Σ(dy·x̂)) with x̂ recomputed:
+# x̂ (2), the two sums (3), the combination (4) = 9 (7 when the statistics are fixed: eval BN, dy·γσ⁻¹ ...);
+# grad_γ = Σ dy·x̂ (2), grad_β = Σ dy (1) count as weight-gradient work.
+NORM_STATS_FLOPS = 4
+NORM_APPLY_FLOPS = 2
+NORM_AFFINE_FLOPS = 2
+NORM_BACKWARD_INPUT_FLOPS = 9
+NORM_BACKWARD_WEIGHT_FLOPS = 3
+
+
+def batch_norm_forward(x, weight, training: bool) -> float:
+    per_element = NORM_APPLY_FLOPS + (NORM_AFFINE_FLOPS if weight is not None else 0)
+    if training:
+        per_element += NORM_STATS_FLOPS
+    return per_element * numel(x)
+
+
+@register_formula([aten.native_batch_norm, aten._native_batch_norm_legit,
+                   aten._native_batch_norm_legit_functional, aten.cudnn_batch_norm,
+                   aten.miopen_batch_norm], "normalization")
+def batch_norm_flops(x, weight, bias, running_mean=None, running_var=None, training=False, *args,
+                     out_shape=None, **kwargs) -> float:
+    # _native_batch_norm_legit(x, w, b, training, momentum, eps) (no running stats) has `training` 4th
+    if isinstance(running_mean, bool):
+        training = running_mean
+    return batch_norm_forward(x, weight, bool(training))
+
+
+@register_formula([aten._native_batch_norm_legit_no_training], "normalization")
+def batch_norm_eval_flops(x, weight, *args, out_shape=None, **kwargs) -> float:
+    return batch_norm_forward(x, weight, False)
+
+
+@register_formula([aten.native_batch_norm_backward, aten.cudnn_batch_norm_backward,
+                   aten.miopen_batch_norm_backward], "normalization")
+def batch_norm_backward_flops(grad_out, x, weight, *args, out_shape=None, **kwargs) -> dict[str, float]:
+    mask = kwargs.get("output_mask") or next((a for a in reversed(args) if isinstance(a, (list, tuple))
+                                              and len(a) == 3 and all(isinstance(b, bool) for b in a)),
+                                             [True, True, True])
+    n = numel(x)
+    return {"input": NORM_BACKWARD_INPUT_FLOPS * n if mask[0] else 0.0,
+            "weight": (2 * n if mask[1] else 0.0) + (n if mask[2] else 0.0)}
+
+
+@register_formula([aten.native_layer_norm], "normalization")
+def layer_norm_flops(x, normalized_shape, weight=None, bias=None, *args, out_shape=None, **kwargs) -> float:
+    per_element = NORM_STATS_FLOPS + NORM_APPLY_FLOPS + (NORM_AFFINE_FLOPS if weight is not None else 0)
+    return per_element * numel(x)
+
+
+@register_formula([aten.native_layer_norm_backward], "normalization")
+def layer_norm_backward_flops(grad_out, x, normalized_shape, mean, rstd, weight, bias, output_mask, *,
+                              out_shape=None, **kwargs) -> dict[str, float]:
+    n = numel(x)
+    return {"input": NORM_BACKWARD_INPUT_FLOPS * n if output_mask[0] else 0.0,
+            "weight": (2 * n if output_mask[1] else 0.0) + (n if output_mask[2] else 0.0)}
+
+
+@register_formula([aten.native_group_norm], "normalization")
+def group_norm_flops(x, weight, bias, *args, out_shape=None, **kwargs) -> float:
+    per_element = NORM_STATS_FLOPS + NORM_APPLY_FLOPS + (NORM_AFFINE_FLOPS if weight is not None else 0)
+    return per_element * numel(x)
+
+
+@register_formula([aten.native_group_norm_backward], "normalization")
+def group_norm_backward_flops(grad_out, x, mean, rstd, weight, n, c, hxw, group, output_mask, *,
+                              out_shape=None, **kwargs) -> dict[str, float]:
+    count = numel(x)
+    return {"input": NORM_BACKWARD_INPUT_FLOPS * count if output_mask[0] else 0.0,
+            "weight": (2 * count if output_mask[1] else 0.0) + (count if output_mask[2] else 0.0)}
+
+
+# -------------------------------------------------------------------------------------------- softmax
+# softmax per element: max (1), subtract (1), exp (1), sum (1), divide (1) = 5; log_softmax: max, subtract,
+# exp, sum, subtract log-sum = 5. Backward: softmax dx = y·(dy − Σdy·y): mul, sum, sub, mul = 4;
+# log_softmax dx = dy − exp(y)·Σdy: sum, exp, mul, sub = 4.
+SOFTMAX_FLOPS = 5
+SOFTMAX_BACKWARD_FLOPS = 4
+
+
+@register_formula([aten._softmax, aten._log_softmax, aten._safe_softmax], "softmax")
+def softmax_flops(x, *args, out_shape=None, **kwargs) -> float:
+    return SOFTMAX_FLOPS * numel(x)
+
+
+@register_formula([aten._softmax_backward_data, aten._log_softmax_backward_data], "softmax")
+def softmax_backward_flops(grad_out, *args, out_shape=None, **kwargs) -> float:
+    return SOFTMAX_BACKWARD_FLOPS * numel(grad_out)
+
+
+@register_formula([aten.nll_loss_forward, aten.nll_loss2d_forward], "elementwise")
+def nll_loss_flops(x, target, *args, out_shape=None, **kwargs) -> float:
+    """Pick one log-probability per sample and average: one add per sample (+1 divide)."""
+    return x[0] + 1 if len(x) > 1 else 2
+
+
+@register_formula([aten.nll_loss_backward, aten.nll_loss2d_backward], "elementwise")
+def nll_loss_backward_flops(grad_out, x, target, *args, out_shape=None, **kwargs) -> float:
+    """Scatter −g/N into one element per sample of a zeroed gradient."""
+    return x[0] if len(x) > 1 else 1
+
+
+# -------------------------------------------------------------------------------------------- pooling
+def _pool_window(kernel_size) -> int:
+    return numel(kernel_size) if len(kernel_size) > 1 else kernel_size[0] ** 2
+
+
+@register_formula([aten.max_pool2d_with_indices, aten.max_pool2d], "pooling")
+def max_pool2d_flops(x, kernel_size, *args, out_shape=None, **kwargs) -> float:
+    """One comparison per window element per output element: kh·kw per output (the standard count;
+    strictly kh·kw − 1 comparisons)."""
+    return _pool_window(kernel_size) * numel(_first_shape(out_shape))
+
+
+@register_formula([aten.max_pool2d_with_indices_backward], "pooling")
+def max_pool2d_backward_flops(grad_out, x, kernel_size, *args, out_shape=None, **kwargs) -> float:
+    """Scatter-add each output gradient into the argmax position: one add per grad_out element."""
+    return numel(grad_out)
+
+
+@register_formula([aten.avg_pool2d], "pooling")
+def avg_pool2d_flops(x, kernel_size, *args, out_shape=None, **kwargs) -> float:
+    """kh·kw − 1 adds and one divide per output element: kh·kw."""
+    return _pool_window(kernel_size) * numel(out_shape)
+
+
+@register_formula([aten.avg_pool2d_backward], "pooling")
+def avg_pool2d_backward_flops(grad_out, x, kernel_size, *args, out_shape=None, **kwargs) -> float:
+    """Each output gradient divided once and added into kh·kw inputs: kh·kw per grad_out element."""
+    return _pool_window(kernel_size) * numel(grad_out)
+
+
+@register_formula([aten._adaptive_avg_pool2d, aten.adaptive_avg_pool2d], "pooling")
+def adaptive_avg_pool2d_flops(x, output_size, *args, out_shape=None, **kwargs) -> float:
+    """Every input element added once into its window (windows may overlap when the input does not divide,
+    counted as non-overlapping), plus one divide per output element."""
+    return numel(x) + numel(out_shape)
+
+
+@register_formula([aten._adaptive_avg_pool2d_backward], "pooling")
+def adaptive_avg_pool2d_backward_flops(grad_out, x, *args, out_shape=None, **kwargs) -> float:
+    """Each input gradient = its window's output gradient / window size: one op per input element."""
+    return numel(x)
+
+
+@register_formula([aten.adaptive_max_pool2d], "pooling")
+def adaptive_max_pool2d_flops(x, output_size, *args, out_shape=None, **kwargs) -> float:
+    return numel(x)
+
+
+@register_formula([aten.adaptive_max_pool2d_backward], "pooling")
+def adaptive_max_pool2d_backward_flops(grad_out, *args, out_shape=None, **kwargs) -> float:
+    return numel(grad_out)
+
+
+# --------------------------------------------------------------------------- data movement, no arithmetic
+# These move or create data: no FLOPs, but their bytes count (a cast reads fp32 and writes fp16 ...).
+MEMORY_OPS = [getattr(aten, name) for name in (
+    "_to_copy", "copy", "copy_", "clone", "contiguous", "cat", "stack", "constant_pad_nd", "pad",
+    "reflection_pad2d", "replicate_pad2d", "roll", "flip", "index", "index_select", "gather", "scatter",
+    "index_put", "index_put_", "_index_put_impl_", "masked_scatter", "select_backward", "slice_backward",
+    "slice_scatter", "select_scatter", "as_strided_scatter", "diagonal_backward", "unfold_backward",
+    "_unsafe_index", "_unsafe_index_put", "repeat", "tril", "triu", "zero_", "zeros", "zeros_like",
+    "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "empty", "empty_like",
+    "empty_strided", "new_empty", "new_empty_strided", "arange", "scalar_tensor", "lift_fresh_copy",
+    "_local_scalar_dense", "embedding", "embedding_dense_backward", "detach_copy", "view_copy",
+    "_unsafe_view", "alias_copy", "linspace", "randn", "rand", "randint", "normal_", "uniform_",
+    "_foreach_add", "set_", "resize_", "_has_compatible_shallow_copy_type", "sort", "topk",
+    "channel_shuffle", "native_channel_shuffle", "pixel_shuffle", "im2col", "col2im",
+) if hasattr(aten, name)]
+
+
+@register_formula(MEMORY_OPS, "memory")
+def no_flops(*args, out_shape=None, **kwargs) -> float:
+    return 0.0
+
+
+def shapes_of(value):
+    """Replace tensors by their shapes (recursively through lists/tuples), keep everything else."""
+    if isinstance(value, torch.Tensor):
+        return value.shape
+    if isinstance(value, (list, tuple)):
+        return type(value)(shapes_of(v) for v in value)
+    return value
+
+
+def count(func, args: tuple, kwargs: dict, out) -> tuple[FlopResult, str] | None:
+    """(FLOPs, op class) of one aten call, or None when no formula is registered for it."""
+    formula = lookup(func)
+    if formula is None:
+        return None
+    return formula.fn(*shapes_of(args), out_shape=shapes_of(out), **shapes_of(kwargs)), formula.op_class

@@ -1,0 +1,43 @@
+"""Running Nsight Compute / Nsight Systems around rooflow's one-iteration driver, with clear errors
+when the tool is missing, lacks counter permission, or profiled nothing."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from rooflow.errors import RooflowError
+
+log = logging.getLogger(__name__)
+
+
+def driver_argv(model: str, batch: int, precision: str, mode: str, subset: str, warmup: int,
+                threads: int | None) -> list[str]:
+    """The command that runs exactly one profiled iteration (rooflow.timing.profile_one_iteration)."""
+    argv = [sys.executable, "-m", "rooflow", "time", "--one-iteration", "--device", "cuda",
+            "--model", model, "--batch", str(batch), "--precision", precision, "--mode", mode,
+            "--subset", subset, "--warmup", str(max(warmup, 1))]
+    if threads:
+        argv += ["--threads", str(threads)]
+    return argv
+
+
+def require_tool(executable: str, config_key: str) -> str:
+    found = shutil.which(executable)
+    if not found:
+        raise RooflowError(
+            f"'{executable}' is not on PATH on {__import__('socket').gethostname()}: load the CUDA/Nsight module "
+            f"on the GPU nodes or set {config_key} to its full path in config/config.yaml")
+    return found
+
+
+def run_tool(command: list[str], log_path: str | Path | None, what: str) -> None:
+    """Run a profiler command, streaming its output to the log; a non-zero exit is one clear error."""
+    log.info("running: %s", " ".join(command))
+    with open(log_path, "a") if log_path else open("/dev/null", "w") as sink:
+        completed = subprocess.run(command, stdout=sink, stderr=subprocess.STDOUT, check=False)
+    if completed.returncode != 0:
+        raise RooflowError(f"{what} exited with status {completed.returncode}: see {log_path} for its output")

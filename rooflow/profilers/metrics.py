@@ -1,0 +1,151 @@
+"""The Nsight Compute metrics rooflow collects, per GPU architecture, and how they become FLOPs and bytes.
+
+Conventions (DESIGN.md, "FLOPs from counters"):
+
+- CUDA-core FLOPs come from the SASS thread-instruction counters
+  ``smsp__sass_thread_inst_executed_op_{fadd,fmul,ffma,...}_pred_on.sum``: one FMA = 2 FLOPs, so
+  FP32 = fadd + fmul + 2·ffma and FP64 = dadd + dmul + 2·dfma. FP16 instructions work on half2 pairs,
+  so non-tensor FP16 = 2·hadd + 2·hmul + 4·hfma (the weights of Nsight Compute's own half-precision
+  roofline section). Older tools name the same counters ``sm__sass_...``; both spellings are accepted.
+- Tensor-core FLOPs on sm_75 and newer: ``sm__ops_path_tensor_src_*`` already count FLOPs (an RTX 4090
+  fp8 GEMM of M·N·K = 4096·3072·768 reads 19,327,352,832 = 2·M·N·K in a public study), so they are summed
+  as they are, base names only: the ``_sparsity_on``/``_sparsity_off`` variants split the same work again.
+  On sm_70 (V100) only ``sm__inst_executed_pipe_tensor.sum`` exists: 512 FLOPs per HMMA instruction
+  (exact for FP32-accumulate HMMA, and how NERSC's V100 hierarchical-roofline study counted them).
+- DRAM bytes = ``dram__bytes.sum`` (= read + write = 32 × ``dram__sectors.sum``), L2
+  ``lts__t_bytes.sum``, L1 ``l1tex__t_bytes.sum``; one source each, never two added together.
+
+What was checked against NVIDIA's material and what was not (search of public docs/code, 2025):
+verified — the ``sm__ops_path_tensor_src_{fp16_dst_fp16,fp16_dst_fp32,bf16_dst_fp32,tf32_dst_fp32,fp64}``
+names and their ``_sparsity_on/off`` variants (an NVIDIA engineer's ``ncu --query-metrics | grep
+sm__ops_`` listing on the developer forum, Ampere), ``sm__ops_path_tensor_src_fp8`` (used on an RTX 4090,
+sm_89, and on H100), ``sm__ops_path_tensor_src_fp16`` as the sm_90 aggregate of both fp16 destinations
+(used on H100 in public roofline scripts), the SASS counters and ``dram__bytes_{read,write}.sum``,
+``lts__t_bytes.sum``, ``l1tex__t_bytes.sum``, ``gpu__time_duration.sum`` (NVIDIA's roofline guidance and
+the fixtures). Not verified: which ``src_*`` names exist on sm_86/sm_87 (they are assumed to match sm_80
+without fp64, which GA10x and Orin lack in their tensor cores) and on Blackwell (sm_100 is assumed to
+match sm_90; sm_120 is assumed to have no fp64 tensor path). A name the GPU lacks makes ncu fail with
+"Failed to find metric", which :func:`rooflow.profilers.commands.check_profiler_log` reports with this fix.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from rooflow.errors import RooflowError
+
+SASS_PREFIXES = ("smsp__", "sm__")
+SASS_TEMPLATE = "{prefix}sass_thread_inst_executed_op_{op}_pred_on.sum"
+
+# FLOPs per executed thread instruction, by precision (see the module docstring).
+CUDA_CORE_FLOP_WEIGHTS: dict[str, dict[str, int]] = {
+    "fp64": {"dadd": 1, "dmul": 1, "dfma": 2},
+    "fp32": {"fadd": 1, "fmul": 1, "ffma": 2},
+    "fp16": {"hadd": 2, "hmul": 2, "hfma": 4},
+}
+
+TENSOR_OPS_PREFIX = "sm__ops_path_tensor_src_"
+VOLTA_TENSOR_INSTRUCTIONS = "sm__inst_executed_pipe_tensor.sum"
+VOLTA_FLOPS_PER_TENSOR_INSTRUCTION = 512
+
+DRAM_BYTES = "dram__bytes.sum"
+DRAM_BYTES_READ = "dram__bytes_read.sum"
+DRAM_BYTES_WRITE = "dram__bytes_write.sum"
+DRAM_SECTORS = "dram__sectors.sum"
+DRAM_SECTORS_READ = "dram__sectors_read.sum"
+DRAM_SECTORS_WRITE = "dram__sectors_write.sum"
+L2_BYTES = "lts__t_bytes.sum"
+L2_SECTORS = "lts__t_sectors.sum"
+L1_BYTES = "l1tex__t_bytes.sum"
+L1_SECTORS = "l1tex__t_sectors.sum"
+SECTOR_BYTES = 32  # bytes per DRAM/L2/L1 sector on every NVIDIA GPU ncu supports
+
+DURATION = "gpu__time_duration.sum"
+CYCLES = "sm__cycles_elapsed.avg"
+CYCLES_PER_SECOND = "sm__cycles_elapsed.avg.per_second"
+
+MEMORY_AND_TIME_METRICS = [DRAM_BYTES_READ, DRAM_BYTES_WRITE, L2_BYTES, L1_BYTES, DURATION]
+
+# Tensor-core FLOP counters per architecture (compute capability × 10).
+_TENSOR_SOURCES: dict[int, list[str]] = {
+    75: ["fp16_dst_fp16", "fp16_dst_fp32"],  # Turing: no bf16/tf32/fp64 tensor paths
+    80: ["fp16_dst_fp16", "fp16_dst_fp32", "bf16_dst_fp32", "tf32_dst_fp32", "fp64"],
+    86: ["fp16_dst_fp16", "fp16_dst_fp32", "bf16_dst_fp32", "tf32_dst_fp32"],
+    87: ["fp16_dst_fp16", "fp16_dst_fp32", "bf16_dst_fp32", "tf32_dst_fp32"],
+    89: ["fp16_dst_fp16", "fp16_dst_fp32", "bf16_dst_fp32", "tf32_dst_fp32", "fp8"],
+    90: ["fp16", "bf16_dst_fp32", "tf32_dst_fp32", "fp64", "fp8"],
+    100: ["fp16", "bf16_dst_fp32", "tf32_dst_fp32", "fp64", "fp8"],
+    103: ["fp16", "bf16_dst_fp32", "tf32_dst_fp32", "fp64", "fp8"],
+    120: ["fp16", "bf16_dst_fp32", "tf32_dst_fp32"],
+    121: ["fp16", "bf16_dst_fp32", "tf32_dst_fp32"],
+}
+_ARCH = re.compile(r"^(?:sm_?|compute_?)?(\d)\.?(\d+)[a-z]?$", re.IGNORECASE)
+
+
+def parse_architecture(architecture: str | int) -> int:
+    """``"sm_80"``, ``"sm80"``, ``"8.0"``, ``"80"``, ``"sm_90a"`` or 80 -> 80 (compute capability × 10)."""
+    text = str(architecture).strip()
+    match = _ARCH.match(text)
+    if not match:
+        raise RooflowError(f"GPU architecture {architecture!r} is not of the form sm_XY (e.g. sm_80 for A100, "
+                           f"sm_90 for H100); use the device catalogue's `architecture` field.")
+    return int(match.group(1)) * 10 + int(match.group(2))
+
+
+def sass_metrics() -> list[str]:
+    """The nine CUDA-core instruction counters (fp64, fp32, fp16 × add, mul, fma)."""
+    return [SASS_TEMPLATE.format(prefix="smsp__", op=op)
+            for weights in CUDA_CORE_FLOP_WEIGHTS.values() for op in weights]
+
+
+def tensor_metrics_for_architecture(architecture: str | int) -> list[str]:
+    """Tensor-core FLOP counters for one architecture ([] before Volta)."""
+    cc = parse_architecture(architecture)
+    if cc < 70:
+        return []
+    if cc < 75:
+        return [VOLTA_TENSOR_INSTRUCTIONS]  # sm_70/sm_72: instructions, 512 FLOPs each
+    known = sorted(k for k in _TENSOR_SOURCES if k <= cc)
+    # An unlisted newer chip of a known family takes its family's list (sm_88 -> sm_87's list, ...).
+    sources = _TENSOR_SOURCES[known[-1]]
+    return [f"{TENSOR_OPS_PREFIX}{source}.sum" for source in sources]
+
+
+def metrics_for_architecture(architecture: str | int) -> list[str]:
+    """The ncu ``--metrics`` list for one architecture: CUDA-core FLOP counters, tensor-core FLOP counters,
+    DRAM read/write bytes, L2 and L1 bytes, and kernel duration.
+
+    >>> "sm__ops_path_tensor_src_tf32_dst_fp32.sum" in metrics_for_architecture("sm_80")
+    True
+    """
+    return sass_metrics() + tensor_metrics_for_architecture(architecture) + list(MEMORY_AND_TIME_METRICS)
+
+
+def sass_metric(columns: Iterable[str], op: str) -> str | None:
+    """The collected spelling of one SASS counter (``smsp__`` preferred over ``sm__``), or None."""
+    present = set(columns)
+    for prefix in SASS_PREFIXES:
+        name = SASS_TEMPLATE.format(prefix=prefix, op=op)
+        if name in present:
+            return name
+    return None
+
+
+def tensor_flop_metrics(columns: Iterable[str]) -> list[str]:
+    """The collected ``sm__ops_path_tensor_src_*`` counters whose sum is the tensor-core FLOPs.
+
+    Base names only (``*_sparsity_on/off`` split the same work again), floating-point sources only (the
+    ``src_int*`` paths count integer ops), and where an aggregate and its parts were both collected
+    (``src_fp16`` and ``src_fp16_dst_fp32`` on sm_90) the aggregate alone, so nothing is counted twice.
+    """
+    names = sorted({c for c in columns if c.startswith(TENSOR_OPS_PREFIX) and c.endswith(".sum")})
+    stems = []
+    for name in names:
+        stem = name[: -len(".sum")]
+        source = stem[len(TENSOR_OPS_PREFIX):]
+        if "." in stem or source.startswith("int") or re.search(r"_sparsity_(on|off)$", stem):
+            continue
+        stems.append(stem)
+    kept = [s for s in stems if not any(s != other and s.startswith(other + "_") for other in stems)]
+    return [f"{stem}.sum" for stem in kept]

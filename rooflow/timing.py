@@ -1,0 +1,322 @@
+"""Latency of one model × batch × precision × mode on one device, and the one-iteration driver the
+Nsight profilers wrap.
+
+GPU: CUDA events around forward, backward and optimizer step, after warm-up with cudnn.benchmark (so
+autotuning happens before timing), peak memory from max_memory_allocated. CPU: perf_counter_ns with a
+fixed thread count and the same warm-up/repeat discipline. Out of memory is a result (status "oom"),
+not a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import resource
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rooflow import MODES, PRECISIONS
+from rooflow.environment import describe, gpu_state
+from rooflow.errors import RooflowError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSpec:
+    model: str
+    batch: int
+    precision: str = "fp32"
+    mode: str = "inference"
+    device: str = "cpu"  # "cpu" or "cuda"
+    warmup_iterations: int = 10
+    timed_iterations: int = 30
+    threads: int | None = None
+
+
+def configure_precision(precision: str, device_type: str) -> contextlib.AbstractContextManager:
+    """Set TF32 flags and return the autocast context a run executes under.
+
+    fp32 turns TF32 off explicitly (PyTorch's cuDNN default is TF32 ON for convolutions, which is why
+    hand-made "FP32" A100 tables are wrong); tf32 turns it on for matmul and cuDNN; fp16/bf16 use autocast.
+    """
+    import torch
+
+    if precision not in PRECISIONS:
+        raise RooflowError(f"precision '{precision}' is unknown: use one of {', '.join(PRECISIONS)}")
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    if precision in ("fp16", "bf16"):
+        dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+        return torch.autocast(device_type=device_type, dtype=dtype)
+    return contextlib.nullcontext()
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    import torch
+
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text
+                                                or "failed to allocate" in text)
+
+
+class _Clock:
+    """Marks phase boundaries of one iteration: CUDA events on GPU, perf_counter_ns on CPU."""
+
+    def __init__(self, cuda: bool):
+        self.cuda = cuda
+        self.marks: list[Any] = []
+
+    def mark(self) -> None:
+        if self.cuda:
+            import torch
+
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter_ns())
+
+    def intervals_seconds(self) -> list[float]:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+            return [a.elapsed_time(b) / 1e3 for a, b in zip(self.marks, self.marks[1:])]
+        return [(b - a) / 1e9 for a, b in zip(self.marks, self.marks[1:])]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low, high = int(position), min(int(position) + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize_seconds(values: list[float], prefix: str = "") -> dict[str, float]:
+    """Median and spread of per-iteration seconds; `spread` is the interquartile range over the median."""
+    if not values:
+        return {}
+    median = statistics.median(values)
+    q1, q3 = _percentile(values, 0.25), _percentile(values, 0.75)
+    return {
+        f"{prefix}median_seconds": median,
+        f"{prefix}mean_seconds": statistics.fmean(values),
+        f"{prefix}min_seconds": min(values),
+        f"{prefix}max_seconds": max(values),
+        f"{prefix}stdev_seconds": statistics.stdev(values) if len(values) > 1 else 0.0,
+        f"{prefix}iqr_seconds": q3 - q1,
+        f"{prefix}spread": (q3 - q1) / median if median > 0 else 0.0,
+    }
+
+
+class Runner:
+    """Holds the model, optimizer and batch for one run; `step(clock)` runs one iteration."""
+
+    def __init__(self, spec: RunSpec, subset: dict):
+        import torch
+
+        from rooflow.dataset import make_batch
+        from rooflow.models import build_model, input_size
+
+        if spec.mode not in MODES:
+            raise RooflowError(f"mode '{spec.mode}' is unknown: use one of {', '.join(MODES)}")
+        self.spec = spec
+        self.cuda = spec.device.startswith("cuda")
+        if self.cuda and not torch.cuda.is_available():
+            raise RooflowError(
+                f"device '{spec.device}' asked for but torch sees no CUDA GPU: run this job on a GPU node "
+                f"(the device's slurm partition/gres in config/devices.yaml) with a CUDA build of torch")
+        self.device = torch.device(spec.device)
+        if self.cuda:
+            torch.backends.cudnn.benchmark = True  # autotune during warm-up, not during timing
+        self.autocast = configure_precision(spec.precision, self.device.type)
+        self.input_size = input_size(spec.model)
+        self.model = build_model(spec.model).to(self.device)
+        self.params = sum(p.numel() for p in self.model.parameters())
+        x, y = make_batch(subset, spec.batch, self.input_size)
+        self.x, self.y = x.to(self.device), y.to(self.device)
+        if spec.mode == "training":
+            self.model.train()
+            self.loss_fn = torch.nn.CrossEntropyLoss()
+            # PyTorch's ImageNet example: SGD, lr 0.1, momentum 0.9, weight decay 1e-4.
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+            # fp16 autocast training needs loss scaling to be a real training step.
+            self.scaler = torch.amp.GradScaler(self.device.type, enabled=spec.precision == "fp16")
+        else:
+            self.model.eval()
+
+    def _output(self, out):
+        # inception_v3/googlenet return auxiliary logits in training mode; the loss uses the main ones.
+        return out.logits if hasattr(out, "logits") else out
+
+    def step(self, clock: _Clock | None = None) -> None:
+        import torch
+
+        mark = clock.mark if clock else (lambda: None)
+        if self.spec.mode == "inference":
+            mark()
+            with torch.no_grad(), self.autocast:
+                self.model(self.x)
+            mark()
+            return
+        mark()
+        with self.autocast:
+            loss = self.loss_fn(self._output(self.model(self.x)), self.y)
+        mark()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        mark()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        mark()
+
+    def synchronize(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
+
+def _set_threads(threads: int | None) -> int:
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+        with contextlib.suppress(RuntimeError):  # only settable before the first parallel region
+            torch.set_num_interop_threads(1)
+    return torch.get_num_threads()
+
+
+def measure(spec: RunSpec, subset: dict) -> dict[str, Any]:
+    """Warm up, time `timed_iterations` iterations, and return the timing record (status ok or oom)."""
+    import torch
+
+    threads = _set_threads(spec.threads)
+    record: dict[str, Any] = {
+        "status": "ok", "model": spec.model, "batch": spec.batch, "precision": spec.precision,
+        "mode": spec.mode, "device_type": "cuda" if spec.device.startswith("cuda") else "cpu",
+        "threads": threads, "warmup_iterations": spec.warmup_iterations,
+        "timed_iterations": spec.timed_iterations,
+    }
+    record["environment"] = describe(threads)
+    runner = None
+    try:
+        runner = Runner(spec, subset)
+        record.update(input_size=runner.input_size, params=runner.params,
+                      timer="cuda-events" if runner.cuda else "perf_counter_ns")
+        if runner.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        started = time.perf_counter()
+        for i in range(spec.warmup_iterations):
+            runner.step()
+            log.info("warm-up %d/%d", i + 1, spec.warmup_iterations)
+        runner.synchronize()
+        record["warmup_seconds_total"] = time.perf_counter() - started
+        phases: list[list[float]] = []
+        for i in range(spec.timed_iterations):
+            clock = _Clock(runner.cuda)
+            runner.step(clock)
+            intervals = clock.intervals_seconds()
+            phases.append(intervals)
+            if (i + 1) % max(1, spec.timed_iterations // 10) == 0 or i == 0:
+                log.info("iteration %d/%d: %.4f s", i + 1, spec.timed_iterations, sum(intervals))
+    except Exception as error:  # noqa: BLE001 - OOM is a result; anything else propagates
+        if not is_out_of_memory(error):
+            raise
+        record.update(status="oom", message=f"out of memory: {str(error).splitlines()[0][:300]}")
+        log.warning("%s", record["message"])
+        del runner
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return record
+    seconds = [sum(p) for p in phases]
+    record["seconds"] = seconds
+    record.update(summarize_seconds(seconds))
+    if spec.mode == "training":
+        record["forward_seconds"] = [p[0] for p in phases]
+        record["backward_seconds"] = [p[1] for p in phases]
+        record["optimizer_seconds"] = [p[2] for p in phases]
+        record.update(summarize_seconds(record["forward_seconds"], "forward_"))
+        record.update(summarize_seconds(record["backward_seconds"], "backward_"))
+        record.update(summarize_seconds(record["optimizer_seconds"], "optimizer_"))
+    else:
+        record["forward_seconds"] = seconds
+        record.update(summarize_seconds(seconds, "forward_"))
+    record["images_per_second"] = spec.batch / record["median_seconds"]
+    if runner.cuda:
+        record["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        record["environment_after"] = gpu_state(torch.cuda.current_device())
+    else:
+        # ru_maxrss is in KiB on Linux: the process's peak, model and batch included.
+        record["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return record
+
+
+def profile_one_iteration(spec: RunSpec, subset: dict) -> dict[str, Any]:
+    """Warm up, then run exactly ONE iteration between cudaProfilerStart/Stop inside an NVTX range, for
+    `ncu --profile-from-start off` and `nsys --capture-range=cudaProfilerApi`."""
+    import torch
+
+    _set_threads(spec.threads)
+    runner = Runner(spec, subset)
+    if not runner.cuda:
+        raise RooflowError("the one-iteration profiling driver needs a CUDA device: ncu/nsys profile GPUs only")
+    for _ in range(max(spec.warmup_iterations, 1)):
+        runner.step()
+    torch.cuda.synchronize()
+    label = f"rooflow:{spec.model}:b{spec.batch}:{spec.precision}:{spec.mode}"
+    torch.cuda.profiler.start()
+    with torch.cuda.nvtx.range(label):
+        runner.step()
+        torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    return {"profiled_iterations": 1, "nvtx_range": label, "environment": describe(spec.threads)}
+
+
+def _spec_from_args(args: argparse.Namespace) -> RunSpec:
+    return RunSpec(args.model, args.batch, args.precision, args.mode, args.device,
+                   args.warmup, args.iterations, args.threads)
+
+
+def _cmd_time(args: argparse.Namespace) -> int:
+    import json
+
+    from rooflow.dataset import load_subset
+    from rooflow.io import write_json
+
+    spec = _spec_from_args(args)
+    subset = load_subset(args.subset)
+    record = profile_one_iteration(spec, subset) if args.one_iteration else measure(spec, subset)
+    if args.output:
+        write_json(args.output, record)
+    else:
+        print(json.dumps({k: v for k, v in record.items() if not k.endswith("seconds") or
+                          not isinstance(v, list)}, indent=2))
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "time", help="measure latency of one model × batch × precision × mode",
+        description="Warm up, then time iterations with CUDA events (GPU) or perf_counter_ns (CPU). "
+                    "--one-iteration instead runs the single profiled iteration for ncu/nsys.")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    parser.add_argument("--mode", choices=MODES, default="inference")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed iterations (default: %(default)s)")
+    parser.add_argument("--iterations", type=int, default=30, help="timed iterations (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--subset", required=True, help="subset .pt written by `rooflow subset`")
+    parser.add_argument("--one-iteration", action="store_true",
+                        help="profile exactly one iteration between cudaProfilerStart/Stop (for ncu/nsys)")
+    parser.add_argument("--output", help="timing JSON to write (default: print)")
+    parser.set_defaults(func=_cmd_time)

@@ -1,0 +1,186 @@
+# Config validation, the experiment matrix, wildcard constraints, and the get_* input functions.
+import os
+import sys
+
+# The workflow runs from a checkout: make its `rooflow` package importable for rule scripts and jobs
+# even where it is not pip-installed (conda environments, cluster jobs).
+sys.path.insert(0, workflow.basedir)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p
+)
+
+from rooflow.config import validate_config, experiment_matrix
+from rooflow.devices import load_devices
+from rooflow.errors import RooflowError
+
+try:
+    validate_config(config, workdir=".", source="config")
+except RooflowError as error:
+    raise WorkflowError(str(error)) from None
+
+DEVICES = load_devices(config["devices_file"])
+MEASURED_DEVICES = config["devices"]
+CUDA_DEVICES = [d for d in MEASURED_DEVICES if DEVICES[d].is_cuda]
+RUNS = experiment_matrix(config)
+IMPORTS = config["imports"]
+RUN_PATTERN = "{model}/b{batch}-{precision}-{mode}"
+
+
+wildcard_constraints:
+    device="[a-z0-9][a-z0-9-]*",
+    model="[a-z0-9]+(_[a-z0-9]+)*",
+    batch=r"\d+",
+    precision="fp32|tf32|fp16|bf16",
+    mode="inference|training",
+
+
+localrules:
+    all,
+    summarize,
+    plot_roofline,
+    plot_costs,
+
+
+def run_path(run):
+    return RUN_PATTERN.format(**run)
+
+
+def imported_run(wildcards):
+    """The config `imports` entry for this device × run, or None when rooflow profiles it itself."""
+    for entry in IMPORTS:
+        if (entry["device"], entry["model"], str(entry["batch"]), entry["precision"], entry["mode"]) == (
+            wildcards.device,
+            wildcards.model,
+            str(wildcards.batch),
+            wildcards.precision,
+            wildcards.mode,
+        ):
+            return entry
+    return None
+
+
+def estimated_runs():
+    """Every run the estimator must count: the matrix plus imported runs."""
+    runs = {run_path(r): r for r in RUNS}
+    for entry in IMPORTS:
+        run = {k: entry[k] for k in ("model", "batch", "precision", "mode")}
+        runs[run_path(run)] = run
+    return list(runs.values())
+
+
+def measured_runs():
+    """(device, run) pairs with a timing job: every configured device × the matrix."""
+    return [(device, run) for device in MEASURED_DEVICES for run in RUNS]
+
+
+def get_timing_files(wildcards=None):
+    return [
+        f"results/profile/{device}/{run_path(run)}/timing.json"
+        for device, run in measured_runs()
+    ]
+
+
+def _profiled_runs(tool):
+    """(device, run) pairs with an aggregate of `tool` (ncu or nsys): profiled cuda runs + imports."""
+    pairs = []
+    if config["profiling"][tool]["enabled"]:
+        pairs += [(device, run) for device in CUDA_DEVICES for run in RUNS]
+    pairs += [
+        (e["device"], {k: e[k] for k in ("model", "batch", "precision", "mode")})
+        for e in IMPORTS
+        if e[tool]
+    ]
+    return pairs
+
+
+def get_aggregate_files(tool):
+    return [
+        f"results/aggregate/{device}/{run_path(run)}/{tool}.json"
+        for device, run in _profiled_runs(tool)
+    ]
+
+
+def get_estimate_files(kind):
+    return [f"results/estimate/{run_path(run)}/{kind}" for run in estimated_runs()]
+
+
+def get_ceilings_files():
+    return {device: f"results/ceilings/{device}.json" for device in MEASURED_DEVICES}
+
+
+def get_ncu_inputs(wildcards):
+    entry = imported_run(wildcards)
+    if entry:
+        return entry["ncu"]
+    return rules.profile_ncu.output.csv
+
+
+def get_nsys_inputs(wildcards):
+    entry = imported_run(wildcards)
+    if entry:
+        return entry["nsys"]
+    return [rules.profile_nsys.output.kern_sum, rules.profile_nsys.output.trace]
+
+
+def get_plot_devices():
+    return sorted(set(MEASURED_DEVICES) | {e["device"] for e in IMPORTS})
+
+
+def get_final_outputs():
+    outputs = ["results/summary.csv", "results/plots/flops.svg", "results/plots/params.svg"]
+    outputs += expand("results/plots/roofline/{device}.svg", device=get_plot_devices())
+    return outputs
+
+
+# SLURM resources: each device's `slurm:` block in the catalogue; runtime and memory grow with the
+# attempt number, so a job killed for time or memory is retried with more (--retries in the profile).
+
+
+def device_slurm(wildcards):
+    return DEVICES[wildcards.device].slurm
+
+
+def device_kind(wildcards):
+    return DEVICES[wildcards.device].kind
+
+
+def slurm_partition(wildcards):
+    return device_slurm(wildcards).get("partition")
+
+
+def slurm_gres(wildcards):
+    return device_slurm(wildcards).get("gres")
+
+
+def slurm_constraint(wildcards):
+    return device_slurm(wildcards).get("constraint")
+
+
+def slurm_qos(wildcards):
+    return device_slurm(wildcards).get("qos")
+
+
+def runtime_minutes(wildcards, attempt):
+    return device_slurm(wildcards).get("runtime", 60) * attempt
+
+
+def mem_mb(wildcards, attempt):
+    return device_slurm(wildcards).get("mem_mb", 8000) * attempt
+
+
+def device_threads(wildcards):
+    """CPU threads for a device's jobs: all local cores for the CPU (timing jobs then run one at a
+    time, so they never share cores), the device's cpus_per_task on a cluster."""
+    slurm_cpus = device_slurm(wildcards).get("cpus_per_task")
+    return workflow.cores if workflow.cores and workflow.cores < 10_000 else (slurm_cpus or 1)
+
+
+def device_architecture(wildcards):
+    return DEVICES[wildcards.device].architecture
+
+
+def get_plot_ceilings(wildcards):
+    """The device's measured ceilings, when this workflow measures them (not for import-only devices)."""
+    if wildcards.device in MEASURED_DEVICES:
+        return [f"results/ceilings/{wildcards.device}.json"]
+    return []

@@ -1,0 +1,15 @@
+rule subset_dataset:
+    output:
+        tensor="results/dataset/subset.pt",
+        manifest=report(
+            "results/dataset/manifest.csv",
+            caption="../report/manifest.rst",
+            category="Data",
+            labels={"table": "image subset manifest"},
+        ),
+    log:
+        "logs/dataset/subset.log",
+    params:
+        dataset=config["dataset"],
+    script:
+        "../scripts/subset_dataset.py"

@@ -1,0 +1,12 @@
+rule estimate_model:
+    output:
+        totals=f"results/estimate/{RUN_PATTERN}/totals.json",
+        layers=f"results/estimate/{RUN_PATTERN}/layers.csv",
+        ops=f"results/estimate/{RUN_PATTERN}/ops.csv",
+    log:
+        f"logs/estimate/{RUN_PATTERN}.log",
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/estimate_model.py"

@@ -1,0 +1,71 @@
+# Measurement: latency on every device (CUDA events / perf_counter_ns), and on cuda devices one
+# iteration under Nsight Compute (counters) and Nsight Systems (kernel times).
+
+
+rule profile_time:
+    input:
+        subset=rules.subset_dataset.output.tensor,
+    output:
+        timing=f"results/profile/{{device}}/{RUN_PATTERN}/timing.json",
+    log:
+        f"logs/profile/{{device}}/{RUN_PATTERN}/timing.log",
+    params:
+        kind=device_kind,
+        warmup=config["profiling"]["warmup_iterations"],
+        iterations=config["profiling"]["timed_iterations"],
+    threads: device_threads
+    resources:
+        slurm_partition=slurm_partition,
+        gres=slurm_gres,
+        constraint=slurm_constraint,
+        qos=slurm_qos,
+        runtime=runtime_minutes,
+        mem_mb=mem_mb,
+    script:
+        "../scripts/profile_time.py"
+
+
+rule profile_ncu:
+    input:
+        subset=rules.subset_dataset.output.tensor,
+    output:
+        csv=f"results/profile/{{device}}/{RUN_PATTERN}/ncu.csv",
+    log:
+        f"logs/profile/{{device}}/{RUN_PATTERN}/ncu.log",
+    params:
+        tool=config["profiling"]["ncu"],
+        architecture=device_architecture,
+        warmup=config["profiling"]["warmup_iterations"],
+    threads: device_threads
+    resources:
+        slurm_partition=slurm_partition,
+        gres=slurm_gres,
+        constraint=slurm_constraint,
+        qos=slurm_qos,
+        runtime=runtime_minutes,
+        mem_mb=mem_mb,
+    script:
+        "../scripts/profile_ncu.py"
+
+
+rule profile_nsys:
+    input:
+        subset=rules.subset_dataset.output.tensor,
+    output:
+        kern_sum=f"results/profile/{{device}}/{RUN_PATTERN}/nsys_cuda_gpu_kern_sum.csv",
+        trace=f"results/profile/{{device}}/{RUN_PATTERN}/nsys_cuda_gpu_trace.csv",
+    log:
+        f"logs/profile/{{device}}/{RUN_PATTERN}/nsys.log",
+    params:
+        tool=config["profiling"]["nsys"],
+        warmup=config["profiling"]["warmup_iterations"],
+    threads: device_threads
+    resources:
+        slurm_partition=slurm_partition,
+        gres=slurm_gres,
+        constraint=slurm_constraint,
+        qos=slurm_qos,
+        runtime=runtime_minutes,
+        mem_mb=mem_mb,
+    script:
+        "../scripts/profile_nsys.py"

@@ -1,0 +1,22 @@
+rule summarize:
+    input:
+        estimates=get_estimate_files("totals.json"),
+        ops=get_estimate_files("ops.csv"),
+        timings=get_timing_files(),
+        ceilings=list(get_ceilings_files().values()),
+        ncu=get_aggregate_files("ncu"),
+        nsys=get_aggregate_files("nsys"),
+    output:
+        summary=report(
+            "results/summary.csv",
+            caption="../report/summary.rst",
+            category="Summary",
+            labels={"table": "summary (one row per run)"},
+        ),
+    log:
+        "logs/summarize.log",
+    params:
+        devices_file=config["devices_file"],
+        ceilings=get_ceilings_files(),
+    script:
+        "../scripts/summarize.py"

@@ -1,0 +1,11 @@
+from rooflow.estimate import estimate
+from rooflow.io import write_csv, write_json
+from rooflow.logs import step_logging
+
+w = snakemake.wildcards
+with step_logging(snakemake.log[0], "estimate_model") as log:
+    result = estimate(w.model, int(w.batch), w.precision, w.mode)
+    write_json(snakemake.output.totals, result.totals)
+    write_csv(snakemake.output.layers, result.layers)
+    write_csv(snakemake.output.ops, result.ops)
+    log.info("%s b%s %s %s: %.3g GFLOP", w.model, w.batch, w.precision, w.mode, result.totals["total_flops"] / 1e9)

@@ -1,0 +1,12 @@
+from rooflow.dataset import load_subset
+from rooflow.io import write_json
+from rooflow.logs import step_logging
+from rooflow.timing import RunSpec, measure
+
+w, p = snakemake.wildcards, snakemake.params
+with step_logging(snakemake.log[0], "profile_time"):
+    spec = RunSpec(w.model, int(w.batch), w.precision, w.mode, "cuda" if p.kind == "cuda" else "cpu",
+                   p.warmup, p.iterations, snakemake.threads)
+    record = measure(spec, load_subset(snakemake.input.subset))
+    record["device"] = w.device
+    write_json(snakemake.output.timing, record)
