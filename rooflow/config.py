@@ -19,6 +19,10 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
         raise RooflowError(f"{source} is empty: start from config/config.yaml")
     validate(config, load_schema("config.schema.yaml"), source)
     check_model_names(config["models"], f"{source}: models")
+    stray = sorted(set(config["model_batch_sizes"]) - set(config["models"]))
+    if stray:
+        raise RooflowError(
+            f"{source}: model_batch_sizes names {', '.join(stray)}, not in models: add it to models or remove it")
     catalogue = Path(workdir) / config["devices_file"]
     devices = load_devices(catalogue)
     imported = {run["device"] for run in config["imports"]}
@@ -48,9 +52,13 @@ def load_config(path: str | Path, workdir: str | Path = ".") -> dict[str, Any]:
 
 
 def experiment_matrix(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every model × batch × precision × mode (device-independent: what the estimator runs)."""
-    return [
-        {"model": m, "batch": b, "precision": p, "mode": mode}
-        for m, b, p, mode in itertools.product(
-            config["models"], config["batch_sizes"], config["precisions"], config["modes"])
-    ]
+    """Every model × batch × precision × mode (device-independent: what the estimator runs); a model's
+    entry in model_batch_sizes replaces the common batch_sizes for that model."""
+    runs = []
+    for model in config["models"]:
+        batches = config.get("model_batch_sizes", {}).get(model, config["batch_sizes"])
+        runs += [
+            {"model": model, "batch": b, "precision": p, "mode": mode}
+            for b, p, mode in itertools.product(batches, config["precisions"], config["modes"])
+        ]
+    return runs

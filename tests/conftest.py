@@ -1,0 +1,36 @@
+"""Shared fixtures: paths into the checkout, the venv's executables."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def snakemake_exe() -> str:
+    exe = BIN / "snakemake"
+    return str(exe) if exe.exists() else shutil.which("snakemake")
+
+
+def copy_workflow(target: Path) -> Path:
+    """A copy of the workflow (no results) for a real run in a temp directory."""
+    for name in ("Snakefile", "rules", "scripts", "config", "report", "profiles", "envs", "rooflow"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, target / name)
+    (target / "tests" / "configs").mkdir(parents=True)
+    shutil.copy2(ROOT / "tests" / "configs" / "tiny.yaml", target / "tests" / "configs" / "tiny.yaml")
+    return target
