@@ -9,6 +9,8 @@ rule aggregate_ncu:
         kernels=f"results/aggregate/{{device}}/{RUN_PATTERN}/ncu_kernels.csv",
     log:
         f"logs/aggregate/{{device}}/{RUN_PATTERN}/ncu.log",
+    conda:
+        "../envs/rooflow.yaml"
     script:
         "../scripts/aggregate_ncu.py"
 
@@ -21,5 +23,7 @@ rule aggregate_nsys:
         kernels=f"results/aggregate/{{device}}/{RUN_PATTERN}/nsys_kernels.csv",
     log:
         f"logs/aggregate/{{device}}/{RUN_PATTERN}/nsys.log",
+    conda:
+        "../envs/rooflow.yaml"
     script:
         "../scripts/aggregate_nsys.py"

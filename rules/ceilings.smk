@@ -3,9 +3,8 @@ rule measure_ceilings:
         ceilings="results/ceilings/{device}.json",
     log:
         "logs/ceilings/{device}.log",
-    params:
-        kind=device_kind,
-        quick=config["profiling"]["ceilings_quick"],
+    conda:
+        "../envs/rooflow.yaml"
     threads: device_threads
     resources:
         slurm_partition=slurm_partition,
@@ -14,5 +13,8 @@ rule measure_ceilings:
         qos=slurm_qos,
         runtime=runtime_minutes,
         mem_mb=mem_mb,
+    params:
+        kind=device_kind,
+        quick=config["profiling"]["ceilings_quick"],
     script:
         "../scripts/measure_ceilings.py"

@@ -5,8 +5,10 @@ import sys
 # The workflow runs from a checkout: make its `rooflow` package importable for rule scripts and jobs
 # even where it is not pip-installed (conda environments, cluster jobs).
 sys.path.insert(0, workflow.basedir)
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(
+        p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p
+    )
 )
 
 from rooflow.config import validate_config, experiment_matrix
@@ -48,7 +50,13 @@ def run_path(run):
 def imported_run(wildcards):
     """The config `imports` entry for this device × run, or None when rooflow profiles it itself."""
     for entry in IMPORTS:
-        if (entry["device"], entry["model"], str(entry["batch"]), entry["precision"], entry["mode"]) == (
+        if (
+            entry["device"],
+            entry["model"],
+            str(entry["batch"]),
+            entry["precision"],
+            entry["mode"],
+        ) == (
             wildcards.device,
             wildcards.model,
             str(wildcards.batch),
@@ -127,9 +135,8 @@ def get_plot_devices():
 
 
 def get_final_outputs():
-    outputs = ["results/summary.csv", "results/plots/flops.svg", "results/plots/params.svg"]
-    outputs += expand("results/plots/roofline/{device}.svg", device=get_plot_devices())
-    return outputs
+    """The targets of the default rule: the summary and every report item (get_report_outputs)."""
+    return ["results/summary.csv", *get_report_outputs()]
 
 
 # SLURM resources: each device's `slurm:` block in the catalogue; runtime and memory grow with the
@@ -172,7 +179,11 @@ def device_threads(wildcards):
     """CPU threads for a device's jobs: all local cores for the CPU (timing jobs then run one at a
     time, so they never share cores), the device's cpus_per_task on a cluster."""
     slurm_cpus = device_slurm(wildcards).get("cpus_per_task")
-    return workflow.cores if workflow.cores and workflow.cores < 10_000 else (slurm_cpus or 1)
+    return (
+        workflow.cores
+        if workflow.cores and workflow.cores < 10_000
+        else (slurm_cpus or 1)
+    )
 
 
 def device_architecture(wildcards):

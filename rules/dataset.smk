@@ -9,6 +9,8 @@ rule subset_dataset:
         ),
     log:
         "logs/dataset/subset.log",
+    conda:
+        "../envs/rooflow.yaml"
     params:
         dataset=config["dataset"],
     script:

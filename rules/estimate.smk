@@ -5,6 +5,8 @@ rule estimate_model:
         ops=f"results/estimate/{RUN_PATTERN}/ops.csv",
     log:
         f"logs/estimate/{RUN_PATTERN}.log",
+    conda:
+        "../envs/rooflow.yaml"
     resources:
         mem_mb=4000,
         runtime=30,

@@ -9,10 +9,8 @@ rule profile_time:
         timing=f"results/profile/{{device}}/{RUN_PATTERN}/timing.json",
     log:
         f"logs/profile/{{device}}/{RUN_PATTERN}/timing.log",
-    params:
-        kind=device_kind,
-        warmup=config["profiling"]["warmup_iterations"],
-        iterations=config["profiling"]["timed_iterations"],
+    conda:
+        "../envs/rooflow.yaml"
     threads: device_threads
     resources:
         slurm_partition=slurm_partition,
@@ -21,6 +19,10 @@ rule profile_time:
         qos=slurm_qos,
         runtime=runtime_minutes,
         mem_mb=mem_mb,
+    params:
+        kind=device_kind,
+        warmup=config["profiling"]["warmup_iterations"],
+        iterations=config["profiling"]["timed_iterations"],
     script:
         "../scripts/profile_time.py"
 
@@ -32,10 +34,8 @@ rule profile_ncu:
         csv=f"results/profile/{{device}}/{RUN_PATTERN}/ncu.csv",
     log:
         f"logs/profile/{{device}}/{RUN_PATTERN}/ncu.log",
-    params:
-        tool=config["profiling"]["ncu"],
-        architecture=device_architecture,
-        warmup=config["profiling"]["warmup_iterations"],
+    conda:
+        "../envs/rooflow.yaml"
     threads: device_threads
     resources:
         slurm_partition=slurm_partition,
@@ -44,6 +44,10 @@ rule profile_ncu:
         qos=slurm_qos,
         runtime=runtime_minutes,
         mem_mb=mem_mb,
+    params:
+        tool=config["profiling"]["ncu"],
+        architecture=device_architecture,
+        warmup=config["profiling"]["warmup_iterations"],
     script:
         "../scripts/profile_ncu.py"
 
@@ -56,9 +60,8 @@ rule profile_nsys:
         trace=f"results/profile/{{device}}/{RUN_PATTERN}/nsys_cuda_gpu_trace.csv",
     log:
         f"logs/profile/{{device}}/{RUN_PATTERN}/nsys.log",
-    params:
-        tool=config["profiling"]["nsys"],
-        warmup=config["profiling"]["warmup_iterations"],
+    conda:
+        "../envs/rooflow.yaml"
     threads: device_threads
     resources:
         slurm_partition=slurm_partition,
@@ -67,5 +70,8 @@ rule profile_nsys:
         qos=slurm_qos,
         runtime=runtime_minutes,
         mem_mb=mem_mb,
+    params:
+        tool=config["profiling"]["nsys"],
+        warmup=config["profiling"]["warmup_iterations"],
     script:
         "../scripts/profile_nsys.py"

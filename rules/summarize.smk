@@ -15,6 +15,8 @@ rule summarize:
         ),
     log:
         "logs/summarize.log",
+    conda:
+        "../envs/rooflow.yaml"
     params:
         devices_file=config["devices_file"],
         ceilings=get_ceilings_files(),
