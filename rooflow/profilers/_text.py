@@ -50,7 +50,7 @@ def read_text(path: str | Path) -> str:
         except (OSError, EOFError) as error:
             raise ParseError(f"{path}: the gzip data is corrupt or truncated ({error}); "
                              f"copy the file again from where the profiler wrote it.")
-    return raw.decode("utf-8", errors="replace")
+    return raw.decode("utf-8-sig", errors="replace")  # -sig: a byte-order mark would hide the CSV header
 
 
 def parse_number(text: str) -> Decimal | None:
@@ -142,9 +142,15 @@ def profiler_error(path: str | Path, lines: list[str]) -> ParseError | None:
         stripped = line.strip()
         if "No kernels were profiled" in stripped:
             return ParseError(f"{path}: line {number}: {_NO_KERNELS}.")
+        if "No reports were generated" in stripped:
+            return ParseError(
+                f"{path}: line {number}: nsys wrote no report (\"No reports were generated\"): the capture range "
+                f"never opened, because the driver did not reach torch.cuda.profiler.start() or CUDA tracing "
+                f"failed on this node (look for CUPTI errors above); fix that and profile again.")
         if "does not contain CUDA kernel data" in stripped or "does not contain CUDA trace data" in stripped:
             return ParseError(
-                f"{path}: line {number}: the nsys report holds no CUDA kernels ({stripped[:120]}): nothing ran "
+                f"{path}: line {number}: the nsys report holds no CUDA kernels ({stripped[:120].rstrip('.')}): "
+                f"nothing ran "
                 f"inside the capture range (--capture-range=cudaProfilerApi needs the driver to call "
                 f"torch.cuda.profiler.start()/stop()) or CUDA tracing was off (-t cuda); profile again.")
     return None
@@ -162,9 +168,20 @@ def _error_fix(message: str) -> str:
     return "fix the cause it names and profile again"
 
 
+def looks_like_nsys_report(lines: list[str]) -> bool:
+    """A `nsys stats` CSV table header somewhere in the first lines (for a hint when given to the ncu parser)."""
+    return any("," in line and ("Duration (" in line or "Duration(" in line or "Total Time (" in line)
+               for line in lines[:200])
+
+
+def looks_like_ncu_output(lines: list[str]) -> bool:
+    """ncu's CSV header or its ==PROF== lines (for a hint when given to the nsys parser)."""
+    return any(line.startswith(('"ID","Process ID"', "==PROF==")) for line in lines[:2000])
+
+
 def looks_like_html(text: str) -> bool:
     head = text.lstrip()[:512].lower()
-    return head.startswith("<!doctype html") or head.startswith("<html") or "<html" in head[:200]
+    return head.startswith(("<!doctype html", "<html")) or "<html" in head[:200]
 
 
 def first_content_line(lines: list[str]) -> int:

@@ -7,6 +7,8 @@ Conventions (DESIGN.md, "FLOPs from counters"):
   FP32 = fadd + fmul + 2·ffma and FP64 = dadd + dmul + 2·dfma. FP16 instructions work on half2 pairs,
   so non-tensor FP16 = 2·hadd + 2·hmul + 4·hfma (the weights of Nsight Compute's own half-precision
   roofline section). Older tools name the same counters ``sm__sass_...``; both spellings are accepted.
+  (NERSC's DeepCAM tables count one FLOP per half instruction, hadd + hmul + 2·hfma; rooflow does not —
+  tests/test_ncu.py recomputes their number from the parsed counters to show both.)
 - Tensor-core FLOPs on sm_75 and newer: ``sm__ops_path_tensor_src_*`` already count FLOPs (an RTX 4090
   fp8 GEMM of M·N·K = 4096·3072·768 reads 19,327,352,832 = 2·M·N·K in a public study), so they are summed
   as they are, base names only: the ``_sparsity_on``/``_sparsity_off`` variants split the same work again.
@@ -31,7 +33,7 @@ match sm_90; sm_120 is assumed to have no fp64 tensor path). A name the GPU lack
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from rooflow.errors import RooflowError
 
@@ -120,6 +122,15 @@ def metrics_for_architecture(architecture: str | int) -> list[str]:
     True
     """
     return sass_metrics() + tensor_metrics_for_architecture(architecture) + list(MEMORY_AND_TIME_METRICS)
+
+
+def is_used_metric(name: str) -> bool:
+    """Whether rooflow derives FLOPs, bytes or time from this metric (so its unit must be understood)."""
+    if name.startswith(TENSOR_OPS_PREFIX) or "sass_thread_inst_executed_op_" in name:
+        return True
+    return name in {VOLTA_TENSOR_INSTRUCTIONS, DRAM_BYTES, DRAM_BYTES_READ, DRAM_BYTES_WRITE, DRAM_SECTORS,
+                    DRAM_SECTORS_READ, DRAM_SECTORS_WRITE, L2_BYTES, L2_SECTORS, L1_BYTES, L1_SECTORS, DURATION,
+                    CYCLES, CYCLES_PER_SECOND}
 
 
 def sass_metric(columns: Iterable[str], op: str) -> str | None:

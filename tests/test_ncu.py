@@ -1,0 +1,675 @@
+"""Nsight Compute parsing and aggregation, checked against real recorded output and the studies' own totals.
+
+Fixtures: tests/data/real (see tests/data/README.md and real/PROVENANCE.md). Expected values come from the
+studies' own result files (parsed here, not copied by hand) or from the files themselves.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import math
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rooflow.errors import ParseError
+from rooflow.profilers.kernels import KERNEL_CLASSES, classify_kernel
+from rooflow.profilers.ncu import KERNEL_COLUMNS, TOTAL_KEYS, aggregate_ncu
+
+DATA = Path(__file__).parent / "data"
+REAL = DATA / "real"
+MALFORMED = DATA / "malformed"
+ANOUSHKA = "anoushka21-cloudml/proj1"
+DEEPCAM = "cyanguwa-DeepLearningProfiling/mlperf-deepcam"
+B200 = "meinie0826-roofline-analysis/decodebench/results/ncu"
+RUNS = [(gpu, model) for gpu in ("a100", "v100") for model in ("vgg11", "vgg13", "vgg19")]
+
+
+def real(relative: str) -> Path:
+    """A fixture, plain or (as stored to keep the repository small) gzip-compressed."""
+    path = REAL / relative
+    return path if path.exists() else path.with_name(path.name + ".gz")
+
+
+def real_text(relative: str) -> str:
+    path = real(relative)
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.suffix == ".gz" else data).decode()
+
+
+def test_fixture_copies_are_byte_for_byte():
+    """Every copied fixture, decompressed where stored compressed, has the original's SHA-256."""
+    lines = (REAL / "SHA256SUMS").read_text().splitlines()
+    assert len(lines) == 40  # 39 recorded files + PROVENANCE.md
+    for line in lines:
+        digest, relative = line.split("  ", 1)
+        path = real(relative)
+        data = path.read_bytes()
+        if path.suffix == ".gz":
+            data = gzip.decompress(data)
+        assert hashlib.sha256(data).hexdigest() == digest, relative
+
+
+# ---------------------------------------------------------------------------------------------------
+# anoushka21: ncu 2020 TEXT output, A100 and V100, VGG11/13/19 — the study's own totals
+
+
+def study_totals(relative: str) -> dict[str, str]:
+    """The study's ncu-final-metric file: label lines, each followed by its value (some labels carry a
+    literal "\\n" prefix from the study's echo)."""
+    values: dict[str, str] = {}
+    label = None
+    for line in real_text(relative).splitlines():
+        line = line.strip().removeprefix("\\n").strip()
+        if not line:
+            continue
+        if re.fullmatch(r"[0-9.e+]+", line):
+            values[label] = line
+        else:
+            label = line
+    return values
+
+
+def matches_printed(value: float, printed: str) -> bool:
+    """`value` equals the study's number as printed: exactly for integers, to the printed digits for %g."""
+    if "e" in printed:
+        return format(value, ".6g") == printed
+    return value == int(printed)
+
+
+@pytest.mark.parametrize(("gpu", "model"), RUNS)
+def test_text_log_reproduces_the_study_totals_exactly(gpu, model):
+    result = aggregate_ncu([real(f"{ANOUSHKA}/{gpu}/{model}/ncu-log-{model}.txt")])
+    expected = study_totals(f"{ANOUSHKA}/{gpu}/{model}/ncu-final-metric-{model}.txt")
+    totals = result.totals
+    assert totals["source_format"] == "ncu-text"
+    # TOTALBYTES = Σ dram__bytes.sum (printed auto-scaled in Kbyte/Mbyte, thousands separators elsewhere)
+    assert matches_printed(totals["dram_bytes"], expected["TOTALBYTES"])
+    # TOTALFLOPS = Σ fadd + fmul + 2·ffma
+    assert matches_printed(totals["flops_fp32"], expected["TOTALFLOPS"])
+    # DRDW TRANSACTIONS = Σ dram__sectors.sum; dram__bytes.sum is preferred, never added to 32 × sectors
+    assert result.metrics["dram__sectors.sum"].sum() == int(expected["DRDW TRANSACTIONS"])
+    assert totals["dram_bytes"] != 32 * int(expected["DRDW TRANSACTIONS"])  # the auto-scaled rounding differs
+    # No tensor-core metric in this study: tensor FLOPs are "not collected", not zero
+    assert totals["tensor_metrics_collected"] is False
+    assert totals["flops_tensor"] is None
+    assert totals["l2_bytes"] is None and totals["l1_bytes"] is None
+    assert "seconds" not in totals
+    assert totals["flops_fp16"] == 0.0  # hadd/hmul/hfma collected, all zero
+    assert totals["flops_total"] == totals["flops_fp32"] + totals["flops_fp64"]
+    assert totals["kernels"] == len(result.kernels)
+
+
+def test_a100_vgg11_numbers_and_kernels():
+    result = aggregate_ncu([real(f"{ANOUSHKA}/a100/vgg11/ncu-log-vgg11.txt")])
+    assert result.totals["dram_bytes"] == 9_790_409_380
+    assert result.totals["flops_fp32"] == 11_771_359_163
+    assert result.totals["kernels"] == 170  # as many as the ==PROF== Profiling lines announce
+    kernels = result.kernels
+    assert list(kernels.columns) == KERNEL_COLUMNS
+    assert list(kernels["id"]) == list(range(170))
+    first = kernels.iloc[0]
+    # Hand-read from the log, line 180–193: implicit_convolve_sgemm, 208.82 Mbyte, ffma 1,644,167,168, fmul 51,380,224
+    assert first["name"].startswith("void implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false")
+    assert first["kernel_class"] == "convolution"
+    assert first["dram_bytes"] == 208_820_000
+    assert first["flops_fp32"] == 51_380_224 + 2 * 1_644_167_168
+    assert math.isnan(first["flops_tensor"]) and math.isnan(first["seconds"])
+    # The TF32 tensor-core kernels are there, doing work fadd/fmul/ffma cannot see
+    tf32 = kernels[kernels["name"].str.contains("Ampere_hmma_tf32_traits")]
+    assert len(tf32) > 0 and (tf32["kernel_class"] == "convolution").all()
+    cutlass = kernels[kernels["name"].str.contains("cutlass_80_tensorop_s1688gemm")]
+    assert len(cutlass) > 0 and (cutlass["kernel_class"] == "gemm").all()
+    assert "No tensor-core metric was collected" in " ".join(result.notes)
+
+
+def test_v100_vgg11_sees_the_fp32_work_the_a100_counters_miss():
+    a100 = aggregate_ncu([real(f"{ANOUSHKA}/a100/vgg11/ncu-log-vgg11.txt")]).totals
+    v100 = aggregate_ncu([real(f"{ANOUSHKA}/v100/vgg11/ncu-log-vgg11.txt")]).totals
+    assert round(v100["flops_fp32"] / 1e9, 1) == 221.7
+    assert v100["flops_fp32"] / a100["flops_fp32"] > 18  # same code: the A100's convolutions ran on tensor cores
+    assert v100["flops_fp64"] > 0  # a few dfma (2 FLOPs each) in the V100 run
+
+
+# ---------------------------------------------------------------------------------------------------
+# NERSC DeepCAM, V100: 12 one-metric CSV files = one run; the author's golden per-kernel-name table
+
+DEEPCAM_FILES = sorted((REAL / DEEPCAM / "PT-fp32-O1-AdamW-fw-733731").glob("out.*"))
+SASS = "sm__sass_thread_inst_executed_op_{}_pred_on.sum"
+
+
+@pytest.fixture(scope="module")
+def deepcam():
+    assert len(DEEPCAM_FILES) == 12
+    return aggregate_ncu(DEEPCAM_FILES)
+
+
+@pytest.fixture(scope="module")
+def golden():
+    return pd.read_csv(REAL / DEEPCAM / "CSVs" / "fp32-O1-AdamW-fw.csv")
+
+
+def sig4(value: float) -> str:
+    return format(value, ".4g")
+
+
+def test_deepcam_files_merge_into_one_run(deepcam):
+    totals = deepcam.totals
+    assert totals["kernels"] == 797
+    assert totals["source_format"] == "ncu-csv-details"
+    assert totals["tensor_metrics_collected"] is True
+    assert totals["flops_fp64"] is None  # no d* counters in this run
+    assert len(deepcam.metrics.columns) == 12
+    assert set(totals) == set(TOTAL_KEYS) | {"seconds", "metrics_collected", "tensor_metrics_collected",
+                                              "source_format"}
+    # "Kernel Time" is a launch timestamp, not a duration: it must not become a metric
+    assert "Kernel Time" not in deepcam.metrics.columns
+
+
+def test_deepcam_reproduces_the_authors_golden_totals(deepcam, golden):
+    totals, raw = deepcam.totals, deepcam.metrics
+    # The brief's numbers and the golden CSV's column sums, to 4 significant digits
+    assert sig4(totals["flops_tensor"]) == sig4(1.12868e12) == sig4(golden["TC FLOPs"].sum())
+    assert totals["flops_tensor"] == pytest.approx(golden["TC FLOPs"].sum(), rel=1e-12)  # in fact exact
+    assert sig4(totals["dram_bytes"]) == sig4(2.18303e10) == sig4(golden["dram__bytes.sum"].sum())
+    assert totals["dram_bytes"] == pytest.approx(golden["dram__bytes.sum"].sum(), rel=1e-12)
+    assert totals["l2_bytes"] == pytest.approx(golden["lts__t_bytes.sum"].sum(), rel=1e-12)
+    assert totals["l1_bytes"] == pytest.approx(golden["l1tex__t_bytes.sum"].sum(), rel=1e-12)
+
+    # CUDA-core FLOPs: the author counted fadd + fmul + 2·ffma + hadd + hmul + 2·hfma (one FLOP per half
+    # instruction). rooflow counts half2 instructions as 2 FLOPs (2·hadd + 2·hmul + 4·hfma, DESIGN.md), so the
+    # author's number is recomputed here from the parsed counters, and the product's differs by exactly
+    # hadd + hmul + 2·hfma.
+    fadd, fmul, ffma = (raw[SASS.format(op)].sum() for op in ("fadd", "fmul", "ffma"))
+    hadd, hmul, hfma = (raw[SASS.format(op)].sum() for op in ("hadd", "hmul", "hfma"))
+    theirs = fadd + fmul + 2 * ffma + hadd + hmul + 2 * hfma
+    assert sig4(theirs) == sig4(2.41696e11) == sig4(golden["CC FLOPs"].sum())
+    assert theirs == pytest.approx(golden["CC FLOPs"].sum(), rel=1e-12)
+    assert totals["flops_fp32"] == fadd + fmul + 2 * ffma
+    assert totals["flops_fp16"] == 2 * hadd + 2 * hmul + 4 * hfma
+    assert totals["flops_fp32"] + totals["flops_fp16"] - theirs == hadd + hmul + 2 * hfma > 0
+
+    # Time: the author divided each kernel NAME's summed cycles by its mean cycles-per-second; rooflow divides
+    # per kernel, then sums (a rate is never summed). Both from the same parsed counters:
+    per_kernel = raw["sm__cycles_elapsed.avg"] / raw["sm__cycles_elapsed.avg.per_second"]
+    assert totals["seconds"] == pytest.approx(per_kernel.sum(), rel=1e-12)
+    frame = pd.DataFrame({"name": deepcam.kernels["name"].to_numpy(),
+                          "cycles": raw["sm__cycles_elapsed.avg"].to_numpy(),
+                          "rate": raw["sm__cycles_elapsed.avg.per_second"].to_numpy()})
+    by_name = frame.groupby("name").agg(cycles=("cycles", "sum"), rate=("rate", "mean"))
+    their_time = (by_name["cycles"] / by_name["rate"]).sum()
+    assert sig4(their_time) == sig4(0.104385) == sig4(golden["Time"].sum())
+    assert sig4(totals["seconds"]) == "0.1043"  # the per-kernel division: 0.07% below the author's 0.1044
+    assert totals["seconds"] == pytest.approx(their_time, rel=1e-3)
+
+
+def test_deepcam_per_kernel_name_matches_the_golden_table(deepcam, golden):
+    """Not only the totals: each of the 45 kernel names' instance count, tensor FLOPs and DRAM bytes."""
+    ours = deepcam.kernels.groupby("name").agg(count=("id", "size"), tensor=("flops_tensor", "sum"),
+                                               dram=("dram_bytes", "sum"))
+    golden = golden.set_index("Kernel Name")
+    assert set(ours.index) == set(golden.index) and len(ours) == 45
+    for name, row in golden.iterrows():
+        assert ours.loc[name, "count"] == row["Count"], name
+        assert ours.loc[name, "tensor"] == pytest.approx(row["TC FLOPs"], rel=1e-12), name
+        assert ours.loc[name, "dram"] == pytest.approx(row["dram__bytes.sum"], rel=1e-12), name
+
+
+def test_deepcam_one_file_alone_is_a_valid_run_with_only_that_metric():
+    result = aggregate_ncu([REAL / DEEPCAM / "PT-fp32-O1-AdamW-fw-733731" / "out.dram__bytes.sum.gz"])
+    assert result.totals["kernels"] == 797
+    assert sig4(result.totals["dram_bytes"]) == sig4(2.18303e10)
+    assert result.totals["flops_total"] is None and result.totals["tensor_metrics_collected"] is False
+
+
+def _deepcam_lines(metric: str) -> list[str]:
+    return real_text(f"{DEEPCAM}/PT-fp32-O1-AdamW-fw-733731/out.{metric}").splitlines(keepends=True)
+
+
+def test_files_of_one_run_must_hold_the_same_kernels(tmp_path):
+    lines = _deepcam_lines("lts__t_bytes.sum")
+    short = tmp_path / "out.lts__t_bytes.sum"
+    short.write_text("".join(lines[:-1]))  # the last kernel's line lost: 796 kernels
+    with pytest.raises(ParseError) as error:
+        aggregate_ncu([REAL / DEEPCAM / "PT-fp32-O1-AdamW-fw-733731" / "out.dram__bytes.sum.gz", short])
+    assert str(short) in str(error.value) and "796 kernels" in str(error.value)
+
+
+def test_files_of_one_run_must_name_the_same_kernels(tmp_path):
+    lines = _deepcam_lines("lts__t_bytes.sum")
+    index = next(i for i, line in enumerate(lines) if line.startswith('"5",'))
+    fields = next(csv.reader([lines[index]]))
+    fields[4] = "some_other_kernel"
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerow(fields)
+    lines[index] = out.getvalue()
+    renamed = tmp_path / "out.lts__t_bytes.sum"
+    renamed.write_text("".join(lines))
+    with pytest.raises(ParseError) as error:
+        aggregate_ncu([REAL / DEEPCAM / "PT-fp32-O1-AdamW-fw-733731" / "out.dram__bytes.sum.gz", renamed])
+    assert str(renamed) in str(error.value) and "kernel ID 5" in str(error.value)
+
+
+def test_the_same_metric_twice_with_other_values_is_refused(tmp_path):
+    copy = tmp_path / "out.dram__bytes.sum"
+    copy.write_text("".join(_deepcam_lines("dram__bytes.sum")).replace('"byte","59520"', '"byte","59521"'))
+    with pytest.raises(ParseError) as error:
+        aggregate_ncu([REAL / DEEPCAM / "PT-fp32-O1-AdamW-fw-733731" / "out.dram__bytes.sum.gz", copy])
+    assert "dram__bytes.sum of kernel ID 0" in str(error.value)
+
+
+# ---------------------------------------------------------------------------------------------------
+# B200 --page raw: wide, units row
+
+
+def raw_page(relative: str) -> tuple[list[str], list[str], list[list[str]]]:
+    rows = list(csv.reader(line for line in real_text(relative).splitlines() if line.startswith('"')))
+    return rows[0], rows[1], rows[2:]
+
+
+@pytest.mark.parametrize(("name", "kernels"), [("torch_sdpa_flash__gqa_bf16_b64_ctx4k_p64", 16),
+                                               ("flashinfer_paged_decode__gqa_bf16_b64_ctx4k_p64", 64)])
+def test_raw_page_units_row_is_honoured(name, kernels):
+    relative = f"{B200}/{name}.ncu.csv"
+    result = aggregate_ncu([real(relative)])
+    header, units, rows = raw_page(relative)
+    duration = header.index("gpu__time_duration.sum")
+    assert units[duration] == "ns"
+    assert result.totals["kernels"] == kernels == len(rows)
+    assert result.totals["source_format"] == "ncu-csv-raw"
+    # By hand from the file: kernel 0's duration column, in ns per the units row, becomes seconds
+    assert result.kernels.loc[0, "seconds"] == pytest.approx(int(rows[0][duration]) * 1e-9, rel=1e-15)
+    assert result.totals["seconds"] == pytest.approx(sum(int(r[duration]) for r in rows) * 1e-9, rel=1e-12)
+    # Unit-less and percent columns keep their value; text columns are not metrics
+    launches = header.index("launch__grid_size")
+    assert units[launches] == ""
+    assert result.metrics.loc[0, "launch__grid_size"] == float(rows[0][launches])
+    percent = next(i for i, u in enumerate(units) if u == "%" and rows[0][i] not in ("", "n/a"))
+    assert result.metrics.loc[0, header[percent]] == pytest.approx(float(rows[0][percent].replace(",", "")))
+    assert "device__attribute_display_name" not in result.metrics.columns
+    # Attention kernels without FLOP or DRAM metrics: nothing invented
+    assert result.totals["flops_total"] is None and result.totals["dram_bytes"] is None
+    assert result.totals["tensor_metrics_collected"] is False
+
+
+def test_torch_sdpa_first_kernels_by_hand():
+    result = aggregate_ncu([real(f"{B200}/torch_sdpa_flash__gqa_bf16_b64_ctx4k_p64.ncu.csv")])
+    assert result.kernels.loc[0, "seconds"] == pytest.approx(687_488e-9, rel=1e-15)
+    assert result.kernels.loc[1, "seconds"] == pytest.approx(685_792e-9, rel=1e-15)
+    assert result.kernels.loc[0, "name"].startswith("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64")
+    assert result.metrics.loc[0, "profiler__replayer_bytes_mem_accessible.sum"] == 11_928_907_078
+
+
+# ---------------------------------------------------------------------------------------------------
+# Shapes without a public fixture, written here from the documented headers (see DESIGN.md)
+
+NEW_HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+              '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value","Rule Name",'
+              '"Rule Type","Rule Description","Estimated Speedup Type","Estimated Speedup"')
+
+
+def _new_row(kernel_id, name, metric, unit, value, cc="9.0", rule=("", "", "", "", "")):
+    fields = [str(kernel_id), "4242", "python3.11", "127.0.0.1", name, "1", "7", "(256, 1, 1)", "(528, 1, 1)",
+              "0", cc, "Command line profiler metrics" if metric else "SpeedOfLight", metric, unit, value, *rule]
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="").writerow(fields)
+    return out.getvalue()
+
+
+def test_new_details_header_with_rules_separators_and_interleaved_output(tmp_path):
+    gemm = "void cutlass::Kernel2<cutlass_90_tensorop_s16816gemm_f16_256x128_64x3_nt_align8>(Params)"
+    relu = "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>"
+    lines = [
+        "==PROF== Connected to process 4242 (/usr/bin/python3.11)",
+        "rooflow driver: warm-up done",
+        NEW_HEADER,
+        _new_row(0, gemm, "dram__bytes_read.sum", "Mbyte", "1,048.58"),
+        _new_row(0, gemm, "dram__bytes_write.sum", "Kbyte", "512.25"),
+        "==WARNING== Found outstanding GPU clock reset, trying to revert...",
+        _new_row(0, gemm, "gpu__time_duration.sum", "usecond", "1,234.50"),
+        _new_row(0, gemm, "sm__ops_path_tensor_src_fp16.sum", "", "2,147,483,648"),
+        _new_row(0, gemm, "sm__ops_path_tensor_src_fp16_dst_fp32.sum", "", "2,147,483,648"),  # part of src_fp16
+        _new_row(0, gemm, "sm__ops_path_tensor_src_fp16_sparsity_off.sum", "", "2,147,483,648"),
+        _new_row(0, gemm, "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "", "0"),
+        _new_row(0, gemm, "sm__ops_path_tensor_src_int8.sum", "", "999"),  # integer ops are not FLOPs
+        _new_row(0, gemm, "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", "1,000"),
+        _new_row(0, gemm, "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum", "inst", "10"),
+        _new_row(0, gemm, "dram__throughput.avg.pct_of_peak_sustained_elapsed", "%", "71.3"),
+        _new_row(0, gemm, "", "", "", rule=("SOLBottleneck", "OPT", "This kernel ...", "global", "12.5")),
+        "step 1 done",
+        _new_row(1, relu, "dram__bytes_read.sum", "Gbyte", "1.5"),
+        _new_row(1, relu, "dram__bytes_write.sum", "byte", "2,000"),
+        _new_row(1, relu, "gpu__time_duration.sum", "msecond", "2"),
+        _new_row(1, relu, "sm__ops_path_tensor_src_fp16.sum", "", "0"),
+        _new_row(1, relu, "sm__ops_path_tensor_src_fp16_dst_fp32.sum", "", "0"),
+        _new_row(1, relu, "sm__ops_path_tensor_src_fp16_sparsity_off.sum", "", "0"),
+        _new_row(1, relu, "sm__ops_path_tensor_src_tf32_dst_fp32.sum", "", "0"),
+        _new_row(1, relu, "sm__ops_path_tensor_src_int8.sum", "", "0"),
+        _new_row(1, relu, "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", "0"),
+        _new_row(1, relu, "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum", "inst", "0"),
+        _new_row(1, relu, "dram__throughput.avg.pct_of_peak_sustained_elapsed", "%", "88.0"),
+        "==PROF== Disconnected from process 4242",
+    ]
+    path = tmp_path / "ncu.csv"
+    path.write_text("\n".join(lines) + "\n")
+    result = aggregate_ncu([path])
+    totals, kernels = result.totals, result.kernels
+    assert totals["kernels"] == 2 and totals["source_format"] == "ncu-csv-details"
+    assert kernels.loc[0, "dram_bytes"] == 1_048_580_000 + 512_250
+    assert kernels.loc[1, "dram_bytes"] == 1_500_000_000 + 2_000
+    assert kernels.loc[0, "seconds"] == pytest.approx(1234.5e-6, rel=1e-15)
+    assert kernels.loc[1, "seconds"] == pytest.approx(2e-3, rel=1e-15)
+    # src_fp16 only: not its dst_fp32 part, not the sparsity split, not int8
+    assert kernels.loc[0, "flops_tensor"] == 2_147_483_648
+    assert kernels.loc[0, "flops_fp32"] == 2_000 and kernels.loc[0, "flops_fp16"] == 40
+    assert math.isnan(kernels.loc[0, "flops_fp64"])  # no d* counters collected
+    assert kernels.loc[0, "flops_total"] == 2_147_483_648 + 2_000 + 40
+    assert kernels.loc[0, "kernel_class"] == "gemm" and kernels.loc[1, "kernel_class"] == "elementwise"
+    assert totals["tensor_metrics_collected"] is True
+    assert totals["flops_fp64"] is None
+    assert "sm__ops_path_tensor_src_fp16.sum" in totals["metrics_collected"]
+    assert "sm__ops_path_tensor_src_fp16_dst_fp32.sum" not in totals["metrics_collected"]
+    assert result.metrics.loc[0, "dram__throughput.avg.pct_of_peak_sustained_elapsed"] == 71.3
+
+
+def test_old_details_header_with_rule_columns(tmp_path):
+    header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context","Stream",'
+              '"Section Name","Metric Name","Metric Unit","Metric Value","Rule Name","Rule Type","Rule Description"')
+    prefix = '"0","11","python","h","volta_sgemm_128x64_nt","2021-Mar-01 10:00:00","1","7",'
+    rows = [prefix + row for row in (
+        '"Command line profiler metrics","dram__sectors.sum","sector","1,000","","",""',
+        '"Command line profiler metrics","sm__inst_executed_pipe_tensor.sum","inst","3","","",""',
+        '"SpeedOfLight","","","","SOLBottleneck","WRN","Compute is more heavily utilized than memory"',
+        '"Command line profiler metrics","sm__cycles_elapsed.avg","cycle","1,200","","",""',
+        '"Command line profiler metrics","sm__cycles_elapsed.avg.per_second","cycle/nsecond","1.2","","",""',
+    )]
+    path = tmp_path / "old.csv"
+    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    result = aggregate_ncu(path)
+    row = result.kernels.iloc[0]
+    assert row["dram_bytes"] == 32_000  # 32 × dram__sectors.sum
+    assert row["flops_tensor"] == 512 * 3  # sm_70 style: 512 FLOPs per HMMA instruction
+    assert row["seconds"] == pytest.approx(1200 / 1.2e9, rel=1e-15)  # cycle/nsecond -> per second
+    assert result.totals["seconds"] == pytest.approx(1e-6, rel=1e-12)
+
+
+def test_rates_are_never_summed_across_kernels(tmp_path):
+    """Two kernels at different clocks: Σ cycles_i / rate_i, not Σ cycles / Σ rate (or mean rate)."""
+    header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context","Stream",'
+              '"Section Name","Metric Name","Metric Unit","Metric Value"')
+    rows = []
+    for kernel_id, cycles, rate in ((0, "1,000,000", "1.0"), (1, "3,000,000", "1.5")):
+        for metric, unit, value in (("sm__cycles_elapsed.avg", "cycle", cycles),
+                                    ("sm__cycles_elapsed.avg.per_second", "cycle/second", f"{rate}e9")):
+            rows.append(f'"{kernel_id}","1","p","h","k","t","1","7","s","{metric}","{unit}","{value}"')
+    path = tmp_path / "rates.csv"
+    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    totals = aggregate_ncu(path).totals
+    assert totals["seconds"] == pytest.approx(1e6 / 1e9 + 3e6 / 1.5e9, rel=1e-12)  # 3 ms
+    assert totals["seconds"] != pytest.approx(4e6 / 2.5e9, rel=1e-3)
+    assert totals["seconds"] != pytest.approx(4e6 / 1.25e9, rel=1e-3)
+
+
+def test_dram_bytes_has_one_source_never_two(tmp_path):
+    header = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context","Stream",'
+              '"Section Name","Metric Name","Metric Unit","Metric Value"')
+
+    def run(metrics):
+        path = tmp_path / f"dram{len(metrics)}.csv"
+        path.write_text(header + "\n" + "\n".join(
+            f'"0","1","p","h","k","t","1","7","s","{m}","{u}","{v}"' for m, u, v in metrics) + "\n")
+        return aggregate_ncu(path).totals["dram_bytes"]
+
+    every = [("dram__bytes.sum", "Kbyte", "64"), ("dram__bytes_read.sum", "Kbyte", "40"),
+             ("dram__bytes_write.sum", "Kbyte", "24"), ("dram__sectors.sum", "sector", "2,000")]
+    assert run(every) == 64_000
+    assert run(every[1:]) == 64_000
+    assert run(every[3:]) == 64_000
+    assert run([("lts__t_bytes.sum", "Gbyte", "1")]) is None
+
+
+def test_volta_instruction_count_is_not_scaled_on_turing(tmp_path):
+    path = tmp_path / "turing.csv"
+    path.write_text(NEW_HEADER + "\n" + _new_row(0, "turing_fp16_s1688gemm_fp16_128x128_ldg8_f2f_nn",
+                                                 "sm__inst_executed_pipe_tensor.sum", "inst", "100", cc="7.5") + "\n")
+    result = aggregate_ncu(path)
+    assert result.totals["flops_tensor"] is None and result.totals["tensor_metrics_collected"] is False
+    assert any("512 FLOPs per instruction does not hold" in note for note in result.notes)
+
+
+NEW_TEXT = """\
+==PROF== Connected to process 5150 (/usr/bin/python3.11)
+==PROF== Profiling "ampere_sgemm_128x64_nn" - 0: 0%....50%....100% - 9 passes
+==PROF== Profiling "vectorized_elementwise_kernel" - 1: 0%....50%....100% - 9 passes
+==PROF== Disconnected from process 5150
+[5150] python3.11@127.0.0.1
+  ampere_sgemm_128x64_nn (64, 2, 1)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 8.6
+    Section: GPU Speed Of Light Throughput
+    ----------------------- ----------- ------------
+    Metric Name             Metric Unit Metric Value
+    ----------------------- ----------- ------------
+    DRAM Frequency                  Ghz         9.49
+    Duration                    usecond        41.25
+    DRAM Throughput                   %        12.34
+    ----------------------- ----------- ------------
+
+    Section: Command line profiler metrics
+    ----------------------------------------------------- ----------- ------------
+    Metric Name                                           Metric Unit Metric Value
+    ----------------------------------------------------- ----------- ------------
+    dram__bytes_read.sum                                        Mbyte        12.58
+    dram__bytes_write.sum                                       Kbyte       512.00
+    dram__bytes_read.sum.per_second                     Gbyte/second       304.97
+    gpu__time_duration.sum                                    usecond        41.25
+    l1tex__t_bytes.sum                                          Mbyte        50.33
+    lts__t_bytes.sum                                            Mbyte        25.17
+    sm__ops_path_tensor_src_tf32_dst_fp32.sum                                    0
+    smsp__sass_thread_inst_executed_op_fadd_pred_on.sum          inst        65536
+    smsp__sass_thread_inst_executed_op_ffma_pred_on.sum          inst     16777216
+    smsp__sass_thread_inst_executed_op_fmul_pred_on.sum          inst            0
+    ----------------------------------------------------- ----------- ------------
+
+    WRN   Memory is more heavily utilized than Compute: look at the Memory Workload Analysis section.
+
+  void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>) (1024, 1, 1)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 8.6
+    Section: Command line profiler metrics
+    ----------------------------------------------------- ----------- ------------
+    Metric Name                                           Metric Unit Metric Value
+    ----------------------------------------------------- ----------- ------------
+    dram__bytes_read.sum                                         byte            0
+    dram__bytes_write.sum                                       Mbyte         2.10
+    dram__bytes_read.sum.per_second                      byte/second            0
+    gpu__time_duration.sum                                    nsecond     2,976.00
+    l1tex__t_bytes.sum                                          Mbyte         2.10
+    lts__t_bytes.sum                                            Mbyte         2.10
+    sm__ops_path_tensor_src_tf32_dst_fp32.sum                                    0
+    smsp__sass_thread_inst_executed_op_fadd_pred_on.sum          inst            0
+    smsp__sass_thread_inst_executed_op_ffma_pred_on.sum          inst            0
+    smsp__sass_thread_inst_executed_op_fmul_pred_on.sum          inst            0
+    ----------------------------------------------------- ----------- ------------
+"""
+
+
+def test_newer_text_output_with_grid_block_device_and_unit_rows(tmp_path):
+    path = tmp_path / "ncu.txt"
+    path.write_text(NEW_TEXT)
+    result = aggregate_ncu(path)
+    kernels, totals = result.kernels, result.totals
+    assert totals["kernels"] == 2 and totals["source_format"] == "ncu-text"
+    assert kernels.loc[0, "name"] == "ampere_sgemm_128x64_nn"
+    assert kernels.loc[1, "name"].endswith("at::detail::Array<char*, 1>)")
+    assert kernels.loc[0, "dram_bytes"] == 12_580_000 + 512_000
+    assert kernels.loc[0, "seconds"] == pytest.approx(41.25e-6, rel=1e-15)
+    assert kernels.loc[1, "seconds"] == pytest.approx(2976e-9, rel=1e-15)
+    assert kernels.loc[0, "flops_fp32"] == 65_536 + 2 * 16_777_216
+    assert kernels.loc[0, "flops_tensor"] == 0 and totals["tensor_metrics_collected"] is True
+    assert totals["l2_bytes"] == 25_170_000 + 2_100_000 and totals["l1_bytes"] == 50_330_000 + 2_100_000
+    # A rate is converted (Gbyte/second -> byte/second) but never summed into a total
+    assert result.metrics.loc[0, "dram__bytes_read.sum.per_second"] == pytest.approx(304.97e9)
+    # Section tables whose names have spaces, read by the dashed rule's columns
+    assert result.metrics.loc[0, "Duration"] == pytest.approx(41.25e-6)
+    assert result.metrics.loc[0, "DRAM Frequency"] == pytest.approx(9.49e9)
+    assert result.metrics.loc[0, "DRAM Throughput"] == 12.34
+
+
+def test_gzip_and_plain_copies_parse_alike(tmp_path):
+    plain = tmp_path / "ncu.txt"
+    plain.write_text(NEW_TEXT)
+    packed = tmp_path / "ncu.txt.gz"
+    packed.write_bytes(gzip.compress(NEW_TEXT.encode()))
+    assert aggregate_ncu(plain).totals == aggregate_ncu(packed).totals
+
+
+# ---------------------------------------------------------------------------------------------------
+# Malformed input: one sentence naming the file, the cause and the fix
+
+MALFORMED_CAUSES = {
+    "empty.csv": "empty",
+    "foreign.csv": "not Nsight Compute output",
+    "ncu_log_saved_from_github.txt": "HTML page",
+    "ncu_errnvgpuctrperm.log": "NVreg_RestrictProfilingToAdminUsers=0",
+    "ncu_no_kernels.log": "No kernels were profiled",
+    "ncu_failed_metric.log": "metrics_for_architecture",
+    "ncu_details_truncated_midline.csv": "truncated",
+    "ncu_details_truncated_at_line.csv": "truncated",
+    "ncu_text_truncated.txt": "truncated",
+    "nsys_cuda_gpu_trace_truncated.csv": "this is an nsys stats report, not Nsight Compute output",
+    "nsys_profile_no_report.log": "the capture range never opened",
+    "nsys_stats_no_kernels.txt": "no CUDA kernels",
+}
+
+
+def assert_one_sentence(message: str, path: Path) -> None:
+    assert str(path) in message
+    assert "\n" not in message and message.endswith(".")
+    assert not re.search(r"[.;:] [A-Z][a-z]+ [a-z]", message.removesuffix(".").split(": ", 1)[1]), message
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED_CAUSES))
+def test_malformed_input_raises_one_clear_error(name):
+    path = MALFORMED / name
+    with pytest.raises(ParseError) as error:
+        aggregate_ncu([path])
+    message = str(error.value)
+    assert_one_sentence(message, path)
+    assert MALFORMED_CAUSES[name] in message
+
+
+def test_permission_error_names_line_cause_and_fix():
+    path = MALFORMED / "ncu_errnvgpuctrperm.log"
+    with pytest.raises(ParseError) as error:
+        aggregate_ncu(path)
+    message = str(error.value)
+    assert f"{path}: line 2:" in message and "ERR_NVGPUCTRPERM" in message
+    assert "admin rights" in message
+
+
+def test_truncation_points_at_the_line():
+    with pytest.raises(ParseError, match=r"line 8: malformed CSV \(unexpected end of data\): the file is trunc"):
+        aggregate_ncu(MALFORMED / "ncu_details_truncated_midline.csv")
+    with pytest.raises(ParseError, match=r"line 6: the last kernel \(ID 1\) has 1 metrics where the others have 3"):
+        aggregate_ncu(MALFORMED / "ncu_details_truncated_at_line.csv")
+    with pytest.raises(ParseError, match=r"line 220: the file ends inside the metric table opened on line 214"):
+        aggregate_ncu(MALFORMED / "ncu_text_truncated.txt")
+
+
+def test_text_log_with_fewer_results_than_profiled_kernels_is_truncated(tmp_path):
+    """Cut exactly after a complete kernel block: the ==PROF== Profiling lines show what is missing."""
+    lines = real_text(f"{ANOUSHKA}/a100/vgg11/ncu-log-vgg11.txt").splitlines(keepends=True)
+    path = tmp_path / "ncu-log.txt"
+    path.write_text("".join(lines[:211]))  # 178 ==PROF== lines, [pid] line, two complete kernels
+    with pytest.raises(ParseError, match="ncu profiled 170 kernels .* results for 2, so it is truncated"):
+        aggregate_ncu(path)
+
+
+def test_missing_file_and_no_file():
+    with pytest.raises(ParseError, match="no such file"):
+        aggregate_ncu(DATA / "does-not-exist.csv")
+    with pytest.raises(ParseError, match="no ncu output file"):
+        aggregate_ncu([])
+
+
+def test_a_used_metric_that_is_not_a_number_is_refused(tmp_path):
+    path = tmp_path / "instances.csv"
+    path.write_text(NEW_HEADER + "\n" + _new_row(0, "k", "dram__bytes.sum", "byte", "4096;8192") + "\n")
+    with pytest.raises(ParseError, match=r"line 2: dram__bytes.sum is '4096;8192', not a number"):
+        aggregate_ncu(path)
+
+
+def test_unknown_unit_of_a_used_metric_is_refused(tmp_path):
+    path = tmp_path / "unit.csv"
+    path.write_text(NEW_HEADER + "\n" + _new_row(0, "k", "dram__bytes.sum", "Kibibyte", "4") + "\n")
+    with pytest.raises(ParseError, match=r"line 2: dram__bytes.sum is in unit 'Kibibyte'"):
+        aggregate_ncu(path)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Kernel classes, on real names from the fixtures
+
+
+def _fixture_kernel_names() -> dict[str, str]:
+    names = {}
+    for gpu, model in RUNS:
+        for line in real_text(f"{ANOUSHKA}/{gpu}/{model}/ncu-log-{model}.txt").splitlines():
+            match = re.match(r"^  (\S.*?), \d{4}-\w{3}-\d+ [\d:]+, Context", line)
+            if match:
+                names[match.group(1)] = "anoushka"
+    for name in pd.read_csv(REAL / DEEPCAM / "CSVs" / "fp32-O1-AdamW-fw.csv")["Kernel Name"]:
+        names[name] = "deepcam"
+    return names
+
+
+@pytest.mark.parametrize(("fragment", "expected"), [
+    ("void implicit_convolve_sgemm<float, float, 1024", "convolution"),
+    ("xmma_new::gemm::kernel<xmma_new::implicit_gemm::fprop", "convolution"),
+    ("xmma_new::gemm::split_k_kernel<xmma_new::implicit_gemm::wgrad_indexed", "convolution"),
+    ("cudnn::winograd_nonfused::winogradForwardData4x4", "convolution"),
+    ("volta_scudnn_winograd_128x128", "convolution"),
+    ("Volta_hmma_implicit_gemm_fprop_fp32_nhwc", "convolution"),
+    ("volta_fp16_s884cudnn_fp16_256x64_ldg8_relu_f2f_exp_small_nhwc2nchw_tn_v1", "convolution"),
+    ("void cudnn::cnn::wgrad_alg0_engine<float, 128", "convolution"),
+    ("cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>", "gemm"),
+    ("ampere_sgemm_128x64_nt", "gemm"),
+    ("volta_sgemm_64x64_nt", "gemm"),
+    ("volta_fp16_s884gemm_fp16_128x128_ldg8_f2f_nt", "gemm"),
+    ("void splitKreduce_kernel<float, float, float, float>", "gemm"),
+    ("at::native::vectorized_elementwise_kernel<4, at::native::threshold_kernel_impl<float>", "elementwise"),
+    ("at::native::unrolled_elementwise_kernel<at::native::AddFunctor<float>", "elementwise"),
+    ("at::native::(anonymous namespace)::fused_dropout_kernel_vec<float", "elementwise"),
+    ("cudnn::detail::bn_fw_tr_1C11_kernel_NCHW<__half, float, 512, true, 1>", "normalization"),
+    ("at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>", "pooling"),
+    ("at::native::(anonymous namespace)::adaptive_average_pool<float>", "pooling"),
+    ("at::native::(anonymous namespace)::atomic_adaptive_average_gradinput<float>", "pooling"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float", "reduction"),
+    ("(anonymous namespace)::softmax_warp_forward<float, float, float, 10, true>", "reduction"),
+    ("void cunn_ClassNLLCriterion_updateOutput_kernel<float, float>", "reduction"),
+    ("void nchwToNhwcKernel<float, float, float, true, false, (cudnnKernelDataType_t)2>", "memory"),
+    ("void nhwcToNchwKernel<__half, __half, float, true, false>", "memory"),
+    ("at::native::unrolled_elementwise_kernel<at::native::copy_device_to_device(at::TensorIterator&, bool)",
+     "memory"),
+    ("at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 4>", "memory"),
+    ("at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>", "memory"),
+    ("cask_cudnn::computeOffsetsKernel(cask_cudnn::ComputeOffsetsParams)", "convolution"),
+])
+def test_classify_real_kernel_names(fragment, expected):
+    names = [name for name in _fixture_kernel_names() if fragment in name]
+    assert names, f"no fixture kernel contains {fragment!r}"
+    assert {classify_kernel(name) for name in names} == {expected}
+
+
+def test_every_fixture_kernel_gets_a_class():
+    classes = defaultdict(int)
+    for name in _fixture_kernel_names():
+        classes[classify_kernel(name)] += 1
+    assert set(classes) <= set(KERNEL_CLASSES)
+    assert classes["other"] == 0  # every CNN kernel in the studies is recognised
+    assert classify_kernel("[CUDA memcpy Host-to-Device]") == "memory"
+    assert classify_kernel("[CUDA memset]") == "memory"
+    assert classify_kernel("flash_fwd_kernel") == "other"
+    assert classify_kernel("") == "other"
