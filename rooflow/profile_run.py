@@ -34,10 +34,17 @@ def require_tool(executable: str, config_key: str) -> str:
     return found
 
 
-def run_tool(command: list[str], log_path: str | Path | None, what: str) -> None:
-    """Run a profiler command, streaming its output to the log; a non-zero exit is one clear error."""
-    log.info("running: %s", " ".join(command))
-    with open(log_path, "a") if log_path else open("/dev/null", "w") as sink:
+def run_tool(command: list[str], log_path: str | Path, what: str, outputs: list[str | Path] = ()) -> None:
+    """Run a profiler command, streaming its output to the log. On failure, the profiler's own error
+    (no counter permission, no kernels profiled, ...) found in the log or in `outputs` is the message;
+    otherwise one line pointing at the log."""
+    from rooflow.profilers.commands import check_profiler_log
+
+    log.info("running: %s", " ".join(str(c) for c in command))
+    with open(log_path, "a") as sink:
         completed = subprocess.run(command, stdout=sink, stderr=subprocess.STDOUT, check=False)
+    for path in (log_path, *outputs):
+        if Path(path).is_file() and Path(path).stat().st_size:
+            check_profiler_log(path)
     if completed.returncode != 0:
         raise RooflowError(f"{what} exited with status {completed.returncode}: see {log_path} for its output")

@@ -213,9 +213,18 @@ def build_summary(devices: dict[str, Device], estimates: list[dict], timings: li
     return frame
 
 
+def imported_timings(imports: list[dict]) -> list[dict]:
+    """Timing records for imported runs whose config entry gives the measured seconds per iteration."""
+    return [
+        {**{k: entry[k] for k in KEYS}, "status": "ok", "median_seconds": entry["seconds"],
+         "images_per_second": entry["batch"] / entry["seconds"], "timer": "imported"}
+        for entry in imports if entry.get("seconds")
+    ]
+
+
 def summarize_files(devices_file: str | Path, estimates: list[str], timings: list[str],
                     ceilings: dict[str, str] | None = None, ncu: list[str] = (), nsys: list[str] = (),
-                    ops: list[str] = ()) -> pd.DataFrame:
+                    ops: list[str] = (), imports: list[dict] = ()) -> pd.DataFrame:
     devices = load_devices(devices_file)
     for key, path in (ceilings or {}).items():
         if key in devices and Path(path).is_file():
@@ -224,7 +233,7 @@ def summarize_files(devices_file: str | Path, estimates: list[str], timings: lis
     ops_tables = {}
     for estimate, path in zip(estimate_records, ops):
         ops_tables[_key(estimate, "")[1:]] = pd.read_csv(path)
-    return build_summary(devices, estimate_records, [read_json(p) for p in timings],
+    return build_summary(devices, estimate_records, [read_json(p) for p in timings] + imported_timings(imports),
                          [read_json(p) for p in ncu], [read_json(p) for p in nsys], ops_tables)
 
 

@@ -16,7 +16,7 @@ import resource
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rooflow import MODES, PRECISIONS
 from rooflow.environment import describe, gpu_state

@@ -20,5 +20,6 @@ rule summarize:
     params:
         devices_file=config["devices_file"],
         ceilings=get_ceilings_files(),
+        imports=IMPORTS,
     script:
         "../scripts/summarize.py"

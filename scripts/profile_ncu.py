@@ -1,7 +1,7 @@
 from rooflow.io import atomic_path
 from rooflow.logs import step_logging
 from rooflow.profile_run import driver_argv, require_tool, run_tool
-from rooflow.profilers.commands import check_profiler_log, ncu_command
+from rooflow.profilers.commands import ncu_command
 from rooflow.profilers.metrics import metrics_for_architecture
 
 w, p = snakemake.wildcards, snakemake.params
@@ -12,5 +12,4 @@ with step_logging(snakemake.log[0], "profile_ncu") as log:
     with atomic_path(snakemake.output.csv) as tmp:
         command = ncu_command(executable, metrics_for_architecture(p.architecture), tmp, argv,
                               p.tool["extra_args"])
-        run_tool(command, snakemake.log[0], "ncu")
-        check_profiler_log(tmp)
+        run_tool(command, snakemake.log[0], "ncu", outputs=[tmp])

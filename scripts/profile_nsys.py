@@ -2,9 +2,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from rooflow.errors import RooflowError
 from rooflow.logs import step_logging
 from rooflow.profile_run import driver_argv, require_tool, run_tool
-from rooflow.profilers.commands import check_profiler_log, nsys_commands
+from rooflow.profilers.commands import nsys_commands, nsys_stats_outputs
 
 w, p, out = snakemake.wildcards, snakemake.params, snakemake.output
 with step_logging(snakemake.log[0], "profile_nsys"):
@@ -13,11 +14,12 @@ with step_logging(snakemake.log[0], "profile_nsys"):
                        snakemake.threads)
     # Work in a scratch folder; only complete CSVs are moved onto the outputs.
     with tempfile.TemporaryDirectory(dir=Path(out.trace).parent) as scratch:
-        stem = str(Path(scratch) / "nsys")
+        stem = Path(scratch) / "nsys"
         profile, stats = nsys_commands(executable, stem, argv, p.tool["extra_args"])
         run_tool(profile, snakemake.log[0], "nsys profile")
-        run_tool(stats, snakemake.log[0], "nsys stats")
-        for report, target in (("cuda_gpu_kern_sum", out.kern_sum), ("cuda_gpu_trace", out.trace)):
-            produced = Path(f"{stem}_{report}.csv")
-            check_profiler_log(produced)
-            shutil.move(produced, target)
+        produced = nsys_stats_outputs(stem)
+        run_tool(stats, snakemake.log[0], "nsys stats", outputs=produced)
+        for report, target in zip(produced, (out.kern_sum, out.trace)):
+            if not report.is_file():
+                raise RooflowError(f"nsys stats wrote no {report.name}: see {snakemake.log[0]}")
+            shutil.move(report, target)

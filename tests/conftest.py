@@ -31,6 +31,7 @@ def copy_workflow(target: Path) -> Path:
             shutil.copytree(source, target / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(source, target / name)
-    (target / "tests" / "configs").mkdir(parents=True)
-    shutil.copy2(ROOT / "tests" / "configs" / "tiny.yaml", target / "tests" / "configs" / "tiny.yaml")
+    shutil.copytree(ROOT / "tests" / "configs", target / "tests" / "configs")
+    fixture = Path("tests/data/real/anoushka21-cloudml/proj1/a100/vgg11")
+    shutil.copytree(ROOT / fixture, target / fixture)
     return target

@@ -3,7 +3,13 @@ import math
 import numpy as np
 import pytest
 
-from rooflow.roofline import attainable_flops_per_second, bound, intensity_range, ridge_intensity, roof_polyline
+from rooflow.roofline import (
+    attainable_flops_per_second,
+    bound,
+    intensity_range,
+    ridge_intensity,
+    roof_polyline,
+)
 
 
 def test_ridge_is_peak_over_bandwidth():
