@@ -58,7 +58,8 @@ def _predicted_seconds(ops: pd.DataFrame | None, device: Device, precision: str)
         from rooflow.estimate import predict_seconds
     except ImportError:
         return None
-    result = predict_seconds(ops, device, precision)
+    # Datasheet roofs where the device has them; a CPU has only its measured ones.
+    result = predict_seconds(ops, device, precision, measured=not device.peak_flops_per_second)
     return result.get("predicted_seconds") if result else None
 
 

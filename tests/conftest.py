@@ -25,6 +25,7 @@ def snakemake_exe() -> str:
 
 def copy_workflow(target: Path) -> Path:
     """A copy of the workflow (no results) for a real run in a temp directory."""
+    target.mkdir(parents=True, exist_ok=True)
     for name in ("Snakefile", "rules", "scripts", "config", "report", "profiles", "envs", "rooflow"):
         source = ROOT / name
         if source.is_dir():
