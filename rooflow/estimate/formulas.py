@@ -225,8 +225,7 @@ def _first_shape(out_shape):
 
 
 def elementwise_flops(name: str, out_shape, alpha: Any = 1) -> float:
-    per_element = ELEMENTWISE_FLOPS_PER_ELEMENT[name.rstrip("_") if name.rstrip("_") in
-                                                 ELEMENTWISE_FLOPS_PER_ELEMENT else name]
+    per_element = ELEMENTWISE_FLOPS_PER_ELEMENT.get(name, ELEMENTWISE_FLOPS_PER_ELEMENT.get(name.rstrip("_")))
     if name.rstrip("_") in ("add", "sub", "rsub") and alpha not in (None, 1):
         per_element += 1  # a + alpha·b: the multiply by alpha
     return per_element * numel(_first_shape(out_shape))
@@ -247,12 +246,18 @@ for _op in _ELEMENTWISE_OPS:
     register_formula([_op], "elementwise")(_make_elementwise(_op.__name__))
 
 
-@register_formula([aten.sum, aten.mean, aten.amax, aten.amin, aten.max, aten.min, aten.argmax,
-                   aten.prod, aten.any, aten.all], "elementwise")
+@register_formula([aten.sum, aten.amax, aten.amin, aten.max, aten.min, aten.argmax, aten.prod, aten.any,
+                   aten.all], "elementwise")
 def reduction_flops(x, *args, out_shape=None, **kwargs) -> float:
-    """One operation per *input* element (the adds/compares of the reduction); mean adds one division per
-    output element."""
+    """One operation per *input* element (the adds/compares of the reduction)."""
     return numel(x) if x is not None and not isinstance(x, (int, float)) else 0
+
+
+@register_formula([aten.mean], "elementwise")
+def mean_flops(x, *args, out_shape=None, **kwargs) -> float:
+    """One add per input element and one divide per output element (global average pooling on meta runs
+    as ``mean``: the same count as adaptive_avg_pool2d)."""
+    return numel(x) + numel(_first_shape(out_shape))
 
 
 @register_formula([aten.linalg_vector_norm, aten.norm], "elementwise")
@@ -434,7 +439,7 @@ MEMORY_OPS = [getattr(aten, name) for name in (
     "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "empty", "empty_like",
     "empty_strided", "new_empty", "new_empty_strided", "arange", "scalar_tensor", "lift_fresh_copy",
     "_local_scalar_dense", "embedding", "embedding_dense_backward", "detach_copy", "view_copy",
-    "_unsafe_view", "alias_copy", "linspace", "randn", "rand", "randint", "normal_", "uniform_",
+    "alias_copy", "linspace", "randn", "rand", "randint", "normal_", "uniform_",
     "_foreach_add", "set_", "resize_", "_has_compatible_shallow_copy_type", "sort", "topk",
     "channel_shuffle", "native_channel_shuffle", "pixel_shuffle", "im2col", "col2im",
 ) if hasattr(aten, name)]
@@ -443,6 +448,29 @@ MEMORY_OPS = [getattr(aten, name) for name in (
 @register_formula(MEMORY_OPS, "memory")
 def no_flops(*args, out_shape=None, **kwargs) -> float:
     return 0.0
+
+
+# The bias part of the matmul formulas above (addmm = mm + bias): lets a caller report pure multiply-adds,
+# the unit of torchvision's published ``_ops``.
+def _bias_of_addmm(bias, *args, out_shape=None, **kwargs) -> float:
+    return numel(out_shape)
+
+
+def _bias_of_conv(x, w, bias, *args, out_shape=None, **kwargs) -> float:
+    return numel(out_shape) if bias is not None else 0.0
+
+
+BIAS_PARTS: dict[Any, Callable[..., float]] = {aten.addmm: _bias_of_addmm, aten.baddbmm: _bias_of_addmm,
+                                               aten.convolution: _bias_of_conv,
+                                               aten._convolution: _bias_of_conv}
+
+
+def bias_flops(func, args: tuple, kwargs: dict, out) -> float:
+    """FLOPs of the bias add inside a matmul-class op's count (0 for ops without one)."""
+    part = BIAS_PARTS.get(getattr(func, "overloadpacket", func))
+    if part is None:
+        return 0.0
+    return float(part(*shapes_of(args), out_shape=shapes_of(out), **shapes_of(kwargs)))
 
 
 def shapes_of(value):

@@ -1,0 +1,69 @@
+"""How long rooflow's analytic estimate takes, and how much memory, per model (meta device: no tensors are
+allocated, so batch 256 should cost what batch 1 costs).
+
+    .venv/bin/python benchmarks/bench_estimate.py                       # a few models, b1 and b256
+    .venv/bin/python benchmarks/bench_estimate.py --all --batch 256 --mode training   # the whole zoo
+
+Prints one row per model × batch: seconds to estimate (model construction on meta included), the
+process's resident memory after it and its peak so far (VmRSS/VmHWM), and the FLOPs for reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def _rss_mb() -> tuple[float, float]:
+    fields = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = float(value.split()[0]) / 1024
+    return fields.get("VmRSS", float("nan")), fields.get("VmHWM", float("nan"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=["resnet18", "resnet50", "vgg16", "mobilenet_v2",
+                                                      "efficientnet_b0", "vit_b_16", "swin_t"])
+    parser.add_argument("--all", action="store_true", help="every torchvision classification model")
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 256])
+    parser.add_argument("--mode", choices=["inference", "training"], default="training")
+    parser.add_argument("--precision", default="fp32")
+    args = parser.parse_args()
+
+    from rooflow.estimate import estimate
+    from rooflow.models import classification_models
+
+    models = list(classification_models()) if args.all else args.models
+    estimate("resnet18", 1, mode=args.mode)  # warm imports and caches out of the first row
+    print(f"{'model':22} {'batch':>5} {'mode':9} {'seconds':>8} {'RSS MB':>8} {'peak RSS MB':>11} "
+          f"{'total GFLOP':>12} {'peak mem GB':>11}")
+    total_seconds, failures = 0.0, []
+    start_all = time.perf_counter()
+    for name in models:
+        for batch in args.batch:
+            start = time.perf_counter()
+            try:
+                est = estimate(name, batch, args.precision, args.mode)
+            except Exception as error:  # noqa: BLE001 — report and go on: the benchmark prints the whole table
+                failures.append(f"{name} b{batch}: {type(error).__name__}: {error}")
+                continue
+            seconds = time.perf_counter() - start
+            total_seconds += seconds
+            rss, peak = _rss_mb()
+            t = est.totals
+            print(f"{name:22} {batch:>5} {args.mode:9} {seconds:>8.2f} {rss:>8.0f} {peak:>11.0f} "
+                  f"{t['total_flops'] / 1e9:>12.2f} {t['peak_memory_bytes'] / 1e9:>11.2f}", flush=True)
+    rss, peak = _rss_mb()
+    print(f"\n{len(models)} models × {len(args.batch)} batch sizes: {total_seconds:.1f} s estimating "
+          f"({time.perf_counter() - start_all:.1f} s wall), peak RSS {peak:.0f} MB")
+    for failure in failures:
+        print("FAILED", failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,373 @@
+"""``estimate()``: one model, one batch, one precision and mode → totals, a per-layer and a per-op table.
+
+Bytes — three models of DRAM traffic, from the same recorded ops (rooflow.estimate.counter):
+
+- ``unfused_bytes``: eager execution, every non-view aten op reads its inputs (broadcast dimensions once) and
+  writes its outputs at their element size; in-place ops read and write their tensor. This is what eager
+  PyTorch does, one kernel per op, when tensors do not fit in cache (they do not, at batch 256).
+- ``fused_bytes``: fusion-aware. An intermediate tensor that has exactly one consumer, whose consumer is an
+  elementwise op (ReLU, add, a cast, dropout, …; not a reduction such as global average pooling) or an
+  inference BatchNorm (folded), and that is not kept for a later phase (not saved for backward) never
+  reaches DRAM: its producer's write and its consumer's read are dropped (the consumer runs in the
+  producer's epilogue; a consumer absorbs one producer, the latest). A folded BatchNorm also drops the
+  reads of its parameters and running statistics. In-place ops create a new version of their tensor, so
+  conv → BN → ReLU_ fuses in inference and BN → ReLU_ fuses in training. Outputs that nothing reads and
+  nothing keeps (max-pool indices in inference) are not written. With these rules the batch-256 fp32
+  forward lands on the figures measured for this project (DESIGN.md): resnet18 6,651 MB, alexnet 1,609 MB,
+  vgg16 31,656 MB.
+- ``min_bytes``: the compulsory floor — input + parameters (+ buffers) + output; in training also the
+  labels, the gradients written once, the momentum read and written and the parameters written.
+
+Element sizes follow the dtypes the ops run in (fp16 activations under autocast, int64 max-pool indices,
+which the meta device writes as CUDA does).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from rooflow.estimate import formulas
+from rooflow.estimate.counter import LOSS, Trace, run_step, trace_step
+from rooflow.estimate.memory import peak_memory
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+MODES = ("inference", "training")
+FLOP_CLASSES = ("matmul", "elementwise", "normalization", "pooling", "softmax", "attention")
+MATMUL_CLASSES = ("matmul", "attention")
+FUSIBLE_CONSUMERS = {"elementwise"}
+FUSIBLE_MEMORY = {"_to_copy"}
+# Reductions (global average pooling as ``mean``, sums) are not fused into a producer's epilogue.
+REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "argmax", "prod", "any", "all", "linalg_vector_norm",
+              "norm", "cumsum"}
+
+LAYER_COLUMNS = ["layer", "type", "output_shape", "forward_flops", "backward_input_flops",
+                 "backward_weight_flops", "backward_flops", "optimizer_flops", "forward_matmul_flops",
+                 "params", "activation_bytes", "weight_bytes", "gradient_bytes", "min_bytes",
+                 "fused_bytes", "unfused_bytes"]
+OP_COLUMNS = ["layer", "type", "phase", "op", "op_class", "compute_precision", "calls", "flops",
+              "bytes_read", "bytes_written", "fused_bytes_read", "fused_bytes_written"]
+
+
+@dataclass
+class Estimate:
+    """The analytic estimate of one step. ``totals`` is JSON-serialisable; ``layers`` has one row per module
+    that ran ops (every leaf module, plus containers that run ops of their own — a residual add — and the
+    ``(root)`` model and ``(loss)``); ``ops`` aggregates the recorded aten ops per (layer, phase, op).
+
+    Totals worth a definition:
+    - ``forward_flops``/``backward_flops``: the model's own ops; the loss (cross-entropy forward and its
+      gradient) is ``loss_flops``; ``total_flops`` = forward + loss + backward + optimizer.
+    - ``backward_input_flops``/``backward_weight_flops``: backward work producing activation gradients /
+      parameter gradients (weights, biases, norm affine); they sum to ``backward_flops``.
+    - ``forward_matmul_flops``: convolutions, linears, matmuls and attention bmms, with their bias adds;
+      ``forward_macs``: the same without bias adds, in multiply-adds (torchvision's ``_ops`` unit).
+    - ``{class}_flops``: all phases, by op class; attention = the QK^T/AV bmms (or fused SDPA kernels).
+    - ``activation_bytes``: bytes written by the forward ops (every activation produced, once).
+    - ``forward_fused_bytes``/``forward_unfused_bytes``: the forward phase alone (DESIGN.md's anchors).
+    - ``matmul_backward_forward_ratio``: backward/forward of the matmul classes (1.935 for resnet18).
+    """
+
+    totals: dict[str, Any]
+    layers: pd.DataFrame
+    ops: pd.DataFrame
+    seconds: float = 0.0
+    trace: Trace | None = field(default=None, repr=False)
+
+
+def compute_precision(precision: str, op_class: str, dtype: str) -> str:
+    """The roof an op hits: matmul-class ops in fp32 tensors run on TF32 tensor cores in tf32 mode; under
+    autocast they run in their (cast) dtype; every other op runs in the dtype of its output."""
+    if op_class in MATMUL_CLASSES and precision == "tf32" and dtype == "fp32":
+        return "tf32"
+    return dtype
+
+
+def _fused_traffic(trace: Trace) -> tuple[list[int], list[int]]:
+    """Per record: (bytes read, bytes written) under the fusion-aware model (see the module docstring)."""
+    records = trace.records
+    storages = trace.storages
+    version: dict[int, int] = defaultdict(int)
+    read_versions: list[list[tuple[int, int]]] = []
+    write_versions: list[list[tuple[int, int]]] = []
+    consumers: dict[tuple[int, int], list[int]] = defaultdict(list)
+    producer: dict[tuple[int, int], int] = {}
+    overwritten_at: dict[tuple[int, int], int] = {}
+    for record in records:
+        reads = [(key, version[key]) for key, _ in record.reads]
+        for kv in set(reads):
+            consumers[kv].append(record.index)
+        writes = []
+        for key, _ in record.writes:
+            storage = storages[key]
+            if storage.alloc_index != record.index or (key, version[key]) in producer:
+                overwritten_at[(key, version[key])] = record.index
+                version[key] += 1
+            kv = (key, version[key])
+            producer[kv] = record.index
+            writes.append(kv)
+        read_versions.append(reads)
+        write_versions.append(writes)
+
+    phase_end: dict[str, int] = {}
+    for record in records:
+        phase_end[record.phase] = record.index
+
+    def dead_within_phase(kv: tuple[int, int], phase: str) -> bool:
+        end = phase_end[phase]
+        if kv in overwritten_at:
+            return overwritten_at[kv] <= end
+        free = storages[kv[0]].free_index
+        return free is not None and free <= end + 1
+
+    drop_read = [set() for _ in records]
+    drop_write = [set() for _ in records]
+    # A consumer runs in the epilogue of one producer: of several fusible inputs, the latest-made one.
+    candidates: dict[int, tuple[int, tuple[int, int]]] = {}
+    for kv, producer_index in producer.items():
+        users = consumers.get(kv, [])
+        if len(users) != 1:
+            continue
+        consumer = records[users[0]]
+        prod = records[producer_index]
+        fusible = ((consumer.op_class in FUSIBLE_CONSUMERS and consumer.op not in REDUCTIONS)
+                   or consumer.foldable or consumer.op in FUSIBLE_MEMORY)
+        if not fusible or prod.op_class == "memory" or prod.phase != consumer.phase \
+                or consumer.index <= producer_index or not dead_within_phase(kv, prod.phase):
+            continue
+        if candidates.get(consumer.index, (-1, None))[0] < producer_index:
+            candidates[consumer.index] = (producer_index, kv)
+    for consumer_index, (producer_index, kv) in candidates.items():
+        drop_write[producer_index].add(kv)
+        drop_read[consumer_index].add(kv)
+    # An output nobody reads and nothing keeps (max-pool indices in inference) is not written at all by a
+    # fused (specialised) kernel.
+    for kv, producer_index in producer.items():
+        if not consumers.get(kv) and dead_within_phase(kv, records[producer_index].phase):
+            drop_write[producer_index].add(kv)
+
+    fused_read, fused_write = [], []
+    for record, reads, writes in zip(records, read_versions, write_versions):
+        folded = record.foldable and drop_read[record.index]
+        total_read = 0
+        for (key, nbytes), kv in zip(record.reads, reads):
+            if kv in drop_read[record.index] or (folded and key in trace.param_keys):
+                continue
+            total_read += nbytes
+        total_write = sum(nbytes for (key, nbytes), kv in zip(record.writes, writes)
+                          if kv not in drop_write[record.index])
+        fused_read.append(total_read)
+        fused_write.append(total_write)
+    return fused_read, fused_write
+
+
+def _layer_min_bytes(trace: Trace) -> dict[str, int]:
+    """Per layer: the traffic if each (layer, phase) ran as one kernel — tensors it reads that were made
+    elsewhere (or before the step) and tensors it writes that are used elsewhere or outlive the step."""
+    made_by: dict[int, tuple[str, str]] = {}
+    used_by: dict[int, set[tuple[str, str]]] = defaultdict(set)
+    sizes: dict[int, int] = {}
+    for record in trace.records:
+        for key, nbytes in record.reads:
+            used_by[key].add((record.layer, record.phase))
+            sizes[key] = max(sizes.get(key, 0), nbytes)
+        for key, nbytes in record.writes:
+            made_by.setdefault(key, (record.layer, record.phase))
+            sizes[key] = max(sizes.get(key, 0), nbytes)
+    result: dict[str, int] = defaultdict(int)
+    seen_reads: set[tuple[str, str, int]] = set()
+    for record in trace.records:
+        unit = (record.layer, record.phase)
+        for key, nbytes in record.reads:
+            if made_by.get(key) != unit and (unit, key) not in seen_reads:
+                seen_reads.add((unit, key))
+                result[record.layer] += nbytes
+    for key, unit in made_by.items():
+        outside = used_by[key] - {unit}
+        outlives = trace.storages[key].free_index is None
+        if outside or outlives:
+            result[unit[0]] += sizes[key]
+    return dict(result)
+
+
+def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: str, input_size: int,
+                   params: int, weight_bytes: int, param_bytes: int) -> Estimate:
+    records = trace.records
+    fused_read, fused_write = _fused_traffic(trace)
+    rows = []
+    for record, f_read, f_write in zip(records, fused_read, fused_write):
+        rows.append((record.layer, record.phase, record.op, record.op_class,
+                     compute_precision(precision, record.op_class, record.dtype), record.role,
+                     record.backward_input_flops, record.backward_weight_flops, record.flops,
+                     sum(b for _, b in record.reads), sum(b for _, b in record.writes), f_read, f_write,
+                     sum(b for _, b in record.writes) if record.phase == "forward" else 0, record.bias_flops))
+    raw = pd.DataFrame(rows, columns=["layer", "phase", "op", "op_class", "compute_precision", "role",
+                                      "backward_input_flops", "backward_weight_flops", "flops",
+                                      "bytes_read", "bytes_written", "fused_bytes_read",
+                                      "fused_bytes_written", "activation_bytes", "bias_flops"])
+    raw["type"] = raw["layer"].map(lambda layer: _layer_type(trace, layer))
+    raw["calls"] = 1
+
+    ops = (raw.groupby(["layer", "type", "phase", "op", "op_class", "compute_precision"], sort=False,
+                       as_index=False)
+           [["calls", "flops", "bytes_read", "bytes_written", "fused_bytes_read", "fused_bytes_written"]]
+           .sum())
+    ops = ops[OP_COLUMNS]
+
+    def flops_where(mask) -> float:
+        return float(raw.loc[mask, "flops"].sum())
+
+    phase = raw["phase"]
+    matmul = raw["op_class"].isin(MATMUL_CLASSES)
+    forward_flops = flops_where(phase == "forward")
+    backward_flops = flops_where(phase == "backward")
+    loss_flops = flops_where(phase == "loss")
+    optimizer_flops = flops_where(phase == "optimizer")
+    unfused_bytes = float(raw["bytes_read"].sum() + raw["bytes_written"].sum())
+    fused_bytes = float(raw["fused_bytes_read"].sum() + raw["fused_bytes_written"].sum())
+    forward = raw[phase == "forward"]
+    training = mode == "training"
+    if training:
+        # parameters read, gradients written, momentum read and written, parameters written
+        min_bytes = trace.input_bytes + trace.target_bytes + trace.output_bytes + weight_bytes + 4 * param_bytes
+    else:
+        min_bytes = trace.input_bytes + weight_bytes + trace.output_bytes
+    total_flops = forward_flops + loss_flops + backward_flops + optimizer_flops
+    memory = peak_memory(trace)
+
+    totals: dict[str, Any] = {
+        "model": model, "batch": batch, "precision": precision, "mode": mode, "input_size": input_size,
+        "forward_flops": forward_flops, "backward_flops": backward_flops, "loss_flops": loss_flops,
+        "optimizer_flops": optimizer_flops, "total_flops": total_flops,
+        "forward_matmul_flops": flops_where((phase == "forward") & matmul),
+        "backward_matmul_flops": flops_where((phase == "backward") & matmul),
+        # pure multiply-adds of the forward matmuls/convolutions/attention (no bias adds): the unit of
+        # torchvision's published weights.meta["_ops"]
+        "forward_macs": (flops_where((phase == "forward") & matmul)
+                         - float(raw.loc[phase == "forward", "bias_flops"].sum())) / 2,
+        "backward_input_flops": float(raw["backward_input_flops"].sum()),
+        "backward_weight_flops": float(raw["backward_weight_flops"].sum()),
+    }
+    for op_class in FLOP_CLASSES:
+        totals[f"{op_class}_flops"] = flops_where(raw["op_class"] == op_class)
+    totals.update({
+        "params": int(params),
+        "weight_bytes": int(weight_bytes),
+        "activation_bytes": int(forward["bytes_written"].sum()),
+        "gradient_bytes": int(param_bytes if training else 0),
+        "input_bytes": int(trace.input_bytes),
+        "output_bytes": int(trace.output_bytes),
+        "min_bytes": int(min_bytes),
+        "fused_bytes": fused_bytes,
+        "unfused_bytes": unfused_bytes,
+        "forward_fused_bytes": float(forward["fused_bytes_read"].sum() + forward["fused_bytes_written"].sum()),
+        "forward_unfused_bytes": float(forward["bytes_read"].sum() + forward["bytes_written"].sum()),
+        "arithmetic_intensity": total_flops / min_bytes if min_bytes else None,
+        "arithmetic_intensity_fused": total_flops / fused_bytes if fused_bytes else None,
+        "arithmetic_intensity_unfused": total_flops / unfused_bytes if unfused_bytes else None,
+        "peak_memory_bytes": memory["peak_memory_bytes"],
+        "peak_memory_breakdown": memory["breakdown"],
+        "unsupported_ops": dict(sorted(trace.unsupported.items())),
+        "forward_backward_ratio": backward_flops / forward_flops if training and forward_flops else None,
+        "matmul_backward_forward_ratio": None,
+        "counting_convention": formulas.COUNTING_CONVENTION,
+    })
+    if training and totals["forward_matmul_flops"]:
+        totals["matmul_backward_forward_ratio"] = totals["backward_matmul_flops"] / totals["forward_matmul_flops"]
+
+    layers = _layers_table(trace, raw)
+    return Estimate(totals=totals, layers=layers, ops=ops, trace=trace)
+
+
+def _layer_type(trace: Trace, layer: str) -> str:
+    if layer == LOSS:
+        return "Loss"
+    return trace.layer_types.get(layer, "")
+
+
+def _layers_table(trace: Trace, raw: pd.DataFrame) -> pd.DataFrame:
+    min_bytes = _layer_min_bytes(trace)
+    forward = raw["phase"] == "forward"
+    columns = pd.DataFrame({
+        "layer": raw["layer"],
+        "forward_flops": raw["flops"].where(forward, 0.0),
+        "backward_input_flops": raw["backward_input_flops"],
+        "backward_weight_flops": raw["backward_weight_flops"],
+        "backward_flops": raw["flops"].where(raw["phase"] == "backward", 0.0),
+        "optimizer_flops": raw["flops"].where(raw["phase"] == "optimizer", 0.0),
+        "forward_matmul_flops": raw["flops"].where(forward & raw["op_class"].isin(MATMUL_CLASSES), 0.0),
+        "activation_bytes": raw["bytes_written"].where(forward, 0),
+        "fused_bytes": raw["fused_bytes_read"] + raw["fused_bytes_written"],
+        "unfused_bytes": raw["bytes_read"] + raw["bytes_written"],
+    })
+    sums = columns.groupby("layer", sort=False).sum()
+    order = list(dict.fromkeys(list(sums.index) + [k for k, v in trace.layer_params.items() if v]))
+    sums = sums.reindex(order, fill_value=0)
+    layers = sums.reset_index().rename(columns={"index": "layer"})
+    layers["type"] = [_layer_type(trace, layer) for layer in order]
+    layers["output_shape"] = [trace.layer_output_shapes.get(layer) for layer in order]
+    layers["params"] = [int(trace.layer_params.get(layer, 0)) for layer in order]
+    layers["weight_bytes"] = [int(trace.layer_weight_bytes.get(layer, 0)) for layer in order]
+    layers["gradient_bytes"] = [int(trace.layer_gradient_bytes.get(layer, 0)) if trace.gradient_keys else 0
+                                for layer in order]
+    layers["min_bytes"] = [int(min_bytes.get(layer, 0)) for layer in order]
+    layers["activation_bytes"] = layers["activation_bytes"].astype("int64")
+    for column in ("forward_flops", "backward_input_flops", "backward_weight_flops", "backward_flops",
+                   "optimizer_flops", "forward_matmul_flops", "fused_bytes", "unfused_bytes"):
+        layers[column] = layers[column].astype(float)
+    return layers[LAYER_COLUMNS]
+
+
+def estimate(model: str, batch: int, precision: str = "fp32", mode: str = "inference",
+             input_size: int | None = None) -> Estimate:
+    """Count FLOPs, bytes and peak memory of one step of a torchvision model on the meta device."""
+    from rooflow.errors import RooflowError
+    from rooflow.models import build_meta_model, check_model_names
+    from rooflow.models import input_size as default_input_size
+
+    check_model_names([model], "estimate")
+    if precision not in PRECISIONS:
+        raise RooflowError(f"estimate: unknown precision '{precision}': use one of {', '.join(PRECISIONS)}")
+    if mode not in MODES:
+        raise RooflowError(f"estimate: unknown mode '{mode}': use one of {', '.join(MODES)}")
+    if batch < 1:
+        raise RooflowError(f"estimate: batch must be a positive integer, not {batch}")
+    size = int(input_size or default_input_size(model))
+    start = time.perf_counter()
+    net = build_meta_model(model)
+    params = sum(p.numel() for p in net.parameters())
+    param_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
+    weight_bytes = param_bytes + sum(b.numel() * b.element_size() for b in net.buffers())
+    try:
+        trace = run_step(net, model, batch, size, precision, mode)
+    except ValueError as error:  # what the model itself rejects, e.g. training BatchNorm on one value
+        raise RooflowError(f"estimate: {model} cannot run {mode} at batch {batch} (input {size}): {error}") \
+            from error
+    result = build_estimate(trace, model, batch, precision, mode, size, params, weight_bytes, param_bytes)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def estimate_module(module, inputs, precision: str = "fp32", mode: str = "inference", loss_fn=None,
+                    name: str = "module") -> Estimate:
+    """The estimate of any ``nn.Module`` (parameters on meta, or moved there here) on meta ``inputs``:
+    for custom models and for the closed-form tests of single layers. In training the loss is
+    ``loss_fn(output)`` (default: the sum of the output)."""
+    import torch
+
+    start = time.perf_counter()
+    module = module.to("meta")
+    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    params = sum(p.numel() for p in module.parameters())
+    param_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
+    weight_bytes = param_bytes + sum(b.numel() * b.element_size() for b in module.buffers())
+    trace = trace_step(module, inputs, precision, mode, loss_fn=loss_fn)
+    shape = inputs[0].shape if inputs and isinstance(inputs[0], torch.Tensor) else ()
+    result = build_estimate(trace, name, int(shape[0]) if len(shape) else 1, precision, mode,
+                            int(shape[-1]) if len(shape) else 0, params, weight_bytes, param_bytes)
+    result.seconds = time.perf_counter() - start
+    return result

@@ -1,0 +1,522 @@
+"""Record every aten op of one training (or inference) step on the meta device.
+
+``OpRecorder`` is a ``TorchDispatchMode``: it sits below autograd, so it sees the forward ops, the backward
+ops autograd runs and the optimizer's ops, each with its input/output shapes and dtypes. For each op it
+records the module path (``layer``) and the phase, the FLOPs from the formula registry
+(rooflow.estimate.formulas), and the bytes read and written (by storage, so views cost nothing and a
+tensor read twice by one op counts once). Nothing is allocated: meta tensors carry shapes only, so
+batch 256 costs the same seconds as batch 1.
+
+Attribution:
+- forward: the innermost module whose ``forward`` is running (module pre/post hooks keep a stack);
+- backward: the module whose forward created the autograd node now executing
+  (``torch._C._current_autograd_node()``; nodes are matched to modules by their sequence numbers, which
+  autograd hands out in creation order; we record the counter at every module boundary);
+- optimizer: the module owning the parameter being updated.
+
+Memory: every storage's allocation and release (a weakref finalizer on the storage) is an event, so the
+live bytes over the step can be replayed afterwards (rooflow.estimate.memory) — the technique of torch's
+MemTracker, on plain meta tensors.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from rooflow.estimate import formulas
+
+aten = torch.ops.aten
+
+ROOT = "(root)"
+LOSS = "(loss)"
+
+DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
+
+# Ops whose first (mutated) argument is only written, never read.
+WRITE_ONLY_OPS = {aten.copy_, aten.zero_, aten.fill_, aten.normal_, aten.uniform_, aten.bernoulli_,
+                  aten.random_, aten.set_}
+# Ops that do nothing to data or are bookkeeping: not recorded at all.
+IGNORED_OPS = {aten.detach, aten.alias, aten.lift_fresh, aten._local_scalar_dense, aten.empty,
+               aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided,
+               aten._has_compatible_shallow_copy_type, aten.is_same_size, aten.sym_size, aten.sym_stride,
+               aten.sym_numel, aten.sym_storage_offset, aten.resize_, aten.as_strided_,
+               aten._unsafe_view}  # _unsafe_view: a reshape that shares storage (a view untracked by autograd)
+
+# Autocast emulation (see OpRecorder.autocast_dtype): the CUDA autocast op lists at the level this mode
+# sees (below autograd, after composite ops decompose): conv2d → convolution, linear → addmm/mm/matmul,
+# matmul → mm/bmm; softmax → _softmax, layer_norm → native_layer_norm, nll_loss → nll_loss_forward.
+# https://pytorch.org/docs/stable/amp.html#cuda-ops-that-can-autocast-to-float16
+AUTOCAST_LOWER = {aten.convolution, aten._convolution, aten.mm, aten.addmm, aten.bmm, aten.baddbmm,
+                  aten.addbmm, aten.mv, aten.dot, aten._prelu_kernel}
+AUTOCAST_FP32 = {aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm,
+                 aten.nll_loss_forward, aten.nll_loss2d_forward, aten.exp, aten.log, aten.log10, aten.log2,
+                 aten.log1p, aten.pow, aten.rsqrt, aten.reciprocal, aten.acos, aten.asin, aten.cosh,
+                 aten.sinh, aten.tan, aten.erfinv, aten.expm1, aten.softplus, aten.cumsum, aten.cumprod,
+                 aten.prod, aten.linalg_vector_norm, aten.norm, aten.sum, aten.binary_cross_entropy_with_logits,
+                 aten.mse_loss, aten.l1_loss, aten.smooth_l1_loss, aten.kl_div, aten.cosine_similarity}
+# ... except inside scaled_dot_product_attention, which autocast casts once as a whole (to fp16) and whose
+# inner softmax then runs in fp16.
+MATMUL_LIKE = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.dot}
+
+
+@dataclass
+class OpRecord:
+    index: int
+    layer: str
+    phase: str  # forward | loss | backward | optimizer
+    op: str  # aten name, e.g. "convolution" (overload packet)
+    op_class: str
+    flops: float
+    flops_input: float | None  # backward ops that split their work (conv, norm); None: decided later
+    flops_weight: float | None
+    dtype: str  # compute dtype: fp32/fp16/bf16 (matmul: of its operands; others: of its output)
+    reads: list[tuple[int, int]]  # (storage key, bytes)
+    writes: list[tuple[int, int]]
+    supported: bool = True
+    foldable: bool = False  # an inference BatchNorm: folds into the preceding convolution
+    bias_flops: float = 0.0  # the bias-add part of a matmul-class op's flops
+    role: str = ""  # forward | loss | backward | optimizer (filled by finish())
+    backward_input_flops: float = 0.0  # backward work for activation gradients (filled by finish())
+    backward_weight_flops: float = 0.0  # backward work for parameter gradients
+
+
+@dataclass
+class Storage:
+    key: int
+    nbytes: int
+    category: str  # params | optimizer_state | input | forward | loss | backward | optimizer
+    alloc_index: int  # op index at which it appeared (-1: before the step)
+    free_index: int | None = None
+
+
+@dataclass
+class Trace:
+    records: list[OpRecord] = field(default_factory=list)
+    storages: dict[int, Storage] = field(default_factory=dict)
+    layer_types: dict[str, str] = field(default_factory=dict)
+    layer_output_shapes: dict[str, list[int]] = field(default_factory=dict)
+    layer_params: dict[str, int] = field(default_factory=dict)
+    layer_weight_bytes: dict[str, int] = field(default_factory=dict)
+    layer_gradient_bytes: dict[str, int] = field(default_factory=dict)
+    gradient_keys: set[int] = field(default_factory=set)
+    param_keys: set[int] = field(default_factory=set)
+    input_bytes: int = 0
+    output_bytes: int = 0
+    target_bytes: int = 0
+    unsupported: dict[str, int] = field(default_factory=dict)
+
+
+def _tensors(value, found: list) -> list:
+    """The tensors in an op's arguments or results (lists/tuples/dicts nested), in order."""
+    if isinstance(value, torch.Tensor):
+        found.append(value)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _tensors(item, found)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _tensors(item, found)
+    return found
+
+
+def _touched_bytes(t: torch.Tensor) -> int:
+    """Bytes one read of ``t`` moves: broadcast (stride-0) dimensions are read once."""
+    elements = 1
+    for size, stride in zip(t.shape, t.stride()):
+        if stride != 0:
+            elements *= size
+    return elements * t.element_size()
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records the aten ops of a run on meta tensors (see the module docstring).
+
+    ``autocast_dtype`` (fp16/bf16) emulates ``torch.autocast(device_type="cuda")``: autocast cannot run on
+    meta tensors (it only casts tensors of its own device type, and ``autocast("cuda")`` is disabled
+    without a GPU), so this mode applies CUDA autocast's op lists itself, at the aten level where autocast
+    works: matmul-class ops get their fp32 floating inputs cast to the low dtype (a recorded ``_to_copy``,
+    cached per source tensor for the whole step, as autocast caches the casts of leaf weights and autograd
+    keeps the casts it saved for backward); fp32-list ops (softmax, layer_norm, losses, exp, ...) get
+    low-precision inputs cast up to fp32; every other op runs in the dtype of its inputs (batch_norm,
+    ReLU and add on fp16 conv outputs stay fp16, as under CUDA autocast).
+    """
+
+    def __init__(self, model: torch.nn.Module, autocast_dtype: torch.dtype | None = None):
+        super().__init__()
+        self.trace = Trace()
+        self.phase = "forward"
+        self.autocast_dtype = autocast_dtype
+        self._stack: list[str] = [ROOT]
+        self._transitions: list[tuple[int, str]] = [(0, ROOT)]
+        self._live: dict[int, int] = {}  # StorageImpl address -> key, while alive
+        self._keys = itertools.count()
+        self._index = 0
+        self._param_layer: dict[int, str] = {}  # id(param) -> layer
+        self._attention_nodes: set[int] = set()
+        self._cast_cache: dict[tuple, torch.Tensor] = {}
+        self._param_tensors: dict[int, torch.Tensor] = {}
+        self._finalizers: list[weakref.finalize] = []
+        self._hooks: list[Any] = []
+        self._sdpa_depth = 0
+        self._model = model
+        self._install_hooks(model)
+
+    # ------------------------------------------------------------------ module hooks
+    def _install_hooks(self, model: torch.nn.Module) -> None:
+        for name, module in model.named_modules():
+            layer = name or ROOT
+            self.trace.layer_types.setdefault(layer, type(module).__name__)
+            own = list(module.parameters(recurse=False))
+            own_buffers = list(module.buffers(recurse=False))
+            self.trace.layer_params[layer] = sum(p.numel() for p in own)
+            self.trace.layer_weight_bytes[layer] = sum(t.numel() * t.element_size() for t in own + own_buffers)
+            self.trace.layer_gradient_bytes[layer] = sum(p.numel() * p.element_size() for p in own
+                                                         if p.requires_grad)
+            for p in own:
+                self._param_layer[id(p)] = layer
+            self._hooks.append(module.register_forward_pre_hook(self._make_pre_hook(layer)))
+            self._hooks.append(module.register_forward_hook(self._make_post_hook(layer), always_call=True))
+
+    def _seq(self) -> int:
+        return torch.autograd._get_sequence_nr()
+
+    def _enter_layer(self, layer: str) -> None:
+        self._stack.append(layer)
+        self._transitions.append((self._seq(), layer))
+
+    def _exit_layer(self) -> None:
+        self._stack.pop()
+        self._transitions.append((self._seq(), self._stack[-1]))
+
+    def _make_pre_hook(self, layer: str):
+        def hook(module, args):
+            self._enter_layer(layer)
+        return hook
+
+    def _make_post_hook(self, layer: str):
+        def hook(module, args, output):
+            if layer not in self.trace.layer_output_shapes:
+                first = next((t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)), None)
+                if first is not None:
+                    self.trace.layer_output_shapes[layer] = list(first.shape)
+            self._exit_layer()
+        return hook
+
+    def remove_hooks(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks.clear()
+
+    def enter_loss(self) -> None:
+        self.phase = "loss"
+        self._enter_layer(LOSS)
+
+    def exit_loss(self) -> None:
+        self._exit_layer()
+
+    # ------------------------------------------------------------------ storages
+    def register(self, tensor: torch.Tensor, category: str) -> int:
+        """Key of ``tensor``'s storage; a storage seen for the first time is an allocation event."""
+        storage = tensor.untyped_storage()
+        address = storage._cdata
+        key = self._live.get(address)
+        if key is None:
+            key = next(self._keys)
+            self._live[address] = key
+            self.trace.storages[key] = Storage(key, storage.nbytes(), category,
+                                               self._index if category not in ("params", "optimizer_state")
+                                               else -1)
+            self._finalizers.append(weakref.finalize(storage, self._release, address, key))
+        return key
+
+    def _release(self, address: int, key: int) -> None:
+        if self._live.get(address) == key:
+            del self._live[address]
+        self.trace.storages[key].free_index = self._index
+
+    def mark_params(self, model: torch.nn.Module) -> None:
+        for p in itertools.chain(model.parameters(), model.buffers()):
+            key = self.register(p, "params")
+            self.trace.param_keys.add(key)
+            self._param_tensors[key] = p
+
+    # ------------------------------------------------------------------ attribution
+    def _layer_of_backward_op(self) -> str:
+        node = torch._C._current_autograd_node()
+        if node is None:
+            return self._stack[-1] if self.phase != "backward" else LOSS
+        variable = getattr(node, "variable", None)  # AccumulateGrad
+        if variable is not None:
+            return self._param_layer.get(id(variable), ROOT)
+        seq = node._sequence_nr()
+        position = bisect.bisect_right(self._transitions, (seq, "\uffff")) - 1
+        return self._transitions[max(position, 0)][1]
+
+    # ------------------------------------------------------------------ autocast emulation
+    def _cast(self, t: torch.Tensor, dtype: torch.dtype, layer: str, phase: str, cache: bool) -> torch.Tensor:
+        storage_key = self.register(t, phase)
+        base = self._param_tensors.get(storage_key)
+        if base is not None:
+            # A weight: cast whole, once per step (autocast's weight cache); views of it (W.t() in a
+            # linear's backward) are views of the one cast copy.
+            cached = self._cast_cache.get((storage_key, dtype))
+            if cached is None:
+                cached = aten._to_copy.default(base, dtype=dtype)
+                self._record(aten._to_copy.default, (base,), {"dtype": dtype}, cached, layer, phase)
+                self.trace.param_keys.add(self.register(cached, phase))
+                self._cast_cache[(storage_key, dtype)] = cached
+            return cached.as_strided(t.shape, t.stride(), t.storage_offset() - base.storage_offset())
+        key = (storage_key, tuple(t.shape), tuple(t.stride()), t.storage_offset(), dtype)
+        cached = self._cast_cache.get(key)
+        if cached is not None:
+            return cached
+        out = aten._to_copy.default(t, dtype=dtype)
+        self._record(aten._to_copy.default, (t,), {"dtype": dtype}, out, layer, phase)
+        if cache and torch.is_grad_enabled() or (cache and phase == "backward"):
+            self._cast_cache[key] = out
+        return out
+
+    def _autocast_args(self, packet, args, kwargs, layer: str, phase: str):
+        low = self.autocast_dtype
+        if packet in AUTOCAST_LOWER:
+            source, target, cache = (torch.float32,), low, True
+        elif packet in AUTOCAST_FP32 and self._sdpa_depth == 0 and phase != "backward":
+            source, target, cache = (torch.float16, torch.bfloat16), torch.float32, False
+        else:
+            return args, kwargs
+
+        def convert(value):
+            if isinstance(value, torch.Tensor) and value.dtype in source:
+                return self._cast(value, target, layer, phase, cache)
+            return value
+
+        return tuple(convert(a) for a in args), {k: convert(v) for k, v in kwargs.items()}
+
+    def clear_cast_cache(self) -> None:
+        self._cast_cache.clear()
+
+    # ------------------------------------------------------------------ dispatch
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        packet = func.overloadpacket
+        if packet in IGNORED_OPS or func.is_view or packet is torch.ops.prim.device:
+            return func(*args, **kwargs)
+        if self.phase == "backward":
+            layer = self._layer_of_backward_op()
+            phase = "loss" if layer == LOSS else "backward"
+        else:
+            layer, phase = self._stack[-1], self.phase
+        if self.autocast_dtype is not None:
+            args, kwargs = self._autocast_args(packet, args, kwargs, layer, phase)
+        seq_before = self._seq()
+        out = func(*args, **kwargs)
+        record = self._record(func, args, kwargs, out, layer, phase)
+        if packet in MATMUL_LIKE and record.op_class == "attention" and self._seq() == seq_before \
+                and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            # The autograd node of this op was created just before it ran: remember it, so that its
+            # backward bmms count as attention too.
+            self._attention_nodes.add(seq_before - 1)
+        return out
+
+    def _record(self, func, args, kwargs, out, layer: str, phase: str) -> OpRecord:
+        packet = func.overloadpacket
+        flat_args = _tensors(kwargs, _tensors(args, []))
+        flat_out = _tensors(out, [])
+        reads: dict[tuple, tuple[int, int]] = {}
+        param_operand = False
+        write_only = packet in WRITE_ONLY_OPS
+        for position, t in enumerate(flat_args):
+            if write_only and position == 0:
+                continue
+            key = self.register(t, phase)
+            param_operand = param_operand or key in self.trace.param_keys
+            geometry = (key, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+            reads.setdefault(geometry, (key, _touched_bytes(t)))
+        writes = []
+        for t in flat_out:
+            writes.append((self.register(t, phase), t.numel() * t.element_size()))
+
+        counted = formulas.count(func, args, kwargs, out)
+        supported = counted is not None
+        if counted is None:
+            flops, op_class = 0.0, "other"
+            name = str(packet).removeprefix("aten.")
+            self.trace.unsupported[name] = self.trace.unsupported.get(name, 0) + 1
+        else:
+            flops, op_class = counted
+        flops_input = flops_weight = None
+        if isinstance(flops, dict):
+            flops_input, flops_weight = float(flops.get("input", 0.0)), float(flops.get("weight", 0.0))
+            flops = flops_input + flops_weight
+        if packet in MATMUL_LIKE:
+            if phase == "backward":
+                node = torch._C._current_autograd_node()
+                if node is not None and node._sequence_nr() in self._attention_nodes:
+                    op_class = "attention"
+            elif not param_operand:
+                op_class = "attention"  # activation × activation: QK^T, AV
+        if op_class == "elementwise" and packet is aten.mean and "Pool" in self.trace.layer_types.get(layer, ""):
+            op_class = "pooling"  # adaptive average pooling to 1×1 runs as mean on meta
+        dtype_source = flat_args if op_class in ("matmul", "attention") else (flat_out or flat_args)
+        dtype = next((DTYPE_NAMES[t.dtype] for t in dtype_source if t.dtype in DTYPE_NAMES), "fp32")
+        record = OpRecord(self._index, layer, phase, str(packet).removeprefix("aten."), op_class,
+                          float(flops), flops_input, flops_weight, dtype, list(reads.values()), writes,
+                          supported, foldable=_is_inference_batch_norm(packet, args),
+                          bias_flops=formulas.bias_flops(func, args, kwargs, out) if op_class == "matmul" else 0.0)
+        self.trace.records.append(record)
+        self._index += 1
+        return record
+
+    # ------------------------------------------------------------------ after the run
+    def finish(self) -> Trace:
+        """Decide the role of every op (forward/loss/input-grad/weight-grad/optimizer) and detach."""
+        self.remove_hooks()
+        for finalizer in self._finalizers:
+            finalizer.detach()
+        self._finalizers.clear()
+        trace = self.trace
+        # Gradients flow into p.grad through copies and casts; the ops that write those storages (or their
+        # sources) compute parameter gradients.
+        weight_keys = set(trace.gradient_keys)
+        for record in reversed(trace.records):
+            if record.phase != "backward":
+                continue
+            if record.op_class == "memory" and any(k in weight_keys for k, _ in record.writes):
+                weight_keys.update(k for k, _ in record.reads if k not in trace.param_keys)
+        for record in trace.records:
+            record.role = record.phase
+            if record.phase != "backward":
+                continue
+            if record.flops_input is not None:
+                record.backward_input_flops = record.flops_input
+                record.backward_weight_flops = record.flops_weight
+            elif any(k in weight_keys for k, _ in record.writes):
+                record.backward_weight_flops = record.flops
+            else:
+                record.backward_input_flops = record.flops
+        return trace
+
+
+def _is_inference_batch_norm(packet, args) -> bool:
+    if packet is aten._native_batch_norm_legit_no_training:
+        return True
+    if packet in (aten.native_batch_norm, aten.cudnn_batch_norm, aten.miopen_batch_norm):
+        return len(args) > 5 and args[5] is False
+    return False
+
+
+# ---------------------------------------------------------------------------------------------- the step
+AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# PyTorch's ImageNet example: SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)
+# https://github.com/pytorch/examples/blob/main/imagenet/main.py
+SGD_LR, SGD_MOMENTUM, SGD_WEIGHT_DECAY = 0.1, 0.9, 1e-4
+# GoogLeNet and Inception-v3 return auxiliary logits in training; their papers weight those losses.
+AUX_LOSS_WEIGHT = {"googlenet": 0.3, "inception_v3": 0.4}
+
+
+def _loss(name: str, output, target: torch.Tensor) -> torch.Tensor:
+    if isinstance(output, torch.Tensor):
+        return torch.nn.functional.cross_entropy(output, target)
+    logits, *aux = [o for o in output if isinstance(o, torch.Tensor)]
+    loss = torch.nn.functional.cross_entropy(logits, target)
+    for extra in aux:
+        loss = loss + AUX_LOSS_WEIGHT.get(name, 0.3) * torch.nn.functional.cross_entropy(extra, target)
+    return loss
+
+
+def run_step(model: torch.nn.Module, name: str, batch: int, input_size: int, precision: str = "fp32",
+             mode: str = "inference") -> Trace:
+    """One step of a classification model on a meta image batch (and, in training, meta labels and the
+    cross-entropy loss, with the auxiliary losses of GoogLeNet/Inception-v3)."""
+    x = torch.empty(batch, 3, input_size, input_size, device="meta")
+    target = torch.empty(batch, dtype=torch.long, device="meta")
+    return trace_step(model, (x,), precision, mode, loss_fn=lambda out: _loss(name, out, target),
+                      extra_inputs=(target,) if mode == "training" else ())
+
+
+def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precision: str = "fp32",
+               mode: str = "inference", loss_fn=None, extra_inputs: tuple[torch.Tensor, ...] = ()) -> Trace:
+    """Run one step of ``model`` (parameters on meta) on meta ``inputs`` under an OpRecorder.
+
+    inference: ``model.eval()`` and ``torch.no_grad()``, one forward. training: ``model.train()``, forward,
+    ``loss_fn(output)`` (default: the sum of the first output), backward, and a steady-state
+    SGD-with-momentum step (momentum buffers exist from the previous step; gradients are set to None
+    afterwards, as ``optimizer.zero_grad()`` does), written out as torch.optim.SGD's single-tensor update
+    so that each parameter's update is attributed to its layer:
+    ``d = g + wd·p; buf = momentum·buf + d; p = p − lr·buf``.
+    Inputs that require grad get an input gradient (a layer tested alone); a real first layer gets none.
+    """
+    training = mode == "training"
+    model.train(training)
+    recorder = OpRecorder(model, AUTOCAST_DTYPES.get(precision))
+    recorder.mark_params(model)
+    trace = recorder.trace
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    momentum = {}
+    if training:
+        for n, p in params:
+            momentum[n] = torch.zeros_like(p)
+            recorder.register(momentum[n], "optimizer_state")
+    for x in inputs:
+        recorder.register(x, "input")
+        trace.input_bytes += x.numel() * x.element_size()
+    for extra in extra_inputs:
+        recorder.register(extra, "input")
+        trace.target_bytes += extra.numel() * extra.element_size()
+    if loss_fn is None:
+        def loss_fn(output):
+            first = output if isinstance(output, torch.Tensor) else output[0]
+            return first.sum()
+
+    def first_tensor(output) -> torch.Tensor:
+        return output if isinstance(output, torch.Tensor) else next(
+            o for o in tree_flatten(output)[0] if isinstance(o, torch.Tensor))
+
+    try:
+        if not training:
+            with torch.no_grad(), recorder:
+                out = model(*inputs)
+            logits = first_tensor(out)
+            trace.output_bytes = logits.numel() * logits.element_size()
+        else:
+            with recorder:
+                out = model(*inputs)
+                logits = first_tensor(out)
+                trace.output_bytes = logits.numel() * logits.element_size()
+                recorder.enter_loss()
+                loss = loss_fn(out)
+                recorder.exit_loss()
+                del out, logits
+                recorder.phase = "backward"
+                loss.backward()
+                del loss
+                trace.gradient_keys = {recorder.register(p.grad, "backward") for _, p in params
+                                       if p.grad is not None}
+                recorder.phase = "optimizer"
+                recorder.clear_cast_cache()
+                with torch.no_grad():
+                    for n, p in params:
+                        if p.grad is None:
+                            continue
+                        recorder._stack.append(recorder._param_layer[id(p)])
+                        d_p = p.grad.add(p, alpha=SGD_WEIGHT_DECAY)
+                        momentum[n].mul_(SGD_MOMENTUM).add_(d_p)
+                        p.add_(momentum[n], alpha=-SGD_LR)
+                        del d_p
+                        recorder._stack.pop()
+                for _, p in params:
+                    p.grad = None
+                for x in inputs:
+                    x.grad = None
+    finally:
+        recorder.clear_cast_cache()
+        trace = recorder.finish()
+    return trace

@@ -1,0 +1,324 @@
+"""Closed-form FLOP counts per layer type, forward and backward (input- and weight-gradient separately).
+
+Each expected value is written out from the layer's definition (one FMA = 2 FLOPs), never taken from
+another counter: torch.utils.flop_counter's grouped-convolution weight gradient is wrong, and these tests
+are what pins rooflow's formulas (DESIGN.md, "Analytic estimation — conventions").
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rooflow.estimate import estimate_module, formulas
+
+N = 4  # batch
+
+
+def meta(*shape, grad=True):
+    return torch.empty(*shape, device="meta", requires_grad=grad)
+
+
+def phase_flops(est, phase, op_class=None, layer="(root)"):
+    ops = est.ops[(est.ops["phase"] == phase) & (est.ops["layer"] == layer)]
+    if op_class is not None:
+        ops = ops[ops["op_class"] == op_class]
+    return float(ops["flops"].sum())
+
+
+def layer_row(est, layer="(root)"):
+    return est.layers.set_index("layer").loc[layer]
+
+
+def out_size(size, k, stride=1, padding=0, dilation=1):
+    return (size + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+
+
+# --------------------------------------------------------------------------------------------- Conv2d
+CONV_CASES = {
+    # name: (cin, cout, k, stride, padding, dilation, groups, bias, H)
+    "plain": (8, 16, 3, 1, 0, 1, 1, False, 12),
+    "bias": (8, 16, 3, 1, 0, 1, 1, True, 12),
+    "strided": (8, 16, 3, 2, 0, 1, 1, True, 13),
+    "padded": (8, 16, 3, 1, 1, 1, 1, False, 12),
+    "dilated": (8, 16, 3, 1, 2, 2, 1, True, 12),
+    "grouped": (8, 16, 3, 1, 1, 1, 4, True, 12),
+    "depthwise": (16, 16, 3, 2, 1, 1, 16, False, 12),
+    "pointwise": (16, 32, 1, 1, 0, 1, 1, True, 7),
+    "kernel7_stride2": (3, 8, 7, 2, 3, 1, 1, False, 32),
+}
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=list(CONV_CASES))
+def test_conv2d_forward_and_backward_closed_form(case):
+    cin, cout, k, stride, padding, dilation, groups, bias, size = CONV_CASES[case]
+    layer = nn.Conv2d(cin, cout, k, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias)
+    est = estimate_module(layer, meta(N, cin, size, size), mode="training")
+    ho = out_size(size, k, stride, padding, dilation)
+    outputs = N * cout * ho * ho
+    macs = outputs * (cin // groups) * k * k  # each output: (Cin/groups)·k² products
+    row = layer_row(est)
+    assert row["output_shape"] == [N, cout, ho, ho]
+    assert row["forward_flops"] == 2 * macs + (outputs if bias else 0)
+    assert row["backward_input_flops"] == 2 * macs  # transposed conv of grad_out with the weight
+    # weight gradient: the same products, per group (flop_counter forgets the groups here);
+    # bias gradient: a sum over N·Ho·Wo per output channel
+    assert row["backward_weight_flops"] == 2 * macs + (outputs if bias else 0)
+    assert row["params"] == cout * (cin // groups) * k * k + (cout if bias else 0)
+
+
+def test_depthwise_weight_gradient_is_not_scaled_by_groups():
+    """The FlopCounterMode bug (DESIGN.md): its weight-gradient term ignores groups, 16× too high here."""
+    layer = nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
+    est = estimate_module(layer, meta(N, 16, 8, 8), mode="training")
+    row = layer_row(est)
+    assert row["backward_weight_flops"] == row["forward_flops"] == 2 * N * 16 * 8 * 8 * 9
+
+
+def test_first_layer_has_no_input_gradient():
+    layer = nn.Conv2d(3, 8, 3, bias=False)
+    est = estimate_module(layer, meta(N, 3, 10, 10, grad=False), mode="training")
+    row = layer_row(est)
+    assert row["backward_input_flops"] == 0
+    assert row["backward_weight_flops"] == row["forward_flops"] == 2 * N * 8 * 8 * 8 * 3 * 9
+
+
+def test_conv_formula_direct():
+    """The registry formulas are pure functions of shapes."""
+    x, w, out = torch.Size([2, 4, 9, 9]), torch.Size([6, 2, 3, 3]), torch.Size([2, 6, 7, 7])
+    assert formulas.conv_flops(x, w, None, [1, 1], [0, 0], [1, 1], False, out_shape=out) == 2 * 2 * 6 * 49 * 2 * 9
+    grads = formulas.conv_backward_flops(out, x, w, [6], [1, 1], [0, 0], [1, 1], False, [0, 0], 2,
+                                         [True, True, True], out_shape=None)
+    assert grads == {"input": 2 * 2 * 6 * 49 * 18, "weight": 2 * 2 * 6 * 49 * 18 + 2 * 6 * 49}
+    # transposed: every input element meets (Cout/groups)·k² weights
+    wt = torch.Size([4, 3, 3, 3])
+    assert formulas.conv_flops(x, wt, None, [1, 1], [0, 0], [1, 1], True,
+                               out_shape=torch.Size([2, 3, 11, 11])) == 2 * math.prod(x) * 27
+
+
+# --------------------------------------------------------------------------------------------- Linear
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(N, 32), (N, 5, 32)], ids=["2d", "3d"])
+def test_linear_closed_form(shape, bias):
+    layer = nn.Linear(32, 24, bias=bias)
+    est = estimate_module(layer, meta(*shape), mode="training")
+    rows = math.prod(shape[:-1])  # a 3-D input is rows of tokens: (B·T)×in times in×out
+    row = layer_row(est)
+    assert row["forward_flops"] == 2 * rows * 32 * 24 + (rows * 24 if bias else 0)
+    assert row["forward_matmul_flops"] == row["forward_flops"]
+    assert row["backward_input_flops"] == 2 * rows * 32 * 24
+    assert row["backward_weight_flops"] == 2 * rows * 32 * 24 + (rows * 24 if bias else 0)
+    assert row["output_shape"] == [*shape[:-1], 24]
+
+
+def test_mm_addmm_bmm_compose():
+    a, b = torch.Size([3, 5]), torch.Size([5, 7])
+    assert formulas.mm_flops(a, b) == 2 * 3 * 5 * 7
+    assert formulas.addmm_flops(torch.Size([7]), a, b, out_shape=torch.Size([3, 7])) == 2 * 3 * 5 * 7 + 21
+    assert formulas.bmm_flops(torch.Size([2, 3, 5]), torch.Size([2, 5, 7])) == 2 * 2 * 3 * 5 * 7
+    assert formulas.baddbmm_flops(None, torch.Size([2, 3, 5]), torch.Size([2, 5, 7]),
+                                  out_shape=torch.Size([2, 3, 7])) == 2 * 2 * 3 * 5 * 7 + 42
+
+
+# ------------------------------------------------------------------------------------- normalisation
+def test_batch_norm_training_closed_form():
+    x = meta(N, 6, 5, 5)
+    n = x.numel()
+    est = estimate_module(nn.BatchNorm2d(6), x, mode="training")
+    # statistics (mean 1 + variance 3) + normalise 2 + affine 2 = 8 per element
+    assert phase_flops(est, "forward", "normalization") == 8 * n
+    grads = est.ops[(est.ops["phase"] == "backward") & (est.ops["op_class"] == "normalization")]
+    assert float(grads["flops"].sum()) == 12 * n
+    row = layer_row(est)
+    assert row["backward_input_flops"] == 9 * n
+    assert row["backward_weight_flops"] == 3 * n  # grad_γ = Σ dy·x̂ (2), grad_β = Σ dy (1)
+
+
+def test_batch_norm_inference_closed_form():
+    x = meta(N, 6, 5, 5, grad=False)
+    est = estimate_module(nn.BatchNorm2d(6), x, mode="inference")
+    assert est.totals["normalization_flops"] == 4 * x.numel()  # (x − μ)·σ⁻¹·γ + β
+    assert est.totals["backward_flops"] == 0
+
+
+def test_layer_norm_closed_form():
+    x = meta(N, 7, 16)
+    n = x.numel()
+    est = estimate_module(nn.LayerNorm(16), x, mode="training")
+    assert phase_flops(est, "forward") == 8 * n
+    row = layer_row(est)
+    assert row["backward_input_flops"] == 9 * n
+    assert row["backward_weight_flops"] == 3 * n
+
+
+# --------------------------------------------------------------------------------------- activations
+@pytest.mark.parametrize("module, forward, backward", [
+    (nn.ReLU(), 1, 1),  # max(x, 0); threshold_backward
+    (nn.GELU(), 5, 9),
+    (nn.SiLU(), 5, 8),
+    (nn.Sigmoid(), 4, 3),
+    (nn.Hardswish(), 4, 4),
+    (nn.ReLU6(), 2, 2),
+], ids=["relu", "gelu", "silu", "sigmoid", "hardswish", "relu6"])
+def test_activation_closed_form(module, forward, backward):
+    x = meta(N, 3, 5, 5)
+    n = x.numel()
+    est = estimate_module(module, x, mode="training")
+    assert phase_flops(est, "forward", "elementwise") == forward * n
+    assert phase_flops(est, "backward", "elementwise") == backward * n
+    assert layer_row(est)["backward_weight_flops"] == 0
+
+
+class Residual(nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+def test_residual_add():
+    x, y = meta(N, 3, 5, 5), meta(N, 3, 5, 5)
+    est = estimate_module(Residual(), (x, y), mode="training")
+    assert phase_flops(est, "forward") == x.numel()
+    # the gradient of an add is the incoming gradient, passed on: no arithmetic
+    assert phase_flops(est, "backward") == 0
+
+
+# ------------------------------------------------------------------------------------------- pooling
+def test_max_pool_closed_form():
+    x = meta(N, 3, 12, 12)
+    est = estimate_module(nn.MaxPool2d(3, stride=2, padding=1), x, mode="training")
+    outputs = N * 3 * 6 * 6
+    assert phase_flops(est, "forward", "pooling") == 9 * outputs  # k² comparisons per output
+    assert phase_flops(est, "backward", "pooling") == outputs  # scatter each gradient to its argmax
+    # meta (like CUDA) writes int64 indices next to the fp32 output
+    fwd = est.ops[(est.ops["phase"] == "forward") & (est.ops["op"] == "max_pool2d_with_indices")]
+    assert int(fwd["bytes_written"].sum()) == outputs * 4 + outputs * 8
+
+
+def test_avg_pool_closed_form():
+    x = meta(N, 3, 12, 12)
+    est = estimate_module(nn.AvgPool2d(2), x, mode="training")
+    outputs = N * 3 * 6 * 6
+    assert phase_flops(est, "forward", "pooling") == 4 * outputs
+    assert phase_flops(est, "backward", "pooling") == 4 * outputs
+
+
+def test_adaptive_avg_pool_closed_form():
+    x = meta(N, 3, 7, 7)
+    est = estimate_module(nn.AdaptiveAvgPool2d(1), x, mode="training")
+    assert est.totals["pooling_flops"] == x.numel() + N * 3  # one add per input, one divide per output
+    assert phase_flops(est, "backward") == x.numel()  # each input gradient = g / window
+    est2 = estimate_module(nn.AdaptiveAvgPool2d(2), meta(N, 3, 8, 8), mode="training")
+    assert phase_flops(est2, "forward", "pooling") == N * 3 * 64 + N * 3 * 4
+
+
+# ------------------------------------------------------------------------------------ softmax/attention
+def test_softmax_closed_form():
+    x = meta(N, 5, 10)
+    est = estimate_module(nn.Softmax(dim=-1), x, mode="training")
+    assert phase_flops(est, "forward", "softmax") == 5 * x.numel()
+    assert phase_flops(est, "backward", "softmax") == 4 * x.numel()
+
+
+class SDPA(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+def test_sdpa_counted_at_math_path():
+    b, h, s, d = 2, 3, 6, 8
+    q, k, v = meta(b, h, s, d), meta(b, h, s, d), meta(b, h, s, d)
+    est = estimate_module(SDPA(), (q, k, v), mode="training")
+    # QK^T and AV: 2·b·h·s²·d each
+    assert phase_flops(est, "forward", "attention") == 2 * (2 * b * h * s * s * d)
+    # dV = PᵀdO, dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q
+    assert phase_flops(est, "backward", "attention") == 4 * (2 * b * h * s * s * d)
+    assert phase_flops(est, "forward", "softmax") == 5 * b * h * s * s
+
+
+def test_fused_sdpa_formula_matches_math_path():
+    q = torch.Size([2, 3, 6, 8])
+    assert formulas.sdpa_flops(q, q, q) == 2 * (2 * 2 * 3 * 6 * 6 * 8)
+    assert formulas.sdpa_backward_flops(q, q, q, q) == 2 * formulas.sdpa_flops(q, q, q)
+
+
+@pytest.mark.parametrize("mode", ["training", "inference"])
+def test_multihead_attention_closed_form(mode):
+    b, s, e, heads = 2, 7, 16, 4
+    mha = nn.MultiheadAttention(e, heads, batch_first=True)
+
+    class Wrapper(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = mha
+
+        def forward(self, x):
+            return self.attn(x, x, x, need_weights=False)[0]
+
+    x = meta(b, s, e, grad=mode == "training")
+    est = estimate_module(Wrapper(), x, mode=mode)
+    tokens = b * s
+    # in_proj runs on the (seq, batch)-transposed input: F.linear decomposes to mm + a separate bias add
+    # (elementwise); out_proj runs as addmm (bias inside the matmul op)
+    in_proj_mm, in_proj_bias = 2 * tokens * e * 3 * e, tokens * 3 * e
+    out_proj = 2 * tokens * e * e + tokens * e
+    attention = 2 * (2 * b * s * s * e)  # QK^T and AV over all heads: 2·b·s²·(heads·d)
+    assert est.totals["attention_flops"] == attention * (3 if mode == "training" else 1)
+    assert est.totals["forward_matmul_flops"] == in_proj_mm + out_proj + attention
+    if mode == "training":
+        # weight gradients: in_proj (mm + bias sum), out_proj (mm + bias sum)
+        assert est.totals["backward_weight_flops"] == in_proj_mm + in_proj_bias + out_proj
+        # matmul backward: input- and weight-gradient mms of both projections (bias sums are reductions),
+        # and four attention bmms
+        assert est.totals["backward_matmul_flops"] == (2 * in_proj_mm + 2 * (out_proj - tokens * e)
+                                                      + 2 * attention)
+
+
+# ------------------------------------------------------------------------------------ whole-step rules
+class TwoConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1, bias=False)
+
+    def forward(self, x):
+        return self.conv2(self.conv1(x))
+
+
+def test_two_conv_backward_ratio_below_two():
+    """Backward = 2× forward except for the first layer, which has no input gradient."""
+    est = estimate_module(TwoConv(), meta(N, 3, 8, 8, grad=False), mode="training")
+    f1 = 2 * N * 8 * 64 * 3 * 9
+    f2 = 2 * N * 16 * 64 * 8 * 9
+    assert est.totals["forward_matmul_flops"] == f1 + f2
+    assert est.totals["backward_matmul_flops"] == f1 + 2 * f2
+    assert est.totals["backward_input_flops"] == f2
+    assert est.totals["backward_weight_flops"] == f1 + f2
+    assert est.totals["matmul_backward_forward_ratio"] == pytest.approx((f1 + 2 * f2) / (f1 + f2))
+
+
+def test_batch_scaling_is_linear():
+    small = estimate_module(TwoConv(), meta(2, 3, 8, 8, grad=False), mode="training").totals
+    large = estimate_module(TwoConv(), meta(6, 3, 8, 8, grad=False), mode="training").totals
+    for key in ("forward_flops", "backward_flops", "forward_matmul_flops"):
+        assert large[key] == 3 * small[key]
+    assert large["optimizer_flops"] == small["optimizer_flops"]  # per parameter, not per sample
+
+
+def test_sgd_momentum_optimizer_flops():
+    """d = g + wd·p (2), buf = m·buf + d (2), p = p − lr·buf (2): 6 FLOPs per parameter."""
+    layer = nn.Linear(10, 5)
+    est = estimate_module(layer, meta(N, 10), mode="training")
+    assert est.totals["optimizer_flops"] == 6 * (10 * 5 + 5)
+
+
+def test_unknown_ops_are_reported_not_zeroed():
+    class Odd(nn.Module):
+        def forward(self, x):
+            return torch.special.bessel_j0(x)
+
+    est = estimate_module(Odd(), meta(N, 3, grad=False), mode="inference")
+    assert est.totals["unsupported_ops"] == {"special_bessel_j0": 1}
