@@ -176,14 +176,13 @@ def mem_mb(wildcards, attempt):
 
 
 def device_threads(wildcards):
-    """CPU threads for a device's jobs: all local cores for the CPU (timing jobs then run one at a
-    time, so they never share cores), the device's cpus_per_task on a cluster."""
-    slurm_cpus = device_slurm(wildcards).get("cpus_per_task")
-    return (
-        workflow.cores
-        if workflow.cores and workflow.cores < 10_000
-        else (slurm_cpus or 1)
-    )
+    """CPU threads for a device's jobs: all local cores in a local run (timing jobs then run one at a
+    time, so they never share cores); the device's slurm cpus_per_task on a cluster, both where the job
+    is submitted (sbatch --cpus-per-task) and inside the job (torch threads). workflow.cores is not
+    defined when submitting to a cluster, and inside a job it would be the whole node."""
+    if workflow.local_exec and not workflow.remote_exec:
+        return workflow.cores
+    return device_slurm(wildcards).get("cpus_per_task") or 1
 
 
 def device_architecture(wildcards):

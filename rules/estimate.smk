@@ -7,8 +7,5 @@ rule estimate_model:
         f"logs/estimate/{RUN_PATTERN}.log",
     conda:
         "../envs/rooflow.yaml"
-    resources:
-        mem_mb=4000,
-        runtime=30,
     script:
         "../scripts/estimate_model.py"

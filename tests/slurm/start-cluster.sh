@@ -299,23 +299,35 @@ cmd_up() {
     sinfo >&2
 }
 
-stop_pidfile() {  # stop_pidfile <pidfile relative to BASE>
-    local f=$BASE/$1 pid
-    [[ -s $f ]] || return 0
-    pid=$(cat "$f")
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid"
-        for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        if kill -0 "$pid" 2>/dev/null; then log "$1 ($pid) still alive after 15 s: SIGKILL"; kill -KILL "$pid"; fi
-        log "stopped $(basename "$f" .pid) ($pid)"
-    fi
-    rm -f "$f"
+stop_pidfiles() {  # stop_pidfiles <pidfile relative to BASE>...: SIGTERM all, wait up to 15 s, SIGKILL
+    local f pid pids=() names=()
+    for f in "$@"; do
+        [[ -s $BASE/$f ]] || continue
+        pid=$(cat "$BASE/$f")
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid" && pids+=("$pid") && names+=("$(basename "$f" .pid)($pid)")
+        fi
+    done
+    for _ in $(seq 1 150); do
+        local alive=0
+        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        ((alive)) || break
+        sleep 0.1
+    done
+    for pid in "${pids[@]}"; do
+        if kill -0 "$pid" 2>/dev/null; then log "$pid still alive after 15 s: SIGKILL"; kill -KILL "$pid"; fi
+    done
+    ((${#pids[@]} == 0)) || log "stopped ${names[*]}"
+    for f in "$@"; do rm -f "${BASE:?}/$f"; done
 }
 
 cmd_down() {
-    # reverse start order: compute daemons first, the database and munge last
+    # compute daemons first (slurmctld flushes job records to slurmdbd), then slurmdbd, then the
+    # database and munge; each group in parallel
+    stop_pidfiles run/slurmd.pid run/slurmctld.pid
+    stop_pidfiles run/slurmdbd.pid
+    stop_pidfiles mysql-run/mysqld.pid munge-run/munged.pid
     local f
-    for f in "${PIDFILES[@]}"; do stop_pidfile "$f"; done
     for f in slurm.conf gres.conf slurmdbd.conf; do
         if [[ -L /etc/slurm/$f && $(readlink "/etc/slurm/$f") == "$BASE/etc/$f" ]]; then rm -f "/etc/slurm/$f"; fi
     done
