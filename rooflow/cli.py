@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "rooflow.dataset",
     "rooflow.timing",
     "rooflow.summary",
+    "rooflow.checks",
 )
 
 

@@ -45,7 +45,7 @@ class Roof:
     name: str  # display name: "FP32", "TF32 tensor", "HBM2e", "L2", ...
     kind: Literal["compute", "memory"]
     value: float  # FLOP/s for a compute roof, bytes/s for a memory roof (SI units)
-    source: Literal["datasheet", "measured"]
+    source: Literal["datasheet", "measured", "theoretical"]
     precision_or_level: str  # a COMPUTE_ROOFS key (fp32, tf32, ...) or a MEMORY_LEVELS key (dram, l2, l1)
 
     @property

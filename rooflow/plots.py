@@ -1,7 +1,12 @@
-"""Figures: the roofline of one device with every run as a labelled point, and the cost bar charts.
+"""Figures: the roofline of one device with every run as a point, and the cost bar charts.
 
-Conventions for every figure: labelled axes with units, a legend, readable at report size, SVG. Roofs:
-datasheet solid, measured dashed; each compute roof joins its memory roof at the ridge in ONE line.
+Conventions for every figure (rooflow.figures follows them too): labelled axes with units, a legend,
+readable at report size, SVG. Encodings shared by all figures: marker = model, colour = batch size (on a
+roofline with several precisions: colour = the precision, i.e. the colour of the roof that bounds the run,
+and marker size = batch), filled = training step, hollow = inference; a ring = a failed self-check (red:
+an error such as a point above its roof; orange: a warning such as a noisy time) — flagged runs are
+plotted like all others, never dropped. Roofs: datasheet solid, measured dashed; each compute roof joins
+its memory roof at the ridge in ONE line.
 """
 
 from __future__ import annotations
@@ -12,19 +17,33 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.ticker import EngFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.ticker import EngFormatter
 
-from rooflow.devices import Device  # noqa: E402
-from rooflow.roofline import intensity_range, roof_polyline  # noqa: E402
+from rooflow.devices import COMPUTE_ROOFS, MATMUL_ROOF, Device, Roof
+from rooflow.roofline import intensity_range, roof_polyline
+
+# SVG text stays text (small files, searchable, crisp at any zoom), not paths.
+plt.rcParams["svg.fonttype"] = "none"
+# Readable at report size: Snakemake's report shows an SVG at its own size (72 px per inch).
+plt.rcParams.update({"font.size": 11, "axes.titlesize": 11.5, "axes.labelsize": 11.5, "legend.fontsize": 9.5,
+                     "xtick.labelsize": 10, "ytick.labelsize": 10})
 
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p", "8", "H", "d"]
 MODE_SHORT = {"inference": "inf", "training": "train"}
-ROOF_COLOURS = {"fp64": "#7f7f7f", "fp32": "#1f77b4", "tf32": "#2ca02c", "fp16": "#d62728",
-                "bf16": "#9467bd", "fp8": "#8c564b", "fp64_tensor": "#bcbd22"}
-MEMORY_STYLES = {"dram": "-", "l2": (0, (5, 1)), "l1": (0, (1, 1))}
+ROOF_COLOURS = {"fp64": "#7f7f7f", "fp64_tensor": "#bcbd22", "fp32": "#1f77b4", "tf32": "#2ca02c",
+                "fp16": "#d62728", "bf16": "#9467bd", "fp8": "#8c564b"}
+MEMORY_STYLES = {"l2": (0, (5, 1.5)), "l1": (0, (1, 1.2))}
+FLAG_STYLES = {
+    "error": {"color": "#d00000", "linestyle": "-", "label": "ring: failed a self-check (error)"},
+    "warning": {"color": "#f08c00", "linestyle": "--", "label": "ring: self-check warning"},
+    "result": {"color": "#7048e8", "linestyle": ":", "label": "ring: noted result (e.g. out of memory)"},
+}
+# The compute roofs a roofline draws by default; FP64 only where asked (no run of rooflow computes in FP64).
+DEFAULT_COMPUTE_ROOFS = ("fp32", "tf32", "fp16", "bf16")
 
 
 def model_markers(models) -> dict[str, str]:
@@ -33,114 +52,301 @@ def model_markers(models) -> dict[str, str]:
 
 
 def batch_colours(batches) -> dict[int, tuple]:
+    """One colour per batch size (viridis, small batches dark), stable across figures."""
     palette = plt.get_cmap("viridis")
-    ordered = sorted(set(int(b) for b in batches))
-    return {b: palette(0.15 + 0.7 * i / max(1, len(ordered) - 1)) for i, b in enumerate(ordered)}
+    ordered = sorted({int(b) for b in batches})
+    return {b: palette(0.12 + 0.72 * i / max(1, len(ordered) - 1)) for i, b in enumerate(ordered)}
 
 
 def point_label(row) -> str:
-    return f"{row['model']} b{row['batch']} {row['precision']} {MODE_SHORT.get(row['mode'], row['mode'])}"
+    return f"{row['model']} b{int(row['batch'])} {row['precision']} {MODE_SHORT.get(row['mode'], row['mode'])}"
 
 
-def _roofs(device: Device):
-    """(compute roofs, memory roofs) to draw: the datasheet ones and the measured ones."""
-    roofs = device.roofs()
-    return [r for r in roofs if r.kind == "compute"], [r for r in roofs if r.kind == "memory"]
+def scatter_run(ax, x, y, marker, colour, filled: bool, severity: str | None = None, size: float = 80,
+                zorder: int = 5) -> None:
+    """One run with the shared encodings (filled = training) and, when a check flagged it, a ring."""
+    ax.scatter([x], [y], marker=marker, s=size, zorder=zorder, facecolors=colour if filled else "white",
+               edgecolors=colour, linewidths=1.8)
+    if severity:
+        style = FLAG_STYLES[severity]
+        ax.scatter([x], [y], marker="o", s=size * 3.6, facecolors="none", edgecolors=style["color"],
+                   linewidths=2.0, linestyle=style["linestyle"], zorder=zorder + 1)
 
 
-def _gap_label(roof, roofs) -> str:
-    """'measured FP32 1.1 TFLOP/s (87% of datasheet)' where a datasheet roof of the same name exists."""
-    unit = "FLOP/s" if roof.kind == "compute" else "B/s"
-    text = f"{roof.source} {roof.precision_or_level.upper()} {EngFormatter(unit=unit, places=3)(roof.value)}"
+def _si(value: float, unit: str) -> str:
+    """3 significant digits with an SI prefix: 19.5 TFLOP/s, 1.56 TB/s."""
+    return EngFormatter(unit=unit, places=None, sep=" ")(float(f"{value:.3g}"))
+
+
+def _gap_label(roof: Roof, roofs: list[Roof], name: str | None = None) -> str:
+    """'FP32 1.1 TFLOP/s (87% of datasheet)' — the share where a datasheet roof of the same kind exists."""
+    text = f"{name or roof.name} {_si(roof.value, 'FLOP/s' if roof.kind == 'compute' else 'B/s')}"
     if roof.source == "measured":
-        twin = [r for r in roofs if r.source == "datasheet" and r.kind == roof.kind
+        twin = [r for r in roofs if r.source in ("datasheet", "theoretical") and r.kind == roof.kind
                 and r.precision_or_level == roof.precision_or_level]
         if twin:
-            text += f" ({100 * roof.value / twin[0].value:.0f}% of datasheet)"
+            text += f" ({100 * roof.value / twin[0].value:.0f}% of {twin[0].source})"
     return text
 
 
-def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path) -> dict:
-    """Draw one device's roofline with its runs; return what was drawn (for tests and captions)."""
-    rows = summary[(summary["device"] == device.key) & summary["arithmetic_intensity"].notna()
-                   & summary["achieved_flops_per_second"].notna()].copy()
-    compute, memory = _roofs(device)
-    fig, ax = plt.subplots(figsize=(10, 7), layout="constrained")
-    drawn = {"roofs": [], "points": [], "flagged": []}
+def compute_roofs_to_draw(device: Device, show_fp64: bool = False, extra_roofs=()) -> list[tuple[Roof, str]]:
+    """(roof, display name) of the compute roofs to draw: FP32, TF32, FP16/BF16 tensor (merged into one line
+    where equal), FP64 where asked; datasheet, theoretical (`extra_roofs`) and measured alike."""
+    wanted = set(DEFAULT_COMPUTE_ROOFS) | ({"fp64", "fp64_tensor"} if show_fp64 else set())
+    roofs = [r for r in [*device.roofs(), *extra_roofs] if r.kind == "compute" and r.precision_or_level in wanted]
+    out: list[tuple[Roof, str]] = []
+    for roof in roofs:
+        if roof.precision_or_level == "bf16":
+            twin = next((r for r in roofs if r.precision_or_level == "fp16" and r.source == roof.source
+                         and math.isclose(r.value, roof.value, rel_tol=1e-6)), None)
+            if twin is not None:
+                continue  # drawn once, as FP16/BF16
+        name = roof.name
+        if roof.precision_or_level == "fp16" and any(
+                r.precision_or_level == "bf16" and r.source == roof.source
+                and math.isclose(r.value, roof.value, rel_tol=1e-6) for r in roofs):
+            name = "FP16/BF16 tensor"
+        out.append((roof, name))
+    return out
+
+
+def roof_lines(device: Device, x_min: float, x_max: float, show_fp64: bool = False, extra_roofs=()) -> list[dict]:
+    """Every roof line of the device's roofline, as drawn: each compute roof joined at its ridge to the DRAM
+    roof of the same source (datasheet with datasheet, measured with measured; the other where one is
+    missing), and each cache roof (L2, L1) joined to the highest compute roof of its source. `extra_roofs`:
+    theoretical roofs (a CPU's cores × clock × SIMD lanes × FMA), drawn solid like datasheet ones."""
+    roofs = [*device.roofs(), *extra_roofs]
+    memory = [r for r in roofs if r.kind == "memory"]
     dram = {r.source: r for r in memory if r.precision_or_level == "dram"}
-    ridges = [c.value / m.value for c in compute for m in memory]
-    x_min, x_max = intensity_range(rows["arithmetic_intensity"], ridges)
-    precisions = set(rows["precision"]) | {"fp32"}
-    wanted = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16"}
-    for roof in compute:
-        # Draw the roofs that can bound these runs (fp32 always; tf32/fp16/bf16 when such runs exist; fp64 shown
-        # only for reference where nothing else is known).
-        if roof.precision_or_level not in {wanted.get(p) for p in precisions}:
-            continue
+    lines = []
+    computes = compute_roofs_to_draw(device, show_fp64, extra_roofs)
+    for roof, name in computes:
         mem = dram.get(roof.source) or next(iter(dram.values()), None)
         if mem is None:
             continue
         xs, ys = roof_polyline(roof.value, mem.value, x_min, x_max)
-        style = "-" if roof.source == "datasheet" else "--"
-        colour = ROOF_COLOURS.get(roof.precision_or_level, "black")
-        ax.plot(xs, ys, linestyle=style, color=colour, linewidth=2.2 if roof.source == "datasheet" else 1.8,
-                label=f"{_gap_label(roof, compute)} with {_gap_label(mem, memory)} (ridge at "
-                      f"{roof.value / mem.value:.3g} FLOP/B)")
-        drawn["roofs"].append({"compute": roof.name, "memory": mem.name, "ridge": roof.value / mem.value,
-                               "xs": xs.tolist(), "ys": ys.tolist(), "style": style})
-    # Cache roofs (L2/L1) under the top drawn fp32-or-run-precision compute roof.
-    top = max((r for r in compute if r.precision_or_level in {wanted.get(p) for p in precisions}),
-              key=lambda r: r.value, default=None)
+        label = (f"{roof.source}: {_gap_label(roof, roofs, name)} | {_gap_label(mem, roofs)} | ridge "
+                 f"{roof.value / mem.value:.3g} FLOP/B")
+        lines.append({"compute": name, "compute_key": roof.precision_or_level, "memory": mem.name,
+                      "memory_level": "dram", "source": roof.source, "peak": roof.value, "bandwidth": mem.value,
+                      "ridge": roof.value / mem.value, "xs": xs, "ys": ys,
+                      "linestyle": "--" if roof.source == "measured" else "-",
+                      "colour": ROOF_COLOURS.get(roof.precision_or_level, "black"), "label": label})
     for mem in memory:
-        if mem.precision_or_level == "dram" or top is None:
+        if mem.precision_or_level == "dram":
             continue
+        same = [r for r, _ in computes if r.source == mem.source] or [r for r, _ in computes]
+        if not same:
+            continue
+        top = max(same, key=lambda r: r.value)
         xs, ys = roof_polyline(top.value, mem.value, x_min, x_max)
-        ax.plot(xs, ys, linestyle=MEMORY_STYLES.get(mem.precision_or_level, ":"), color="#555555", linewidth=1.2,
-                label=f"{_gap_label(mem, memory)} roof")
-        drawn["roofs"].append({"compute": top.name, "memory": mem.name, "ridge": top.value / mem.value,
-                               "xs": xs.tolist(), "ys": ys.tolist(), "style": "cache"})
+        lines.append({"compute": top.name, "compute_key": top.precision_or_level, "memory": mem.name,
+                      "memory_level": mem.precision_or_level, "source": mem.source, "peak": top.value,
+                      "bandwidth": mem.value, "ridge": top.value / mem.value, "xs": xs, "ys": ys,
+                      "linestyle": MEMORY_STYLES.get(mem.precision_or_level, ":") if mem.source == "datasheet"
+                      else (0, (4, 2, 1, 2)),
+                      "colour": "#555555", "label": f"{mem.source}: {_gap_label(mem, roofs)} (cache roof)"})
+    return lines
+
+
+def theoretical_roofs(ceilings: dict | None) -> list[Roof]:
+    """The theoretical compute roofs of a measure_ceilings JSON (a CPU: cores × clock × SIMD lanes × FMA
+    units × 2), which a device without a datasheet draws solid beside its measured (dashed) roofs."""
+    peaks = (ceilings or {}).get("theoretical_peak_flops_per_second") or {}
+    return [Roof(COMPUTE_ROOFS.get(key, key.upper()), "compute", float(value), "theoretical", key)
+            for key, value in peaks.items() if value]
+
+
+def _place_labels(ax, labels: list[tuple[float, float, str]], fontsize: float = 9) -> None:
+    """Annotate points without piling labels on each other: each label takes the first of a few offsets
+    (right of the point, below, above, further out) whose box overlaps no label placed before it."""
+    fig = ax.figure
+    fig.draw_without_rendering()  # run the layout first: label boxes are computed in final pixels
+    char_px, line_px = 0.62 * fontsize * fig.dpi / 72, 1.3 * fontsize * fig.dpi / 72
+    offsets = [(8, -13), (8, 7), (8, -27), (8, 21), (8, -41), (8, 35), (-8, -13), (-8, 7)]
+    placed: list[tuple[float, float, float, float]] = []
+    for x, y, text in labels:
+        px, py = ax.transData.transform((x, y))
+        width = char_px * len(text)
+        for dx, dy in offsets:
+            left = px + dx * fig.dpi / 72 - (width if dx < 0 else 0)
+            bottom = py + dy * fig.dpi / 72
+            box = (left, bottom, left + width, bottom + line_px)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                break
+        placed.append(box)
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=fontsize,
+                    color="#222222", ha="right" if dx < 0 else "left")
+
+
+def _ok(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and value > 0
+
+
+def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, flags: dict | None = None,
+                    hierarchy: pd.DataFrame | None = None, show_fp64: bool = False, extra_roofs=()) -> dict:
+    """Draw one device's roofline with its runs; return what was drawn (for tests and captions).
+
+    ``flags``: rooflow.checks.flagged_runs — flagged points get a ring. ``hierarchy``: per run (device,
+    model, batch, precision, mode) the ncu totals ``flops_total``, ``dram_bytes``, ``l2_bytes``,
+    ``l1_bytes``: the same kernels are also placed at their L2 and L1 intensity (hierarchical roofline).
+    Where a point's FLOPs or bytes were measured, the estimate's point (estimated FLOPs over estimated
+    bytes, at the same time) is drawn beside it. ``extra_roofs``: theoretical roofs (see roof_lines)."""
+    from rooflow.checks import severity_of
+
+    rows = summary[(summary["device"] == device.key) & summary["arithmetic_intensity"].notna()
+                   & summary["achieved_flops_per_second"].notna()].copy()
+    levels: dict[tuple, dict[str, float]] = {}
+    if hierarchy is not None and len(hierarchy):
+        for _, h in hierarchy[hierarchy["device"] == device.key].iterrows():
+            key = (h["model"], int(h["batch"]), h["precision"], h["mode"])
+            levels[key] = {lvl: h[f"{lvl}_bytes"] for lvl in ("l2", "l1") if _ok(h.get(f"{lvl}_bytes"))}
+            levels[key]["flops"] = h.get("flops_total")
+
+    # x range: every point (DRAM, cache and estimate intensities) and every ridge, a decade either side
+    xs_all = list(rows["arithmetic_intensity"])
+    for _, row in rows.iterrows():
+        key = (row["model"], int(row["batch"]), row["precision"], row["mode"])
+        for lvl, value in levels.get(key, {}).items():
+            if lvl != "flops" and _ok(levels[key].get("flops")):
+                xs_all.append(levels[key]["flops"] / value)
+        if _ok(row.get("estimated_flops")) and _ok(row.get("estimated_fused_bytes")):
+            xs_all.append(row["estimated_flops"] / row["estimated_fused_bytes"])
+    all_roofs = [*device.roofs(), *extra_roofs]
+    ridges = [c.value / m.value for c in all_roofs if c.kind == "compute" for m in all_roofs if m.kind == "memory"]
+    x_min, x_max = intensity_range(xs_all, ridges)
+
+    fig, ax = plt.subplots(figsize=(13.5, 10), layout="constrained")
+    drawn: dict = {"roofs": [], "points": [], "flagged": [], "estimates": [], "levels": []}
+    roof_handles: list = []
+    labels_to_place: list[tuple[float, float, str]] = []
+    lines = roof_lines(device, x_min, x_max, show_fp64, extra_roofs)
+    top_peak = max((line["peak"] for line in lines), default=1.0)
+    for line in lines:
+        # lower compute roofs above higher ones, so every roof stays visible along the shared memory slope
+        zorder = 3.5 - 0.4 * line["peak"] / top_peak if line["memory_level"] == "dram" else 3.0
+        width = 2.4 if line["memory_level"] == "dram" else 1.3
+        (handle,) = ax.plot(line["xs"], line["ys"], linestyle=line["linestyle"], color=line["colour"],
+                            linewidth=width, label=line["label"], zorder=zorder)
+        roof_handles.append(handle)
+        drawn["roofs"].append({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in line.items()})
 
     markers = model_markers(summary["model"])
+    precisions = sorted(set(rows["precision"]))
+    by_precision = len(precisions) > 1
     colours = batch_colours(summary["batch"]) if len(summary) else {}
-    for _, row in rows.iterrows():
+    batches = sorted({int(b) for b in rows["batch"]})
+    sizes = {b: 55 + 75 * i / max(1, len(batches) - 1) for i, b in enumerate(batches)}
+    annotate = len(rows) <= 24
+    for _, row in rows.sort_values(["arithmetic_intensity", "achieved_flops_per_second"]).iterrows():
         x, y = row["arithmetic_intensity"], row["achieved_flops_per_second"]
-        flagged = isinstance(row.get("checks"), str) and "above the roof" in row["checks"]
+        batch = int(row["batch"])
+        colour = ROOF_COLOURS.get(MATMUL_ROOF.get(row["precision"], "fp32"), "black") if by_precision \
+            else colours.get(batch, "black")
+        size = sizes[batch] if by_precision else 80
+        severity = severity_of(flags or {}, device.key, row["model"], batch, row["precision"], row["mode"])
         filled = row["mode"] == "training"
-        colour = colours.get(int(row["batch"]), "black")
-        ax.scatter([x], [y], marker=markers[row["model"]], s=90, zorder=5,
-                   facecolors=colour if filled else "white", edgecolors=colour, linewidths=1.8,
-                   label=point_label(row))
         attainable = row.get("attainable_flops_per_second")
-        if attainable and not math.isnan(attainable):
-            # The point's AI line up to the roof: the gap is the headroom at this intensity.
-            ax.plot([x, x], [y, attainable], linestyle=":", color=colour, linewidth=1.2, zorder=4)
-            ax.scatter([x], [attainable], marker="_", s=120, color=colour, zorder=5)
-        if flagged:
-            ax.scatter([x], [y], marker="o", s=320, facecolors="none", edgecolors="red", linewidths=2.2, zorder=6)
-            drawn["flagged"].append(point_label(row))
-        ax.annotate(point_label(row), (x, y), textcoords="offset points", xytext=(7, -11), fontsize=8)
-        drawn["points"].append({"label": point_label(row), "x": x, "y": y, "attainable": attainable})
+        if _ok(attainable):
+            # The point's AI line, up to the roof that bounds it: the gap is the headroom at this intensity.
+            ax.plot([x, x], [y, attainable], linestyle=":", color=colour, linewidth=1.3, zorder=4)
+            ax.scatter([x], [attainable], marker="_", s=140, color=colour, linewidths=2, zorder=4)
+        scatter_run(ax, x, y, markers[row["model"]], colour, filled, severity, size=size)
+        label = point_label(row)
+        short = f"{row['model']} b{batch}" + (f" {row['precision']}" if by_precision else "") + \
+            f" {MODE_SHORT.get(row['mode'], row['mode'])}"
+        if severity:
+            drawn["flagged"].append({"label": label, "severity": severity})
+        if annotate:
+            labels_to_place.append((x, y, short))
+        drawn["points"].append({"label": label, "x": x, "y": y, "attainable": attainable, "severity": severity,
+                                "marker": markers[row["model"]], "filled": filled})
+        key = (row["model"], batch, row["precision"], row["mode"])
+        # Hierarchical points: the same kernels (same FLOPs, same time) at their L2 and L1 intensity.
+        flops = levels.get(key, {}).get("flops")
+        chain = [(x, "DRAM")]
+        for lvl in ("l2", "l1"):
+            moved = levels.get(key, {}).get(lvl)
+            if _ok(flops) and _ok(moved):
+                lx, ly = flops / moved, (flops / row["flops"]) * y if _ok(row.get("flops")) else y
+                chain.append((lx, lvl.upper()))
+                ax.scatter([lx], [ly], marker=markers[row["model"]], s=size * 0.6, facecolors="none",
+                           edgecolors=colour, linewidths=1.2, alpha=0.8, zorder=5)
+                ax.annotate(lvl.upper(), (lx, ly), textcoords="offset points", xytext=(4, 5), fontsize=8.5,
+                            color=colour)
+                drawn["levels"].append({"label": label, "level": lvl, "x": lx, "y": ly})
+        if len(chain) > 1:
+            ax.plot([c[0] for c in chain], [y] * len(chain), color=colour, linewidth=0.8, alpha=0.6, zorder=4)
+        # The estimate beside a measured point: estimated FLOPs over estimated bytes, at the measured time.
+        measured = row.get("flops_source") == "ncu" or str(row.get("bytes_source", "")).startswith("ncu")
+        if measured and _ok(row.get("estimated_flops")) and _ok(row.get("estimated_fused_bytes")) \
+                and _ok(row.get("measured_seconds")):
+            ex = row["estimated_flops"] / row["estimated_fused_bytes"]
+            ey = row["estimated_flops"] / row["measured_seconds"]
+            ax.plot([x, ex], [y, ey], color="#888888", linewidth=0.9, linestyle="--", zorder=4)
+            ax.scatter([ex], [ey], marker=markers[row["model"]], s=size * 0.8, facecolors="#dddddd",
+                       edgecolors="#666666", linewidths=1.2, zorder=5)
+            drawn["estimates"].append({"label": label, "x": ex, "y": ey})
 
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_min, x_max)
-    ys_all = [p["y"] for p in drawn["points"]] + [v for r in drawn["roofs"] for v in r["ys"]]
+    ys_all = [p["y"] for p in drawn["points"]] + [p["y"] for p in drawn["estimates"]] + \
+        [v for r in drawn["roofs"] for v in r["ys"]]
+    ys_all = [v for v in ys_all if _ok(v)]
     if ys_all:
-        ax.set_ylim(10 ** math.floor(math.log10(min(ys_all)) - 0.3), 10 ** math.ceil(math.log10(max(ys_all)) + 0.2))
+        ax.set_ylim(10 ** (math.floor(math.log10(min(ys_all))) - 0.3),
+                    10 ** (math.ceil(math.log10(max(ys_all))) + 0.3))
     ax.set_xlabel("Arithmetic intensity [FLOP/byte]")
     ax.set_ylabel("Performance [FLOP/s]")
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
     ax.grid(True, which="major", alpha=0.35)
     ax.grid(True, which="minor", alpha=0.1)
-    roof_note = "datasheet roofs solid, measured dashed" if any(r.source == "datasheet" for r in compute) \
-        else "measured roofs (no datasheet for this device)"
-    ax.set_title(f"Roofline: {device.name} ({device.key}) — {roof_note}\n"
-                 "filled marker = training step, hollow = inference; colour = batch size; "
-                 "dotted line = headroom to the roof", fontsize=10)
-    if not rows.empty or drawn["roofs"]:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    solid = sorted({r.source for r in all_roofs if r.source != "measured"})
+    roof_note = f"{' and '.join(solid)} roofs solid, measured dashed" if solid \
+        else "measured roofs, dashed (no datasheet for this device)"
+    colour_note = "colour = precision (its roof's colour), size = batch" if by_precision else "colour = batch size"
+    ax.set_title(f"Roofline: {device.name} ({device.key})\n{roof_note}; marker = model, {colour_note};\n"
+                 "filled = training, hollow = inference; dotted line up to the roof = the point's headroom",
+                 fontsize=11)
+
+    # Legends: the roofs under the plot (long entries), the encodings beside it (models, colours, fill,
+    # extra point kinds, rings).
+    handles = [Line2D([], [], linestyle="", marker=markers[m], color="#444444", markersize=8, label=m)
+                for m in sorted(set(rows["model"]))]
+    if by_precision:
+        handles += [Line2D([], [], linestyle="", marker="o", markersize=8, label=f"{p} run",
+                           color=ROOF_COLOURS.get(MATMUL_ROOF.get(p, "fp32"), "black")) for p in precisions]
+    else:
+        handles += [Line2D([], [], linestyle="", marker="o", markersize=8, color=colours[b], label=f"batch {b}")
+                    for b in batches]
+    modes = set(rows["mode"])
+    if "training" in modes:
+        handles.append(Line2D([], [], linestyle="", marker="o", color="#444444", markersize=8,
+                              label="filled: training step"))
+    if "inference" in modes:
+        handles.append(Line2D([], [], linestyle="", marker="o", color="#444444", markerfacecolor="white",
+                              markersize=8, label="hollow: inference"))
+    if drawn["levels"]:
+        handles.append(Line2D([], [], linestyle="-", marker="o", color="#444444", markerfacecolor="none",
+                              markersize=6, linewidth=0.8, label="same kernels at L2 / L1 intensity"))
+    if drawn["estimates"]:
+        handles.append(Line2D([], [], linestyle="--", marker="o", color="#666666", markerfacecolor="#dddddd",
+                              markersize=7, linewidth=0.9, label="estimate (estimated FLOPs and bytes)"))
+    for severity in ("error", "warning", "result"):
+        if any(f["severity"] == severity for f in drawn["flagged"]):
+            style = FLAG_STYLES[severity]
+            handles.append(Line2D([], [], linestyle="", marker="o", markersize=13, markerfacecolor="none",
+                                  markeredgecolor=style["color"], markeredgewidth=2, label=style["label"]))
+    if roof_handles:
+        fig.legend(handles=roof_handles, loc="outside lower center", ncols=1 if len(roof_handles) < 5 else 2,
+                   frameon=False, title="roofs (compute | memory | ridge)")
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                  frameon=False)
     if rows.empty:
         ax.text(0.5, 0.5, "no measured runs on this device", transform=ax.transAxes, ha="center")
+    _place_labels(ax, labels_to_place)
     fig.savefig(path)
     plt.close(fig)
     return drawn
@@ -155,6 +361,14 @@ def _per_model(summary: pd.DataFrame) -> pd.DataFrame:
     return per_image.join(params)
 
 
+def _bar_scale(ax, values, label: str) -> None:
+    from rooflow.figures import axis_scale
+
+    scale, why = axis_scale(values)
+    ax.set_yscale(scale)
+    ax.set_ylabel(f"{label}\n({why})" if why else label)
+
+
 def flops_figure(summary: pd.DataFrame, path: str | Path) -> pd.DataFrame:
     data = _per_model(summary).sort_values("params")
     modes = [m for m in ("inference", "training") if m in data.columns]
@@ -163,11 +377,12 @@ def flops_figure(summary: pd.DataFrame, path: str | Path) -> pd.DataFrame:
     positions = np.arange(len(data))
     for i, mode in enumerate(modes):
         bars = ax.bar(positions + (i - (len(modes) - 1) / 2) * width, data[mode] / 1e9, width,
+                      color={"inference": "#a1c9f4", "training": "#4c72b0"}[mode],
                       label={"inference": "inference (forward)", "training": "training step "
                              "(forward + loss + backward + SGD)"}[mode])
         ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=2)
     ax.set_xticks(positions, data.index, rotation=30, ha="right")
-    ax.set_ylabel("Estimated work per image [GFLOP] (1 FMA = 2 FLOP)")
+    _bar_scale(ax, pd.concat([data[m] for m in modes]) / 1e9, "Estimated work per image [GFLOP] (1 FMA = 2 FLOP)")
     ax.set_xlabel("Model (sorted by parameter count)")
     ax.set_title("Analytic FLOPs per image, by model and mode")
     ax.legend()
@@ -182,11 +397,9 @@ def params_figure(summary: pd.DataFrame, path: str | Path) -> pd.DataFrame:
     bars = ax.bar(data.index, data["params"] / 1e6, color="#4c72b0")
     ax.bar_label(bars, fmt="%.3g", fontsize=8, padding=2)
     ax.set_xticks(range(len(data)), data.index, rotation=30, ha="right")
-    ax.set_ylabel("Parameters [millions]")
+    _bar_scale(ax, data["params"] / 1e6, "Parameters [millions]")
     ax.set_xlabel("Model (sorted by parameter count)")
     ax.set_title("Trainable parameters per model")
     fig.savefig(path)
     plt.close(fig)
     return data
-
-

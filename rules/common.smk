@@ -20,6 +20,20 @@ try:
 except RooflowError as error:
     raise WorkflowError(str(error)) from None
 
+
+def sorted_dicts(value):
+    """The same data with every mapping's keys sorted, so params compare equal whatever the key order of
+    the YAML (a re-dumped config must not re-run anything)."""
+    if isinstance(value, dict):
+        return {key: sorted_dicts(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [sorted_dicts(item) for item in value]
+    return value
+
+
+for key in list(config):
+    config[key] = sorted_dicts(config[key])
+
 DEVICES = load_devices(config["devices_file"])
 MEASURED_DEVICES = config["devices"]
 CUDA_DEVICES = [d for d in MEASURED_DEVICES if DEVICES[d].is_cuda]
@@ -179,7 +193,8 @@ def device_threads(wildcards):
     """CPU threads for a device's jobs: all local cores in a local run (timing jobs then run one at a
     time, so they never share cores); the device's slurm cpus_per_task on a cluster, both where the job
     is submitted (sbatch --cpus-per-task) and inside the job (torch threads). workflow.cores is not
-    defined when submitting to a cluster, and inside a job it would be the whole node."""
+    defined when submitting to a cluster, and inside a job it would be the whole node.
+    """
     if workflow.local_exec and not workflow.remote_exec:
         return workflow.cores
     return device_slurm(wildcards).get("cpus_per_task") or 1
@@ -194,3 +209,40 @@ def get_plot_ceilings(wildcards):
     if wildcards.device in MEASURED_DEVICES:
         return [f"results/ceilings/{wildcards.device}.json"]
     return []
+
+
+def get_report_outputs():
+    """Every figure and table of the report (rule all asks for these)."""
+    devices = get_plot_devices()
+    outputs = [
+        rules.check_runs.output.report,
+        rules.check_runs.output.overview,
+        rules.plot_costs.output.flops,
+        rules.plot_costs.output.params,
+        rules.plot_correlation.output.figure,
+        rules.plot_forward_backward.output.figure,
+        rules.tabulate_summary.output.table,
+        rules.tabulate_environment.output.table,
+    ]
+    for pattern in (
+        "results/plots/roofline/{device}.svg",
+        "results/plots/latency/{device}.svg",
+        "results/plots/throughput/{device}.svg",
+        "results/plots/predicted/{device}.svg",
+        "results/plots/time_by_layer/{device}.svg",
+    ):
+        outputs += expand(pattern, device=devices)
+    outputs += [
+        f"results/tables/layers/{run_path(run)}.html" for run in estimated_runs()
+    ]
+    return outputs
+
+
+def get_device_aggregates(tool):
+    """Input function: the `tool` (ncu or nsys) aggregates of the runs profiled on this device."""
+
+    def inputs(wildcards):
+        prefix = f"results/aggregate/{wildcards.device}/"
+        return [path for path in get_aggregate_files(tool) if path.startswith(prefix)]
+
+    return inputs

@@ -36,3 +36,20 @@ def copy_workflow(target: Path) -> Path:
     fixture = Path("tests/data/real/anoushka21-cloudml/proj1/a100/vgg11")
     shutil.copytree(ROOT / fixture, target / fixture)
     return target
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory, snakemake_exe) -> Path:
+    """The workflow run once, for real, on tests/configs/tiny.yaml in a temp copy: shared by the workflow,
+    report and cluster tests so the suite pays for one local run."""
+    import subprocess
+    import time
+
+    workdir = copy_workflow(tmp_path_factory.mktemp("tiny"))
+    started = time.monotonic()
+    result = subprocess.run([snakemake_exe, "--cores", "2", "--configfile", "tests/configs/tiny.yaml"],
+                            cwd=workdir, capture_output=True, text=True, timeout=1800)
+    (workdir / "snakemake.log").write_text(result.stdout + result.stderr)
+    assert result.returncode == 0, f"tiny workflow run failed:\n{result.stderr[-4000:]}"
+    print(f"\ntiny workflow run: {time.monotonic() - started:.0f} s in {workdir}")
+    return workdir

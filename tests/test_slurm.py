@@ -226,16 +226,10 @@ def slurm_log_ids(workdir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def local_run(tmp_path_factory, request):
-    """The tiny matrix run locally: the reference for the cluster run's outputs."""
-    workdir = copy_workflow(tmp_path_factory.mktemp("local"))
-    t0 = time.monotonic()
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    rc, text = snakemake(workdir, ["--cores", "2", "--configfile", "tests/configs/tiny.yaml"], env,
-                         workdir / "snakemake.log")
-    assert rc == 0, f"local reference run failed:\n{text[-4000:]}"
-    report(request, f"local tiny run: {time.monotonic() - t0:.1f} s")
-    return workdir
+def local_run(tiny_run):
+    """The tiny matrix run locally (conftest.tiny_run, shared with the workflow tests): the reference
+    for the cluster run's outputs."""
+    return tiny_run
 
 
 @pytest.fixture(scope="session")

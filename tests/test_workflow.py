@@ -9,7 +9,6 @@ import subprocess
 import pandas as pd
 import pytest
 import yaml
-from conftest import copy_workflow
 
 pytestmark = pytest.mark.slow
 
@@ -23,11 +22,8 @@ def snakemake(exe, workdir, *args, timeout=1500):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, snakemake_exe):
-    workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
-    result = snakemake(snakemake_exe, workdir)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return workdir
+def run(tiny_run):
+    return tiny_run
 
 
 def test_summary_has_one_ok_row_per_run(run):

@@ -1,0 +1,186 @@
+"""The roofline figure's data: roof geometry, points, flags, hierarchical and estimate points — from a
+device and a summary built by hand, including a deliberately wrong run above its roof."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from rooflow.checks import build_checks, flagged_runs
+from rooflow.devices import Device
+from rooflow.plots import (
+    compute_roofs_to_draw,
+    flops_figure,
+    params_figure,
+    roof_lines,
+    roofline_figure,
+    theoretical_roofs,
+)
+from rooflow.summary import COLUMNS
+
+PEAK_FP32, PEAK_TF32, PEAK_FP16 = 20e12, 150e12, 300e12
+DRAM, L2 = 2e12, 6e12
+
+
+def gpu() -> Device:
+    """An A100-like GPU: FP32 20, TF32 150, FP16 = BF16 300 TFLOP/s, FP64 10; DRAM 2 TB/s, L2 6 TB/s; measured
+    FP32 18 TFLOP/s (90%) and DRAM 1.8 TB/s (90%)."""
+    return Device(key="gpu", kind="cuda", name="Test GPU", architecture="sm_80",
+                  peak_flops_per_second={"fp64": 10e12, "fp32": PEAK_FP32, "tf32": PEAK_TF32, "fp16": PEAK_FP16,
+                                         "bf16": PEAK_FP16},
+                  dram_bytes_per_second=DRAM, l2_bytes_per_second=L2,
+                  measured_peak_flops_per_second={"fp32": 0.9 * PEAK_FP32}, measured_dram_bytes_per_second=0.9 * DRAM)
+
+
+def run(model, batch, mode, flops, nbytes, seconds, precision="fp32", device="gpu", **extra) -> dict:
+    """A summary row computed by hand: AI = flops / bytes, achieved = flops / seconds, attainable =
+    min(peak, bandwidth × AI) on the datasheet fp32 roof."""
+    row = {c: math.nan for c in COLUMNS}
+    peak = {"fp32": PEAK_FP32, "tf32": PEAK_TF32, "fp16": PEAK_FP16, "bf16": PEAK_FP16}[precision]
+    ai = flops / nbytes
+    attainable = min(peak, DRAM * ai)
+    achieved = flops / seconds
+    row.update(device=device, model=model, batch=batch, precision=precision, mode=mode, status="ok",
+               device_kind="cuda", flops=flops, bytes=nbytes, arithmetic_intensity=ai, measured_seconds=seconds,
+               achieved_flops_per_second=achieved, attainable_flops_per_second=attainable,
+               percent_of_roofline=100 * achieved / attainable, roof_source="datasheet", params=1e7,
+               estimated_flops=flops, flops_source="estimate", bytes_source="estimate-fused", checks="",
+               seconds_spread=0.01)
+    row.update(extra)
+    return row
+
+
+def hand_summary() -> pd.DataFrame:
+    rows = [
+        # AI 10 (memory-bound: ridge 10 = 20e12 / 2e12 is the kink), 5 TFLOP/s = 25% of the 20 TFLOP/s roof
+        run("resnet18", 8, "inference", 10e9, 1e9, 2e-3),
+        # AI 50, compute-bound, 10 TFLOP/s = 50%
+        run("vgg11", 8, "training", 100e9, 2e9, 10e-3),
+        # deliberately wrong: AI 1 → roof 2 TFLOP/s, but 4 TFLOP/s achieved (200%)
+        run("alexnet", 1, "inference", 4e9, 4e9, 1e-3),
+    ]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def test_hand_summary_is_what_the_test_thinks():
+    s = hand_summary().set_index("model")
+    assert s.loc["resnet18", "attainable_flops_per_second"] == pytest.approx(20e12)
+    assert s.loc["resnet18", "percent_of_roofline"] == pytest.approx(25)
+    assert s.loc["alexnet", "percent_of_roofline"] == pytest.approx(200)
+
+
+def test_compute_roofs_merge_fp16_and_bf16_and_leave_fp64_out_unless_asked():
+    names = [(r.source, name) for r, name in compute_roofs_to_draw(gpu())]
+    assert names == [("datasheet", "FP32"), ("datasheet", "TF32 tensor"), ("datasheet", "FP16/BF16 tensor"),
+                     ("measured", "FP32")]
+    with_fp64 = [name for _, name in compute_roofs_to_draw(gpu(), show_fp64=True)]
+    assert "FP64" in with_fp64
+
+
+def slope(xs, ys, i):
+    return (math.log10(ys[i + 1]) - math.log10(ys[i])) / (math.log10(xs[i + 1]) - math.log10(xs[i]))
+
+
+def test_roof_geometry_ridge_at_peak_over_bandwidth_slope_one_then_flat():
+    lines = roof_lines(gpu(), 0.01, 1e4)
+    by = {(line["compute"], line["memory_level"], line["source"]): line for line in lines}
+    fp32 = by[("FP32", "dram", "datasheet")]
+    assert fp32["ridge"] == pytest.approx(PEAK_FP32 / DRAM) == pytest.approx(10.0)
+    # ONE connected polyline: start, the ridge as a vertex, end
+    assert fp32["xs"].tolist() == pytest.approx([0.01, 10.0, 1e4])
+    assert slope(fp32["xs"], fp32["ys"], 0) == pytest.approx(1.0)
+    assert slope(fp32["xs"], fp32["ys"], 1) == pytest.approx(0.0)
+    assert fp32["ys"][-1] == pytest.approx(PEAK_FP32) and fp32["linestyle"] == "-"
+    assert by[("TF32 tensor", "dram", "datasheet")]["ridge"] == pytest.approx(75.0)
+    # measured roofs: dashed, joined to the measured DRAM roof, ridge 18e12 / 1.8e12
+    measured = by[("FP32", "dram", "measured")]
+    assert measured["linestyle"] == "--" and measured["ridge"] == pytest.approx(10.0)
+    assert "90% of datasheet" in measured["label"]
+    # the L2 roof under the top datasheet compute roof (FP16/BF16 300 TFLOP/s): ridge 50
+    l2 = by[("FP16/BF16 tensor", "l2", "datasheet")] if ("FP16/BF16 tensor", "l2", "datasheet") in by else \
+        next(line for line in lines if line["memory_level"] == "l2")
+    assert l2["ridge"] == pytest.approx(PEAK_FP16 / L2)
+    assert slope(l2["xs"], l2["ys"], 0) == pytest.approx(1.0)
+
+
+def test_points_ai_lines_and_the_wrong_point_flagged(tmp_path):
+    summary = hand_summary()
+    checks, _ = build_checks(summary)
+    assert list(checks["model"]) == ["alexnet"] and checks.iloc[0]["check"] == "above the roof"
+    path = tmp_path / "roofline.svg"
+    drawn = roofline_figure(summary, gpu(), path, flags=flagged_runs(checks))
+    points = {p["label"]: p for p in drawn["points"]}
+    assert set(points) == {"resnet18 b8 fp32 inf", "vgg11 b8 fp32 train", "alexnet b1 fp32 inf"}
+    resnet = points["resnet18 b8 fp32 inf"]
+    assert (resnet["x"], resnet["y"], resnet["attainable"]) == pytest.approx((10.0, 5e12, 20e12))
+    wrong = points["alexnet b1 fp32 inf"]
+    assert wrong["y"] > wrong["attainable"] and wrong["severity"] == "error"  # plotted, and ringed
+    assert drawn["flagged"] == [{"label": "alexnet b1 fp32 inf", "severity": "error"}]
+    assert points["vgg11 b8 fp32 train"]["filled"] and not resnet["filled"]
+    assert len({p["marker"] for p in points.values()}) == 3  # one marker per model
+    svg = path.read_text()
+    assert "Arithmetic intensity [FLOP/byte]" in svg and "Performance [FLOP/s]" in svg
+    assert "ring: failed a self-check (error)" in svg and "ridge 10 FLOP/B" in svg
+    assert path.stat().st_size < 400_000
+
+
+def test_hierarchical_and_estimate_points_beside_a_measured_one(tmp_path):
+    row = run("resnet50", 64, "training", 1e12, 40e9, 0.2, flops_source="ncu", bytes_source="ncu-dram",
+              estimated_flops=0.9e12, estimated_fused_bytes=60e9)
+    summary = pd.DataFrame([row], columns=COLUMNS)
+    hierarchy = pd.DataFrame([{"device": "gpu", "model": "resnet50", "batch": 64, "precision": "fp32",
+                               "mode": "training", "flops_total": 1e12, "dram_bytes": 40e9, "l2_bytes": 200e9,
+                               "l1_bytes": 1e12}])
+    drawn = roofline_figure(summary, gpu(), tmp_path / "r.svg", hierarchy=hierarchy)
+    levels = {lvl["level"]: lvl for lvl in drawn["levels"]}
+    # same kernels, same FLOP/s (5 TFLOP/s), at AI 1e12/200e9 = 5 (L2) and 1 (L1)
+    assert levels["l2"]["x"] == pytest.approx(5.0) and levels["l1"]["x"] == pytest.approx(1.0)
+    assert levels["l2"]["y"] == pytest.approx(5e12) == drawn["points"][0]["y"]
+    # the estimate: 0.9e12 / 60e9 = 15 FLOP/B at 0.9e12 / 0.2 s = 4.5 TFLOP/s
+    assert drawn["estimates"] == [{"label": "resnet50 b64 fp32 train", "x": pytest.approx(15.0),
+                                   "y": pytest.approx(4.5e12)}]
+    assert "same kernels at L2 / L1 intensity" in (tmp_path / "r.svg").read_text()
+
+
+def test_several_precisions_are_coloured_by_their_roof(tmp_path):
+    summary = pd.DataFrame([run("resnet18", 8, "inference", 10e9, 1e9, 2e-3),
+                            run("resnet18", 8, "inference", 10e9, 0.5e9, 0.5e-3, precision="fp16")], columns=COLUMNS)
+    roofline_figure(summary, gpu(), tmp_path / "r.svg")
+    svg = (tmp_path / "r.svg").read_text()
+    assert "fp16 run" in svg and "colour = precision" in svg
+
+
+def test_a_device_without_runs_still_draws_its_roofs(tmp_path):
+    empty = pd.DataFrame(columns=COLUMNS)
+    drawn = roofline_figure(empty, gpu(), tmp_path / "r.svg")
+    assert drawn["points"] == [] and len(drawn["roofs"]) >= 4
+    assert "no measured runs" in (tmp_path / "r.svg").read_text()
+
+
+def test_cost_bars_are_linear_for_a_small_range_and_log_with_a_reason_for_a_wide_one(tmp_path):
+    rows = [run(m, 1, mode, f, 1e9, 1e-3, params=p) for m, f, p in
+            (("resnet18", 3.6e9, 11.7e6), ("alexnet", 1.4e9, 61e6)) for mode in ("inference", "training")]
+    flops_figure(pd.DataFrame(rows, columns=COLUMNS), tmp_path / "f.svg")
+    assert "log scale" not in (tmp_path / "f.svg").read_text()
+    rows += [run("tiny", 1, "inference", 1e6, 1e9, 1e-3, params=1e3)]
+    params_figure(pd.DataFrame(rows, columns=COLUMNS), tmp_path / "p.svg")
+    assert re.search(r"log scale: data span [\d.]+ decades", (tmp_path / "p.svg").read_text())
+
+
+def test_a_cpu_draws_its_theoretical_peak_solid_beside_the_measured_roofs(tmp_path):
+    cpu = Device(key="cpu", kind="cpu", name="Test CPU", measured_peak_flops_per_second={"fp32": 100e9},
+                 measured_dram_bytes_per_second=10e9)
+    extra = theoretical_roofs({"theoretical_peak_flops_per_second": {"fp32": 400e9}})
+    lines = roof_lines(cpu, 0.1, 1000, extra_roofs=extra)
+    by_source = {line["source"]: line for line in lines}
+    assert by_source["theoretical"]["linestyle"] == "-" and by_source["measured"]["linestyle"] == "--"
+    # the theoretical roof has no memory roof of its own: it joins the measured DRAM roof, ridge 40
+    assert by_source["theoretical"]["ridge"] == pytest.approx(40.0)
+    assert by_source["measured"]["ridge"] == pytest.approx(10.0)
+    assert "25% of theoretical" in by_source["measured"]["label"]
+    summary = pd.DataFrame([run("resnet18", 1, "inference", 1e9, 1e8, 0.1, device="cpu")], columns=COLUMNS)
+    roofline_figure(summary, cpu, tmp_path / "cpu.svg", extra_roofs=extra)
+    assert "theoretical roofs solid, measured dashed" in (tmp_path / "cpu.svg").read_text()
