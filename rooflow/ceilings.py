@@ -539,6 +539,11 @@ def _measure_cpu(torch: Any, threads: int, quick: bool, plan: Plan | None) -> di
         k: result["peak_flops_per_second"][k] / v
         for k, v in theory["flops_per_second"].items() if k in result["peak_flops_per_second"]}
     _finish(result, session, plan)
+    for key, fraction in result["fraction_of_theoretical"].items():
+        if fraction > 1.0:  # the "theory" is the roof that is wrong here, not the measurement
+            result["notes"].append(
+                f"measured {key} peak is {100 * fraction:.0f}% of the theoretical one: the cores ran above the "
+                f"nominal clock read from /proc/cpuinfo (turbo), so the theoretical peak is a floor, not a roof")
     return result
 
 

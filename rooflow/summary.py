@@ -63,13 +63,14 @@ def _predicted_seconds(ops: pd.DataFrame | None, device: Device, precision: str)
     return result.get("predicted_seconds") if result else None
 
 
-def _reconcile(measured: dict, estimate: dict, precision: str, mode: str) -> dict[str, Any]:
-    try:
-        from rooflow.profilers.reconcile import reconcile
-    except ImportError:
-        return {}
+def _reconcile(measured: dict, estimate: dict, precision: str, mode: str, device: Device) -> dict[str, Any]:
+    from rooflow.profilers.reconcile import reconcile
+
+    # Kernel names let the diagnosis cite Winograd/FFT kernels; the aggregate lists them beside its totals.
+    kernels = pd.DataFrame({"name": measured["kernel_names"]}) if measured.get("kernel_names") else None
     return reconcile(measured, estimate, precision=precision, mode=mode,
-                     tensor_metrics_collected=bool(measured.get("tensor_metrics_collected")))
+                     tensor_metrics_collected=bool(measured.get("tensor_metrics_collected")),
+                     architecture=device.architecture, kernels=kernels)
 
 
 def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] | None,
@@ -141,7 +142,7 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
         row["arithmetic_intensity"] = row["flops"] / row["bytes"]
 
     if ncu:
-        reconciliation = _reconcile(ncu, estimate, row["precision"], row["mode"])
+        reconciliation = _reconcile(ncu, estimate, row["precision"], row["mode"], device)
         row["flops_ratio"] = reconciliation.get("flops_ratio")
         row["bytes_ratio"] = reconciliation.get("bytes_ratio")
         row["reconciliation"] = reconciliation.get("cause")
