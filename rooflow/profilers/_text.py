@@ -190,3 +190,19 @@ def first_content_line(lines: list[str]) -> int:
         if line.strip():
             return number
     return 1
+
+
+def profiler_lines(path: Path, text: str, output: str, empty_cause: str, again: str) -> list[str]:
+    """The lines of a profiler output file, after refusing what no parser should read: an empty file, an
+    HTML page saved in place of the raw file, and a file holding the profiler's own error lines.
+    `output` names what the file should be, `empty_cause` why it could be empty, `again` the fix."""
+    if not text.strip():
+        raise ParseError(f"{path}: the file is empty: {empty_cause}; read the profiling job's log and {again}.")
+    lines = text.splitlines()
+    if looks_like_html(text):
+        raise ParseError(f"{path}: line {first_content_line(lines)}: this is an HTML page, not {output} "
+                         f"(a web page saved in place of the raw file?); download the raw file or {again}.")
+    error = profiler_error(path, lines)
+    if error:
+        raise error
+    return lines

@@ -41,9 +41,8 @@ from rooflow.errors import ParseError
 from rooflow.profilers import metrics as m
 from rooflow.profilers._text import (
     first_content_line,
-    looks_like_html,
     looks_like_nsys_report,
-    profiler_error,
+    profiler_lines,
     read_text,
     to_si,
 )
@@ -113,18 +112,8 @@ class NcuResult:
 
 
 def _parse_file(path: Path) -> _File:
-    text = read_text(path)
-    if not text.strip():
-        raise ParseError(f"{path}: the file is empty: the profiler wrote nothing (it failed, or its output went "
-                         f"elsewhere); read the profiling job's log and profile again.")
-    lines = text.splitlines()
-    if looks_like_html(text):
-        raise ParseError(f"{path}: line {first_content_line(lines)}: this is an HTML page, not Nsight Compute "
-                         f"output (a web page saved in place of the raw file?); download the raw file or "
-                         f"profile again.")
-    error = profiler_error(path, lines)
-    if error:
-        raise error
+    lines = profiler_lines(path, read_text(path), "Nsight Compute output",
+                           "the profiler wrote nothing (it failed, or its output went elsewhere)", "profile again")
     header_index = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
     if header_index is not None:
         header = _csv_fields(path, lines, header_index)

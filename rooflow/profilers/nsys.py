@@ -38,10 +38,9 @@ import pandas as pd
 from rooflow.errors import ParseError
 from rooflow.profilers._text import (
     first_content_line,
-    looks_like_html,
     looks_like_ncu_output,
     parse_number,
-    profiler_error,
+    profiler_lines,
     read_text,
     unit_factor,
 )
@@ -119,17 +118,8 @@ def _looks_like_header(line: str) -> bool:
 
 
 def _read_tables(path: Path, text: str) -> list[_Table]:
-    if not text.strip():
-        raise ParseError(f"{path}: the file is empty: nsys stats wrote nothing (no report of that name, or it "
-                         f"failed); read the profiling job's log and run nsys stats again.")
-    lines = text.splitlines()
-    if looks_like_html(text):
-        raise ParseError(f"{path}: line {first_content_line(lines)}: this is an HTML page, not an nsys stats "
-                         f"report (a web page saved in place of the raw file?); download the raw file or run "
-                         f"nsys stats again.")
-    error = profiler_error(path, lines)
-    if error:
-        raise error
+    lines = profiler_lines(path, text, "an nsys stats report",
+                           "nsys stats wrote nothing (no report of that name, or it failed)", "run nsys stats again")
     tables: list[_Table] = []
     index = 0
     while index < len(lines):
