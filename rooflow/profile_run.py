@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ def require_tool(executable: str, config_key: str) -> str:
     found = shutil.which(executable)
     if not found:
         raise RooflowError(
-            f"'{executable}' is not on PATH on {__import__('socket').gethostname()}: load the CUDA/Nsight module "
+            f"'{executable}' is not on PATH on {socket.gethostname()}: load the CUDA/Nsight module "
             f"on the GPU nodes or set {config_key} to its full path in config/config.yaml")
     return found
 

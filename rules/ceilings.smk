@@ -7,10 +7,10 @@ rule measure_ceilings:
         "../envs/rooflow.yaml"
     threads: device_threads
     resources:
-        slurm_partition=slurm_partition,
-        gres=slurm_gres,
-        constraint=slurm_constraint,
-        qos=slurm_qos,
+        slurm_partition=slurm_option("partition"),
+        gres=slurm_option("gres"),
+        constraint=slurm_option("constraint"),
+        qos=slurm_option("qos"),
         runtime=runtime_minutes,
         mem_mb=mem_mb,
     params:

@@ -165,20 +165,13 @@ def device_kind(wildcards):
     return DEVICES[wildcards.device].kind
 
 
-def slurm_partition(wildcards):
-    return device_slurm(wildcards).get("partition")
+def slurm_option(key):
+    """Input function for one resource from the device's `slurm:` block (None, i.e. unset, when absent)."""
 
+    def option(wildcards):
+        return device_slurm(wildcards).get(key)
 
-def slurm_gres(wildcards):
-    return device_slurm(wildcards).get("gres")
-
-
-def slurm_constraint(wildcards):
-    return device_slurm(wildcards).get("constraint")
-
-
-def slurm_qos(wildcards):
-    return device_slurm(wildcards).get("qos")
+    return option
 
 
 def runtime_minutes(wildcards, attempt):

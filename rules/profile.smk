@@ -13,10 +13,10 @@ rule profile_time:
         "../envs/rooflow.yaml"
     threads: device_threads
     resources:
-        slurm_partition=slurm_partition,
-        gres=slurm_gres,
-        constraint=slurm_constraint,
-        qos=slurm_qos,
+        slurm_partition=slurm_option("partition"),
+        gres=slurm_option("gres"),
+        constraint=slurm_option("constraint"),
+        qos=slurm_option("qos"),
         runtime=runtime_minutes,
         mem_mb=mem_mb,
     params:
@@ -38,10 +38,10 @@ rule profile_ncu:
         "../envs/rooflow.yaml"
     threads: device_threads
     resources:
-        slurm_partition=slurm_partition,
-        gres=slurm_gres,
-        constraint=slurm_constraint,
-        qos=slurm_qos,
+        slurm_partition=slurm_option("partition"),
+        gres=slurm_option("gres"),
+        constraint=slurm_option("constraint"),
+        qos=slurm_option("qos"),
         runtime=runtime_minutes,
         mem_mb=mem_mb,
     params:
@@ -64,10 +64,10 @@ rule profile_nsys:
         "../envs/rooflow.yaml"
     threads: device_threads
     resources:
-        slurm_partition=slurm_partition,
-        gres=slurm_gres,
-        constraint=slurm_constraint,
-        qos=slurm_qos,
+        slurm_partition=slurm_option("partition"),
+        gres=slurm_option("gres"),
+        constraint=slurm_option("constraint"),
+        qos=slurm_option("qos"),
         runtime=runtime_minutes,
         mem_mb=mem_mb,
     params:

@@ -88,22 +88,22 @@ def _nsys_table(result) -> str:
     return "\n".join(lines)
 
 
-def _run_ncu(args: argparse.Namespace) -> int:
-    result = aggregate_ncu(args.files)
-    if args.kernels_csv:
-        from rooflow.io import write_csv
-        write_csv(args.kernels_csv, result.kernels)
-    print(json.dumps(result.totals, indent=2) if args.format == "json" else _ncu_table(result))
-    return 0
+def _run(aggregate, table):
+    """A sub-command: aggregate the files, optionally keep the per-kernel table, print totals."""
+
+    def run(args: argparse.Namespace) -> int:
+        result = aggregate(args.files)
+        if args.kernels_csv:
+            from rooflow.io import write_csv
+            write_csv(args.kernels_csv, result.kernels)
+        print(json.dumps(result.totals, indent=2) if args.format == "json" else table(result))
+        return 0
+
+    return run
 
 
-def _run_nsys(args: argparse.Namespace) -> int:
-    result = aggregate_nsys(args.files)
-    if args.kernels_csv:
-        from rooflow.io import write_csv
-        write_csv(args.kernels_csv, result.kernels)
-    print(json.dumps(result.totals, indent=2) if args.format == "json" else _nsys_table(result))
-    return 0
+_run_ncu = _run(aggregate_ncu, _ncu_table)
+_run_nsys = _run(aggregate_nsys, _nsys_table)
 
 
 def register(subparsers: Any) -> None:
