@@ -673,3 +673,28 @@ def test_every_fixture_kernel_gets_a_class():
     assert classify_kernel("[CUDA memset]") == "memory"
     assert classify_kernel("flash_fwd_kernel") == "other"
     assert classify_kernel("") == "other"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Launch configuration and NVTX stack per kernel (rooflow's H100 recordings)
+
+
+def test_details_page_keeps_grid_block_and_nvtx_stack():
+    """`ncu --nvtx` adds the thread's push/pop stack; every details page carries grid and block size."""
+    result = aggregate_ncu(real("h100-rooflow/resnet18-b16-fp32-training-ncu-nvtx.csv"))
+    first = result.kernels.iloc[0]
+    assert first["name"].startswith("void implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3")
+    assert (first["grid_size"], first["block_size"]) == ("(6272, 2, 1)", "(8, 8, 1)")
+    assert '"<default domain>:layer:conv1:' in first["nvtx_stack"]
+    assert first["nvtx_stack"].startswith("1360 ")  # the main thread's id
+    backward = result.kernels.iloc[105]
+    assert backward["nvtx_stack"].startswith("1388 ")  # autograd's worker thread
+    assert "CudnnBatchNormBackward0, seq = 420" in backward["nvtx_stack"]
+    assert (result.kernels["nvtx_stack"] != "").all()
+
+
+def test_outputs_without_launch_columns_leave_them_empty():
+    result = aggregate_ncu(real("anoushka21-cloudml/proj1/a100/vgg11/ncu-log-vgg11.txt"))
+    assert (result.kernels[["grid_size", "block_size", "nvtx_stack"]] == "").all().all()
+    plain = aggregate_ncu(real("h100-rooflow/resnet50-b64-tf32-inference-ncu.csv"))
+    assert (plain.kernels["nvtx_stack"] == "").all() and (plain.kernels["grid_size"] != "").all()

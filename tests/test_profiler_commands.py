@@ -155,7 +155,8 @@ def test_rooflow_ncu_json_with_seconds(capsys, tmp_path):
     totals = json.loads(capsys.readouterr().out)
     assert list(totals) == NCU_KEYS + ["seconds", "metrics_collected", "tensor_metrics_collected", "source_format"]
     assert kernels_csv.read_text().splitlines()[0] == ("id,name,kernel_class,flops_fp64,flops_fp32,flops_fp16,"
-                                                       "flops_tensor,flops_total,dram_bytes,l2_bytes,l1_bytes,seconds")
+                                                       "flops_tensor,flops_total,dram_bytes,l2_bytes,l1_bytes,seconds,"
+                                                       "grid_size,block_size,nvtx_stack")
 
 
 def test_rooflow_ncu_table(capsys):

@@ -49,7 +49,13 @@ from rooflow.profilers._text import (
 from rooflow.profilers.kernels import classify_kernel
 
 KERNEL_COLUMNS = ["id", "name", "kernel_class", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
-                  "flops_total", "dram_bytes", "l2_bytes", "l1_bytes", "seconds"]
+                  "flops_total", "dram_bytes", "l2_bytes", "l1_bytes", "seconds", "grid_size", "block_size",
+                  "nvtx_stack"]
+# The launch configuration and NVTX columns: text, "" where the output does not carry them (ncu 2020's
+# text output has no grid/block; only `ncu --nvtx` writes the push/pop stack).
+TEXT_COLUMNS = ["grid_size", "block_size", "nvtx_stack"]
+# ncu --nvtx adds this column to the details page: the thread's NVTX push/pop stack when the kernel launched.
+NVTX_STACK_COLUMN_PREFIX = "thread Domain:Push/Pop_Range"
 TOTAL_KEYS = ["kernels", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops_total",
               "dram_bytes", "l2_bytes", "l1_bytes"]
 
@@ -79,6 +85,9 @@ class _Kernel:
     cc: str | None = None
     values: dict[str, float] = field(default_factory=dict)
     bad_units: dict[str, tuple[str, int]] = field(default_factory=dict)
+    grid_size: str = ""
+    block_size: str = ""
+    nvtx_stack: str = ""
 
 
 @dataclass
@@ -194,13 +203,22 @@ def _parse_details(path: Path, lines: list[str], header_index: int, header: list
         kernel = kernels.get(kernel_id)
         if kernel is None:
             cc = fields[column["CC"]] if "CC" in column else None
-            kernel = kernels[kernel_id] = _Kernel(kernel_id, fields[column["Kernel Name"]], number, cc or None)
+            kernel = kernels[kernel_id] = _Kernel(kernel_id, fields[column["Kernel Name"]], number, cc or None,
+                                                  **_launch_fields(fields, column))
         _store(path, kernel, metric, fields[column["Metric Unit"]], fields[column["Metric Value"]], number)
     if not kernels:
         raise ParseError(f"{path}: line {header_index + 1}: the ncu CSV has a header but no metric rows, so the "
                          f"file is truncated or nothing was profiled; read the profiling log and profile again.")
     _check_last_kernel_complete(path, kernels)
     return kernels
+
+
+def _launch_fields(fields: list[str], column: dict[str, int]) -> dict[str, str]:
+    """Grid and block size and, under ``ncu --nvtx``, the NVTX push/pop stack of one CSV row."""
+    nvtx = next((position for name, position in column.items() if name.startswith(NVTX_STACK_COLUMN_PREFIX)), None)
+    return {"grid_size": fields[column["Grid Size"]] if "Grid Size" in column else "",
+            "block_size": fields[column["Block Size"]] if "Block Size" in column else "",
+            "nvtx_stack": fields[nvtx].strip() if nvtx is not None else ""}
 
 
 def _parse_raw(path: Path, lines: list[str], header_index: int, header: list[str]) -> dict[int, _Kernel]:
@@ -218,7 +236,8 @@ def _parse_raw(path: Path, lines: list[str], header_index: int, header: list[str
     for number, fields in rows[1:]:
         kernel_id = _kernel_id(path, number, fields[column["ID"]])
         cc = fields[column["CC"]] if "CC" in column else None
-        kernel = kernels[kernel_id] = _Kernel(kernel_id, fields[column["Kernel Name"]], number, cc or None)
+        kernel = kernels[kernel_id] = _Kernel(kernel_id, fields[column["Kernel Name"]], number, cc or None,
+                                              **_launch_fields(fields, column))
         for position, name in metric_columns:
             _store(path, kernel, name, units[position], fields[position], number)
     if not kernels:
@@ -267,7 +286,10 @@ def _parse_text(path: Path, lines: list[str]) -> dict[int, _Kernel]:
                                  f"{table_start}: the file is damaged or two logs were pasted together; profile "
                                  f"again and give the file exactly as ncu wrote it.")
             kernel_id = len(kernels)
-            current = kernels[kernel_id] = _Kernel(kernel_id, header.group("name"), number, header.group("cc"))
+            current = kernels[kernel_id] = _Kernel(
+                kernel_id, header.group("name"), number, header.group("cc"),
+                grid_size=f"({header.group('grid')})" if header.group("grid") else "",
+                block_size=f"({header.group('block')})" if header.group("block") else "")
             in_table = False
             continue
         if in_table:
@@ -356,7 +378,8 @@ def _merge(files: list[_File]) -> dict[int, _Kernel]:
     if len(files) == 1:
         return files[0].kernels
     first = files[0]
-    merged = {i: _Kernel(k.id, k.name, k.line, k.cc, dict(k.values), dict(k.bad_units))
+    merged = {i: _Kernel(k.id, k.name, k.line, k.cc, dict(k.values), dict(k.bad_units), k.grid_size,
+                         k.block_size, k.nvtx_stack)
               for i, k in first.kernels.items()}
     for other in files[1:]:
         if set(other.kernels) != set(first.kernels):
@@ -534,7 +557,10 @@ def aggregate_ncu(paths: list[str | Path] | str | Path) -> NcuResult:
     table = pd.DataFrame({"id": ids, "name": [kernels[i].name for i in ids]})
     table["kernel_class"] = [classify_kernel(name) for name in table["name"]]
     for column in KERNEL_COLUMNS[3:]:
-        table[column] = derived[column].to_numpy(dtype=float)
+        if column in TEXT_COLUMNS:
+            table[column] = [getattr(kernels[i], column) for i in ids]
+        else:
+            table[column] = derived[column].to_numpy(dtype=float)
 
     totals: dict[str, Any] = {"kernels": len(ids)}
     for key in TOTAL_KEYS[1:]:
