@@ -22,6 +22,7 @@ MemTracker, on plain meta tensors.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import weakref
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from rooflow.estimate import formulas
+from rooflow.estimate.autocast import FP32, LOWER, AutocastEmulation, aten_policy
 
 aten = torch.ops.aten
 
@@ -50,20 +52,6 @@ IGNORED_OPS = {aten.detach, aten.alias, aten.lift_fresh, aten._local_scalar_dens
                aten.sym_numel, aten.sym_storage_offset, aten.resize_, aten.as_strided_,
                aten._unsafe_view}  # _unsafe_view: a reshape that shares storage (a view untracked by autograd)
 
-# Autocast emulation (see OpRecorder.autocast_dtype): the CUDA autocast op lists at the level this mode
-# sees (below autograd, after composite ops decompose): conv2d → convolution, linear → addmm/mm/matmul,
-# matmul → mm/bmm; softmax → _softmax, layer_norm → native_layer_norm, nll_loss → nll_loss_forward.
-# https://pytorch.org/docs/stable/amp.html#cuda-ops-that-can-autocast-to-float16
-AUTOCAST_LOWER = {aten.convolution, aten._convolution, aten.mm, aten.addmm, aten.bmm, aten.baddbmm,
-                  aten.addbmm, aten.mv, aten.dot, aten._prelu_kernel}
-AUTOCAST_FP32 = {aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm,
-                 aten.nll_loss_forward, aten.nll_loss2d_forward, aten.exp, aten.log, aten.log10, aten.log2,
-                 aten.log1p, aten.pow, aten.rsqrt, aten.reciprocal, aten.acos, aten.asin, aten.cosh,
-                 aten.sinh, aten.tan, aten.erfinv, aten.expm1, aten.softplus, aten.cumsum, aten.cumprod,
-                 aten.prod, aten.linalg_vector_norm, aten.norm, aten.sum, aten.binary_cross_entropy_with_logits,
-                 aten.mse_loss, aten.l1_loss, aten.smooth_l1_loss, aten.kl_div, aten.cosine_similarity}
-# ... except inside scaled_dot_product_attention, which autocast casts once as a whole (to fp16) and whose
-# inner softmax then runs in fp16.
 MATMUL_LIKE = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.dot}
 
 
@@ -139,14 +127,13 @@ def _touched_bytes(t: torch.Tensor) -> int:
 class OpRecorder(TorchDispatchMode):
     """Records the aten ops of a run on meta tensors (see the module docstring).
 
-    ``autocast_dtype`` (fp16/bf16) emulates ``torch.autocast(device_type="cuda")``: autocast cannot run on
-    meta tensors (it only casts tensors of its own device type, and ``autocast("cuda")`` is disabled
-    without a GPU), so this mode applies CUDA autocast's op lists itself, at the aten level where autocast
-    works: matmul-class ops get their fp32 floating inputs cast to the low dtype (a recorded ``_to_copy``,
-    cached per source tensor for the whole step, as autocast caches the casts of leaf weights and autograd
-    keeps the casts it saved for backward); fp32-list ops (softmax, layer_norm, losses, exp, ...) get
-    low-precision inputs cast up to fp32; every other op runs in the dtype of its inputs (batch_norm,
-    ReLU and add on fp16 conv outputs stay fp16, as under CUDA autocast).
+    ``autocast_dtype`` (fp16/bf16) emulates ``torch.autocast(device_type="cuda")`` together with
+    :class:`rooflow.estimate.autocast.AutocastEmulation`, which casts at the functions a model calls (above
+    autograd, as autocast does); this mode applies the same policies to the aten ops that unlisted
+    composites decompose into (``cross_entropy`` → ``_log_softmax``), only in the forward and loss phases
+    (autocast is not active in backward or in the optimizer step) and not while a listed op runs
+    (``autocast_excluded``). Every other op runs in the dtype of its inputs (batch_norm, ReLU and add on
+    fp16 conv outputs stay fp16, as under CUDA autocast).
     """
 
     def __init__(self, model: torch.nn.Module, autocast_dtype: torch.dtype | None = None):
@@ -165,7 +152,7 @@ class OpRecorder(TorchDispatchMode):
         self._param_tensors: dict[int, torch.Tensor] = {}
         self._finalizers: list[weakref.finalize] = []
         self._hooks: list[Any] = []
-        self._sdpa_depth = 0
+        self.autocast_excluded = 0  # > 0 while AutocastEmulation runs a listed op
         self._model = model
         self._install_hooks(model)
 
@@ -284,11 +271,25 @@ class OpRecorder(TorchDispatchMode):
             self._cast_cache[key] = out
         return out
 
+    def mark_weight_copy(self, tensor: torch.Tensor) -> None:
+        """A low-precision copy of a weight that autocast caches for its region: memory counts it with the
+        parameters (rooflow.estimate.memory)."""
+        self.trace.param_keys.add(self.register(tensor, self.phase))
+
     def _autocast_args(self, packet, args, kwargs, layer: str, phase: str):
-        low = self.autocast_dtype
-        if packet in AUTOCAST_LOWER:
-            source, target, cache = (torch.float32,), low, True
-        elif packet in AUTOCAST_FP32 and self._sdpa_depth == 0 and phase != "backward":
+        if self.autocast_excluded:
+            return args, kwargs
+        policy = aten_policy(packet)
+        if phase not in ("forward", "loss"):
+            # Autocast is off in backward and in the optimizer step. A matmul whose operands mix the low
+            # dtype and fp32 there can only come from a forward op cast below autograd (the aten-level
+            # fallback): cast like its forward did, so the step stays runnable.
+            dtypes = {t.dtype for t in _tensors(kwargs, _tensors(args, [])) if t.is_floating_point()}
+            if policy != LOWER or not (self.autocast_dtype in dtypes and torch.float32 in dtypes):
+                return args, kwargs
+        if policy == LOWER:
+            source, target, cache = (torch.float32,), self.autocast_dtype, True
+        elif policy == FP32:
             source, target, cache = (torch.float16, torch.bfloat16), torch.float32, False
         else:
             return args, kwargs
@@ -480,20 +481,24 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
         return output if isinstance(output, torch.Tensor) else next(
             o for o in tree_flatten(output)[0] if isinstance(o, torch.Tensor))
 
+    low = AUTOCAST_DTYPES.get(precision)
+    autocast = AutocastEmulation(low, recorder) if low is not None else contextlib.nullcontext()
     try:
         if not training:
             with torch.no_grad(), recorder:
-                out = model(*inputs)
+                with autocast:
+                    out = model(*inputs)
             logits = first_tensor(out)
             trace.output_bytes = logits.numel() * logits.element_size()
         else:
             with recorder:
-                out = model(*inputs)
-                logits = first_tensor(out)
-                trace.output_bytes = logits.numel() * logits.element_size()
-                recorder.enter_loss()
-                loss = loss_fn(out)
-                recorder.exit_loss()
+                with autocast:  # forward and loss, as `with torch.autocast(...)` in a training loop
+                    out = model(*inputs)
+                    logits = first_tensor(out)
+                    trace.output_bytes = logits.numel() * logits.element_size()
+                    recorder.enter_loss()
+                    loss = loss_fn(out)
+                    recorder.exit_loss()
                 del out, logits
                 recorder.phase = "backward"
                 loss.backward()
