@@ -19,10 +19,9 @@ FakeTensorMode) on plain meta tensors. It counts tensor bytes only: no allocator
 framework or library memory (a CPU process adds a few hundred MB of libraries; a CUDA process adds its
 context and cuDNN workspaces).
 
-Under fp16/bf16 (autocast, emulated below autograd: rooflow.estimate.counter.OpRecorder) the peak is an
-upper bound where an fp32 tensor feeds a matmul (LayerNorm outputs in transformers): real autocast saves
-only the fp16 copy for backward, the emulation keeps the fp32 tensor saved as well. Convolutional
-networks (conv → BN → ReLU in fp16) are not affected.
+Under fp16/bf16 the autocast emulation casts above autograd (rooflow.estimate.autocast), as autocast does:
+an op saves the low-precision copy of its input for backward, and the fp32 tensor it was cast from is freed
+when nothing else holds it (tests/test_autocast.py pins this for a LayerNorm feeding a linear).
 """
 
 from __future__ import annotations
