@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
+import torch
 
 from rooflow.errors import RooflowError
 from rooflow.estimate import estimate
@@ -222,3 +224,29 @@ def test_published_gmacs_core_models(name):
 
     t = estimate(name, 1).totals
     assert t["forward_matmul_flops"] / 2 == pytest.approx(weights_meta(name)["_ops"] * 1e9, rel=0.01)
+
+
+# ------------------------------------------------------------------------ shape-propagation cache
+@pytest.mark.parametrize("case", [("resnet50", 8, "fp32", "training"), ("vit_b_16", 2, "fp16", "training"),
+                                  ("densenet121", 2, "bf16", "inference")])
+def test_geometry_cache_changes_nothing(case, monkeypatch):
+    """The recorder reuses the output geometry of a functional op already run on the same shapes (a
+    network repeats its blocks): every total, op row and layer row equals the uncached count."""
+    from rooflow.estimate import counter
+
+    cached = estimate(*case)
+    monkeypatch.setattr(counter, "_call_signature", lambda *args: None)
+    uncached = estimate(*case)
+    assert cached.totals == uncached.totals
+    pd.testing.assert_frame_equal(cached.ops, uncached.ops)
+    pd.testing.assert_frame_equal(cached.layers, uncached.layers)
+
+
+def test_geometry_cache_skips_mutating_and_aliasing_ops():
+    from rooflow.estimate.counter import _is_functional
+
+    aten = torch.ops.aten
+    assert _is_functional(aten.add.Tensor) and _is_functional(aten.convolution.default)
+    assert not _is_functional(aten.add_.Tensor)  # mutates its first argument
+    assert not _is_functional(aten.view.default)  # aliases
+    assert not _is_functional(aten.native_dropout.default)  # random: the mask is drawn per call

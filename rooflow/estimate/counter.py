@@ -153,6 +153,8 @@ class OpRecorder(TorchDispatchMode):
         self._finalizers: list[weakref.finalize] = []
         self._hooks: list[Any] = []
         self.autocast_excluded = 0  # > 0 while AutocastEmulation runs a listed op
+        self._geometry: dict[tuple, tuple] = {}  # call signature -> outputs' geometry (see _run)
+        self._counts: dict[tuple, Any] = {}  # call signature -> formula result
         self._model = model
         self._install_hooks(model)
 
@@ -318,8 +320,9 @@ class OpRecorder(TorchDispatchMode):
         if self.autocast_dtype is not None:
             args, kwargs = self._autocast_args(packet, args, kwargs, layer, phase)
         seq_before = self._seq()
-        out = func(*args, **kwargs)
-        record = self._record(func, args, kwargs, out, layer, phase)
+        signature = _call_signature(func, args, kwargs)
+        out = self._run(func, args, kwargs, signature)
+        record = self._record(func, args, kwargs, out, layer, phase, signature)
         if packet in MATMUL_LIKE and record.op_class == "attention" and self._seq() == seq_before \
                 and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
             # The autograd node of this op was created just before it ran: remember it, so that its
@@ -327,7 +330,24 @@ class OpRecorder(TorchDispatchMode):
             self._attention_nodes.add(seq_before - 1)
         return out
 
-    def _record(self, func, args, kwargs, out, layer: str, phase: str) -> OpRecord:
+    def _run(self, func, args, kwargs, signature):
+        """``func(*args, **kwargs)``, or, for a functional op already run on arguments of the same shapes,
+        strides and dtypes, fresh meta tensors of the outputs' recorded geometry: shape propagation (torch's
+        Python meta kernels and decompositions) is most of an estimate's cost, and a network repeats its
+        blocks, so most calls are repeats. Only ops whose schema neither mutates nor aliases (their outputs
+        are new tensors) take this path."""
+        if signature is None:
+            return func(*args, **kwargs)
+        geometry = self._geometry.get(signature)
+        if geometry is not None:
+            return _from_geometry(geometry)
+        out = func(*args, **kwargs)
+        geometry = _geometry_of(out)
+        if geometry is not None:
+            self._geometry[signature] = geometry
+        return out
+
+    def _record(self, func, args, kwargs, out, layer: str, phase: str, signature=None) -> OpRecord:
         packet = func.overloadpacket
         flat_args = _tensors(kwargs, _tensors(args, []))
         flat_out = _tensors(out, [])
@@ -345,7 +365,11 @@ class OpRecorder(TorchDispatchMode):
         for t in flat_out:
             writes.append((self.register(t, phase), t.numel() * t.element_size()))
 
-        counted = formulas.count(func, args, kwargs, out)
+        counted = self._counts.get(signature, _MISSING) if signature is not None else _MISSING
+        if counted is _MISSING:
+            counted = formulas.count(func, args, kwargs, out)
+            if signature is not None:
+                self._counts[signature] = counted
         supported = counted is not None
         if counted is None:
             flops, op_class = 0.0, "other"
@@ -404,6 +428,67 @@ class OpRecorder(TorchDispatchMode):
             else:
                 record.backward_input_flops = record.flops
         return trace
+
+
+_MISSING = object()
+_FUNCTIONAL: dict[Any, bool] = {}
+_PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.memory_format, torch.layout)
+
+
+def _is_functional(func) -> bool:
+    """Whether an op's schema neither mutates nor aliases any argument and returns new tensors only."""
+    known = _FUNCTIONAL.get(func)
+    if known is None:
+        schema = func._schema
+        known = (not any(a.alias_info is not None for a in schema.arguments)
+                 and not any(r.alias_info is not None for r in schema.returns)
+                 and not func.is_view and torch.Tag.nondeterministic_seeded not in func.tags)
+        _FUNCTIONAL[func] = known
+    return known
+
+
+class _Unhashable(Exception):
+    pass
+
+
+def _signature_of(value):
+    if isinstance(value, torch.Tensor):
+        return (tuple(value.shape), tuple(value.stride()), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(_signature_of(item) for item in value)
+    if isinstance(value, _PLAIN):
+        return (type(value), value)
+    raise _Unhashable
+
+
+def _call_signature(func, args, kwargs) -> tuple | None:
+    """A hashable key of a functional op's call: the op and every argument's geometry or value."""
+    if not _is_functional(func):
+        return None
+    try:
+        return (func, _signature_of(args), tuple(sorted((k, _signature_of(v)) for k, v in kwargs.items())))
+    except _Unhashable:
+        return None
+
+
+def _geometry_of(out) -> tuple | None:
+    """(is_tuple, [(shape, stride, dtype) or None per output]) of an op's result, when it is tensors only."""
+    items = out if isinstance(out, (list, tuple)) else [out]
+    geometry = []
+    for item in items:
+        if item is None:
+            geometry.append(None)
+        elif isinstance(item, torch.Tensor) and item.device.type == "meta" and type(item) is torch.Tensor:
+            geometry.append((tuple(item.shape), tuple(item.stride()), item.dtype))
+        else:
+            return None
+    return (type(out) if isinstance(out, (list, tuple)) else None, geometry)
+
+
+def _from_geometry(geometry: tuple):
+    container, items = geometry
+    tensors = [None if g is None else torch.empty_strided(g[0], g[1], dtype=g[2], device="meta") for g in items]
+    return container(tensors) if container is not None else tensors[0]
 
 
 def _is_inference_batch_norm(packet, args) -> bool:
