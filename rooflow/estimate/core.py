@@ -50,7 +50,19 @@ LAYER_COLUMNS = ["layer", "type", "output_shape", "forward_flops", "backward_inp
                  "params", "activation_bytes", "weight_bytes", "gradient_bytes", "min_bytes",
                  "fused_bytes", "unfused_bytes"]
 OP_COLUMNS = ["layer", "type", "phase", "op", "op_class", "compute_precision", "calls", "flops",
-              "bytes_read", "bytes_written", "fused_bytes_read", "fused_bytes_written"]
+              "bytes_read", "bytes_written", "fused_bytes_read", "fused_bytes_written", "gemms"]
+
+
+def format_gemms(gemms) -> str:
+    """'25088x128x576x1' per matrix product (m x n x k x count), ';'-joined: the ops table's GEMM views."""
+    return ";".join("x".join(str(d) for d in view) for view in gemms)
+
+
+def parse_gemms(text) -> list[tuple[int, int, int, int]]:
+    """The inverse of :func:`format_gemms` ('' or NaN: no product)."""
+    if not isinstance(text, str) or not text:
+        return []
+    return [tuple(int(d) for d in view.split("x")) for view in text.split(";")]
 
 
 @dataclass
@@ -204,15 +216,16 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
                      compute_precision(precision, record.op_class, record.dtype), record.role,
                      record.backward_input_flops, record.backward_weight_flops, record.flops,
                      sum(b for _, b in record.reads), sum(b for _, b in record.writes), f_read, f_write,
-                     sum(b for _, b in record.writes) if record.phase == "forward" else 0, record.bias_flops))
+                     sum(b for _, b in record.writes) if record.phase == "forward" else 0, record.bias_flops,
+                     format_gemms(record.gemms)))
     raw = pd.DataFrame(rows, columns=["layer", "phase", "op", "op_class", "compute_precision", "role",
                                       "backward_input_flops", "backward_weight_flops", "flops",
                                       "bytes_read", "bytes_written", "fused_bytes_read",
-                                      "fused_bytes_written", "activation_bytes", "bias_flops"])
+                                      "fused_bytes_written", "activation_bytes", "bias_flops", "gemms"])
     raw["type"] = raw["layer"].map(lambda layer: _layer_type(trace, layer))
     raw["calls"] = 1
 
-    ops = (raw.groupby(["layer", "type", "phase", "op", "op_class", "compute_precision"], sort=False,
+    ops = (raw.groupby(["layer", "type", "phase", "op", "op_class", "compute_precision", "gemms"], sort=False,
                        as_index=False)
            [["calls", "flops", "bytes_read", "bytes_written", "fused_bytes_read", "fused_bytes_written"]]
            .sum())
@@ -272,6 +285,7 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
         "peak_memory_bytes": memory["peak_memory_bytes"],
         "peak_memory_breakdown": memory["breakdown"],
         "unsupported_ops": dict(sorted(trace.unsupported.items())),
+        "module_calls": dict(trace.module_calls),
         "forward_backward_ratio": backward_flops / forward_flops if training and forward_flops else None,
         "matmul_backward_forward_ratio": None,
         "counting_convention": formulas.COUNTING_CONVENTION,

@@ -74,6 +74,7 @@ class OpRecord:
     role: str = ""  # forward | loss | backward | optimizer (filled by finish())
     backward_input_flops: float = 0.0  # backward work for activation gradients (filled by finish())
     backward_weight_flops: float = 0.0  # backward work for parameter gradients
+    gemms: tuple = ()  # the matrix products a matmul-class op runs: (m, n, k, count) each (formulas.gemm_views)
 
 
 @dataclass
@@ -100,6 +101,7 @@ class Trace:
     output_bytes: int = 0
     target_bytes: int = 0
     unsupported: dict[str, int] = field(default_factory=dict)
+    module_calls: dict[str, int] = field(default_factory=dict)  # phase -> nn.Module forward calls (host work)
 
 
 def _tensors(value, found: list) -> list:
@@ -187,6 +189,7 @@ class OpRecorder(TorchDispatchMode):
 
     def _make_pre_hook(self, layer: str):
         def hook(module, args):
+            self.trace.module_calls[self.phase] = self.trace.module_calls.get(self.phase, 0) + 1
             self._enter_layer(layer)
         return hook
 
@@ -365,11 +368,12 @@ class OpRecorder(TorchDispatchMode):
         for t in flat_out:
             writes.append((self.register(t, phase), t.numel() * t.element_size()))
 
-        counted = self._counts.get(signature, _MISSING) if signature is not None else _MISSING
-        if counted is _MISSING:
-            counted = formulas.count(func, args, kwargs, out)
+        known = self._counts.get(signature, _MISSING) if signature is not None else _MISSING
+        if known is _MISSING:
+            known = (formulas.count(func, args, kwargs, out), formulas.gemm_views(func, args, kwargs, out))
             if signature is not None:
-                self._counts[signature] = counted
+                self._counts[signature] = known
+        counted, gemms = known
         supported = counted is not None
         if counted is None:
             flops, op_class = 0.0, "other"
@@ -395,7 +399,8 @@ class OpRecorder(TorchDispatchMode):
         record = OpRecord(self._index, layer, phase, str(packet).removeprefix("aten."), op_class,
                           float(flops), flops_input, flops_weight, dtype, list(reads.values()), writes,
                           supported, foldable=_is_inference_batch_norm(packet, args),
-                          bias_flops=formulas.bias_flops(func, args, kwargs, out) if op_class == "matmul" else 0.0)
+                          bias_flops=formulas.bias_flops(func, args, kwargs, out) if op_class == "matmul" else 0.0,
+                          gemms=gemms)
         self.trace.records.append(record)
         self._index += 1
         return record

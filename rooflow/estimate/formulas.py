@@ -488,3 +488,76 @@ def count(func, args: tuple, kwargs: dict, out) -> tuple[FlopResult, str] | None
     if formula is None:
         return None
     return formula.fn(*shapes_of(args), out_shape=shapes_of(out), **shapes_of(kwargs)), formula.op_class
+
+
+# ------------------------------------------------------------------------------------------ GEMM views
+# The time model (rooflow.estimate.predict) needs the shape of the matrix products a matmul-class op runs,
+# not only their FLOPs: a GEMM's speed depends on how its output tiles fill the GPU (tile and wave
+# quantisation) and on its inner dimension (pipeline fill). Convolutions run as implicit GEMMs (cuDNN's
+# "implicit_gemm", "fprop/dgrad/wgrad" kernels). Each view is (m, n, k, count): count independent
+# m×k·k×n products (groups of a grouped convolution, the batch of a bmm).
+GemmView = tuple[int, int, int, int]
+GEMM_VIEWS: dict[Any, Callable[..., tuple[GemmView, ...]]] = {}
+
+
+def register_gemm_view(ops: Sequence[Any]):
+    def decorator(fn):
+        for op in ops:
+            GEMM_VIEWS[getattr(op, "overloadpacket", op)] = fn
+        return fn
+
+    return decorator
+
+
+@register_gemm_view([aten.mm, aten.addmm])
+def _mm_view(*args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:
+    a, b = (args[0], args[1]) if len(args[0]) == 2 and len(args) == 2 else (args[-2], args[-1])
+    return ((a[0], b[1], a[1], 1),)
+
+
+@register_gemm_view([aten.bmm, aten.baddbmm])
+def _bmm_view(*args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:
+    a, b = args[-2], args[-1]
+    return ((a[1], b[2], a[2], a[0]),)
+
+
+@register_gemm_view([aten.mv])
+def _mv_view(a, v, *args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:
+    return ((a[0], 1, a[1], 1),)
+
+
+@register_gemm_view([aten.convolution, aten._convolution])
+def _conv_view(x, w, bias, stride=None, padding=None, dilation=None, transposed=False, output_padding=None,
+               groups=1, *args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:
+    """Forward: m = N·out spatial, n = Cout/g, k = Cin/g·kernel, one product per group. A transposed
+    convolution runs as the data gradient of its mirror: m = N·out spatial, n = Cout/g, k = Cin/g·kernel
+    too, with its weight read as [Cin, Cout/g, *K]."""
+    g = max(1, int(groups))
+    kernel = numel(w[2:])
+    cout = w[1] * g if transposed else w[0]
+    return ((x[0] * numel(out_shape[2:]), cout // g, x[1] // g * kernel, g),)
+
+
+@register_gemm_view([aten.convolution_backward])
+def _conv_backward_view(grad_out, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
+                        groups, output_mask, *, out_shape=None, **kwargs) -> tuple[GemmView, ...]:
+    """Data gradient (dgrad): m = N·in spatial, n = Cin/g, k = Cout/g·kernel. Weight gradient (wgrad):
+    m = Cout/g, n = Cin/g·kernel, k = N·out spatial."""
+    n, cin, cout = x[0], x[1], grad_out[1]
+    g = max(1, int(groups))
+    kernel = numel(w[2:])
+    views = []
+    if output_mask[0]:
+        views.append((n * numel(x[2:]), cin // g, cout // g * kernel, g))
+    if output_mask[1]:
+        views.append((cout // g, cin // g * kernel, n * numel(grad_out[2:]), g))
+    return tuple(views)
+
+
+def gemm_views(func, args: tuple, kwargs: dict, out) -> tuple[GemmView, ...]:
+    """The GEMM views of a matmul-class aten call (() for any other op)."""
+    view = GEMM_VIEWS.get(getattr(func, "overloadpacket", func))
+    if view is None:
+        return ()
+    return tuple(tuple(int(d) for d in v) for v in view(*shapes_of(args), out_shape=shapes_of(out),
+                                                         **shapes_of(kwargs)))
