@@ -17,6 +17,9 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   forward's cost, except the first layer, whose input needs no gradient — DESIGN.md); and the measured
   backward:forward latency ratio against the same implied ratio.
 - **noisy**: interquartile range over ``summary.NOISY_SPREAD`` of the median time.
+- **predicted vs measured time / memory**: the measurement outside the time model's band, or the memory
+  prediction off by more than 15% (a warning naming what carries most of the predicted time: an op class,
+  cuDNN's layout transposes, or the host).
 - **out of memory**: a result, not a failure, listed so it is never mistaken for a missing run.
 - **uncounted ops**: aten ops the estimator has no formula for (their FLOPs are not in the estimate).
 """
@@ -84,7 +87,8 @@ def _message(row: Any, prefix: str) -> str | None:
         return None
     start = text.index(prefix) + len(prefix)
     rest = text[start:]
-    ends = [rest.find(f"; {p}") for p in ("noisy:", "out of memory:", "measured/estimated FLOPs", "above the roof:")]
+    ends = [rest.find(f"; {p}") for p in ("noisy:", "out of memory:", "measured/estimated FLOPs", "above the roof:",
+                                          "predicted time:", "predicted memory:")]
     ends = [e for e in ends if e >= 0]
     return rest[: min(ends)].strip(" :") if ends else rest.strip(" :")
 
@@ -219,6 +223,17 @@ def summary_checks(summary: pd.DataFrame) -> list[dict[str, Any]]:
                 "raise profiling.timed_iterations")
             out.append(_row(run, "warning", "noisy", f"spread {100 * spread:.1f}% of the median",
                             f"≤ {100 * NOISY_SPREAD:.0f}%", cause))
+        ratio = run.get("measured_over_predicted")
+        message = _message(run, "predicted time:")
+        if message and _finite(ratio):
+            out.append(_row(run, "warning", "predicted vs measured time", f"measured/predicted {ratio:.2f}",
+                            f"{run.get('predicted_seconds_low', 0) * 1e3:.3g}–{run.get('predicted_seconds_high', 0) * 1e3:.3g} ms",
+                            _cause(message)))
+        ratio = run.get("measured_over_predicted_memory")
+        message = _message(run, "predicted memory:")
+        if message and _finite(ratio):
+            out.append(_row(run, "warning", "predicted vs measured memory", f"measured/predicted {ratio:.2f}",
+                            "within ±15%", _cause(message)))
         if run.get("status") == "oom":
             cause = _message(run, "out of memory:") or "the run did not fit in device memory"
             out.append(_row(run, "result", "out of memory", "oom", "fits in memory",

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "rooflow.estimate.cli",
     "rooflow.profilers.cli",
     "rooflow.ceilings",
+    "rooflow.calibration",
     "rooflow.devices",
     "rooflow.dataset",
     "rooflow.timing",

@@ -8,6 +8,7 @@ estimate (total FLOPs of the mode; fusion-aware DRAM bytes). `flops_source`/`byt
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 from pathlib import Path
@@ -41,7 +42,12 @@ COLUMNS = [
     "ridge_intensity", "attainable_flops_per_second", "percent_of_roofline", "bound",
     "measured_peak_flops_per_second", "measured_bandwidth_bytes_per_second",
     "attainable_flops_per_second_measured_roof", "percent_of_measured_roofline",
-    "predicted_seconds", "measured_over_predicted", "flops_ratio", "bytes_ratio", "reconciliation",
+    "predicted_seconds", "predicted_seconds_low", "predicted_seconds_high", "predicted_bound",
+    "predicted_host_seconds", "predicted_device_seconds", "predicted_seconds_by_class", "calibration_source",
+    "measured_over_predicted", "roofline_seconds",
+    "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
+    "measured_memory_bytes", "warmup_memory_bytes", "measured_reserved_bytes", "measured_over_predicted_memory",
+    "flops_ratio", "bytes_ratio", "reconciliation",
     "checks",
 ]
 
@@ -51,16 +57,66 @@ def _key(record: dict[str, Any], device: str | None = None) -> tuple:
             record["precision"], record["mode"])
 
 
-def _predicted_seconds(ops: pd.DataFrame | None, device: Device, precision: str) -> float | None:
+def _roofline_seconds(ops: pd.DataFrame | None, device: Device, precision: str) -> float | None:
+    """The per-op roofline time (every op at its roof): a lower bound, beside the time model's prediction."""
     if ops is None:
         return None
-    try:
-        from rooflow.estimate import predict_seconds
-    except ImportError:
-        return None
+    from rooflow.estimate import predict_seconds
+
     # Datasheet roofs where the device has them; a CPU has only its measured ones.
     result = predict_seconds(ops, device, precision, measured=not device.peak_flops_per_second)
     return result.get("predicted_seconds") if result else None
+
+
+# A prediction is flagged when the measurement lies outside its band: the time model's own range (the
+# calibration's uncertainty), memory ±15%.
+MEMORY_BAND = 0.15
+
+
+def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFrame | None, device: Device,
+                 calibration, checks: list[str]) -> None:
+    """Predicted time (rooflow.estimate.timemodel) and memory (rooflow.estimate.predict), and the checks
+    that compare them with the measurement: outside the band, say which part of the prediction carries
+    most of the time (an op class, the layout transposes, or the host)."""
+    from rooflow.estimate.predict import predict_memory
+    from rooflow.estimate.timemodel import predict_step
+
+    row["roofline_seconds"] = _roofline_seconds(ops, device, row["precision"])
+    seconds = row.get("measured_seconds")
+    if ops is not None and calibration is not None:
+        prediction = predict_step(ops, estimate, device, calibration)
+        values = prediction.as_dict()
+        values["predicted_seconds_by_class"] = json.dumps({k: round(v, 9) for k, v in sorted(
+            prediction.by_class_seconds.items(), key=lambda kv: -kv[1])})
+        row.update(values)
+        if seconds and prediction.seconds:
+            ratio = seconds / prediction.seconds
+            row["measured_over_predicted"] = ratio
+            if not prediction.low_seconds <= seconds <= prediction.high_seconds:
+                if prediction.bound == "host":
+                    carrier = (f"the step is host-bound in the model ({prediction.host_seconds * 1e3:.3g} ms of "
+                               f"host work for {prediction.device_seconds * 1e3:.3g} ms of kernels)")
+                else:
+                    top = sorted(prediction.by_class_seconds.items(), key=lambda kv: -kv[1])[:2]
+                    carrier = "most predicted time is " + " and ".join(
+                        f"{name} ({seconds_ * 1e3:.3g} ms)" for name, seconds_ in top)
+                checks.append(f"predicted time: measured/predicted = {ratio:.2f}, outside the model's "
+                              f"±{100 * calibration.relative_uncertainty:.0f}% band ({prediction.calibration_source}); "
+                              f"{carrier}")
+    memory = predict_memory(estimate, device)
+    row.update(memory)
+    measured = row.get("measured_memory_bytes")
+    predicted = memory.get("predicted_memory_bytes")
+    if measured and predicted and device.is_cuda:
+        ratio = measured / predicted
+        row["measured_over_predicted_memory"] = ratio
+        if abs(ratio - 1) > MEMORY_BAND:
+            low, high = memory["predicted_memory_bytes_low"], memory["predicted_memory_bytes_high"]
+            within = "inside" if low <= measured <= high else "outside"
+            checks.append(f"predicted memory: measured/predicted steady-state peak = {ratio:.2f}, outside "
+                          f"±{100 * MEMORY_BAND:.0f}% ({within} the range {low / 1e9:.2f}–{high / 1e9:.2f} GB: "
+                          f"a cuDNN workspace of an algorithm the autotuner picked, the allocator, or memory the "
+                          f"estimate does not count)")
 
 
 def _reconcile(measured: dict, estimate: dict, precision: str, mode: str, device: Device) -> dict[str, Any]:
@@ -75,7 +131,7 @@ def _reconcile(measured: dict, estimate: dict, precision: str, mode: str, device
 
 def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] | None,
               ncu: dict[str, Any] | None = None, nsys: dict[str, Any] | None = None,
-              ops: pd.DataFrame | None = None) -> dict[str, Any]:
+              ops: pd.DataFrame | None = None, calibration=None) -> dict[str, Any]:
     """One summary row; every derived number is computed here, from named inputs, so it can be explained."""
     row: dict[str, Any] = dict(zip(KEYS, _key(estimate, device.key)))
     row["device_kind"] = device.kind
@@ -105,6 +161,9 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["forward_seconds"] = timing.get("forward_median_seconds")
             row["backward_seconds"] = timing.get("backward_median_seconds")
             row["images_per_second"] = timing.get("images_per_second")
+            row["measured_memory_bytes"] = timing.get("steady_peak_allocated_bytes")
+            row["warmup_memory_bytes"] = timing.get("warmup_peak_allocated_bytes")
+            row["measured_reserved_bytes"] = timing.get("steady_peak_reserved_bytes")
             if (row["seconds_spread"] or 0) > NOISY_SPREAD:
                 checks.append(
                     f"noisy: interquartile range is {100 * row['seconds_spread']:.0f}% of the median time "
@@ -183,17 +242,14 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["attainable_flops_per_second_measured_roof"] = attainable
             row["percent_of_measured_roofline"] = percent
 
-    predicted = _predicted_seconds(ops, device, row["precision"])
-    row["predicted_seconds"] = predicted
-    if predicted and seconds:
-        row["measured_over_predicted"] = seconds / predicted
+    _predictions(row, estimate, ops, device, calibration, checks)
     row["checks"] = "; ".join(checks)
     return row
 
 
 def build_summary(devices: dict[str, Device], estimates: list[dict], timings: list[dict],
                   ncu: list[dict] = (), nsys: list[dict] = (),
-                  ops: dict[tuple, pd.DataFrame] | None = None) -> pd.DataFrame:
+                  ops: dict[tuple, pd.DataFrame] | None = None, calibrations: dict | None = None) -> pd.DataFrame:
     """Join everything on (device, model, batch, precision, mode). Timings and aggregates carry a `device`
     key; estimates are device-independent and joined to every device that measured the run."""
     by_run = {_key(e, "")[1:]: e for e in estimates}
@@ -209,8 +265,14 @@ def build_summary(devices: dict[str, Device], estimates: list[dict], timings: li
             raise RooflowError(f"a measurement names device '{device_key}', which is not in the catalogue")
         if run not in by_run:
             raise RooflowError(f"no estimate for {run}: the estimate_model step must run for every measured run")
-        rows.append(build_row(devices[device_key], by_run[run], timing_by_key.get(key), ncu_by_key.get(key),
-                              nsys_by_key.get(key), (ops or {}).get(run)))
+        device = devices[device_key]
+        calibration = (calibrations or {}).get(device_key)
+        if calibration is None:
+            from rooflow.calibration import for_device
+
+            calibration = for_device(device)
+        rows.append(build_row(device, by_run[run], timing_by_key.get(key), ncu_by_key.get(key),
+                              nsys_by_key.get(key), (ops or {}).get(run), calibration))
     frame = pd.DataFrame(rows, columns=COLUMNS)
     return frame
 
@@ -227,16 +289,21 @@ def imported_timings(imports: list[dict]) -> list[dict]:
 def summarize_files(devices_file: str | Path, estimates: list[str], timings: list[str],
                     ceilings: dict[str, str] | None = None, ncu: list[str] = (), nsys: list[str] = (),
                     ops: list[str] = (), imports: list[dict] = ()) -> pd.DataFrame:
+    from rooflow.calibration import for_device
+
     devices = load_devices(devices_file)
+    calibrations = {}
     for key, path in (ceilings or {}).items():
         if key in devices and Path(path).is_file():
-            devices[key].with_measured(read_json(path))
+            measured = read_json(path)
+            devices[key].with_measured(measured)
+            calibrations[key] = for_device(devices[key], measured)
     estimate_records = [read_json(p) for p in estimates]
     ops_tables = {}
     for estimate, path in zip(estimate_records, ops):
         ops_tables[_key(estimate, "")[1:]] = pd.read_csv(path)
     return build_summary(devices, estimate_records, [read_json(p) for p in timings] + imported_timings(imports),
-                         [read_json(p) for p in ncu], [read_json(p) for p in nsys], ops_tables)
+                         [read_json(p) for p in ncu], [read_json(p) for p in nsys], ops_tables, calibrations)
 
 
 def format_table(frame: pd.DataFrame) -> str:

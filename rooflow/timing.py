@@ -219,6 +219,12 @@ def measure(spec: RunSpec, subset: dict) -> dict[str, Any]:
             log.info("warm-up %d/%d", i + 1, spec.warmup_iterations)
         runner.synchronize()
         record["warmup_seconds_total"] = time.perf_counter() - started
+        if runner.cuda:
+            # Warm-up includes cuDNN autotuning, which tries algorithms with large workspaces: its peak is
+            # reported apart from the steady state of the timed iterations (what a run needs to fit).
+            record["warmup_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+            record["warmup_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+            torch.cuda.reset_peak_memory_stats()
         phases: list[list[float]] = []
         for i in range(spec.timed_iterations):
             clock = _Clock(runner.cuda)
@@ -251,7 +257,10 @@ def measure(spec: RunSpec, subset: dict) -> dict[str, Any]:
         record.update(summarize_seconds(seconds, "forward_"))
     record["images_per_second"] = spec.batch / record["median_seconds"]
     if runner.cuda:
-        record["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        record["steady_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        record["steady_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+        record["max_memory_allocated_bytes"] = max(record["steady_peak_allocated_bytes"],
+                                                   record.get("warmup_peak_allocated_bytes", 0))
         record["environment_after"] = gpu_state(torch.cuda.current_device())
     else:
         # ru_maxrss is in KiB on Linux: the process's peak, model and batch included.

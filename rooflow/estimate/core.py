@@ -33,7 +33,7 @@ import pandas as pd
 
 from rooflow.estimate import formulas
 from rooflow.estimate.counter import LOSS, Trace, run_step, trace_step
-from rooflow.estimate.memory import peak_memory
+from rooflow.estimate.memory import layout_workspace_bytes, peak_memory, peak_with_workspace
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 MODES = ("inference", "training")
@@ -58,11 +58,13 @@ def format_gemms(gemms) -> str:
     return ";".join("x".join(str(d) for d in view) for view in gemms)
 
 
-def parse_gemms(text) -> list[tuple[int, int, int, int]]:
-    """The inverse of :func:`format_gemms` ('' or NaN: no product)."""
+def parse_gemms(text) -> list[tuple[int, int, int, int, int]]:
+    """The inverse of :func:`format_gemms` ('' or NaN: no product): (m, n, k, count, fast) each, fast 0
+    where the view does not say."""
     if not isinstance(text, str) or not text:
         return []
-    return [tuple(int(d) for d in view.split("x")) for view in text.split(";")]
+    views = [tuple(int(d) for d in view.split("x")) for view in text.split(";")]
+    return [view + (0,) * (5 - len(view)) for view in views]
 
 
 @dataclass
@@ -251,6 +253,7 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
         min_bytes = trace.input_bytes + weight_bytes + trace.output_bytes
     total_flops = forward_flops + loss_flops + backward_flops + optimizer_flops
     memory = peak_memory(trace)
+    workspace = layout_workspace_bytes(trace)
 
     totals: dict[str, Any] = {
         "model": model, "batch": batch, "precision": precision, "mode": mode, "input_size": input_size,
@@ -284,8 +287,12 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
         "arithmetic_intensity_unfused": total_flops / unfused_bytes if unfused_bytes else None,
         "peak_memory_bytes": memory["peak_memory_bytes"],
         "peak_memory_breakdown": memory["breakdown"],
+        # with cuDNN's NCHW→NHWC copies while each convolution runs (tensor-core paths; see memory.py)
+        "peak_memory_bytes_layout_workspace": peak_with_workspace(trace, workspace),
+        "largest_conv_activation_bytes": max(workspace, default=0),
         "unsupported_ops": dict(sorted(trace.unsupported.items())),
         "module_calls": dict(trace.module_calls),
+        "param_tensors": int(trace.param_tensors),
         "forward_backward_ratio": backward_flops / forward_flops if training and forward_flops else None,
         "matmul_backward_forward_ratio": None,
         "counting_convention": formulas.COUNTING_CONVENTION,

@@ -102,6 +102,7 @@ class Trace:
     target_bytes: int = 0
     unsupported: dict[str, int] = field(default_factory=dict)
     module_calls: dict[str, int] = field(default_factory=dict)  # phase -> nn.Module forward calls (host work)
+    param_tensors: int = 0  # parameter tensors that require grad (the optimizer's tensor lists)
 
 
 def _tensors(value, found: list) -> list:
@@ -551,6 +552,7 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
     recorder.mark_params(model)
     trace = recorder.trace
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    trace.param_tensors = len(params)
     momentum = {}
     if training:
         for n, p in params:

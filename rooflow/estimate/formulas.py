@@ -495,8 +495,9 @@ def count(func, args: tuple, kwargs: dict, out) -> tuple[FlopResult, str] | None
 # not only their FLOPs: a GEMM's speed depends on how its output tiles fill the GPU (tile and wave
 # quantisation) and on its inner dimension (pipeline fill). Convolutions run as implicit GEMMs (cuDNN's
 # "implicit_gemm", "fprop/dgrad/wgrad" kernels). Each view is (m, n, k, count): count independent
-# m×k·k×n products (groups of a grouped convolution, the batch of a bmm).
-GemmView = tuple[int, int, int, int]
+# m×k·k×n products (groups of a grouped convolution, the batch of a bmm); convolution views add a fifth
+# element, 1 where a fast algorithm (Winograd, FFT) applies.
+GemmView = tuple[int, ...]
 GEMM_VIEWS: dict[Any, Callable[..., tuple[GemmView, ...]]] = {}
 
 
@@ -526,16 +527,25 @@ def _mv_view(a, v, *args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:
     return ((a[0], 1, a[1], 1),)
 
 
+def _fast_eligible(w, stride, dilation, groups) -> int:
+    """1 when cuDNN may run this convolution with a fast algorithm (Winograd, FFT): a 2-D kernel of at least
+    3×3, stride 1, no dilation, not grouped — the shapes for which those algorithms exist."""
+    spatial = list(w[2:])
+    return int(len(spatial) == 2 and min(spatial) >= 3 and all(int(s) == 1 for s in (stride or [1]))
+               and all(int(d) == 1 for d in (dilation or [1])) and int(groups) == 1)
+
+
 @register_gemm_view([aten.convolution, aten._convolution])
 def _conv_view(x, w, bias, stride=None, padding=None, dilation=None, transposed=False, output_padding=None,
                groups=1, *args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:
     """Forward: m = N·out spatial, n = Cout/g, k = Cin/g·kernel, one product per group. A transposed
     convolution runs as the data gradient of its mirror: m = N·out spatial, n = Cout/g, k = Cin/g·kernel
-    too, with its weight read as [Cin, Cout/g, *K]."""
+    too, with its weight read as [Cin, Cout/g, *K]. A fifth element marks Winograd/FFT-eligible shapes."""
     g = max(1, int(groups))
     kernel = numel(w[2:])
     cout = w[1] * g if transposed else w[0]
-    return ((x[0] * numel(out_shape[2:]), cout // g, x[1] // g * kernel, g),)
+    fast = 0 if transposed else _fast_eligible(w, stride, dilation, g)
+    return ((x[0] * numel(out_shape[2:]), cout // g, x[1] // g * kernel, g, fast),)
 
 
 @register_gemm_view([aten.convolution_backward])
@@ -546,11 +556,12 @@ def _conv_backward_view(grad_out, x, w, bias_sizes, stride, padding, dilation, t
     n, cin, cout = x[0], x[1], grad_out[1]
     g = max(1, int(groups))
     kernel = numel(w[2:])
+    fast = 0 if transposed else _fast_eligible(w, stride, dilation, g)
     views = []
     if output_mask[0]:
-        views.append((n * numel(x[2:]), cin // g, cout // g * kernel, g))
+        views.append((n * numel(x[2:]), cin // g, cout // g * kernel, g, fast))
     if output_mask[1]:
-        views.append((cout // g, cin // g * kernel, n * numel(grad_out[2:]), g))
+        views.append((cout // g, cin // g * kernel, n * numel(grad_out[2:]), g, fast))
     return tuple(views)
 
 

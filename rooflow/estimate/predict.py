@@ -74,3 +74,71 @@ def predict_seconds(ops: pd.DataFrame, device, precision: str, measured: bool = 
         "bytes_model": bytes_model,
         "precision": precision,
     }
+
+
+# ------------------------------------------------------------------------------------------ memory
+MIB = 2**20
+# The CUDA context, cuDNN/cuBLAS code and handles live outside PyTorch's allocator: kept free on the device
+# when deciding whether a run fits (a few hundred MB on current drivers; the allowance errs high).
+CONTEXT_BYTES = 1.0e9
+FIT_MARGIN = 0.10  # a run fits when its predicted steady peak + 10% + the context is on the device
+
+
+def cublas_workspace_bytes(device) -> int:
+    """The workspace PyTorch gives each cuBLAS/cuBLASLt handle: 32 MiB on Hopper and newer, 4 MiB × 2 +
+    16 KiB × 8 before (cuBLAS's recommendation, PyTorch's CUBLAS_WORKSPACE_CONFIG default), allocated
+    through its caching allocator, so it counts in max_memory_allocated."""
+    capability = device.compute_capability if device is not None else None
+    if capability and capability[0] >= 9:
+        return 32 * MIB
+    return 8 * MIB + 128 * 1024
+
+
+def tensor_core_convolutions(device, precision: str) -> bool:
+    """Whether convolutions run on tensor cores (NHWC kernels, so cuDNN transposes NCHW tensors)."""
+    capability = device.compute_capability if device is not None and device.is_cuda else None
+    if not capability:
+        return False
+    cc = capability[0] * 10 + capability[1]
+    return (precision == "fp16" and cc >= 70) or (precision in ("tf32", "bf16") and cc >= 80)
+
+
+def predict_memory(totals: dict[str, Any], device) -> dict[str, Any]:
+    """The steady-state peak of ``torch.cuda.max_memory_allocated`` for one step (after warm-up), its range,
+    and whether the run fits the device.
+
+    Point: the estimator's live-tensor peak (parameters, gradients, momentum, saved activations, autocast's
+    weight copies, temporaries); with cuDNN's NHWC copies of each convolution's activations while it runs
+    where convolutions use tensor cores; plus the cuBLAS/cuBLASLt workspaces (two handles in inference, one
+    more for autograd's thread in training). Range: low = the tensors alone; high = the point plus an FFT
+    workspace of twice the largest convolution's activations (cuDNN's autotuner may pick FFT for FP32
+    3×3/5×5 convolutions, whose workspace holds their activations in the frequency domain — which it picks
+    cannot be known before it runs). ``fits`` compares point × (1 + margin) + the CUDA context with the
+    device's memory."""
+    tensors = int(totals.get("peak_memory_bytes") or 0)
+    if device is None or not device.is_cuda:
+        return {"predicted_memory_bytes": tensors, "predicted_memory_bytes_low": tensors,
+                "predicted_memory_bytes_high": tensors, "fits": None, "fit_verdict": None}
+    precision, mode = totals.get("precision"), totals.get("mode")
+    layout = tensor_core_convolutions(device, precision)
+    base = int(totals.get("peak_memory_bytes_layout_workspace") or tensors) if layout else tensors
+    handles = 3 if mode == "training" else 2
+    point = base + handles * cublas_workspace_bytes(device)
+    high = point + (0 if layout else 2 * int(totals.get("largest_conv_activation_bytes") or 0))
+    capacity = device.memory_bytes
+    result = {"predicted_memory_bytes": point, "predicted_memory_bytes_low": tensors,
+              "predicted_memory_bytes_high": high, "memory_capacity_bytes": capacity, "fits": None,
+              "fit_verdict": None}
+    if capacity:
+        needed = point * (1 + FIT_MARGIN) + CONTEXT_BYTES
+        result["fits"] = needed <= capacity
+        gb = 1e9
+        if needed <= capacity:
+            verdict = f"fits: needs {point / gb:.1f} GB (+{FIT_MARGIN:.0%} and {CONTEXT_BYTES / gb:.0f} GB context) of {capacity / gb:.0f} GB"
+            if high * (1 + FIT_MARGIN) + CONTEXT_BYTES > capacity:
+                verdict += f"; an FFT workspace (up to {high / gb:.1f} GB) would not"
+        else:
+            verdict = (f"does not fit: needs {point / gb:.1f} GB (+{FIT_MARGIN:.0%} and {CONTEXT_BYTES / gb:.0f} GB "
+                       f"context) of {capacity / gb:.0f} GB")
+        result["fit_verdict"] = verdict
+    return result

@@ -1,0 +1,296 @@
+"""Predicted step time on a device: a model of the hardware, per op, with the host in the loop.
+
+Every row of an estimate's ops table (one layer × phase × aten op × GEMM shape, ``calls`` of it) becomes
+device work and host work:
+
+- **Device work** of one call: ``max(compute, memory, kernels × kernel_seconds) + layout + epilogue``.
+  *compute* — for convolutions and matrix products, each GEMM view (m × n × k, ``formulas.gemm_views``) at
+  the measured peak of its path (TF32/FP16/BF16 tensor cores, or FP32 FMA), divided by a shape factor that
+  is a property of the GPU, not of a model — **tile padding** (outputs are computed in whole tiles), **GPU
+  fill** (fewer tiles than SMs leave SMs idle; split-K where it pays) and the **mainloop fill**
+  ``k / (k + gemm_fill_k)`` — and by the path's calibrated efficiency. FP32 convolutions that Winograd or FFT
+  can run (3×3 and larger, stride 1, not grouped) have their own efficiency: cuDNN's autotuner picks those
+  algorithms, which do fewer multiplications than the direct count (it can exceed 1).
+  *memory* — the op's eager bytes (every aten op reads its inputs and writes its outputs) at the measured
+  DRAM bandwidth times the efficiency kernels of its class reach (BatchNorm in training reads its input
+  more than once, max-pool backward scatters: each class has its own number).
+  *layout* — tensor-core convolutions on NCHW tensors pay cuDNN's NCHW ↔ NHWC transposes, separate kernels
+  (``layout_bytes_per_byte`` × the convolution's bytes).
+  *epilogue* — a convolution with a bias adds it in a separate elementwise kernel (cuDNN path of
+  ``aten::_convolution``): it reads and writes the output once more.
+  *kernels* — no kernel takes less than ``kernel_seconds``.
+- **Host work** of one call: dispatching the op from Python and launching its kernels
+  (``host_op_seconds``), more for cuDNN/cuBLAS calls (``host_library_seconds``) and for ops autograd
+  records in training (``host_autograd_seconds``); ``host_module_seconds`` per nn.Module call; backward ops
+  run by the autograd engine (``host_backward_op_seconds``); ``torch.optim.SGD``'s foreach path (a few calls
+  over tensor lists). fp16 training adds GradScaler's host read of ``found_inf`` (a synchronisation).
+- **Together**: the host issues ops in order; the device runs each when the host has issued it and the
+  previous one finished; the step ends when the last kernel ends (rooflow's timing loop starts every step on
+  an idle GPU). A small step is bound by the host, a large one by the GPU. On a CPU the host IS the device:
+  the times add.
+
+The constants are a :class:`Calibration`: measured on the device (``rooflow calibrate``, stored beside its
+ceilings), shipped (rooflow/data/calibration/), or scaled from a shipped one by datasheet ratios — the
+prediction then says so (``calibration_source``) and widens its range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+import pandas as pd
+
+from rooflow.estimate.core import parse_gemms
+
+MATMUL_CLASSES = ("matmul", "attention")
+# Ops that call cuDNN/cuBLAS (host: descriptors, heuristics and plan-cache lookups).
+LIBRARY_OPS = {"convolution", "_convolution", "convolution_backward", "mm", "addmm", "bmm", "baddbmm",
+               "native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
+               "cudnn_batch_norm_backward", "_native_batch_norm_legit_no_training",
+               "_native_batch_norm_legit_functional"}
+NO_KERNEL_OPS = {"empty", "empty_like", "empty_strided", "detach", "t", "view", "expand"}
+TRAINING_SENSITIVE = ("normalization", "pooling")  # kernels that differ between training and inference
+PATHS = ("fp32", "fp32_fast", "tf32", "fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The device constants of the time model (SI units); the module docstring says what each is."""
+
+    source: str
+    kind: str = "cuda"
+    host_op_seconds: float = 8.6e-6
+    host_module_seconds: float = 5.0e-6
+    host_library_seconds: float = 25e-6
+    host_autograd_seconds: float = 3.0e-6
+    host_backward_op_seconds: float = 20e-6
+    host_optimizer_call_seconds: float = 40e-6
+    kernel_seconds: float = 2.5e-6
+    memory_efficiency: float = 0.85
+    # per op class; "<class>_training" for kernels that differ in training; "layout": the transposes
+    memory_efficiency_by_class: dict[str, float] = field(default_factory=dict)
+    layout_bytes_per_byte: dict[str, float] = field(default_factory=dict)  # by path (tensor-core ones)
+    matmul_efficiency: dict[str, float] = field(default_factory=dict)  # by path (PATHS)
+    gemm_fill_k: float = 64.0
+    # (tile m, tile n, throughput of that tile relative to the largest): smaller tiles reuse less data
+    tiles: tuple[tuple[int, int, float], ...] = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.95),
+                                                 (128, 64, 0.85), (64, 128, 0.85), (64, 64, 0.7),
+                                                 (32, 32, 0.4))
+    relative_uncertainty: float = 0.25
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tiles"] = [list(t) for t in self.tiles]
+        data["notes"] = list(self.notes)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Calibration:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "tiles" in values:
+            values["tiles"] = tuple(tuple(t) for t in values["tiles"])
+        if "notes" in values:
+            values["notes"] = tuple(values["notes"])
+        return cls(**values)
+
+    def with_(self, **changes) -> Calibration:
+        return replace(self, **changes)
+
+    def memory_efficiency_of(self, op_class: str, mode: str) -> float:
+        if mode == "training" and f"{op_class}_training" in self.memory_efficiency_by_class:
+            return self.memory_efficiency_by_class[f"{op_class}_training"]
+        return self.memory_efficiency_by_class.get(op_class, self.memory_efficiency)
+
+    def matmul_efficiency_of(self, path: str) -> float:
+        if path in self.matmul_efficiency:
+            return self.matmul_efficiency[path]
+        if path == "fp32_fast":
+            return self.matmul_efficiency_of("fp32")
+        return self.matmul_efficiency.get("tf32" if path in ("fp16", "bf16") else "fp32", 0.7)
+
+
+@dataclass
+class StepPrediction:
+    seconds: float
+    low_seconds: float
+    high_seconds: float
+    device_seconds: float
+    host_seconds: float
+    bound: str  # host | gpu | cpu
+    by_class_seconds: dict[str, float]
+    calibration_source: str
+    kernels: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"predicted_seconds": self.seconds, "predicted_seconds_low": self.low_seconds,
+                "predicted_seconds_high": self.high_seconds, "predicted_device_seconds": self.device_seconds,
+                "predicted_host_seconds": self.host_seconds, "predicted_bound": self.bound,
+                "predicted_kernels": self.kernels, "predicted_seconds_by_class": self.by_class_seconds,
+                "calibration_source": self.calibration_source}
+
+
+# ------------------------------------------------------------------------------------------ compute
+def gemm_efficiency(m: int, n: int, k: int, count: int, sm_count: int, calibration: Calibration) -> float:
+    """The shape factor of one GEMM view: the best tile (with split-K) for tile padding × GPU fill ×
+    mainloop fill. Persistent (stream-K) kernels keep a GPU with more tiles than SMs full; a GEMM with few
+    output tiles and a long k (a weight gradient: m = Cout, n = Cin·kernel, k = N·H·W) splits k across the
+    SMs and adds the partial sums."""
+    best = 0.0
+    for tile_m, tile_n, tile_quality in calibration.tiles:
+        tiles_m, tiles_n = math.ceil(m / tile_m), math.ceil(n / tile_n)
+        padding = (m * n) / (tiles_m * tile_m * tiles_n * tile_n)
+        tiles = tiles_m * tiles_n * count
+        split = 1
+        while True:
+            occupancy = min(1.0, tiles * split / sm_count)
+            k_part = k / split
+            fill = k_part / (k_part + calibration.gemm_fill_k)
+            reduction = 1.0 / (1.0 + 0.02 * math.log2(split))  # the partial sums: one reduction level each
+            best = max(best, tile_quality * padding * occupancy * fill * reduction)
+            split *= 2
+            if tiles * split > 2 * sm_count or k / split < 128:
+                break
+    return best
+
+
+def _path(compute_precision: str, precision: str) -> str:
+    if compute_precision in ("fp16", "bf16", "tf32"):
+        return compute_precision
+    return "tf32" if precision == "tf32" else "fp32"
+
+
+def _is_depthwise(views) -> bool:
+    return any(view[3] > 1 and view[1] == 1 for view in views)
+
+
+def op_terms(row, precision: str, device, calibration: Calibration, sm_count: int) -> dict[str, Any]:
+    """The ideal work of ONE call of an ops-table row, before efficiencies: ``compute`` seconds per path
+    (``{path: seconds}`` at the path's peak with the shape factor), ``bytes`` moved eagerly,
+    ``layout_bytes`` (tensor-core convolution transposes, per byte of the convolution: filled in by
+    :func:`device_op_seconds` from the calibration), ``epilogue_bytes`` (a separate bias add) and
+    ``kernels``."""
+    calls = max(1, int(row["calls"]))  # the table's FLOPs and bytes are over all calls; GEMM views per call
+    bytes_moved = (float(row["bytes_read"]) + float(row["bytes_written"])) / calls
+    terms: dict[str, Any] = {"compute": {}, "bytes": bytes_moved, "conv_bytes": 0.0, "epilogue_bytes": 0.0,
+                             "kernels": 0.0 if row["op"] in NO_KERNEL_OPS else 1.0, "path": ""}
+    if row["op_class"] not in MATMUL_CLASSES:
+        return terms
+    path = _path(row["compute_precision"], precision)
+    terms["path"] = path
+    peak = device.compute_peak(path, True) or (device.compute_peak(path, False) or 0.0) * 0.8
+    views = parse_gemms(row.get("gemms"))
+    if not peak:
+        return terms
+    if views and not _is_depthwise(views):
+        product_flops = 0.0
+        for m, n, k, count, fast in views:
+            view_path = "fp32_fast" if path == "fp32" and fast else path
+            efficiency = max(gemm_efficiency(m, n, k, count, sm_count, calibration), 1e-3)
+            terms["compute"][view_path] = terms["compute"].get(view_path, 0.0) + \
+                2.0 * m * n * k * count / (peak * efficiency)
+            product_flops += 2.0 * m * n * k * count
+        terms["kernels"] = float(len(views))
+        if row["op"].startswith(("convolution", "_convolution")):
+            terms["conv_bytes"] = bytes_moved
+            if float(row["flops"]) / calls > product_flops * 1.0000001 and row["phase"] == "forward":
+                terms["epilogue_bytes"] = 2.0 * float(row["bytes_written"]) / calls  # bias: read + write out
+                terms["kernels"] += 1.0
+    elif not views:
+        terms["compute"][path] = float(row["flops"]) / calls / peak
+    else:  # depthwise (one channel per group): a few FLOPs per byte, bandwidth work in its own kernels
+        terms["depthwise"] = True
+    return terms
+
+
+def device_op_seconds(row, precision: str, mode: str, device, calibration: Calibration, sm_count: int
+                      ) -> tuple[float, int, dict[str, float]]:
+    """(seconds, kernels, seconds by part) of ONE call of an ops-table row on the device."""
+    terms = op_terms(row, precision, device, calibration, sm_count)
+    bandwidth = device.bandwidth(True) or (device.bandwidth(False) or 1.0) * 0.9
+    memory_class = "depthwise" if terms.get("depthwise") else row["op_class"]
+    memory = terms["bytes"] / (bandwidth * calibration.memory_efficiency_of(memory_class, mode))
+    compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
+    layout_ratio = calibration.layout_bytes_per_byte.get(terms["path"], 0.0)
+    layout = layout_ratio * terms["conv_bytes"] / (bandwidth * calibration.memory_efficiency_of("layout", mode))
+    epilogue = terms["epilogue_bytes"] / (bandwidth * calibration.memory_efficiency_of("elementwise", mode))
+    kernels = terms["kernels"] + (2 if layout else 0)
+    main = max(compute, memory, terms["kernels"] * calibration.kernel_seconds)
+    parts = {memory_class: main}
+    parts["layout"] = parts.get("layout", 0.0) + layout
+    parts["elementwise"] = parts.get("elementwise", 0.0) + epilogue
+    return main + layout + epilogue, int(round(kernels)), parts
+
+
+def host_op_seconds(row, mode: str, calibration: Calibration) -> float:
+    """Host seconds of ONE call of an ops-table row (module calls are added per forward op)."""
+    seconds = calibration.host_backward_op_seconds if row["phase"] == "backward" else calibration.host_op_seconds
+    if mode == "training" and row["phase"] in ("forward", "loss"):
+        seconds += calibration.host_autograd_seconds
+    if row["op"] in LIBRARY_OPS:
+        seconds += calibration.host_library_seconds
+    return seconds
+
+
+# ------------------------------------------------------------------------------------------ the step
+def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration: Calibration) -> StepPrediction:
+    """The predicted time of one step of the estimate whose ops table is ``ops`` (module docstring)."""
+    precision, mode = totals["precision"], totals["mode"]
+    sm_count = int(getattr(device, "sm_count", None) or 1)
+    cpu = calibration.kind == "cpu" or not device.is_cuda
+    host_clock = device_clock = device_busy = 0.0
+    kernels_total = 0
+    by_class: dict[str, float] = {}
+    module_calls = sum((totals.get("module_calls") or {}).values())
+    forward_calls = int(ops.loc[ops["phase"] == "forward", "calls"].sum()) or 1
+    module_share = calibration.host_module_seconds * module_calls / forward_calls
+
+    for _, row in ops[ops["phase"] != "optimizer"].iterrows():
+        calls = int(row["calls"])
+        work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count)
+        host = host_op_seconds(row, mode, calibration) + (module_share if row["phase"] == "forward" else 0.0)
+        if cpu:
+            host_clock += calls * (host + work)
+            device_clock = host_clock
+        else:
+            for _ in range(calls):
+                host_clock += host
+                if kernels:
+                    device_clock = max(device_clock, host_clock) + work
+        device_busy += calls * work
+        kernels_total += calls * kernels
+        for part, seconds in parts.items():
+            if seconds:
+                by_class[part] = by_class.get(part, 0.0) + calls * seconds
+
+    if mode == "training":
+        if precision == "fp16" and not cpu:
+            # GradScaler.step reads found_inf on the host: the host waits for the GPU, then unscale/update
+            host_clock = max(host_clock, device_clock) + 3 * calibration.host_op_seconds
+        optimizer = ops[ops["phase"] == "optimizer"]
+        tensors = int(totals.get("param_tensors") or optimizer["layer"].nunique() or 1)
+        bandwidth = device.bandwidth(True) or (device.bandwidth(False) or 1.0) * 0.9
+        optimizer_bytes = float((optimizer["bytes_read"] + optimizer["bytes_written"]).sum())
+        foreach_calls = 4  # SGD(momentum, weight decay), foreach: d = g + wd·p; buf·m; buf + d; p − lr·buf
+        launches = foreach_calls * max(1, math.ceil(tensors / 48))  # multi_tensor_apply chunks of tensors
+        work = max(optimizer_bytes / (bandwidth * calibration.memory_efficiency_of("elementwise", mode)),
+                   launches * calibration.kernel_seconds)
+        host = foreach_calls * calibration.host_optimizer_call_seconds
+        if cpu:
+            host_clock += host + work
+            device_clock = host_clock
+        else:
+            host_clock += host
+            device_clock = max(device_clock, host_clock) + work
+        device_busy += work
+        kernels_total += launches
+        by_class["optimizer"] = work
+    seconds = max(device_clock, host_clock)
+    bound = "cpu" if cpu else ("host" if device_busy < 0.8 * seconds else "gpu")
+    spread = calibration.relative_uncertainty
+    return StepPrediction(seconds=seconds, low_seconds=seconds * (1 - spread), high_seconds=seconds * (1 + spread),
+                          device_seconds=device_busy, host_seconds=host_clock, bound=bound,
+                          by_class_seconds=by_class, calibration_source=calibration.source, kernels=kernels_total)
