@@ -29,7 +29,6 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.errors import RooflowError
 from rooflow.estimate.timemodel import Calibration, op_terms
 
 SHIPPED = {"h100-sxm5-80gb": "h100-sxm5-80gb.json"}
@@ -472,10 +471,10 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
         if training:
             x.requires_grad_(True)
 
-            def step():
+            def step(module=module, x=x):
                 module(x).sum().backward()
         else:
-            def step():
+            def step(module=module, x=x):
                 with torch.no_grad():
                     module(x)
         seconds = timer(step)
