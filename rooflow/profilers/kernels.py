@@ -226,6 +226,17 @@ def _implicit_gemm_name(text: str) -> str:
     return f"cutlass_ImplicitGemmConvolution_{direction}" + (f"_{'x'.join(dims[:3])}" if dims else "")
 
 
+def abbreviate_kernel_name(name: str, width: int = 70) -> str:
+    """A short name cut to ``width`` characters for a sentence, keeping the tile where the name has one:
+    ``sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_…tilesize256x64x32``."""
+    if len(name) <= width:
+        return name
+    tile = re.search(r"tilesize\d+x\d+x\d+", name)
+    if tile:
+        return f"{name[:width - len(tile.group(0)) - 1].rstrip('_')}…{tile.group(0)}"
+    return name[:width - 1] + "…"
+
+
 def kernel_algorithm(name: str) -> str | None:
     """The convolution/GEMM algorithm a kernel name shows, or None where it shows none:
 

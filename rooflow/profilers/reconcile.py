@@ -42,6 +42,7 @@ import pandas as pd
 
 from rooflow.profilers.kernels import (
     MATMUL_KERNEL_CLASSES,
+    abbreviate_kernel_name,
     kernel_algorithm,
     kernel_tile,
     short_kernel_name,
@@ -342,19 +343,10 @@ def _short(name: str) -> str:
 
 
 def _describe_kernels(summary: list[dict[str, Any]], limit: int = 2) -> str:
-    parts = [f"{k['class']} {_abbreviate(k['name'])} ×{k['count']} ({_g(k['flops'])})"
+    parts = [f"{k['class']} {abbreviate_kernel_name(k['name'])} ×{k['count']} ({_g(k['flops'])})"
              for k in summary[:limit] if k["flops"] or len(summary) == 1]
-    return ", ".join(parts) if parts else ", ".join(f"{k['class']} {_abbreviate(k['name'])} ×{k['count']}"
+    return ", ".join(parts) if parts else ", ".join(f"{k['class']} {abbreviate_kernel_name(k['name'])} ×{k['count']}"
                                                     for k in summary[:limit])
-
-
-def _abbreviate(name: str) -> str:
-    """sm90_xmma_fprop_implicit_gemm_..._tilesize256x64x32_... -> sm90_xmma_fprop_implicit_gemm_…tilesize256x64x32"""
-    if len(name) <= 70:
-        return name
-    tile = re.search(r"tilesize\d+x\d+x\d+", name)
-    head = name[:40].rstrip("_")
-    return f"{head}…{tile.group(0)}" if tile else name[:67] + "…"
 
 
 def _mechanism(names: list[str], ratio: float | None, first_layer: bool, phase: str, estimated: float,
@@ -468,7 +460,7 @@ def _missing_tensor_metrics(lead: str, ratio: float, precision: str, evidence: _
                     f"(tensorop, hmma, tf32), so that explanation is not supported by this profile; look for "
                     f"kernels missing from the profiled range.")
         counts = pd.Series([short_kernel_name(n) for n in names]).value_counts()
-        shown = ", ".join(f"{_abbreviate(name)} ×{count}" for name, count in counts.head(2).items())
+        shown = ", ".join(f"{abbreviate_kernel_name(name)} ×{count}" for name, count in counts.head(2).items())
         text += f" ({len(names)} kernels run on tensor cores by their names, e.g. {shown})"
     return (text + "; profile again with the sm__ops_path_tensor_src_* metrics "
                    "(rooflow.profilers.metrics.metrics_for_architecture).")
