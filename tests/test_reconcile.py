@@ -11,9 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rooflow.checks import build_checks
+from rooflow.devices import load_devices
 from rooflow.estimate import estimate as rooflow_estimate
+from rooflow.io import read_json
 from rooflow.profilers.ncu import aggregate_ncu
 from rooflow.profilers.reconcile import reconcile
+from rooflow.summary import COLUMNS, build_row
 
 REAL = Path(__file__).parent / "data" / "real" / "anoushka21-cloudml" / "proj1"
 
@@ -190,7 +194,7 @@ def test_a_gemm_kernel_doing_more_is_tile_padding_and_names_it():
     outcome = reconcile({"flops_total": 2.61e11}, TWO_CONVS_TOTALS, "tf32", "inference", True,
                         kernels=kernels, ops=TWO_CONVS)
     assert not outcome["unexplained"] and outcome["explained_share"] == pytest.approx(1.0)
-    assert "GEMM tile padding — conv2 forward: +60 GFLOP (100 GFLOP → 160 GFLOP, ×1.60" in outcome["cause"]
+    assert "GEMM padding — conv2 forward: +60 GFLOP (100 GFLOP → 160 GFLOP, ×1.60" in outcome["cause"]
     assert "×1 (160 GFLOP)" in outcome["cause"] and "tilesize128x128x32" in outcome["cause"]
     assert outcome["layers"][0]["mechanism"] is None  # conv1 agrees exactly
 
@@ -311,7 +315,7 @@ def test_h100_resnet50_tf32_inference_excess_is_conv1_channel_padding_and_gemm_t
     assert ("first-layer channel padding — conv1 forward: +65.61 GFLOP (15.11 GFLOP → 80.72 GFLOP, ×5.34; "
             "5.34× ≈ 16/3: the image's 3 channels padded to 16) in convolution "
             "cutlass_tensorop_s1688fprop_optimized_tf32_256x64_16x4_nhwc_align4 ×1 (80.72 GFLOP)") in cause
-    assert "GEMM tile padding" in cause and "cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4 ×8" in cause
+    assert "GEMM padding" in cause and "cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4 ×8" in cause
     assert "256×64 tiles over 196 output pixels per image × 1024 channels pad the GEMM to ×1.306" in cause
     assert outcome["explained_share"] > 0.99
     by_layer = {(r["layer"], r["phase"]): r for r in outcome["layers"]}
@@ -334,7 +338,7 @@ def test_h100_vgg16_fp32_inference_deficit_is_fft_convolution():
 def test_h100_mobilenet_v2_excess_is_implicit_gemm_tiles_in_the_backward():
     outcome = h100_outcome("mobilenet_v2", 64, "fp32", "training", "mobilenet_v2-b64-fp32-training-ncu.csv.gz")
     cause = outcome["cause"]
-    assert "GEMM tile padding — 22 layers (features.18.0, features.17.conv.2, …) backward: +14.66 GFLOP" in cause
+    assert "GEMM padding — 22 layers (features.18.0, features.17.conv.2, …) backward: +14.66 GFLOP" in cause
     assert "wgrad_alg0_engine ×22" in cause and outcome["explained_share"] > 0.9
     backward = sum(r["difference"] for r in outcome["layers"] if r["phase"] == "backward")
     assert backward > 0.8 * outcome["sides"]["convolution/matmul"]["difference"]
@@ -344,3 +348,77 @@ def test_h100_resnet50_fp32_training_agrees_and_its_shortfall_is_fft_and_winogra
     outcome = h100_outcome("resnet50", 64, "fp32", "training", "resnet50-b64-fp32-training-ncu.csv.gz")
     mechanisms = {r["mechanism"] for r in outcome["layers"] if r["difference"] < 0 and abs(r["difference"]) > 5e9}
     assert mechanisms == {"FFT convolution", "Winograd convolution"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The checks that read the reconciliation: unexplained gaps, explanations the per-class counts contradict
+
+OLD_RESNET50_CAUSE = ("Measured FLOPs are 22% above the estimate (measured/estimated = 1.22): the estimate counts "
+                      "only convolution/matmul FLOPs, while the counters also see the elementwise, normalisation, "
+                      "pooling, softmax and optimizer work; compare with an estimate that includes them.")
+
+
+def h100_summary_row(reconciliation: dict) -> dict:
+    """The summary row of the recorded H100 ResNet-50 tf32 inference run, with a given reconciliation."""
+    result = aggregate_ncu(H100 / "resnet50-b64-tf32-inference-ncu.csv.gz")
+    estimate = rooflow_estimate("resnet50", 64, "tf32", "inference")
+    timing = dict(read_json(H100 / "resnet50-b64-tf32-inference-timing.json"), device="h100-sxm5-80gb")
+    device = load_devices(Path(__file__).parent.parent / "config" / "devices.yaml")["h100-sxm5-80gb"]
+    return build_row(device, estimate.totals, timing, dict(result.totals, device="h100-sxm5-80gb"),
+                     reconciliation=reconciliation)
+
+
+def failed(row: dict, check: str) -> list[dict]:
+    checks, _ = build_checks(pd.DataFrame([row], columns=COLUMNS))
+    return [r for _, r in checks.iterrows() if r["check"] == check]
+
+
+def test_the_old_resnet50_explanation_contradicts_the_per_class_counts():
+    """The report's old cause for the real ResNet-50 run blamed the elementwise work; the per-class counts
+    put +115 GFLOP on the convolution/matmul side and +1.9 on the other: an error, not a printed cause."""
+    outcome = h100_outcome("resnet50", 64, "tf32", "inference", "resnet50-b64-tf32-inference-ncu.csv.gz")
+    row = h100_summary_row(outcome)
+    assert row["reconciliation_side"] == "convolution/matmul" and row["reconciliation"] == outcome["cause"]
+    assert row["measured_matmul_flops"] == pytest.approx(638.5e9, rel=1e-3)
+    assert not failed(row, "explanation contradicts the per-class counts")
+    assert not failed(row, "unexplained FLOP gap")
+    old = dict(row, reconciliation=OLD_RESNET50_CAUSE, reconciliation_side=None)
+    [flag] = failed(old, "explanation contradicts the per-class counts")
+    assert flag["severity"] == "error"
+    assert flag["value"].startswith("convolution/matmul +115.1 GFLOP, other ops +1.864 GFLOP of a +117 GFLOP gap")
+    assert "blames the other ops side" in flag["likely_cause"]
+
+
+def test_a_constructed_contradiction_in_both_directions():
+    """Measured 1.3 TFLOP for 1 TFLOP estimated: +290 GFLOP in normalization kernels, +10 in convolutions."""
+    row = {c: math.nan for c in COLUMNS}
+    row.update(device="gpu", model="toy", batch=1, precision="tf32", mode="training", status="ok", checks="",
+               flops_ratio=1.3, measured_flops=1.3e12, estimated_flops=1e12, measured_matmul_flops=0.91e12,
+               measured_other_flops=0.39e12, estimated_other_flops=0.1e12)
+    blames_tiles = dict(row, reconciliation="GEMM tile padding in the 1x1 convolutions")
+    [flag] = failed(blames_tiles, "explanation contradicts the per-class counts")
+    assert flag["value"] == "other ops +290 GFLOP, convolution/matmul +10 GFLOP of a +300 GFLOP gap"
+    blames_norm = dict(row, reconciliation="the normalization kernels compute more than the estimate's formula")
+    assert not failed(blames_norm, "explanation contradicts the per-class counts")
+    # rooflow's own reconciliation names its side; that wins over the words
+    named = dict(blames_tiles, reconciliation_side="other ops")
+    assert not failed(named, "explanation contradicts the per-class counts")
+
+
+def test_an_unexplained_gap_inside_the_band_is_an_error():
+    kernels = _kernels([(CONV, "convolution", 0.0, 0.5e11), (BN, "normalization", 1e9, 0.0),
+                        (CONV, "convolution", 0.0, 0.5e11)])
+    outcome = reconcile({"flops_total": 1.01e11}, TWO_CONVS_TOTALS, "tf32", "inference", True,
+                        kernels=kernels, ops=TWO_CONVS)
+    assert outcome["flops_ratio"] == pytest.approx(1.01 / 2.01)  # inside [0.5, 2]: the band check stays quiet
+    row = {c: math.nan for c in COLUMNS}
+    row.update(device="gpu", model="toy", batch=1, precision="tf32", mode="inference", status="ok",
+               flops_ratio=outcome["flops_ratio"], reconciliation=outcome["cause"], checks="",
+               measured_flops=1.01e11, estimated_flops=2.01e11)
+    [flag] = failed(row, "unexplained FLOP gap")
+    assert flag["severity"] == "error" and flag["likely_cause"].startswith("Unexplained")
+    assert not failed(row, "measured/estimated FLOPs")
+    # outside the band the same text is an error of the band check, never a warning
+    far = dict(row, flops_ratio=0.3)
+    [band] = failed(far, "measured/estimated FLOPs")
+    assert band["severity"] == "error" and band["likely_cause"].startswith("Unexplained")

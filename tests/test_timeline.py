@@ -12,11 +12,13 @@ import pandas as pd
 import pytest
 import torch
 
+from rooflow.checks import build_checks
 from rooflow.dataset import SubsetSpec, build_subset, load_subset
 from rooflow.errors import ParseError
 from rooflow.io import read_json
 from rooflow.profilers.kernels import short_kernel_name
 from rooflow.profilers.ncu import aggregate_ncu
+from rooflow.summary import COLUMNS, _evidence_columns
 from rooflow.timeline import (
     TIMELINE_COLUMNS,
     _PhaseRanges,
@@ -188,3 +190,34 @@ def test_a_cpu_timing_writes_an_empty_timeline_and_says_why(subset, tmp_path):
     assert record["timeline_kernels"] == 0
     frame = read_timeline(path)
     assert list(frame.columns) == TIMELINE_COLUMNS and frame.empty
+
+
+# ---------------------------------------------------------------------------------------------------
+# The check: timed vs profiled kernels, as the summary and the self-checks report it
+
+
+def checked(compared: dict) -> list[dict]:
+    row = {c: math.nan for c in COLUMNS}
+    row.update(device="h100-sxm5-80gb", model="resnet50", batch=64, precision="tf32", mode="inference",
+               status="ok", checks="")
+    _evidence_columns(row, {"kernels_compared": compared})
+    checks, _ = build_checks(pd.DataFrame([row], columns=COLUMNS))
+    return [r for _, r in checks.iterrows() if r["check"] == "timed vs profiled kernels"]
+
+
+def test_real_processes_running_other_convolution_kernels_are_an_error():
+    timed = trace("resnet50-b64-tf32-inference")
+    profiled = aggregate_ncu(H100 / "resnet50-b64-tf32-inference-ncu.csv.gz").kernels
+    [flag] = checked(compare_kernels(timed, profiled))
+    assert flag["severity"] == "error" and flag["value"] == "244 timed vs 241 profiled kernels"
+    assert "convolution 39 vs 26" in flag["likely_cause"] and "another convolution/GEMM algorithm" in \
+        flag["likely_cause"]
+
+
+def test_other_kernels_differing_are_a_warning_and_the_same_kernels_pass():
+    profiled = pd.DataFrame({"name": ["volta_sgemm_128x64_nt", "void at::vectorized_elementwise_kernel<4, "
+                                      "at::FillFunctor<float>, std::array<char *, 1>>(int)"],
+                             "kernel_class": ["gemm", "memory"]})
+    [flag] = checked(compare_kernels(profiled.iloc[:1], profiled))
+    assert flag["severity"] == "warning" and "the convolution/GEMM kernels match" in flag["likely_cause"]
+    assert checked(compare_kernels(profiled, profiled)) == []

@@ -304,3 +304,28 @@ def biggest_gaps(table: pd.DataFrame, count: int = 5) -> pd.DataFrame:
     gap = (table["measured_flops"] - table["estimated_flops"]).abs()
     return table.assign(flops_gap=table["measured_flops"] - table["estimated_flops"]).loc[
         gap.sort_values(ascending=False).index[:count]]
+
+
+def read_kernel_table(path) -> pd.DataFrame:
+    """An ncu per-kernel table as the workflow writes it (ncu_kernels.csv): text columns stay text."""
+    frame = pd.read_csv(path, dtype={"name": str, "kernel_class": str, "grid_size": str, "block_size": str,
+                                     "nvtx_stack": str}, keep_default_na=False, na_values={
+        c: [""] for c in ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops_total", "dram_bytes",
+                          "l2_bytes", "l1_bytes", "seconds")})
+    return frame
+
+
+def layer_table_note(table: pd.DataFrame, cause: str | None) -> str:
+    """The sentence above the per-layer HTML table: how kernels were attributed, the biggest gaps, the cause."""
+    if (table["attribution"] == "nvtx").any():
+        gaps = biggest_gaps(table[table["estimated_flops"] > 0], 3)
+        shown = "; ".join(f"{r.layer} {r.phase} {r.measured_flops / 1e9:.4g} vs {r.estimated_flops / 1e9:.4g} GFLOP"
+                          for r in gaps.itertuples())
+        how = (f"Kernels attributed by NVTX ranges (backward kernels through autograd's sequence number); "
+               f"the biggest FLOP gaps: {shown}.")
+    else:
+        how = ("This profile has no NVTX layer ranges, so measured values are not split by layer (last row: all "
+               "kernels).")
+    return (f"{how} FLOPs: 1 FMA = 2 FLOP; bytes: DRAM (ncu) vs the estimate's fusion-aware and unfused traffic; "
+            f"ratios are measured / estimated; sort by flops_gap to rank layers."
+            + (f" Reconciliation: {cause}" if cause else ""))

@@ -15,8 +15,9 @@ profile and the estimate's per-op table. FLOPs agree when measured / estimated l
    its estimate and the layers holding the gap are named with their kernels (class, short name, count, FLOPs).
 3. **The algorithm, where kernel names show it**: FFT (``fft2d_*``, complex ``cf32`` GEMMs), Winograd, the
    first layer's 3 input channels padded (measured / estimated = p/3 for a padding to p channels), GEMM
-   tiles that overhang the problem (the tile from the name, the GEMM shape from the layer: the padded shape
-   must reproduce the measured ratio), split-K. A deficit in a GEMM kernel, or an excess no rule explains,
+   padding — more multiply-adds than the layer's M·N·K in a GEMM kernel, where a tile model confirms it when
+   it can (the tile from the name, the GEMM shape from the layer: the padded shape must reproduce the
+   measured ratio) — split-K. A deficit in a GEMM kernel, or an excess no rule explains,
    stays **unexplained** — and the cause says so, so the checks flag it as an error.
 
 Without a per-kernel table only two facts are evidence: no tensor-core metric was collected on a precision
@@ -44,6 +45,7 @@ from rooflow.profilers.kernels import (
     MATMUL_KERNEL_CLASSES,
     abbreviate_kernel_name,
     kernel_algorithm,
+    kernel_direction,
     kernel_tile,
     short_kernel_name,
     uses_tensor_cores,
@@ -377,11 +379,16 @@ def _mechanism(names: list[str], ratio: float | None, first_layer: bool, phase: 
             tiles = sorted({t for t in (kernel_tile(n) for n in names) if t}, key=str)
             detail = _tile_model(tiles, phase, estimated, shape, ratio, totals)
             if not detail:
+                # A GEMM does exactly M·N·K multiply-adds; more executed ones are padding: whole tiles that
+                # overhang the problem, and in a strided convolution's input gradient (dgrad) the zeros between
+                # the strided positions. The names show the tiles, not which of the two it is.
                 shown = ", ".join("x".join(str(d) for d in t if d) for t in tiles[:2])
                 detail = (f"GEMM kernels compute whole {shown} tiles" if shown else
                           "GEMM kernels compute whole tiles") + (
-                    " and split-K partial sums" if "split-k" in algorithms else "")
-            return "GEMM tile padding", detail
+                    " and split-K partial sums" if "split-k" in algorithms else "") + (
+                    ", or run over a strided convolution's zero-filled gradient"
+                    if phase == "backward" and any(kernel_direction(n) == "dgrad" for n in names) else "")
+            return "GEMM padding", detail
     return "unexplained", (f"{ratio:.2f}× the estimate in {', '.join(sorted(a or 'unnamed' for a in algorithms))} "
                            f"kernels")
 
