@@ -221,3 +221,17 @@ def test_other_kernels_differing_are_a_warning_and_the_same_kernels_pass():
     [flag] = checked(compare_kernels(profiled.iloc[:1], profiled))
     assert flag["severity"] == "warning" and "the convolution/GEMM kernels match" in flag["likely_cause"]
     assert checked(compare_kernels(profiled, profiled)) == []
+
+
+def test_the_timeline_feeds_the_time_by_kernel_class_figure(tmp_path):
+    """Without nsys, the timed iteration's kernels give the measured panel of the time-by-class figure."""
+    from rooflow.figures import time_by_layer_figure
+
+    by_class = seconds_by_class(trace("resnet50-b64-tf32-training"))
+    path = tmp_path / "time.svg"
+    shares = time_by_layer_figure({"resnet50 b64 tf32 train": pd.Series({"Conv2d": 2.0, "BatchNorm2d": 1.0})},
+                                  {"resnet50 b64 tf32 train": by_class}, "h100-sxm5-80gb", path, "torch.profiler")
+    assert shares["kernels"].sum(axis=1).iloc[0] == pytest.approx(100)
+    assert shares["kernels"].loc["resnet50 b64 tf32 train", "normalization"] == pytest.approx(
+        100 * by_class["normalization"] / sum(by_class.values()))
+    assert "torch.profiler" in path.read_text()
