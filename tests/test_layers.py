@@ -149,10 +149,12 @@ def test_reduced_mode_rows_carry_layer_and_phase_items():
     def cell(*messages):
         return "1  " + "  ".join(f'"<default domain>:{m}:none:none:none:none:none:none"' for m in messages)
 
-    kernels = pd.DataFrame({"id": [0, 1, 2], "name": ["a", "b", "c"], "kernel_class": ["convolution"] * 3,
+    kernels = pd.DataFrame({"id": [0, 1, 2, 3], "name": ["a", "b", "c", "d"], "kernel_class": ["convolution"] * 4,
                             "nvtx_stack": [cell("phase:forward", "layer:features", "layer:features.0"),
                                            cell("phase:backward", "layer:features.0"),
-                                           cell("phase:optimizer")]})
+                                           cell("phase:optimizer"),
+                                           # a backward hook's range on autograd's thread: no phase item
+                                           cell("ConvolutionBackward0, seq = 3, op_id = 9", "layer:features.0")]})
     where = attribute_by_nvtx(kernels)
     assert where[["layer", "phase"]].values.tolist() == [["features.0", "forward"], ["features.0", "backward"],
-                                                         [OPTIMIZER, "optimizer"]]
+                                                         [OPTIMIZER, "optimizer"], ["features.0", "backward"]]

@@ -115,8 +115,8 @@ def attribute_by_nvtx(kernels: pd.DataFrame) -> pd.DataFrame:
         phase = _innermost(messages, "phase:")
         node = next((m for m in (_BACKWARD_NODE.match(message) for message in messages) if m), None)
         in_autograd = node is not None or any(m.startswith("autograd::engine::evaluate_function") for m in messages)
-        if layer:
-            rows.append((layer, phase or "(none)", "range"))
+        if layer:  # (a backward hook's range on autograd's thread has no phase item: it is the backward)
+            rows.append((layer, phase or ("backward" if in_autograd else "(none)"), "range"))
         elif node is not None:
             owner = seq_layer.get(node.group(2))
             if owner == LOSS:
