@@ -12,6 +12,11 @@ normalisation and pooling before convolution (``cudnn::detail::bn_fw_tr_1C11_ker
 xmma_new::implicit_gemm::fprop...>`` and ``implicit_convolve_sgemm`` are convolutions), gemm before
 reduction (``splitKreduce_kernel`` finishes a split-K GEMM); cuDNN's softmax and activation kernels are
 caught before the catch-all "cudnn" convolution rule.
+
+What else a name says, for the reconciliation and the timed-vs-profiled comparison:
+:func:`short_kernel_name` (a comparable name, the same whichever tool demangled it),
+:func:`kernel_algorithm` (FFT, Winograd, implicit GEMM, GEMM, split-K, direct), :func:`kernel_tile`,
+:func:`kernel_direction` (fprop/dgrad/wgrad) and :func:`uses_tensor_cores`.
 """
 
 from __future__ import annotations
