@@ -11,6 +11,14 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   cores under an "FP32" run) that keeps the measured point under its roof.
 - **measured/estimated FLOPs** outside ``summary.FLOPS_RATIO_BAND``: an error unless the reconciliation
   found the kernels that explain it (then a warning that shows the explanation).
+- **unexplained FLOP gap** (error): measured and estimated FLOPs differ by more than the reconciliation's
+  tolerance (±20%) and no evidence in the kernels explains it (the reconciliation starts "Unexplained").
+- **explanation contradicts the per-class counts** (error): the explanation blames one side — the
+  convolution/matmul kernels (tensor cores, padding, FFT, Winograd) or the other ops (elementwise,
+  normalization, pooling) — while the per-class FLOPs show the gap is on the other side.
+- **timed vs profiled kernels** (error where a convolution/GEMM kernel differs: another algorithm, other
+  FLOPs; a warning otherwise): the timing job's kernel timeline and the ncu profile, two processes, ran
+  different kernels, so the roofline point divides one process's FLOPs by another's time.
 - **forward:backward** (training runs): the estimator's backward:forward matmul FLOP ratio against the
   ratio the layers imply, ``2 − s`` where ``s`` is the first conv/linear layer's share of the forward
   matmul FLOPs (every conv/linear backward computes an input gradient and a weight gradient, each the
@@ -28,12 +36,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from rooflow.io import read_json
+from rooflow.profilers.reconcile import UNEXPLAINED
 from rooflow.summary import FLOPS_RATIO_BAND, NOISY_SPREAD, RUN_KEYS
 
 RUN_COLUMNS = ["device", "model", "batch", "precision", "mode"]
@@ -208,14 +218,32 @@ def summary_checks(summary: pd.DataFrame) -> list[dict[str, Any]]:
                             "over-counts; the measured point may sit under its roof only because the counters "
                             "missed that work"))
         ratio = run.get("flops_ratio")
+        explanation = run.get("reconciliation")
+        unexplained = isinstance(explanation, str) and explanation.startswith(UNEXPLAINED)
         if _finite(ratio) and not low <= ratio <= high:
-            explanation = run.get("reconciliation")
-            explained = isinstance(explanation, str) and explanation.strip()
+            explained = isinstance(explanation, str) and explanation.strip() and not unexplained
             out.append(_row(run, "warning" if explained else "error", "measured/estimated FLOPs",
                             f"{ratio:.2f}", f"[{low}, {high}]",
-                            explanation if explained else
+                            explanation if explained or unexplained else
                             "no explanation found: tensor-core metrics not collected (FLOPs too low), a "
                             "precision the counters miss, or kernels outside the profiled iteration"))
+        elif _finite(ratio) and unexplained:
+            out.append(_row(run, "error", "unexplained FLOP gap", f"measured/estimated FLOPs {ratio:.2f}",
+                            "within ±20%, or a gap the kernels explain", explanation))
+        contradiction = explanation_contradiction(run)
+        if contradiction:
+            out.append(_row(run, "error", "explanation contradicts the per-class counts", contradiction[0],
+                            f"the gap on the side the explanation blames ({contradiction[1]})", contradiction[2]))
+        mismatch = run.get("kernel_mismatch")
+        if isinstance(mismatch, str) and mismatch.strip():
+            differ = str(run.get("kernel_algorithms_differ")).lower() in ("true", "1", "1.0")
+            out.append(_row(run, "error" if differ else "warning", "timed vs profiled kernels",
+                            f"{_count(run.get('timed_kernels'))} timed vs {_count(run.get('profiled_kernels'))} "
+                            f"profiled kernels", "the same kernels in both processes",
+                            mismatch + (": another convolution/GEMM algorithm ran in one of them (cuDNN autotuning "
+                                        "per process, memory pressure), so FLOPs and time come from different "
+                                        "kernels" if differ else
+                                        ": the convolution/GEMM kernels match; the difference is in other kernels")))
         spread = run.get("seconds_spread")
         if _finite(spread) and spread > NOISY_SPREAD:
             cause = _cause(_message(run, "noisy:")) or (
@@ -239,6 +267,61 @@ def summary_checks(summary: pd.DataFrame) -> list[dict[str, Any]]:
             out.append(_row(run, "result", "out of memory", "oom", "fits in memory",
                             f"{cause}; a smaller batch or lower precision fits"))
     return out
+
+
+def _count(value: Any) -> str:
+    return str(int(value)) if _finite(value) else "?"
+
+
+# Words an explanation uses for each side (rooflow's reconciliation names the side; older or imported texts
+# are read by what they blame).
+_MATMUL_WORDS = re.compile(r"tensor[- ]core|winograd|\bfft\b|gemm|tile|im2col|split-k|channel padding|"
+                           r"convolution algorithm", re.IGNORECASE)
+_OTHER_WORDS = re.compile(r"elementwise|normali[sz]ation|pooling|softmax|optimizer", re.IGNORECASE)
+
+
+def claimed_side(run: Any) -> str | None:
+    """The side (``convolution/matmul`` or ``other ops``) a run's reconciliation says carries its FLOP gap."""
+    from rooflow.profilers.reconcile import MATMUL_SIDE, OTHER_SIDE
+
+    side = run.get("reconciliation_side")
+    if isinstance(side, str) and side in (MATMUL_SIDE, OTHER_SIDE):
+        return side
+    text = run.get("reconciliation")
+    if not isinstance(text, str) or not text.strip() or text.startswith(UNEXPLAINED):
+        return None
+    if "convolution/matmul kernels carry the gap" in text:
+        return MATMUL_SIDE
+    if "other kernels carry the gap" in text:
+        return OTHER_SIDE
+    matmul, other = len(_MATMUL_WORDS.findall(text)), len(_OTHER_WORDS.findall(text))
+    if matmul == other:
+        return None
+    return MATMUL_SIDE if matmul > other else OTHER_SIDE
+
+
+def explanation_contradiction(run: Any) -> tuple[str, str, str] | None:
+    """(value, side claimed, cause) where the explanation blames a side the per-class FLOPs clear: the gap
+    (measured − estimated) is carried by the side whose difference has its sign and is the larger."""
+    from rooflow.profilers.reconcile import MATMUL_SIDE, OTHER_SIDE
+
+    claimed = claimed_side(run)
+    values = [run.get(k) for k in ("measured_flops", "estimated_flops", "measured_matmul_flops",
+                                   "measured_other_flops", "estimated_other_flops")]
+    if claimed is None or not all(_finite(v) for v in values):
+        return None
+    measured, estimated, matmul, other, estimated_other = (float(v) for v in values)
+    gap = measured - estimated
+    differences = {MATMUL_SIDE: matmul - (estimated - estimated_other), OTHER_SIDE: other - estimated_other}
+    same_sign = [side for side, d in differences.items() if d * gap > 0] or list(differences)
+    carrier = max(same_sign, key=lambda side: abs(differences[side]))
+    if carrier == claimed:
+        return None
+    value = (f"{carrier} {differences[carrier] / 1e9:+.4g} GFLOP, {claimed} {differences[claimed] / 1e9:+.4g} "
+             f"GFLOP of a {gap / 1e9:+.4g} GFLOP gap")
+    return value, claimed, (f"the reconciliation blames the {claimed} side, but the per-class counts put the gap "
+                            f"on the {carrier} side: the explanation is wrong (an old or imported text, or a "
+                            f"reconciliation bug)")
 
 
 def forward_backward_checks(table: pd.DataFrame) -> list[dict[str, Any]]:

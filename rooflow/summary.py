@@ -48,6 +48,11 @@ COLUMNS = [
     "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
     "measured_memory_bytes", "warmup_memory_bytes", "measured_reserved_bytes", "measured_over_predicted_memory",
     "flops_ratio", "bytes_ratio", "reconciliation",
+    # the evidence behind the reconciliation (rooflow.profilers.reconcile) and the timed-vs-profiled kernels
+    # (rooflow.timeline), for the checks that test it
+    "measured_matmul_flops", "measured_other_flops", "estimated_other_flops", "reconciliation_side",
+    "reconciliation_attribution", "timed_kernels", "profiled_kernels", "kernel_algorithms_differ",
+    "kernel_mismatch",
     "checks",
 ]
 
@@ -131,8 +136,14 @@ def _reconcile(measured: dict, estimate: dict, precision: str, mode: str, device
 
 def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] | None,
               ncu: dict[str, Any] | None = None, nsys: dict[str, Any] | None = None,
-              ops: pd.DataFrame | None = None, calibration=None) -> dict[str, Any]:
-    """One summary row; every derived number is computed here, from named inputs, so it can be explained."""
+              ops: pd.DataFrame | None = None, reconciliation: dict[str, Any] | None = None,
+              calibration=None) -> dict[str, Any]:
+    """One summary row; every derived number is computed here, from named inputs, so it can be explained.
+
+    ``reconciliation``: the run's reconcile.json (rooflow.profilers.reconcile over the per-kernel table, with
+    the timed-vs-profiled kernel comparison under ``kernels_compared``); without it the FLOPs are reconciled
+    here from the ncu totals alone. ``calibration``: the device's time-model calibration
+    (rooflow.calibration.for_device when None)."""
     row: dict[str, Any] = dict(zip(KEYS, _key(estimate, device.key)))
     row["device_kind"] = device.kind
     row["input_size"] = estimate.get("input_size")
@@ -201,7 +212,9 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
         row["arithmetic_intensity"] = row["flops"] / row["bytes"]
 
     if ncu:
-        reconciliation = _reconcile(ncu, estimate, row["precision"], row["mode"], device)
+        if reconciliation is None:
+            reconciliation = _reconcile(ncu, estimate, row["precision"], row["mode"], device)
+        _evidence_columns(row, reconciliation)
         row["flops_ratio"] = reconciliation.get("flops_ratio")
         row["bytes_ratio"] = reconciliation.get("bytes_ratio")
         row["reconciliation"] = reconciliation.get("cause")
@@ -247,15 +260,36 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
     return row
 
 
+def _evidence_columns(row: dict[str, Any], reconciliation: dict[str, Any]) -> None:
+    """The per-class FLOPs behind the reconciliation, and the timed-vs-profiled kernel comparison."""
+    from rooflow.profilers.reconcile import MATMUL_SIDE, OTHER_SIDE
+
+    sides = reconciliation.get("sides") or {}
+    if sides:
+        row["measured_matmul_flops"] = sides[MATMUL_SIDE]["measured"]
+        row["measured_other_flops"] = sides[OTHER_SIDE]["measured"]
+        row["estimated_other_flops"] = sides[OTHER_SIDE]["estimated"]
+    row["reconciliation_side"] = reconciliation.get("side")
+    row["reconciliation_attribution"] = reconciliation.get("attribution")
+    compared = reconciliation.get("kernels_compared")
+    if compared:
+        row["timed_kernels"] = compared["timed_kernels"]
+        row["profiled_kernels"] = compared["profiled_kernels"]
+        row["kernel_algorithms_differ"] = compared["algorithms_differ"]
+        row["kernel_mismatch"] = compared["message"] or None
+
+
 def build_summary(devices: dict[str, Device], estimates: list[dict], timings: list[dict],
                   ncu: list[dict] = (), nsys: list[dict] = (),
-                  ops: dict[tuple, pd.DataFrame] | None = None, calibrations: dict | None = None) -> pd.DataFrame:
+                  ops: dict[tuple, pd.DataFrame] | None = None,
+                  reconciliations: list[dict] = (), calibrations: dict | None = None) -> pd.DataFrame:
     """Join everything on (device, model, batch, precision, mode). Timings and aggregates carry a `device`
     key; estimates are device-independent and joined to every device that measured the run."""
     by_run = {_key(e, "")[1:]: e for e in estimates}
     timing_by_key = {_key(t): t for t in timings}
     ncu_by_key = {_key(r): r for r in ncu}
     nsys_by_key = {_key(r): r for r in nsys}
+    reconciliation_by_key = {_key(r): r for r in reconciliations}
     keys = sorted(set(timing_by_key) | set(ncu_by_key) | set(nsys_by_key),
                   key=lambda k: (k[0], k[1], k[2], k[3], k[4]))
     rows = []
@@ -272,7 +306,8 @@ def build_summary(devices: dict[str, Device], estimates: list[dict], timings: li
 
             calibration = for_device(device)
         rows.append(build_row(device, by_run[run], timing_by_key.get(key), ncu_by_key.get(key),
-                              nsys_by_key.get(key), (ops or {}).get(run), calibration))
+                              nsys_by_key.get(key), (ops or {}).get(run), reconciliation_by_key.get(key),
+                              calibration))
     frame = pd.DataFrame(rows, columns=COLUMNS)
     return frame
 
@@ -288,7 +323,8 @@ def imported_timings(imports: list[dict]) -> list[dict]:
 
 def summarize_files(devices_file: str | Path, estimates: list[str], timings: list[str],
                     ceilings: dict[str, str] | None = None, ncu: list[str] = (), nsys: list[str] = (),
-                    ops: list[str] = (), imports: list[dict] = ()) -> pd.DataFrame:
+                    ops: list[str] = (), imports: list[dict] = (),
+                    reconciliations: list[str] = ()) -> pd.DataFrame:
     from rooflow.calibration import for_device
 
     devices = load_devices(devices_file)
@@ -303,7 +339,8 @@ def summarize_files(devices_file: str | Path, estimates: list[str], timings: lis
     for estimate, path in zip(estimate_records, ops):
         ops_tables[_key(estimate, "")[1:]] = pd.read_csv(path)
     return build_summary(devices, estimate_records, [read_json(p) for p in timings] + imported_timings(imports),
-                         [read_json(p) for p in ncu], [read_json(p) for p in nsys], ops_tables, calibrations)
+                         [read_json(p) for p in ncu], [read_json(p) for p in nsys], ops_tables,
+                         [read_json(p) for p in reconciliations], calibrations)
 
 
 def format_table(frame: pd.DataFrame) -> str:

@@ -1,10 +1,11 @@
 """Latency of one model × batch × precision × mode on one device, and the one-iteration driver the
 Nsight profilers wrap.
 
-GPU: CUDA events around forward, backward and optimizer step, after warm-up with cudnn.benchmark (so
-autotuning happens before timing), peak memory from max_memory_allocated. CPU: perf_counter_ns with a
-fixed thread count and the same warm-up/repeat discipline. Out of memory is a result (status "oom"),
-not a crash.
+GPU: CUDA events around forward, backward and optimizer step, after warm-up (allocator, lazy init), with
+cuDNN's deterministic heuristics rather than its per-process autotuner (see Runner), peak memory from
+max_memory_allocated; then, optionally, the kernels of one extra iteration (rooflow.timeline). CPU:
+perf_counter_ns with a fixed thread count and the same warm-up/repeat discipline. Out of memory is a
+result (status "oom"), not a crash.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import resource
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rooflow import MODES, PRECISIONS
@@ -135,7 +137,17 @@ class Runner:
                 f"(the device's slurm partition/gres in config/devices.yaml) with a CUDA build of torch")
         self.device = torch.device(spec.device)
         if self.cuda:
-            torch.backends.cudnn.benchmark = True  # autotune during warm-up, not during timing
+            # cuDNN's heuristics, not its autotuner: the timing job and the ncu job are separate processes, and
+            # benchmark=True times candidate algorithms in each process and keeps the fastest, so two processes
+            # can run different kernels for the same layer (two ncu runs of one ResNet-50 step on an H100
+            # counted 639 and 556 GFLOP of tensor work) and a roofline point would divide one process's FLOPs by
+            # another's time. With benchmark=False cuDNN picks an algorithm deterministically from the shapes,
+            # dtypes and GPU ("Reproducibility", https://pytorch.org/docs/stable/notes/randomness.html), so both
+            # processes run the same kernels; it is PyTorch's default, so the timing is what users get unless
+            # they opt into autotuning, which may find faster kernels for some layers. deterministic=True is not
+            # needed for that and would exclude fast non-deterministic algorithms. The timing job records its
+            # kernels (rooflow.timeline) and the summary flags any difference from the profiled ones.
+            torch.backends.cudnn.benchmark = False
         self.autocast = configure_precision(spec.precision, self.device.type)
         self.input_size = input_size(spec.model)
         self.model = build_model(spec.model).to(self.device)
@@ -194,8 +206,12 @@ def _set_threads(threads: int | None) -> int:
     return torch.get_num_threads()
 
 
-def measure(spec: RunSpec, subset: dict) -> dict[str, Any]:
-    """Warm up, time `timed_iterations` iterations, and return the timing record (status ok or oom)."""
+def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None) -> dict[str, Any]:
+    """Warm up, time `timed_iterations` iterations, and return the timing record (status ok or oom).
+
+    With ``timeline_path``, on a GPU, one more iteration after the timed ones runs under torch.profiler and
+    its kernels are written there as CSV (rooflow.timeline); the record says what it cost. On a CPU the file
+    is written empty: torch.profiler records ops there, not kernels."""
     import torch
 
     threads = _set_threads(spec.threads)
@@ -241,6 +257,8 @@ def measure(spec: RunSpec, subset: dict) -> dict[str, Any]:
         del runner
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+        if timeline_path:
+            _write_timeline(timeline_path, None, record, "skipped: the run is out of memory")
         return record
     seconds = [sum(p) for p in phases]
     record["seconds"] = seconds
@@ -262,10 +280,46 @@ def measure(spec: RunSpec, subset: dict) -> dict[str, Any]:
         record["max_memory_allocated_bytes"] = max(record["steady_peak_allocated_bytes"],
                                                    record.get("warmup_peak_allocated_bytes", 0))
         record["environment_after"] = gpu_state(torch.cuda.current_device())
+    if timeline_path:
+        _record_timeline(runner, timeline_path, record)
     else:
         # ru_maxrss is in KiB on Linux: the process's peak, model and batch included.
         record["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return record
+
+
+def _record_timeline(runner: Runner, path: str | Path, record: dict[str, Any]) -> None:
+    """The kernels of one more iteration, in this process (rooflow.timeline), after the timed ones."""
+    if not runner.cuda:
+        _write_timeline(path, None, record, "skipped: a CPU run has no kernel timeline (torch.profiler records "
+                                            "ops on a CPU, not kernels)")
+        return
+    from rooflow.timeline import capture_iteration
+
+    try:
+        timeline, seconds = capture_iteration(runner)
+    except Exception as error:  # noqa: BLE001 - a diagnostic: the timing stands without it
+        log.warning("kernel timeline not recorded: %s", error)
+        _write_timeline(path, None, record, f"failed: {str(error).splitlines()[0][:200] if str(error) else error!r}")
+        return
+    record["timeline_capture_seconds"] = seconds
+    record["timeline_kernel_seconds"] = float(timeline.loc[timeline["kind"] == "kernel", "seconds"].sum())
+    _write_timeline(path, timeline, record, "recorded")
+    log.info("kernel timeline: %d kernels, %.4f s of kernel time, recorded in %.2f s (one extra iteration under "
+             "torch.profiler, export and parsing)", record["timeline_kernels"], record["timeline_kernel_seconds"],
+             seconds)
+
+
+def _write_timeline(path: str | Path, timeline, record: dict[str, Any], status: str) -> None:
+    import pandas as pd
+
+    from rooflow.io import write_csv
+    from rooflow.timeline import TIMELINE_COLUMNS
+
+    frame = timeline if timeline is not None else pd.DataFrame(columns=TIMELINE_COLUMNS)
+    write_csv(path, frame)
+    record["timeline_status"] = status
+    record["timeline_kernels"] = int((frame["kind"] == "kernel").sum()) if len(frame) else 0
 
 
 def profile_one_iteration(spec: RunSpec, subset: dict) -> dict[str, Any]:
@@ -302,7 +356,7 @@ def _cmd_time(args: argparse.Namespace) -> int:
 
     spec = _spec_from_args(args)
     subset = load_subset(args.subset)
-    record = profile_one_iteration(spec, subset) if args.one_iteration else measure(spec, subset)
+    record = profile_one_iteration(spec, subset) if args.one_iteration else measure(spec, subset, args.timeline)
     if args.output:
         write_json(args.output, record)
     else:
@@ -328,4 +382,6 @@ def register(subparsers) -> None:
     parser.add_argument("--one-iteration", action="store_true",
                         help="profile exactly one iteration between cudaProfilerStart/Stop (for ncu/nsys)")
     parser.add_argument("--output", help="timing JSON to write (default: print)")
+    parser.add_argument("--timeline", help="CSV to write the kernels of one extra, profiled iteration to (GPU; "
+                                           "empty on a CPU)")
     parser.set_defaults(func=_cmd_time)

@@ -27,3 +27,45 @@ rule aggregate_nsys:
         "../envs/rooflow.yaml"
     script:
         "../scripts/aggregate_nsys.py"
+
+
+# The evidence behind measured vs estimated FLOPs: per class, per layer (NVTX ranges or launch order), the
+# algorithm from kernel names, and whether the timed process ran the kernels ncu profiled.
+
+
+localrules:
+    reconcile_ncu,
+
+
+rule reconcile_ncu:
+    input:
+        totals=rules.aggregate_ncu.output.totals,
+        kernels=rules.aggregate_ncu.output.kernels,
+        estimate=rules.estimate_model.output.totals,
+        ops=rules.estimate_model.output.ops,
+        layers=rules.estimate_model.output.layers,
+        timeline=get_timeline_input,
+    output:
+        reconciliation=f"results/aggregate/{{device}}/{RUN_PATTERN}/reconcile.json",
+        layers=f"results/aggregate/{{device}}/{RUN_PATTERN}/layers.csv",
+        table=report(
+            f"results/tables/layers_measured/{{device}}/{RUN_PATTERN}.html",
+            caption="../report/layers_measured.rst",
+            category="Profiles",
+            subcategory="Per-layer measured vs estimated",
+            labels={
+                "device": "{device}",
+                "model": "{model}",
+                "batch": "{batch}",
+                "precision": "{precision}",
+                "mode": "{mode}",
+            },
+        ),
+    log:
+        f"logs/aggregate/{{device}}/{RUN_PATTERN}/reconcile.log",
+    conda:
+        "../envs/rooflow.yaml"
+    params:
+        architecture=device_architecture,
+    script:
+        "../scripts/reconcile_ncu.py"

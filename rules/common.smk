@@ -122,6 +122,57 @@ def get_aggregate_files(tool):
     ]
 
 
+def get_reconcile_files():
+    """reconcile.json of every ncu-profiled run (rooflow's own and imported ones)."""
+    return [
+        path.replace("/ncu.json", "/reconcile.json")
+        for path in get_aggregate_files("ncu")
+    ]
+
+
+def get_layer_tables():
+    """The per-layer measured vs estimated table (HTML) of every ncu-profiled run."""
+    return [
+        path.replace("results/aggregate/", "results/tables/layers_measured/").replace(
+            "/ncu.json", ".html"
+        )
+        for path in get_aggregate_files("ncu")
+    ]
+
+
+def _timed_run(wildcards):
+    """Whether rooflow's timing job measured this device × run (not an import)."""
+    run = (wildcards.model, int(wildcards.batch), wildcards.precision, wildcards.mode)
+    return (
+        imported_run(wildcards) is None
+        and wildcards.device in MEASURED_DEVICES
+        and any(
+            (r["model"], int(r["batch"]), r["precision"], r["mode"]) == run
+            for r in RUNS
+        )
+    )
+
+
+def get_timeline_input(wildcards):
+    """The timing job's kernel timeline of this run (for the timed vs profiled kernels), where rooflow timed it."""
+    if not _timed_run(wildcards):
+        return []
+    return [
+        f"results/profile/{wildcards.device}/{wildcards.model}/"
+        f"b{wildcards.batch}-{wildcards.precision}-{wildcards.mode}/kernels.csv"
+    ]
+
+
+def get_device_timelines(wildcards):
+    """The kernel timelines of the runs timed on this GPU (the time by kernel class when nsys is off)."""
+    if wildcards.device not in CUDA_DEVICES:
+        return []
+    return [
+        f"results/profile/{wildcards.device}/{run_path(run)}/kernels.csv"
+        for run in RUNS
+    ]
+
+
 def get_estimate_files(kind):
     return [f"results/estimate/{run_path(run)}/{kind}" for run in estimated_runs()]
 
@@ -228,6 +279,7 @@ def get_report_outputs():
     outputs += [
         f"results/tables/layers/{run_path(run)}.html" for run in estimated_runs()
     ]
+    outputs += get_layer_tables()
     return outputs
 
 

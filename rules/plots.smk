@@ -162,6 +162,7 @@ rule plot_time_by_layer:
         summary=rules.summarize.output.summary,
         ops=get_estimate_files("ops.csv"),
         nsys=get_device_aggregates("nsys"),
+        timelines=get_device_timelines,
         ceilings=get_plot_ceilings,
     output:
         figure=report(

@@ -7,6 +7,7 @@ rule profile_time:
         subset=rules.subset_dataset.output.tensor,
     output:
         timing=f"results/profile/{{device}}/{RUN_PATTERN}/timing.json",
+        kernels=f"results/profile/{{device}}/{RUN_PATTERN}/kernels.csv",
     log:
         f"logs/profile/{{device}}/{RUN_PATTERN}/timing.log",
     conda:

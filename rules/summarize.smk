@@ -6,6 +6,7 @@ rule summarize:
         ceilings=list(get_ceilings_files().values()),
         ncu=get_aggregate_files("ncu"),
         nsys=get_aggregate_files("nsys"),
+        reconciliations=get_reconcile_files(),
     output:
         summary=report(
             "results/summary.csv",

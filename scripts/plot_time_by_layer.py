@@ -4,6 +4,7 @@ from rooflow.devices import load_device
 from rooflow.figures import estimated_time_by_layer_type, time_by_layer_figure
 from rooflow.io import read_json
 from rooflow.logs import step_logging
+from rooflow.timeline import read_timeline, seconds_by_class
 
 i, device_key = snakemake.input, snakemake.wildcards.device
 with step_logging(snakemake.log[0], "plot_time_by_layer") as log:
@@ -25,12 +26,23 @@ with step_logging(snakemake.log[0], "plot_time_by_layer") as log:
         model, run = path.split("/")[-3:-1]
         batch, precision, mode = run[1:].split("-")
         kernels[(model, int(batch), precision, mode)] = record.get("by_class") or {}
+    sources = {"Nsight Systems"} if any(kernels.values()) else set()
+    for path in i.timelines:
+        # results/profile/{device}/{model}/b{batch}-{precision}-{mode}/kernels.csv: the timing job's kernels,
+        # where nsys did not profile the run
+        model, run = path.split("/")[-3:-1]
+        batch, precision, mode = run[1:].split("-")
+        key = (model, int(batch), precision, mode)
+        by_class = seconds_by_class(read_timeline(path))
+        if key in wanted and not kernels.get(key) and by_class:
+            kernels[key] = by_class
+            sources.add("torch.profiler")
 
     def label(key):
         return f"{key[0]} b{key[1]} {key[2]} {key[3]}"
 
     shares = time_by_layer_figure({label(k): v for k, v in sorted(estimated.items())},
                                   {label(k): v for k, v in sorted(kernels.items())}, device_key,
-                                  snakemake.output.figure)
+                                  snakemake.output.figure, " / ".join(sorted(sources)) or "Nsight Systems")
     for name, table in shares.items():
         log.info("%s shares [%%]:\n%s", name, table.round(1).to_string())

@@ -7,6 +7,6 @@ w, p = snakemake.wildcards, snakemake.params
 with step_logging(snakemake.log[0], "profile_time"):
     spec = RunSpec(w.model, int(w.batch), w.precision, w.mode, "cuda" if p.kind == "cuda" else "cpu",
                    p.warmup, p.iterations, snakemake.threads)
-    record = measure(spec, load_subset(snakemake.input.subset))
+    record = measure(spec, load_subset(snakemake.input.subset), snakemake.output.kernels)
     record["device"] = w.device
     write_json(snakemake.output.timing, record)

@@ -6,8 +6,10 @@
   (:func:`~rooflow.profilers.nsys.aggregate_nsys`).
 - :mod:`rooflow.profilers.metrics` says which metrics to collect per GPU architecture and how they become
   FLOPs and bytes; :mod:`rooflow.profilers.kernels` classifies kernels by layer type;
-  :mod:`rooflow.profilers.reconcile` compares measured with estimated FLOPs and bytes and names the likely
-  cause of a gap; :mod:`rooflow.profilers.commands` builds the ncu/nsys command lines and checks their logs;
+  :mod:`rooflow.profilers.reconcile` compares measured with estimated FLOPs and bytes and explains a gap from
+  the kernels (per class, per layer, the algorithm the names show) or says it is unexplained;
+  :mod:`rooflow.profilers.layers` attributes kernels to layers (NVTX ranges, launch order) and builds the
+  per-layer measured vs estimated table; :mod:`rooflow.profilers.commands` builds the ncu/nsys command lines and checks their logs;
   :mod:`rooflow.profilers.cli` adds the ``rooflow ncu`` and ``rooflow nsys`` sub-commands.
 
 Every parser raises :class:`rooflow.errors.ParseError` (one sentence: file, line, cause, fix) for input it

@@ -1,0 +1,31 @@
+import pandas as pd
+
+from rooflow.io import read_json, write_csv, write_json
+from rooflow.logs import step_logging
+from rooflow.profilers.layers import layer_table, layer_table_note, read_kernel_table
+from rooflow.profilers.reconcile import reconcile
+from rooflow.tables import write_html_table
+from rooflow.timeline import compare_kernels, read_timeline
+
+i, o, w = snakemake.input, snakemake.output, snakemake.wildcards
+with step_logging(snakemake.log[0], "reconcile_ncu") as log:
+    totals, estimate = read_json(i.totals), read_json(i.estimate)
+    kernels, ops, layers = read_kernel_table(i.kernels), pd.read_csv(i.ops), pd.read_csv(i.layers)
+    result = reconcile(totals, estimate, w.precision, w.mode, bool(totals.get("tensor_metrics_collected")),
+                       architecture=snakemake.params.architecture, kernels=kernels, ops=ops, layers=layers)
+    record = {"device": w.device, "model": w.model, "batch": int(w.batch), "precision": w.precision,
+              "mode": w.mode, **result, "kernels_compared": None}
+    if i.timeline:
+        timeline = read_timeline(i.timeline[0])
+        if len(timeline):
+            record["kernels_compared"] = compare_kernels(timeline, kernels)
+            log.info("timed vs profiled kernels: %s", record["kernels_compared"]["message"] or "the same")
+        else:
+            log.info("the timing job recorded no kernel timeline: nothing to compare")
+    table = layer_table(kernels, ops, layers)
+    write_json(o.reconciliation, record)
+    write_csv(o.layers, table)
+    view = table.assign(flops_gap=table["measured_flops"] - table["estimated_flops"])
+    write_html_table(o.table, view, f"Per layer, measured vs estimated: {w.device}, {w.model}, batch {w.batch}, "
+                                    f"{w.precision}, {w.mode}", layer_table_note(table, result["cause"]))
+    log.info("measured/estimated FLOPs %s: %s", result["flops_ratio"], result["cause"] or "agree")
