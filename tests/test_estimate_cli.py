@@ -26,10 +26,12 @@ def test_json_several_models_with_prediction(capsys):
     for entry in payload:
         assert entry["batch"] == 4 and entry["mode"] == "training" and entry["precision"] == "tf32"
         assert entry["device"] == "a100-sxm4-40gb"
-        assert entry["predicted_seconds"] > 0
-        assert entry["predicted_seconds"] == pytest.approx(entry["compute_bound_seconds"]
-                                                           + entry["memory_bound_seconds"])
-        assert entry["ops_compute_bound"] + entry["ops_memory_bound"] > 0
+        # the time model's prediction, its range, and the per-op roofline beneath it (every op at its roof)
+        assert entry["predicted_seconds_low"] < entry["predicted_seconds"] < entry["predicted_seconds_high"]
+        assert 0 < entry["roofline_seconds"] < entry["predicted_seconds"]
+        assert entry["predicted_bound"] in ("host", "gpu")
+        assert "scaled from the h100-sxm5-80gb calibration" in entry["calibration_source"]  # an A100: not calibrated
+        assert entry["fits"] is True and entry["predicted_memory_bytes"] > entry["peak_memory_bytes"]
         assert "layers" not in entry
 
 
@@ -47,7 +49,17 @@ def test_cpu_without_ceilings_has_no_prediction(capsys):
     status, out, _ = run(capsys, "alexnet", "--device", "cpu", "--format", "json")
     assert status == 0
     (entry,) = json.loads(out)
-    assert entry["predicted_seconds"] is None and entry["compute_bound_seconds"] is None
+    assert entry["roofline_seconds"] is None and "predicted_seconds" not in entry  # no measured roofs yet
+    assert entry["predicted_memory_bytes"] == entry["peak_memory_bytes"] and entry["fits"] is None
+
+
+def test_vgg16_training_b256_does_not_fit_a_t4(capsys):
+    """The issue's example: 32.4 GB measured on an H100; the prediction says it cannot fit a 16 GB T4."""
+    status, out, _ = run(capsys, "vgg16", "--batch", "256", "--mode", "training", "--device", "t4")
+    assert status == 0
+    assert "vgg16 b256 fp32 training on t4: does not fit: needs 20.5 GB" in out
+    status, out, _ = run(capsys, "vgg16", "--batch", "256", "--mode", "training", "--device", "h100-sxm5-80gb")
+    assert "on h100-sxm5-80gb: fits" in out
 
 
 def test_csv_one_row_per_model(capsys):

@@ -17,6 +17,12 @@ def _display(value: float | None, scale: float, digits: int = 2) -> str:
     return "-" if value is None else f"{value / scale:,.{digits}f}"
 
 
+def _ms(seconds: float) -> str:
+    """Milliseconds with 3 significant digits, without exponents: 0.123, 12.3, 3,610."""
+    value = seconds * 1e3
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def _flatten(totals: dict[str, Any]) -> dict[str, Any]:
     """One CSV row: nested dicts become their own columns (peak memory parts) or JSON text."""
     row = {}
@@ -37,7 +43,7 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
               f"{'AI F/B':>7} {'peak GB':>8} {'bwd/fwd':>7}")
     has_time = any("predicted_seconds" in totals for totals, _ in results)
     if has_time:
-        header += f" {'pred ms':>9} {'bound':>13}"
+        header += f" {'pred ms':>9} {'range ms':>15} {'bound':>5} {'mem GB':>7} {'fits':>4}"
     print(header, file=out)
     print("-" * len(header), file=out)
     for totals, _ in results:
@@ -51,11 +57,15 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
                 f"{'-' if ratio is None else f'{ratio:.3f}':>7}")
         if has_time:
             seconds = totals.get("predicted_seconds")
+            memory = totals.get("predicted_memory_bytes")
+            fits = {True: "yes", False: "NO", None: "-"}[totals.get("fits")]
+            memory_text = "-" if memory is None else f"{memory / GIGA:.2f}"
             if seconds is None:
-                line += f" {'-':>9} {'no roof':>13}"
+                line += f" {'-':>9} {'no roof':>15} {'-':>5} {memory_text:>7} {fits:>4}"
             else:
-                share = totals["compute_bound_seconds"] / seconds if seconds else 0
-                line += f" {seconds * 1e3:>9.2f} {f'{share:.0%} compute':>13}"
+                span = f"{_ms(totals['predicted_seconds_low'])}–{_ms(totals['predicted_seconds_high'])}"
+                line += (f" {_ms(seconds):>9} {span:>15} {totals['predicted_bound']:>5} {memory_text:>7} "
+                         f"{fits:>4}")
         print(line, file=out)
     unsupported = {t["model"]: t["unsupported_ops"] for t, _ in results if t["unsupported_ops"]}
     print("\nFLOPs: 1 FMA = 2 FLOPs; attention counted as math-path bmm. Bytes: floor = input + weights + "
@@ -63,6 +73,14 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
           "every aten op reads its inputs and writes its outputs. AI = total FLOPs / floor bytes.", file=out)
     if unsupported:
         print(f"Ops without a FLOP formula (counted as 0 FLOPs, bytes counted): {unsupported}", file=out)
+    for totals, _ in results:
+        if totals.get("fit_verdict"):
+            print(f"{totals['model']} b{totals['batch']} {totals['precision']} {totals['mode']} on "
+                  f"{totals['device']}: {totals['fit_verdict']}.", file=out)
+    sources = {t["calibration_source"] for t, _ in results if t.get("calibration_source")}
+    for source in sorted(sources):
+        print(f"Predicted time: host and GPU work per op, calibration {source}; the range is its uncertainty. "
+              f"roofline ms: every op at its roof (a lower bound).", file=out)
     if show_layers:
         for totals, layers in results:
             print(f"\n{totals['model']} — per layer (GFLOP, MB)", file=out)
@@ -81,18 +99,28 @@ def run(args: argparse.Namespace) -> int:
     from rooflow.models import check_model_names
 
     check_model_names(args.models, "MODEL")
-    device = None
+    device = calibration = None
     if args.device:
+        from rooflow.calibration import for_device
         from rooflow.devices import load_device
+        from rooflow.io import read_json
 
         device = load_device(args.devices_file, args.device, args.ceilings)
+        calibration = for_device(device, read_json(args.ceilings) if args.ceilings else None)
     results = []
     for name in args.models:
         est = estimate(name, args.batch, args.precision, args.mode, args.input_size)
         totals = dict(est.totals)
         if device is not None:
+            from rooflow.estimate.predict import predict_memory
+            from rooflow.estimate.timemodel import predict_step
+
             totals["device"] = device.key
-            totals.update(predict_seconds(est.ops, device, args.precision, measured=args.measured))
+            roofline = predict_seconds(est.ops, device, args.precision, measured=args.measured)
+            totals["roofline_seconds"] = roofline.get("predicted_seconds")
+            if device.bandwidth(True) or device.bandwidth(False):
+                totals.update(predict_step(est.ops, totals, device, calibration).as_dict())
+            totals.update(predict_memory(totals, device))
         results.append((totals, est.layers))
 
     if args.format == "json":
@@ -123,8 +151,9 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "estimate", help="analytic FLOPs, bytes, peak memory (and predicted time) of models",
         description="Count FLOPs, DRAM bytes and peak memory of one step of torchvision models on the meta "
-                    "device (no memory, no compute: any batch in about a second), and predict its time on a "
-                    "device of the catalogue with a per-op roofline.")
+                    "device (no memory, no compute: any batch in about a second); with --device, predict its "
+                    "time (host and GPU work per op, from the device's calibration), its steady-state memory "
+                    "and whether it fits the device.")
     parser.add_argument("models", nargs="+", metavar="MODEL", help="torchvision classification model names")
     parser.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
@@ -133,7 +162,8 @@ def register(subparsers) -> None:
                         help="inference (eval, no_grad) or training (forward, loss, backward, SGD step)")
     parser.add_argument("--input-size", type=int, default=None,
                         help="square input side (default: the size the model's weights were evaluated at)")
-    parser.add_argument("--device", help="predict the step's time on this device (a key of --devices-file)")
+    parser.add_argument("--device", help="predict the step's time and memory on this device, and whether it fits "
+                                         "(a key of --devices-file; `rooflow devices` lists them)")
     parser.add_argument("--devices-file", default=str(default_catalogue_path()),
                         help="device catalogue (default: %(default)s)")
     parser.add_argument("--ceilings", default=None,
