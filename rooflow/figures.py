@@ -425,43 +425,80 @@ def time_by_layer_figure(estimated: dict[str, pd.Series], kernels: dict[str, dic
     return shares_out
 
 
+def _predicted_panel(ax, data: pd.DataFrame, predicted: str, measured: str, low: str, high: str, band: float,
+                     markers, colours, flags, unit: str, what: str) -> list:
+    """One panel of predicted (x) vs measured (y): the predicted range as a horizontal bar, the diagonal,
+    and the ±band lines that a measurement must fall between."""
+    flagged = _scatter_panel(ax, data, predicted, measured, markers, colours, flags, connect=False)
+    if low in data and high in data:
+        span = data[[predicted, low, high, measured]].dropna()
+        ax.errorbar(span[predicted], span[measured], xerr=[span[predicted] - span[low], span[high] - span[predicted]],
+                    fmt="none", ecolor="#999999", elinewidth=0.8, capsize=2, zorder=1)
+    values = pd.concat([data[predicted], data[measured]]).dropna()
+    scale, why = axis_scale(values)
+    lo, hi = float(values.min()), float(values.max())
+    lo, hi = (lo / 3, hi * 3) if scale == "log" else (0.0, hi * 1.15)
+    line = np.geomspace(max(lo, hi * 1e-6), hi, 50) if scale == "log" else np.linspace(lo, hi, 50)
+    ax.plot(line, line, color="black", linewidth=1.2, label=f"measured = predicted ({what})")
+    ax.fill_between(line, line * (1 - band), line * (1 + band), color="#4c72b0", alpha=0.12,
+                    label=f"±{100 * band:.0f}% band ({what})")
+    ax.set_xscale(scale)
+    ax.set_yscale(scale)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    note = f"\n({why})" if why else ""
+    ax.set_xlabel(f"Predicted {what} [{unit}] (bar: predicted range){note}")
+    ax.set_ylabel(f"Measured {what} [{unit}]{note}")
+    return flagged
+
+
 def predicted_figure(summary: pd.DataFrame, device: str, path: str | Path, flags: dict | None = None
                      ) -> pd.DataFrame:
-    """Predicted (analytic, per-op roofline) vs measured latency per run on one device, with the line of
-    perfect prediction and the ×2 band."""
+    """Predicted vs measured per run on one device: step time (the time model: host and GPU work per op,
+    rooflow.estimate.timemodel) and, on a GPU, the steady-state memory peak (rooflow.estimate.predict), each
+    with its band; runs outside it are flagged in Checks."""
     data = measured_runs(summary, device)
+    if "predicted_seconds" not in data:
+        data = data.assign(predicted_seconds=np.nan)
     data = data[data["predicted_seconds"].notna() & (data["predicted_seconds"] > 0)]
-    title = f"Predicted vs measured time on {device}"
+    title = f"Predicted vs measured time and memory on {device}"
     if data.empty:
         _no_data(path, f"no run on {device} has both a prediction and a measurement", title)
         return data
     data = data.assign(predicted_ms=data["predicted_seconds"] * 1e3, measured_ms=data["measured_seconds"] * 1e3)
+    for column in ("predicted_seconds_low", "predicted_seconds_high"):
+        if column in data:
+            data[column.replace("seconds", "ms")] = data[column] * 1e3
+    has_memory = "measured_memory_bytes" in data and data["measured_memory_bytes"].notna().any()
     markers, colours = _encodings(summary)
-    fig, ax = plt.subplots(figsize=(9.5, 6.5), layout="constrained")
-    flagged = _scatter_panel(ax, data, "predicted_ms", "measured_ms", markers, colours, flags, connect=False)
-    values = pd.concat([data["predicted_ms"], data["measured_ms"]])
-    scale, why = axis_scale(values)
-    low, high = float(values.min()), float(values.max())
-    if scale == "log":
-        low, high = low / 3, high * 3
-    else:
-        low, high = 0.0, high * 1.1
-    line = np.geomspace(max(low, high * 1e-6), high, 50) if scale == "log" else np.linspace(low, high, 50)
-    ax.plot(line, line, color="black", linewidth=1.2, label="measured = predicted")
-    ax.plot(line, 2 * line, color="#888888", linestyle="--", linewidth=1, label="measured = 2 × predicted")
-    ax.plot(line, line / 2, color="#888888", linestyle=":", linewidth=1, label="measured = predicted / 2")
-    ax.set_xscale(scale)
-    ax.set_yscale(scale)
-    ax.set_xlim(low, high)
-    ax.set_ylim(low, high)
-    note = f"\n({why})" if why else ""
-    ax.set_xlabel(f"Predicted time per step [ms] (analytic per-op roofline){note}")
-    ax.set_ylabel(f"Measured time per step [ms] (median){note}")
-    handles = [*ax.get_legend_handles_labels()[0]]
+    fig, axes = plt.subplots(1, 2 if has_memory else 1, figsize=(14 if has_memory else 9.5, 6.5),
+                             layout="constrained", squeeze=False)
+    band = float((data["predicted_seconds_high"] / data["predicted_seconds"] - 1).median()) \
+        if "predicted_seconds_high" in data and data["predicted_seconds_high"].notna().any() else 0.25
+    flagged = _predicted_panel(axes[0][0], data, "predicted_ms", "measured_ms", "predicted_ms_low",
+                               "predicted_ms_high", band, markers, colours, flags, "ms", "time per step")
+    axes[0][0].set_title("outside the band: the Checks name what carries the predicted time", fontsize=10)
+    columns = ["device", "model", "batch", "precision", "mode", "predicted_ms", "measured_ms"]
+    if has_memory:
+        from rooflow.summary import MEMORY_BAND
+
+        memory = data[data["measured_memory_bytes"].notna() & data["predicted_memory_bytes"].notna()].copy()
+        for column in ("predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high",
+                       "measured_memory_bytes"):
+            memory[column.replace("bytes", "gb")] = memory[column] / 1e9
+        flagged += _predicted_panel(axes[0][1], memory, "predicted_memory_gb", "measured_memory_gb",
+                                    "predicted_memory_gb_low", "predicted_memory_gb_high", MEMORY_BAND, markers,
+                                    colours, flags, "GB", "steady-state memory peak")
+        axes[0][1].set_title("bar: tensors alone … with an FFT workspace (autotuner's choice)", fontsize=10)
+        data = data.merge(memory[["model", "batch", "precision", "mode", "predicted_memory_gb",
+                                  "measured_memory_gb"]], how="left", on=["model", "batch", "precision", "mode"])
+        columns += ["predicted_memory_gb", "measured_memory_gb"]
+    handles = [*axes[0][0].get_legend_handles_labels()[0]]
+    if has_memory:
+        handles += axes[0][1].get_legend_handles_labels()[0]
     handles += legend_handles(summary["model"], data["batch"], data["mode"], sorted(set(flagged)))
-    ax.set_title("above the diagonal: slower than the per-op roofline predicts", fontsize=10)
     _finish(fig, handles, path, title)
-    return data[["device", "model", "batch", "precision", "mode", "predicted_ms", "measured_ms"]]
+    return data[columns]
 
 
 def run_label(model: str, batch: Any, precision: str, mode: str) -> str:
