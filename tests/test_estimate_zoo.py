@@ -79,3 +79,15 @@ def test_zoo_model(name):
         else:
             assert train["forward_macs"] == pytest.approx(batch * infer1["forward_macs"], rel=0.01)
         assert train["optimizer_flops"] > 0 and train["peak_memory_bytes"] > train["weight_bytes"] * 3
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.parametrize("name", classification_models())
+def test_zoo_model_trains_under_autocast(name, precision):
+    """Every classification model estimates a bf16 and an fp16 training step (autocast emulation: convolutions
+    and linears with biases, attention, the fp32 losses) with every op counted and the same FLOPs as in fp32."""
+    batch = 2  # inception_v3's auxiliary BatchNorm cannot train on one image
+    low = estimate(name, batch, precision, "training").totals
+    assert low["unsupported_ops"] == {}, low["unsupported_ops"]
+    assert low["forward_macs"] > 0 and low["backward_flops"] > low["forward_flops"]
+    assert 1.78 <= low["matmul_backward_forward_ratio"] <= 2.0 + 1e-9
