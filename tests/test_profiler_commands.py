@@ -171,8 +171,8 @@ def test_rooflow_ncu_table(capsys):
 def test_rooflow_nsys(capsys):
     assert main(["nsys", str(A100_TRACE), "--format", "json"]) == 0
     totals = json.loads(capsys.readouterr().out)
-    assert list(totals) == ["kernels", "kernel_seconds", "memcpy_seconds", "all_rows_seconds", "by_class",
-                            "source_format"]
+    assert list(totals) == ["kernels", "kernel_seconds", "memcpy_seconds", "memset_seconds", "all_rows_seconds",
+                            "by_class", "source_format"]
     assert round(totals["kernel_seconds"] * 1e3, 2) == 20.95
     assert main(["nsys", str(A100_TRACE)]) == 0
     out = capsys.readouterr().out

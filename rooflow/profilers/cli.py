@@ -75,10 +75,13 @@ def _ncu_table(result) -> str:
 def _nsys_table(result) -> str:
     totals = result.totals
     kernel, memcpy, every = totals["kernel_seconds"], totals["memcpy_seconds"], totals["all_rows_seconds"]
+    memset = totals["memset_seconds"]
     memcpy_text = format_quantity(memcpy, "s") if memcpy is not None else "not in report"
+    memset_text = format_quantity(memset, "s") if memset is not None else "not in report"
     lines = [f"Nsight Systems: {totals['kernels']} kernel launches ({totals['source_format']})", "",
              f"  kernel time          {format_quantity(kernel, 's'):>12}   kernel rows only: the GPU time of the step",
-             f"  memcpy/memset time   {memcpy_text:>12}   kept apart: copies are not kernel time",
+             f"  memcpy time          {memcpy_text:>12}   kept apart: copies are not kernel time",
+             f"  memset time          {memset_text:>12}   kept apart: fills are not kernel time",
              f"  all rows             {format_quantity(every, 's'):>12}   a naive sum of every row, NOT the step's time",
              "", "Kernel time by class:"]
     for name, seconds in totals["by_class"].items():
