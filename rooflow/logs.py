@@ -43,7 +43,7 @@ def describe_failure(error: BaseException) -> str | None:
     'results/x.json: no such file or directory; check the path (did the step that writes it run?).'
     """
     if isinstance(error, RooflowError):
-        return str(error)
+        return " ".join(str(error).split("\n"))  # one line, whatever the message
     if isinstance(error, OSError):
         fix = _OS_FIXES.get(error.errno or -1)
         if fix is None:

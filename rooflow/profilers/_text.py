@@ -81,28 +81,38 @@ def _read_all(path: Path, handle: BinaryIO) -> bytes:
                          f"copy the file again from where the profiler wrote it.")
 
 
-def read_blocks(path: str | Path, block_bytes: int = 1 << 24) -> Iterator[bytes]:
+def read_blocks(path: str | Path, block_bytes: int = 1 << 21) -> Iterator[bytes]:
     """The file's bytes (decompressed if gzip) in blocks of about `block_bytes` that end at a line break;
-    only the last block may end without one. Read errors are ParseErrors naming the file."""
+    only the last block may end without one. Read errors are ParseErrors naming the file.
+
+    One buffer is reused (``readinto``): no fresh allocation per block, which on a busy machine costs more
+    page faults than the parsing of the block."""
     path = Path(path)
+    buffer = bytearray(block_bytes)
+    filled = 0
     with open_binary(path) as handle:
-        rest = b""
         while True:
+            if filled == len(buffer):  # a line longer than the buffer: make room
+                buffer.extend(bytes(len(buffer)))
             try:
-                data = handle.read(block_bytes)
+                with memoryview(buffer) as view:
+                    read = handle.readinto(view[filled:])
             except (OSError, EOFError, zlib.error) as error:
                 raise ParseError(f"{path}: the gzip data is corrupt or truncated ({error}); "
                                  f"copy the file again from where the profiler wrote it.")
-            if not data:
-                if rest:
-                    yield rest
+            if not read:
+                if filled:
+                    yield bytes(buffer[:filled])
                 return
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:  # a line longer than the block: keep reading
-                rest += data
+            filled += read
+            cut = buffer.rfind(b"\n", 0, filled) + 1
+            if cut == 0:
                 continue
-            yield rest + data[:cut] if rest else data[:cut]
-            rest = data[cut:]
+            with memoryview(buffer) as view:
+                block = bytes(view[:cut])
+            buffer[: filled - cut] = buffer[cut:filled]
+            filled -= cut
+            yield block
 
 
 # Leading bytes of file kinds a user may give by mistake, and what to do instead.
