@@ -253,6 +253,10 @@ MALFORMED_CAUSES = {
     "ncu_errnvgpuctrperm.log": "ERR_NVGPUCTRPERM",
     "ncu_text_truncated.txt": "this is Nsight Compute (ncu) output, not an nsys stats report",
     "nsys_profile_no_report.log": "the capture range never opened",
+    "ncu_report_binary.ncu-rep": "binary Nsight Compute report (.ncu-rep), not an nsys stats report",
+    "nvprof_metrics.csv": "this is nvprof output",
+    "ncu_no_kernels.log": "No kernels were profiled",
+    "ncu_details_row_too_long.csv": "this is Nsight Compute (ncu) output",
 }
 
 

@@ -124,13 +124,13 @@ _MAGIC = [(b"PK\x03\x04", "a ZIP archive", "unpack it and give the file inside")
           (b"SQLite format 3\x00", "an SQLite database (an nsys export?)",
            "give the CSV that `nsys stats --format csv` writes from it")]
 _REPORT_SUFFIXES = {
-    ".ncu-rep": ("an Nsight Compute report", "export its details page as text with `ncu --import {path} --csv "
+    ".ncu-rep": ("a binary Nsight Compute report (.ncu-rep)", "export its details page as text with `ncu --import {path} --csv "
                  "--page details > {stem}.csv` and give that file"),
-    ".nsys-rep": ("an Nsight Systems report", "run `nsys stats --report cuda_gpu_kern_sum,cuda_gpu_trace "
+    ".nsys-rep": ("a binary Nsight Systems report (.nsys-rep)", "run `nsys stats --report cuda_gpu_kern_sum,cuda_gpu_trace "
                   "--format csv --output {stem} {path}` and give the CSV files it writes"),
-    ".qdrep": ("an Nsight Systems report", "run `nsys stats --report gpukernsum,gputrace --format csv "
+    ".qdrep": ("a binary Nsight Systems report (.qdrep)", "run `nsys stats --report gpukernsum,gputrace --format csv "
                "--output {stem} {path}` and give the CSV files it writes"),
-    ".qdstrm": ("an unimported Nsight Systems capture", "open it with a full Nsight Systems (QdstrmImporter) to "
+    ".qdstrm": ("an unimported Nsight Systems capture (.qdstrm)", "open it with a full Nsight Systems (QdstrmImporter) to "
                 "make a .nsys-rep, then run `nsys stats` on that"),
 }
 
@@ -331,6 +331,26 @@ def looks_like_nsys_report(lines: list[str]) -> bool:
 def looks_like_ncu_output(lines: list[str]) -> bool:
     """ncu's CSV header or its ==PROF== lines (for a hint when given to the nsys parser)."""
     return any(line.startswith(('"ID","Process ID"', "==PROF==")) for line in lines[:2000])
+
+
+# Other profilers' output, recognised so the error can say what the file is.
+_OTHER_TOOLS = [
+    (re.compile(r"^==\d+== NVPROF is profiling|^\"Device\",\"Kernel\",\"Invocations\""),
+     "nvprof output (the profiler before Nsight Compute; it does not support GPUs from Ampere on)"),
+    (re.compile(r"^\"?(KernelName|Index)\"?,.*\b(gpu-id|DurationNs|BeginNs)\b"), "rocprof output (AMD GPUs)"),
+    (re.compile(r"^\s*\{\s*\"(traceEvents|schemaVersion|deviceProperties)\""),
+     "a torch.profiler / Chrome trace (JSON)"),
+    (re.compile(r"^\s*Name\s+Self CPU %"), "a torch.profiler table (key_averages)"),
+]
+
+
+def other_tool(lines: list[str]) -> str | None:
+    """What another profiler's output is, from its first lines; None when it is not one rooflow knows."""
+    for line in lines[:50]:
+        for pattern, kind in _OTHER_TOOLS:
+            if pattern.search(line):
+                return kind
+    return None
 
 
 def looks_like_html(text: str) -> bool:

@@ -11,17 +11,54 @@ never from the file name:
 - **details page CSV** (``--csv``, the default page): one row per kernel × metric, the ncu ≤ 2021 header
   (``"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context","Stream",
   "Section Name","Metric Name","Metric Unit","Metric Value"``) or the newer one (``... "Block Size","Grid Size",
-  "Device","CC", ...`` and ``"Rule Name", ..., "Estimated Speedup"``); rule rows (empty metric fields) are
-  skipped; application output and ``==PROF==``/``==WARNING==`` lines before or between the CSV lines too.
+  "Device","CC", ...``), either followed by ``"Rule Name","Rule Type","Rule Description"`` (and, newer,
+  ``"Estimated Speedup Type","Estimated Speedup"``) when sections and rules ran. ncu writes the metric rows of
+  such a page WITHOUT the trailing rule fields (13 fields under a header of 15): a row may have fewer fields
+  than the header as long as it reaches every column rooflow reads (up to "Metric Value"), and is padded; a
+  row with more fields than the header, a row that stops before "Metric Value" with CSV rows after it, or a
+  second, different header is refused (two outputs mixed, or an edited file); a last row cut mid-line, before
+  "Metric Value", or after a comma without a line break, and a last kernel with fewer metrics than every other
+  kernel, are truncation. Rule rows (empty metric fields) are skipped; application output and
+  ``==PROF==``/``==WARNING==`` lines before or between the CSV lines too. The page is streamed
+  (:mod:`rooflow.profilers._details`): its size does not matter.
 - **raw page CSV** (``--csv --page raw``): one wide row per kernel, a units row under the header.
-- **one metric per file** sets (NERSC's ``out.<metric>``): every file given to :func:`aggregate_ncu` belongs
-  to ONE run; they are merged by kernel ID, and the IDs and kernel names must agree.
+- **one metric per file** sets (NERSC's ``out.<metric>``). Files that hold the same kernels (the same IDs and
+  names) are ONE ncu run: they are merged by kernel ID, and a metric they both hold must agree kernel by kernel.
+  Files whose kernel lists differ are SEPARATE ncu runs of the step (one run per metric, as NERSC profiles:
+  cuDNN's autotuner or a differently truncated kernel name makes the lists differ by a few kernels). Their
+  totals are sums over each file's own kernels; ``totals["runs"]`` and ``totals["kernels_per_run"]`` and a note
+  ("12 files from 12 separate ncu runs: 797–801 kernels ...") say so; the per-kernel table then stacks the
+  runs (kernel IDs restart with each run; a row holds only what its own run measured, so every additive column
+  still sums to its total, and a quantity that needs metrics of two runs in one kernel — time from cycles and
+  cycles per second — is not reported). Refused: runs whose kernel counts differ by more than
+  :data:`SEPARATE_RUNS_TOLERANCE` (not the same step), and one metric in two runs with different totals (which
+  one counts?); the same metric with the same total is counted once. A run whose kernels are exactly the first
+  ones of another's is accepted with a note (it may be a file cut at a line boundary).
+
+Which metrics each total needs (any one of the options; ``rooflow.profilers.metrics`` names them):
+
+=================  ==================================================================================
+``flops_fp32``     fadd, fmul, ffma SASS counters (``flops_fp64``: dadd, dmul, dfma; ``flops_fp16``: hadd, hmul, hfma)
+``flops_tensor``   the ``sm__ops_path_tensor_src_*`` counters, or ``sm__inst_executed_pipe_tensor.sum`` on sm_70
+``dram_bytes``     ``dram__bytes.sum``, or read + write, or 32 × ``dram__sectors.sum`` (or read + write sectors)
+``l2_bytes``       ``lts__t_bytes.sum`` or 32 × ``lts__t_sectors.sum``
+``l1_bytes``       ``l1tex__t_bytes.sum`` or 32 × ``l1tex__t_sectors.sum``
+``seconds``        ``gpu__time_duration.sum``, or ``sm__cycles_elapsed.avg`` / its ``.per_second`` per kernel
+=================  ==================================================================================
+
+Without ``required_metrics`` every metric is optional: a total none of whose metrics was collected is None
+(null in JSON), never zero, and a total missing some of its counters (fadd and fmul without ffma) says so in
+the notes. With ``required_metrics`` (the list ncu was asked for: the workflow's
+:func:`~rooflow.profilers.metrics.metrics_for_architecture`), every metric of the list must be in the input:
+one that is not is an error naming it, because a metric the GPU lacks makes ncu fail with "Failed to find
+metric", so a missing one means the file is not that run's output or was cut.
 
 Units are converted per value to SI base units (bytes, seconds, counts, per-second rates) before anything
 is added; rates are never summed across kernels (per-kernel time is cycles / cycles-per-second, then summed).
-Anything else — a truncated file, an HTML page, ``==ERROR==`` lines (ERR_NVGPUCTRPERM), "No kernels were
-profiled", an empty or foreign file — raises :class:`rooflow.errors.ParseError` with one sentence naming the
-file, the line, the cause and the fix.
+Anything else — a truncated file, an HTML page, a binary file (an ``.ncu-rep`` report: export it with
+``ncu --import``), ``==ERROR==`` lines (ERR_NVGPUCTRPERM), "No kernels were profiled", an empty, foreign or
+unreadable file, a directory — raises :class:`rooflow.errors.ParseError` with one sentence naming the file, the
+line, the cause and the fix.
 """
 
 from __future__ import annotations
@@ -50,6 +87,7 @@ from rooflow.profilers._text import (
     check_head,
     first_content_line,
     looks_like_nsys_report,
+    other_tool,
     profiler_error_numbered,
     profiler_lines,
     read_blocks,
@@ -138,7 +176,7 @@ class NcuResult:
 # --------------------------------------------------------------------------------------------------
 # Reading one file
 
-OUTPUT = "Nsight Compute output"
+OUTPUT = "the text or CSV output of Nsight Compute (ncu)"
 EMPTY_CAUSE = "the profiler wrote nothing (it failed, or its output went elsewhere)"
 AGAIN = "profile again"
 _HEADER_START = b'"ID",'
@@ -403,6 +441,10 @@ def _parse_text(path: Path, lines: list[str], seen: set[str]) -> dict[int, _Kern
         if looks_like_nsys_report(lines):
             raise ParseError(f"{path}: line {where}: this is an nsys stats report, not Nsight Compute output; "
                              f"aggregate it with `rooflow nsys` (rooflow.profilers.nsys.aggregate_nsys).")
+        tool = other_tool(lines)
+        if tool:
+            raise ParseError(f"{path}: line {where}: this is {tool}, not Nsight Compute output; profile with ncu "
+                             f"(the workflow's profile_ncu rule) and give its output.")
         raise ParseError(f"{path}: line {where}: not Nsight Compute output (it starts {first!r}); rooflow "
                          f"expects ncu's text output (kernel lines '  <name>, Context N, Stream N' with metric "
                          f"tables) or its --csv details or raw page (a header starting \"ID\",\"Process ID\").")
@@ -674,12 +716,16 @@ def _check_required(files: list[_File], required: Iterable[str]) -> None:
     if not missing:
         return
     names = ", ".join(missing)
-    where = (f"{files[0].path}: the file holds" if len(files) == 1 else
-             f"{files[0].path} and the {len(files) - 1} other files given: none holds")
-    raise ParseError(f"{where} no {names} although ncu was asked for {'it' if len(missing) == 1 else 'them'}, so "
-                     f"{'it is' if len(missing) == 1 else 'they are'} not the output of that ncu run or the file "
-                     f"was cut or edited; profile again with the same metric list "
-                     f"(rooflow.profilers.metrics.metrics_for_architecture) and give the file ncu wrote.")
+    them = "it" if len(missing) == 1 else "them"
+    if len(files) == 1:
+        where = f"{files[0].path}: ncu was asked for {names} but the file does not hold {them}"
+    else:
+        more = len(files) - 1
+        where = (f"{files[0].path} (and {more} more file{'s' if more > 1 else ''}): ncu was asked for {names} but "
+                 f"none of the files holds {them}")
+    raise ParseError(f"{where}, so the input is not the output of that ncu run or was cut or edited; profile again "
+                     f"with the same metric list (rooflow.profilers.metrics.metrics_for_architecture) and give the "
+                     f"file ncu wrote.")
 
 
 def aggregate_ncu(paths: list[str | Path] | str | Path, required_metrics: Iterable[str] | None = None) -> NcuResult:

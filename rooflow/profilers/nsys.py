@@ -42,6 +42,7 @@ from rooflow.errors import ParseError
 from rooflow.profilers._text import (
     first_content_line,
     looks_like_ncu_output,
+    other_tool,
     parse_number,
     profiler_lines,
     read_text,
@@ -146,6 +147,10 @@ def _read_tables(path: Path, text: str) -> list[_Table]:
         if looks_like_ncu_output(lines):
             raise ParseError(f"{path}: line {where}: this is Nsight Compute (ncu) output, not an nsys stats report; "
                              f"aggregate it with `rooflow ncu` (rooflow.profilers.ncu.aggregate_ncu).")
+        tool = other_tool(lines)
+        if tool:
+            raise ParseError(f"{path}: line {where}: this is {tool}, not an nsys stats report; profile with nsys "
+                             f"(the workflow's profile_nsys rule) and give the CSV reports of `nsys stats`.")
         raise ParseError(f"{path}: line {where}: not an nsys stats CSV report (it starts "
                          f"{lines[where - 1].strip()[:70]!r}); rooflow reads the cuda_gpu_kern_sum and "
                          f"cuda_gpu_trace reports of `nsys stats --format csv` (gpukernsum/gputrace before 2022).")
