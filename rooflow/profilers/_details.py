@@ -129,11 +129,12 @@ class DetailsReader:
         # Kernel descriptions (name, cc, grid, block, NVTX stack), each stored once: kernels repeat.
         self.description_codes: dict[bytes, int] = {}
         self.descriptions: list[tuple[str, str | None, str, str, str]] = []
-        self.known: set[int] = set()
+        self.known: set[int] | None = None  # built only if IDs ever come out of order
         self.max_known = -1
         self.kernels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (ids, lines, description codes)
-        # Per block: (kernel IDs, values, present) — kernels × metrics, NaN where absent or n/a.
-        self.blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        # Every block's kernels × metrics (NaN where absent or n/a), in a few arrays that grow by doubling:
+        # one big allocation instead of a small one per block that would pin the heap.
+        self.store = _Rows()
         self.rows: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self.stored_codes: set[int] = set()
         self.bad_units: dict[str, tuple[str, int]] = {}
@@ -237,7 +238,7 @@ class DetailsReader:
         matrix = np.full(len(kernel_ids) * width, np.nan)
         matrix[cells[stored]] = values[stored]
         self.stored_codes.update(np.unique(codes[stored]).tolist())
-        self.blocks.append((kernel_ids, matrix.reshape(-1, width), present.reshape(-1, width)))
+        self.store.append(kernel_ids, matrix.reshape(-1, width), present.reshape(-1, width))
 
     def _register(self, registrations: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
         """Keep the kernels first seen in this block: the row with the lowest line of each new ID."""
@@ -253,13 +254,15 @@ class DetailsReader:
             return
         if not (ids[0] > self.max_known and (len(ids) == 1 or (np.diff(ids) > 0).all())):
             # IDs out of order or seen before (not how ncu writes them, but legal): one at a time.
+            if self.known is None:
+                self.known = set(np.concatenate([k[0] for k in self.kernels]).tolist()) if self.kernels else set()
             new = []
             for index, kernel_id in enumerate(ids.tolist()):
                 if kernel_id not in self.known:
                     self.known.add(kernel_id)
                     new.append(index)
             ids, numbers, descriptions = ids[new], numbers[new], descriptions[new]
-        else:
+        elif self.known is not None:
             self.known.update(ids.tolist())
         if len(ids):
             self.max_known = max(self.max_known, int(ids.max()))
@@ -482,25 +485,25 @@ class DetailsReader:
         order = np.argsort(kernel_ids, kind="stable")
         kernel_ids, kernel_lines, kernel_descriptions = (kernel_ids[order], kernel_lines[order],
                                                          kernel_descriptions[order])
-        table = np.empty((len(self.descriptions), 5), dtype=object)
-        table[:] = self.descriptions
-        described = table[kernel_descriptions]
+        # Kernel descriptions repeat (the same kernel launched again): the text columns are categorical.
+        columns = {}
+        for position, column in enumerate(("name", "cc", "grid_size", "block_size", "nvtx_stack")):
+            codes, uniques = pd.factorize(np.array([d[position] for d in self.descriptions], dtype=object),
+                                          use_na_sentinel=True)
+            values = pd.Categorical.from_codes(codes[kernel_descriptions], categories=pd.Index(uniques, dtype=object))
+            if column == "cc":  # few values, compared and filled across files: plain objects, None where absent
+                values = np.asarray(values, dtype=object)
+                values[pd.isna(values)] = None
+            columns[column] = values
         index = pd.Index(kernel_ids, name="id")
-        info = pd.DataFrame({"name": described[:, 0], "line": kernel_lines, "cc": described[:, 1],
-                             "grid_size": described[:, 2], "block_size": described[:, 3],
-                             "nvtx_stack": described[:, 4]}, index=index)
+        info = pd.DataFrame({"name": columns["name"], "line": kernel_lines, "cc": columns["cc"],
+                             "grid_size": columns["grid_size"], "block_size": columns["block_size"],
+                             "nvtx_stack": columns["nvtx_stack"]}, index=index)
 
         names = sorted(self.codes, key=self.codes.get)
         width = len(names)
-        matrices, presents = [], []
-        for _, matrix, present in self.blocks:
-            if matrix.shape[1] < width:  # metrics first seen in a later block
-                matrix = np.pad(matrix, ((0, 0), (0, width - matrix.shape[1])), constant_values=np.nan)
-                present = np.pad(present, ((0, 0), (0, width - present.shape[1])), constant_values=False)
-            matrices.append(matrix)
-            presents.append(present)
-        ids = np.concatenate([block[0] for block in self.blocks])
-        matrix, present = np.concatenate(matrices), np.concatenate(presents)
+        ids, matrix, present = self.store.arrays(width)
+        self.store = _Rows()
         order = np.argsort(ids, kind="stable")  # a kernel cut by a block boundary: earlier block first
         ids, matrix, present = ids[order], matrix[order], present[order]
         repeated = np.flatnonzero(ids[1:] == ids[:-1]) + 1
@@ -530,6 +533,46 @@ class DetailsReader:
                                  f"is truncated; profile again or copy the whole file.")
         return DetailsPage(info=info, wide=wide, bad_units=dict(self.bad_units), seen=set(self.seen),
                            notices=list(self.notices))
+
+
+class _Rows:
+    """Kernel IDs with their row of metric values and presence flags, in arrays that grow by doubling."""
+
+    def __init__(self):
+        self.count = 0
+        self.ids = np.empty(0, dtype=np.int64)
+        self.matrix = np.empty((0, 0))
+        self.present = np.empty((0, 0), dtype=bool)
+
+    def append(self, ids: np.ndarray, matrix: np.ndarray, present: np.ndarray) -> None:
+        rows, width = matrix.shape
+        if self.count + rows > len(self.ids) or width > self.matrix.shape[1]:
+            capacity = max(2 * len(self.ids), self.count + rows, 1024)
+            columns = max(width, self.matrix.shape[1])
+            grown = np.full((capacity, columns), np.nan)
+            grown[: self.count, : self.matrix.shape[1]] = self.matrix[: self.count]
+            flags = np.zeros((capacity, columns), dtype=bool)
+            flags[: self.count, : self.present.shape[1]] = self.present[: self.count]
+            identities = np.empty(capacity, dtype=np.int64)
+            identities[: self.count] = self.ids[: self.count]
+            self.ids, self.matrix, self.present = identities, grown, flags
+        end = self.count + rows
+        self.ids[self.count:end] = ids
+        self.matrix[self.count:end, :width] = matrix
+        self.present[self.count:end, :width] = present
+        self.count = end
+
+    def arrays(self, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(IDs, values, present), `width` metric columns (those first seen late: NaN / absent before)."""
+        ids = self.ids[: self.count]
+        if self.matrix.shape[1] == width:
+            return ids, self.matrix[: self.count], self.present[: self.count]
+        matrix = np.full((self.count, width), np.nan)
+        present = np.zeros((self.count, width), dtype=bool)
+        known = min(width, self.matrix.shape[1])
+        matrix[:, :known] = self.matrix[: self.count, :known]
+        present[:, :known] = self.present[: self.count, :known]
+        return ids, matrix, present
 
 
 # --------------------------------------------------------------------------------------------------
