@@ -324,7 +324,8 @@ def test_separate_runs_with_other_kernel_lists_sum_each_metric_over_its_own_file
     assert list(kernels["id"][:3]) == [0, 1, 2] and kernels["id"].iloc[796] == 0
     for key in ("dram_bytes", "l2_bytes", "flops_fp32"):
         assert math.fsum(kernels[key].dropna()) == totals[key]
-    assert kernels["dram_bytes"].iloc[796:].isna().all()  # the other runs did not measure DRAM
+    assert kernels["dram_bytes"].iloc[796:].isna().all()  # the other runs did not measure DRAM ...
+    assert not any("report n/a" in note for note in result.notes)  # ... which is not "n/a"
     assert result.metrics.index.names == ["run", "id"]
 
 

@@ -793,8 +793,9 @@ def aggregate_ncu(paths: list[str | Path] | str | Path, required_metrics: Iterab
         if len(files) > 1:
             notes.append(f"{len(files)} files merged by kernel ID as one run.")
     for key in ("flops_fp32", "dram_bytes"):
-        partial = table[key].isna() & table[key].notna().any()
-        if partial.any():
-            notes.append(f"{key}: {int(partial.sum())} kernels report n/a and are left out of the total.")
+        # Within each run: a run that did not measure a quantity at all is not "n/a" for it.
+        partial = sum(int((part[key].isna() & part[key].notna().any()).sum()) for part in tables)
+        if partial:
+            notes.append(f"{key}: {partial} kernels report n/a and are left out of the total.")
     return NcuResult(kernels=table, totals=totals, metrics=metrics, paths=paths, notes=notes,
                      runs=[[parsed.path for parsed in run.files] for run in runs])
