@@ -35,9 +35,10 @@ lint: install
 	$(BIN)/snakefmt --check Snakefile rules
 	$(BIN)/snakemake --lint
 
-bench: install  ## benchmarks: estimator speed and CPU ceilings, printed as tables
+bench: install  ## benchmarks: estimator speed, CPU ceilings, ncu aggregation of a ~1 GB CSV, printed as tables
 	$(BIN)/python benchmarks/bench_estimate.py
 	$(BIN)/python benchmarks/bench_ceilings.py
+	$(BIN)/python benchmarks/bench_ncu_aggregate.py
 
 clean:
 	rm -rf results logs report.html .snakemake

@@ -12,7 +12,7 @@ import logging
 import sys
 
 from rooflow import __version__
-from rooflow.errors import RooflowError
+from rooflow.logs import INTERRUPTED_STATUS, describe_failure
 
 # Modules offering sub-commands, in the order ``rooflow --help`` lists them.
 COMMAND_MODULES = (
@@ -64,11 +64,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except RooflowError as error:
-        print(f"rooflow {args.command}: error: {error}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # `rooflow estimate ... | head`
         return 0
+    except KeyboardInterrupt:
+        print(f"rooflow {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS
+    except Exception as error:
+        # A failure rooflow can foresee (RooflowError, a missing/unreadable/binary file, a full disk) is one
+        # line naming the input and the fix; anything else is a bug and keeps its traceback.
+        message = describe_failure(error)
+        if message is None:
+            raise
+        print(f"rooflow {args.command}: error: {message}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

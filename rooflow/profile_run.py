@@ -49,3 +49,22 @@ def run_tool(command: list[str], log_path: str | Path, what: str, outputs: list[
             check_profiler_log(path)
     if completed.returncode != 0:
         raise RooflowError(f"{what} exited with status {completed.returncode}: see {log_path} for its output")
+
+
+def require_nsys_report(report_stem: str | Path, executable: str, log_path: str | Path) -> Path:
+    """The ``.nsys-rep`` that ``nsys profile -o <report_stem>`` wrote, or one sentence saying why there is none.
+
+    The nsys bundled inside Nsight Compute writes only a ``.qdstrm`` capture (it lacks the QdstrmImporter),
+    and ``nsys stats`` would then fail with "input file does not exist" (fixture
+    h100-rooflow/nsys-without-qdstrm-importer.log): say what happened and how to fix it instead.
+    """
+    from rooflow.profilers._text import NO_NSYS_REPORT
+
+    report = Path(f"{report_stem}.nsys-rep")
+    if report.is_file():
+        return report
+    capture = Path(f"{report_stem}.qdstrm")
+    if capture.is_file():
+        raise RooflowError(NO_NSYS_REPORT.format(nsys=executable, qdstrm=capture) + f" (see {log_path})")
+    raise RooflowError(f"nsys profile wrote no report {report.name}: see {log_path} for its output, fix the "
+                       f"cause it names and profile again, or set profiling.nsys.enabled: false")

@@ -37,7 +37,7 @@ COLUMNS = [
     "estimated_peak_memory_bytes", "forward_backward_flops_ratio",
     "measured_seconds", "seconds_spread", "forward_seconds", "backward_seconds", "images_per_second",
     "measured_flops", "measured_dram_bytes", "measured_tensor_flops", "kernel_seconds", "memcpy_seconds",
-    "flops", "flops_source", "bytes", "bytes_source", "arithmetic_intensity",
+    "memset_seconds", "flops", "flops_source", "bytes", "bytes_source", "arithmetic_intensity",
     "achieved_flops_per_second", "peak_flops_per_second", "bandwidth_bytes_per_second", "roof_source",
     "ridge_intensity", "attainable_flops_per_second", "percent_of_roofline", "bound",
     "measured_peak_flops_per_second", "measured_bandwidth_bytes_per_second",
@@ -193,6 +193,7 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
     if nsys:
         row["kernel_seconds"] = nsys.get("kernel_seconds")
         row["memcpy_seconds"] = nsys.get("memcpy_seconds")
+        row["memset_seconds"] = nsys.get("memset_seconds")
         if row.get("measured_seconds") is None and nsys.get("kernel_seconds"):
             # Imported profiles without an event timing: the kernel time of the one profiled iteration.
             row["measured_seconds"] = nsys["kernel_seconds"]

@@ -9,5 +9,5 @@ with step_logging(snakemake.log[0], "aggregate_nsys") as log:
                   mode=w.mode, files=list(snakemake.input))
     write_json(snakemake.output.totals, totals)
     write_csv(snakemake.output.kernels, result.kernels)
-    log.info("%d kernels, %.4g s kernel time, %.4g s memcpy", totals["kernels"], totals["kernel_seconds"],
-             totals["memcpy_seconds"] or 0)
+    log.info("%d kernels, %.4g s kernel time, %.4g s memcpy, %.4g s memset", totals["kernels"],
+             totals["kernel_seconds"], totals["memcpy_seconds"] or 0, totals["memset_seconds"] or 0)

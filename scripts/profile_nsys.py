@@ -4,7 +4,7 @@ from pathlib import Path
 
 from rooflow.errors import RooflowError
 from rooflow.logs import step_logging
-from rooflow.profile_run import driver_argv, require_tool, run_tool
+from rooflow.profile_run import driver_argv, require_nsys_report, require_tool, run_tool
 from rooflow.profilers.commands import nsys_commands, nsys_stats_outputs
 
 w, p, out = snakemake.wildcards, snakemake.params, snakemake.output
@@ -17,6 +17,7 @@ with step_logging(snakemake.log[0], "profile_nsys"):
         stem = Path(scratch) / "nsys"
         profile, stats = nsys_commands(executable, stem, argv, p.tool["extra_args"])
         run_tool(profile, snakemake.log[0], "nsys profile")
+        require_nsys_report(stem, executable, snakemake.log[0])
         produced = nsys_stats_outputs(stem)
         run_tool(stats, snakemake.log[0], "nsys stats", outputs=produced)
         for report, target in zip(produced, (out.kern_sum, out.trace)):

@@ -49,8 +49,15 @@ def test_a100_vgg11_kernel_time_is_20_95_ms_not_the_studys_141_ms():
     # The study's "Runtime" is the sum of EVERY row of a whole-program trace, memcpys included
     assert totals["all_rows_seconds"] == pytest.approx(study_runtime_ns("a100", "vgg11") * 1e-9, rel=1e-15)
     assert round(totals["all_rows_seconds"] * 1e3) == 141
-    assert totals["memcpy_seconds"] == pytest.approx(totals["all_rows_seconds"] - totals["kernel_seconds"],
-                                                     rel=1e-12)
+    assert totals["memcpy_seconds"] + totals["memset_seconds"] == pytest.approx(
+        totals["all_rows_seconds"] - totals["kernel_seconds"], rel=1e-12)
+    # memset rows are summed apart from the copies (by hand from the trace: its [CUDA memset] rows)
+    rows = trace_rows("a100", "vgg11")
+    memset_ns = sum(int(r["Duration(nsec)"]) for r in rows if r["Name"] == "[CUDA memset]")
+    memcpy_ns = sum(int(r["Duration(nsec)"]) for r in rows if r["Name"].startswith("[CUDA memcpy"))
+    assert memset_ns > 0 and memcpy_ns > 0
+    assert totals["memset_seconds"] == pytest.approx(memset_ns * 1e-9, rel=1e-15)
+    assert totals["memcpy_seconds"] == pytest.approx(memcpy_ns * 1e-9, rel=1e-15)
     assert totals["source_format"] == "nsys-gputrace-2020"
     assert totals["kernels"] == 214
     assert list(result.kernels.columns) == KERNEL_COLUMNS
@@ -137,7 +144,8 @@ def test_gputrace_2021(tmp_path):
     assert totals["source_format"] == "nsys-gputrace"
     assert totals["kernels"] == 2
     assert totals["kernel_seconds"] == pytest.approx((48_543 + 9_248) * 1e-9, rel=1e-15)
-    assert totals["memcpy_seconds"] == pytest.approx((3_000 + 1_500) * 1e-9, rel=1e-15)
+    assert totals["memcpy_seconds"] == pytest.approx(3_000e-9, rel=1e-15)  # the memset row is not a copy
+    assert totals["memset_seconds"] == pytest.approx(1_500e-9, rel=1e-15)
     assert totals["by_class"] == pytest.approx({"gemm": 48_543e-9, "elementwise": 9_248e-9})
 
 
@@ -147,7 +155,8 @@ def test_cuda_gpu_trace_2024_with_green_contexts(tmp_path):
     assert totals["source_format"] == "nsys-cuda_gpu_trace"
     assert totals["kernels"] == 3
     assert totals["kernel_seconds"] == pytest.approx((48_543 + 9_248 + 20_001) * 1e-9, rel=1e-15)
-    assert totals["memcpy_seconds"] == pytest.approx((3_392 + 2_080 + 1_600) * 1e-9, rel=1e-15)
+    assert totals["memcpy_seconds"] == pytest.approx((3_392 + 1_600) * 1e-9, rel=1e-15)
+    assert totals["memset_seconds"] == pytest.approx(2_080e-9, rel=1e-15)
     assert set(result.memops["name"]) == {"[CUDA memcpy Host-to-Device]", "[CUDA memset]",
                                           "[CUDA memcpy Device-to-Host]"}
     assert list(result.kernels["kernel_class"]) == ["gemm", "elementwise", "normalization"]
@@ -161,6 +170,7 @@ def test_cuda_gpu_kern_sum(tmp_path):
     assert totals["kernels"] == 3
     assert totals["kernel_seconds"] == pytest.approx(77_792e-9, rel=1e-15)
     assert totals["memcpy_seconds"] is None  # a kernel summary has no memcpy rows: not zero, unknown
+    assert totals["memset_seconds"] is None
     assert totals["all_rows_seconds"] == totals["kernel_seconds"]
 
 
@@ -177,7 +187,8 @@ def test_trace_and_summary_of_one_run_agree_and_the_trace_wins(tmp_path):
     summary = write(tmp_path, "run_cuda_gpu_kern_sum.csv", KERN_SUM)
     totals = aggregate_nsys([summary, trace]).totals
     assert totals["source_format"] == "nsys-cuda_gpu_trace"
-    assert totals["memcpy_seconds"] == pytest.approx(7_072e-9, rel=1e-15)
+    assert totals["memcpy_seconds"] == pytest.approx(4_992e-9, rel=1e-15)
+    assert totals["memset_seconds"] == pytest.approx(2_080e-9, rel=1e-15)
 
 
 def test_trace_and_summary_of_different_runs_are_refused(tmp_path):
@@ -242,6 +253,10 @@ MALFORMED_CAUSES = {
     "ncu_errnvgpuctrperm.log": "ERR_NVGPUCTRPERM",
     "ncu_text_truncated.txt": "this is Nsight Compute (ncu) output, not an nsys stats report",
     "nsys_profile_no_report.log": "the capture range never opened",
+    "ncu_report_binary.ncu-rep": "binary Nsight Compute report (.ncu-rep), not an nsys stats report",
+    "nvprof_metrics.csv": "this is nvprof output",
+    "ncu_no_kernels.log": "No kernels were profiled",
+    "ncu_details_row_too_long.csv": "this is Nsight Compute (ncu) output",
 }
 
 

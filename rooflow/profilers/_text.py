@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
+from collections.abc import Iterable, Iterator
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import BinaryIO
 
 from rooflow.errors import ParseError
 
@@ -32,25 +35,139 @@ _PREFIXED = re.compile(r"^(Ki|Mi|Gi|Ti|K|M|G|T|P)?(" + "|".join(_COUNT_BASES) + 
 _WORD = re.compile(r"^[A-Za-z][A-Za-z_]*$")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?$")
+# rooflow.profile_run logs "running: <executable> profile ..." before each nsys profile.
+_RUNNING_NSYS = re.compile(r"running: (\S*nsys) profile ")
 _MISSING = {"", "n/a", "N/A", "(!) n/a", "nan", "NaN", "-"}
 
 
 def read_text(path: str | Path) -> str:
     """The file's text; `.gz` files are decompressed (profiler logs are often stored compressed)."""
     path = Path(path)
+    with open_binary(path) as handle:
+        raw = _read_all(path, handle)
+    return raw.decode("utf-8-sig", errors="replace")  # -sig: a byte-order mark would hide the CSV header
+
+
+def open_binary(path: str | Path) -> BinaryIO:
+    """The file opened for reading bytes, decompressed on the fly when it is gzip data; a missing file, a
+    directory or a file without read permission is one ParseError naming the path and the fix."""
+    path = Path(path)
     try:
-        raw = path.read_bytes()
+        handle = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     except FileNotFoundError:
         raise ParseError(f"{path}: no such file; check the path (did the profiling job run and finish?).")
+    except IsADirectoryError:
+        raise ParseError(f"{path}: is a directory, not a profiler output file; give the file(s) inside it.")
+    except PermissionError:
+        raise ParseError(f"{path}: permission denied; check the file's permissions (ls -l) or copy it somewhere "
+                         f"readable.")
     except OSError as error:
         raise ParseError(f"{path}: cannot be read ({error.strerror}); check the path and its permissions.")
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as error:
-            raise ParseError(f"{path}: the gzip data is corrupt or truncated ({error}); "
-                             f"copy the file again from where the profiler wrote it.")
-    return raw.decode("utf-8-sig", errors="replace")  # -sig: a byte-order mark would hide the CSV header
+    try:
+        magic = handle.peek(2)[:2] if hasattr(handle, "peek") else b""
+    except OSError as error:  # a directory opened on some systems, a device that cannot be read
+        handle.close()
+        raise ParseError(f"{path}: cannot be read ({error.strerror}); give the profiler's output file.")
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(filename=str(path), mode="rb", fileobj=handle)  # closes with `handle` below
+    return handle
+
+
+def _read_all(path: Path, handle: BinaryIO) -> bytes:
+    try:
+        return handle.read()
+    except (OSError, EOFError, zlib.error) as error:
+        raise ParseError(f"{path}: the gzip data is corrupt or truncated ({error}); "
+                         f"copy the file again from where the profiler wrote it.")
+
+
+def read_blocks(path: str | Path, block_bytes: int = 1 << 21) -> Iterator[bytes]:
+    """The file's bytes (decompressed if gzip) in blocks of about `block_bytes` that end at a line break;
+    only the last block may end without one. Read errors are ParseErrors naming the file.
+
+    One buffer is reused (``readinto``): no fresh allocation per block, which on a busy machine costs more
+    page faults than the parsing of the block."""
+    path = Path(path)
+    buffer = bytearray(block_bytes)
+    filled = 0
+    with open_binary(path) as handle:
+        while True:
+            if filled == len(buffer):  # a line longer than the buffer: make room
+                buffer.extend(bytes(len(buffer)))
+            try:
+                with memoryview(buffer) as view:
+                    read = handle.readinto(view[filled:])
+            except (OSError, EOFError, zlib.error) as error:
+                raise ParseError(f"{path}: the gzip data is corrupt or truncated ({error}); "
+                                 f"copy the file again from where the profiler wrote it.")
+            if not read:
+                if filled:
+                    yield bytes(buffer[:filled])
+                return
+            filled += read
+            cut = buffer.rfind(b"\n", 0, filled) + 1
+            if cut == 0:
+                continue
+            with memoryview(buffer) as view:
+                block = bytes(view[:cut])
+            buffer[: filled - cut] = buffer[cut:filled]
+            filled -= cut
+            yield block
+
+
+# Leading bytes of file kinds a user may give by mistake, and what to do instead.
+_MAGIC = [(b"PK\x03\x04", "a ZIP archive", "unpack it and give the file inside"),
+          (b"\xfd7zXZ\x00", "xz-compressed data", "decompress it first (xz -d); rooflow reads plain and gzip files"),
+          (b"BZh", "bzip2-compressed data", "decompress it first (bunzip2); rooflow reads plain and gzip files"),
+          (b"\x28\xb5\x2f\xfd", "zstd-compressed data",
+           "decompress it first (zstd -d); rooflow reads plain and gzip files"),
+          (b"SQLite format 3\x00", "an SQLite database (an nsys export?)",
+           "give the CSV that `nsys stats --format csv` writes from it")]
+_REPORT_SUFFIXES = {
+    ".ncu-rep": ("a binary Nsight Compute report (.ncu-rep)", "export its details page as text with `ncu --import {path} --csv "
+                 "--page details > {stem}.csv` and give that file"),
+    ".nsys-rep": ("a binary Nsight Systems report (.nsys-rep)", "run `nsys stats --report cuda_gpu_kern_sum,cuda_gpu_trace "
+                  "--format csv --output {stem} {path}` and give the CSV files it writes"),
+    ".qdrep": ("a binary Nsight Systems report (.qdrep)", "run `nsys stats --report gpukernsum,gputrace --format csv "
+               "--output {stem} {path}` and give the CSV files it writes"),
+    ".qdstrm": ("an unimported Nsight Systems capture (.qdstrm)", "open it with a full Nsight Systems (QdstrmImporter) to "
+                "make a .nsys-rep, then run `nsys stats` on that"),
+}
+
+
+def binary_kind(path: Path, head: bytes) -> tuple[str, str] | None:
+    """(what the file is, what to do) when its first bytes are not text, else None."""
+    for suffix, (kind, fix) in _REPORT_SUFFIXES.items():
+        if path.name.endswith(suffix) or path.name.endswith(suffix + ".gz"):
+            stem = path.name[: path.name.index(suffix)]
+            return kind, fix.format(path=path, stem=stem)
+    for magic, kind, fix in _MAGIC:
+        if head.startswith(magic):
+            return kind, fix
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16 text", "convert it to UTF-8 (iconv -f UTF-16 -t UTF-8) and give the converted file"
+    sample = head[:8192]
+    control = sum(byte < 9 or 13 < byte < 32 for byte in sample)
+    undecodable = sample.count("\ufffd".encode())  # bytes that were not UTF-8, replaced when decoded
+    if b"\x00" in sample or control > len(sample) // 10 or undecodable > len(sample) // 60:
+        return "a binary file, not text", "give the text or CSV output the profiler wrote (with --csv or --log-file)"
+    return None
+
+
+def check_head(path: Path, head: bytes, output: str, empty_cause: str, again: str, *, whole: bool) -> None:
+    """Refuse what no parser should read, from the first bytes of a file: nothing (`whole`: `head` is the
+    whole file), a binary file, an HTML page saved in place of the raw file."""
+    if whole and not head.strip():
+        raise ParseError(f"{path}: the file is empty: {empty_cause}; read the profiling job's log and {again}.")
+    binary = binary_kind(path, head)
+    if binary:
+        kind, fix = binary
+        raise ParseError(f"{path}: this is {kind}, not {output}; {fix}.")
+    text = head[:4096].decode("utf-8-sig", errors="replace")
+    if looks_like_html(text):
+        lines = text.splitlines()
+        raise ParseError(f"{path}: line {first_content_line(lines)}: this is an HTML page, not {output} "
+                         f"(a web page saved in place of the raw file?); download the raw file or {again}.")
 
 
 def parse_number(text: str) -> Decimal | None:
@@ -125,21 +242,36 @@ _NO_KERNELS = ("the profiler recorded no kernels (\"No kernels were profiled\"):
                "driver's output in this log and profile again")
 
 
+NO_NSYS_REPORT = ("{nsys} wrote only a .qdstrm capture ({qdstrm}) and no .nsys-rep report, because it is the nsys "
+                   "bundled inside Nsight Compute, which lacks the QdstrmImporter that turns a capture into a "
+                   "report; install Nsight Systems on the GPU nodes and set profiling.nsys.executable to its nsys, "
+                   "or set profiling.nsys.enabled: false")
+
+
 def profiler_error(path: str | Path, lines: list[str]) -> ParseError | None:
     """The error a profiler reported in its own output, if any: `==ERROR==` lines, ERR_NVGPUCTRPERM,
-    "No kernels were profiled", or nsys's "does not contain CUDA kernel data"."""
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
+    "No kernels were profiled", an nsys that could only write a ``.qdstrm`` capture, or nsys's "does not
+    contain CUDA kernel data"."""
+    return profiler_error_numbered(path, enumerate(lines, start=1))
+
+
+def profiler_error_numbered(path: str | Path, numbered: Iterable[tuple[int, str]]) -> ParseError | None:
+    """:func:`profiler_error` over (1-based line number, line) pairs: a streaming parser passes only the
+    lines that are not CSV rows, with their numbers in the file."""
+    numbered = [(number, line.strip()) for number, line in numbered]
+    for number, stripped in numbered:
         if "ERR_NVGPUCTRPERM" in stripped:
             return ParseError(f"{path}: line {number}: {_PERMISSION}.")
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
+    for number, stripped in numbered:
         if stripped.startswith("==ERROR=="):
             message = stripped[len("==ERROR=="):].strip().rstrip(".")
             return ParseError(f"{path}: line {number}: the profiler reported an error ({message}); "
                               f"{_error_fix(message)}.")
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
+    qdstrm = _qdstrm_without_report(numbered)
+    if qdstrm:
+        number, capture, nsys = qdstrm
+        return ParseError(f"{path}: line {number}: " + NO_NSYS_REPORT.format(nsys=nsys, qdstrm=capture) + ".")
+    for number, stripped in numbered:
         if "No kernels were profiled" in stripped:
             return ParseError(f"{path}: line {number}: {_NO_KERNELS}.")
         if "No reports were generated" in stripped:
@@ -153,6 +285,28 @@ def profiler_error(path: str | Path, lines: list[str]) -> ParseError | None:
                 f"nothing ran "
                 f"inside the capture range (--capture-range=cudaProfilerApi needs the driver to call "
                 f"torch.cuda.profiler.start()/stop()) or CUDA tracing was off (-t cuda); profile again.")
+    return None
+
+
+def _qdstrm_without_report(numbered: list[tuple[int, str]]) -> tuple[int, str, str] | None:
+    """(line, capture file, nsys executable) when `nsys profile` listed a ``.qdstrm`` file under
+    "Generated:" and no ``.nsys-rep``: the nsys bundled inside Nsight Compute, which cannot import its
+    captures (fixture h100-rooflow/nsys-without-qdstrm-importer.log)."""
+    nsys = "the nsys on this node"
+    for index, (number, stripped) in enumerate(numbered):
+        found = _RUNNING_NSYS.search(stripped)
+        if found:
+            nsys = found.group(1)
+        if stripped != "Generated:":
+            continue
+        listed = []
+        for _, following in numbered[index + 1:]:
+            if not following.startswith("/") and not following.endswith((".qdstrm", ".nsys-rep", ".qdrep")):
+                break
+            listed.append(following)
+        captures = [name for name in listed if name.endswith(".qdstrm")]
+        if captures and not any(name.endswith((".nsys-rep", ".qdrep")) for name in listed):
+            return number, captures[0], nsys
     return None
 
 
@@ -179,6 +333,26 @@ def looks_like_ncu_output(lines: list[str]) -> bool:
     return any(line.startswith(('"ID","Process ID"', "==PROF==")) for line in lines[:2000])
 
 
+# Other profilers' output, recognised so the error can say what the file is.
+_OTHER_TOOLS = [
+    (re.compile(r"^==\d+== NVPROF is profiling|^\"Device\",\"Kernel\",\"Invocations\""),
+     "nvprof output (the profiler before Nsight Compute; it does not support GPUs from Ampere on)"),
+    (re.compile(r"^\"?(KernelName|Index)\"?,.*\b(gpu-id|DurationNs|BeginNs)\b"), "rocprof output (AMD GPUs)"),
+    (re.compile(r"^\s*\{\s*\"(traceEvents|schemaVersion|deviceProperties)\""),
+     "a torch.profiler / Chrome trace (JSON)"),
+    (re.compile(r"^\s*Name\s+Self CPU %"), "a torch.profiler table (key_averages)"),
+]
+
+
+def other_tool(lines: list[str]) -> str | None:
+    """What another profiler's output is, from its first lines; None when it is not one rooflow knows."""
+    for line in lines[:50]:
+        for pattern, kind in _OTHER_TOOLS:
+            if pattern.search(line):
+                return kind
+    return None
+
+
 def looks_like_html(text: str) -> bool:
     head = text.lstrip()[:512].lower()
     return head.startswith(("<!doctype html", "<html")) or "<html" in head[:200]
@@ -193,15 +367,14 @@ def first_content_line(lines: list[str]) -> int:
 
 
 def profiler_lines(path: Path, text: str, output: str, empty_cause: str, again: str) -> list[str]:
-    """The lines of a profiler output file, after refusing what no parser should read: an empty file, an
-    HTML page saved in place of the raw file, and a file holding the profiler's own error lines.
+    """The lines of a profiler output file, after refusing what no parser should read: an empty file, a
+    binary file, an HTML page saved in place of the raw file, and a file holding the profiler's own error lines.
     `output` names what the file should be, `empty_cause` why it could be empty, `again` the fix."""
+    head = text[:8192].encode("utf-8", errors="replace")
+    check_head(Path(path), head, output, empty_cause, again, whole=not text[8192:])
     if not text.strip():
         raise ParseError(f"{path}: the file is empty: {empty_cause}; read the profiling job's log and {again}.")
     lines = text.splitlines()
-    if looks_like_html(text):
-        raise ParseError(f"{path}: line {first_content_line(lines)}: this is an HTML page, not {output} "
-                         f"(a web page saved in place of the raw file?); download the raw file or {again}.")
     error = profiler_error(path, lines)
     if error:
         raise error

@@ -1,7 +1,7 @@
 """``rooflow ncu`` and ``rooflow nsys``: aggregate profiler output by hand, as the workflow's rules do.
 
     rooflow ncu ncu-log-vgg11.txt                 # table: FLOPs by precision, DRAM/L2/L1 bytes, time
-    rooflow ncu out.* --format json               # one run given as one file per metric (NERSC style)
+    rooflow ncu out.* --format json               # one file per metric (NERSC style), one run or one run each
     rooflow nsys run_cuda_gpu_trace.csv           # kernel time, memcpy time apart, by kernel class
 
 JSON output is exactly the ``totals`` the workflow writes (see :mod:`rooflow.profilers.ncu` and
@@ -39,7 +39,11 @@ def format_quantity(value: float | None, unit: str) -> str:
 def _ncu_table(result) -> str:
     totals = result.totals
     files = ", ".join(str(p) for p in result.paths[:3]) + (" ..." if len(result.paths) > 3 else "")
-    lines = [f"Nsight Compute: {totals['kernels']} kernels from {files} ({totals['source_format']})", ""]
+    counted = f"{totals['kernels']} kernels"
+    if totals.get("runs", 1) > 1:
+        per_run = totals["kernels_per_run"]
+        counted = f"{totals['runs']} separate ncu runs of {min(per_run)}–{max(per_run)} kernels"
+    lines = [f"Nsight Compute: {counted} from {files} ({totals['source_format']})", ""]
     rows = [("FLOPs fp64 (CUDA cores)", totals["flops_fp64"], "FLOP"),
             ("FLOPs fp32 (CUDA cores)", totals["flops_fp32"], "FLOP"),
             ("FLOPs fp16 (CUDA cores)", totals["flops_fp16"], "FLOP"),
@@ -75,10 +79,13 @@ def _ncu_table(result) -> str:
 def _nsys_table(result) -> str:
     totals = result.totals
     kernel, memcpy, every = totals["kernel_seconds"], totals["memcpy_seconds"], totals["all_rows_seconds"]
+    memset = totals["memset_seconds"]
     memcpy_text = format_quantity(memcpy, "s") if memcpy is not None else "not in report"
+    memset_text = format_quantity(memset, "s") if memset is not None else "not in report"
     lines = [f"Nsight Systems: {totals['kernels']} kernel launches ({totals['source_format']})", "",
              f"  kernel time          {format_quantity(kernel, 's'):>12}   kernel rows only: the GPU time of the step",
-             f"  memcpy/memset time   {memcpy_text:>12}   kept apart: copies are not kernel time",
+             f"  memcpy time          {memcpy_text:>12}   kept apart: copies are not kernel time",
+             f"  memset time          {memset_text:>12}   kept apart: fills are not kernel time",
              f"  all rows             {format_quantity(every, 's'):>12}   a naive sum of every row, NOT the step's time",
              "", "Kernel time by class:"]
     for name, seconds in totals["by_class"].items():
@@ -109,8 +116,9 @@ _run_nsys = _run(aggregate_nsys, _nsys_table)
 def register(subparsers: Any) -> None:
     ncu = subparsers.add_parser(
         "ncu", help="aggregate Nsight Compute output: FLOPs by precision, DRAM/L2/L1 bytes, time",
-        description="Aggregate the Nsight Compute output of ONE profiled run (text output, --csv details page, "
-                    "--csv --page raw, or one file per metric — several files are merged by kernel ID) into "
+        description="Aggregate the Nsight Compute output of ONE profiled step (text output, --csv details page, "
+                    "--csv --page raw, or one file per metric: files holding the same kernels are merged by "
+                    "kernel ID, files of separate ncu runs are each summed over their own kernels) into "
                     "per-precision FLOPs, DRAM/L2/L1 bytes and kernel time.")
     ncu.add_argument("files", nargs="+", metavar="FILE", help="ncu output file(s) of one run (.gz accepted)")
     ncu.add_argument("--format", choices=("table", "json"), default="table",

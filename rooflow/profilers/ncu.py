@@ -11,17 +11,54 @@ never from the file name:
 - **details page CSV** (``--csv``, the default page): one row per kernel × metric, the ncu ≤ 2021 header
   (``"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context","Stream",
   "Section Name","Metric Name","Metric Unit","Metric Value"``) or the newer one (``... "Block Size","Grid Size",
-  "Device","CC", ...`` and ``"Rule Name", ..., "Estimated Speedup"``); rule rows (empty metric fields) are
-  skipped; application output and ``==PROF==``/``==WARNING==`` lines before or between the CSV lines too.
+  "Device","CC", ...``), either followed by ``"Rule Name","Rule Type","Rule Description"`` (and, newer,
+  ``"Estimated Speedup Type","Estimated Speedup"``) when sections and rules ran. ncu writes the metric rows of
+  such a page WITHOUT the trailing rule fields (13 fields under a header of 15): a row may have fewer fields
+  than the header as long as it reaches every column rooflow reads (up to "Metric Value"), and is padded; a
+  row with more fields than the header, a row that stops before "Metric Value" with CSV rows after it, or a
+  second, different header is refused (two outputs mixed, or an edited file); a last row cut mid-line, before
+  "Metric Value", or after a comma without a line break, and a last kernel with fewer metrics than every other
+  kernel, are truncation. Rule rows (empty metric fields) are skipped; application output and
+  ``==PROF==``/``==WARNING==`` lines before or between the CSV lines too. The page is streamed
+  (:mod:`rooflow.profilers._details`): its size does not matter.
 - **raw page CSV** (``--csv --page raw``): one wide row per kernel, a units row under the header.
-- **one metric per file** sets (NERSC's ``out.<metric>``): every file given to :func:`aggregate_ncu` belongs
-  to ONE run; they are merged by kernel ID, and the IDs and kernel names must agree.
+- **one metric per file** sets (NERSC's ``out.<metric>``). Files that hold the same kernels (the same IDs and
+  names) are ONE ncu run: they are merged by kernel ID, and a metric they both hold must agree kernel by kernel.
+  Files whose kernel lists differ are SEPARATE ncu runs of the step (one run per metric, as NERSC profiles:
+  cuDNN's autotuner or a differently truncated kernel name makes the lists differ by a few kernels). Their
+  totals are sums over each file's own kernels; ``totals["runs"]`` and ``totals["kernels_per_run"]`` and a note
+  ("12 files from 12 separate ncu runs: 797–801 kernels ...") say so; the per-kernel table then stacks the
+  runs (kernel IDs restart with each run; a row holds only what its own run measured, so every additive column
+  still sums to its total, and a quantity that needs metrics of two runs in one kernel — time from cycles and
+  cycles per second — is not reported). Refused: runs whose kernel counts differ by more than
+  :data:`SEPARATE_RUNS_TOLERANCE` (not the same step), and one metric in two runs with different totals (which
+  one counts?); the same metric with the same total is counted once. A run whose kernels are exactly the first
+  ones of another's is accepted with a note (it may be a file cut at a line boundary).
+
+Which metrics each total needs (any one of the options; ``rooflow.profilers.metrics`` names them):
+
+=================  ==================================================================================
+``flops_fp32``     fadd, fmul, ffma SASS counters (``flops_fp64``: dadd, dmul, dfma; ``flops_fp16``: hadd, hmul, hfma)
+``flops_tensor``   the ``sm__ops_path_tensor_src_*`` counters, or ``sm__inst_executed_pipe_tensor.sum`` on sm_70
+``dram_bytes``     ``dram__bytes.sum``, or read + write, or 32 × ``dram__sectors.sum`` (or read + write sectors)
+``l2_bytes``       ``lts__t_bytes.sum`` or 32 × ``lts__t_sectors.sum``
+``l1_bytes``       ``l1tex__t_bytes.sum`` or 32 × ``l1tex__t_sectors.sum``
+``seconds``        ``gpu__time_duration.sum``, or ``sm__cycles_elapsed.avg`` / its ``.per_second`` per kernel
+=================  ==================================================================================
+
+Without ``required_metrics`` every metric is optional: a total none of whose metrics was collected is None
+(null in JSON), never zero, and a total missing some of its counters (fadd and fmul without ffma) says so in
+the notes. With ``required_metrics`` (the list ncu was asked for: the workflow's
+:func:`~rooflow.profilers.metrics.metrics_for_architecture`), every metric of the list must be in the input:
+one that is not is an error naming it, because a metric the GPU lacks makes ncu fail with "Failed to find
+metric", so a missing one means the file is not that run's output or was cut.
 
 Units are converted per value to SI base units (bytes, seconds, counts, per-second rates) before anything
 is added; rates are never summed across kernels (per-kernel time is cycles / cycles-per-second, then summed).
-Anything else — a truncated file, an HTML page, ``==ERROR==`` lines (ERR_NVGPUCTRPERM), "No kernels were
-profiled", an empty or foreign file — raises :class:`rooflow.errors.ParseError` with one sentence naming the
-file, the line, the cause and the fix.
+Anything else — a truncated file, an HTML page, a binary file (an ``.ncu-rep`` report: export it with
+``ncu --import``), ``==ERROR==`` lines (ERR_NVGPUCTRPERM), "No kernels were profiled", an empty, foreign or
+unreadable file, a directory — raises :class:`rooflow.errors.ParseError` with one sentence naming the file, the
+line, the cause and the fix.
 """
 
 from __future__ import annotations
@@ -29,7 +66,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,10 +76,21 @@ import pandas as pd
 
 from rooflow.errors import ParseError
 from rooflow.profilers import metrics as m
+from rooflow.profilers._details import (
+    BLOCK_BYTES,
+    ERROR_MARKERS,
+    NVTX_STACK_COLUMN_PREFIX,
+    DetailsReader,
+    kernel_id_of,
+)
 from rooflow.profilers._text import (
+    check_head,
     first_content_line,
     looks_like_nsys_report,
+    other_tool,
+    profiler_error_numbered,
     profiler_lines,
+    read_blocks,
     read_text,
     to_si,
 )
@@ -54,10 +102,12 @@ KERNEL_COLUMNS = ["id", "name", "kernel_class", "flops_fp64", "flops_fp32", "flo
 # The launch configuration and NVTX columns: text, "" where the output does not carry them (ncu 2020's
 # text output has no grid/block; only `ncu --nvtx` writes the push/pop stack).
 TEXT_COLUMNS = ["grid_size", "block_size", "nvtx_stack"]
-# ncu --nvtx adds this column to the details page: the thread's NVTX push/pop stack when the kernel launched.
-NVTX_STACK_COLUMN_PREFIX = "thread Domain:Push/Pop_Range"
+# (ncu --nvtx adds a column to the details page whose name starts with NVTX_STACK_COLUMN_PREFIX: the thread's
+# NVTX push/pop stack when the kernel launched.)
 TOTAL_KEYS = ["kernels", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops_total",
               "dram_bytes", "l2_bytes", "l1_bytes"]
+# Separate ncu runs of one step (one metric per run) may differ by this share of their kernels, no more.
+SEPARATE_RUNS_TOLERANCE = 0.10
 
 # Columns of the CSV pages that describe the kernel rather than hold a metric.
 _DESCRIPTIVE_COLUMNS = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time",
@@ -92,9 +142,15 @@ class _Kernel:
 
 @dataclass
 class _File:
+    """One parsed file: ``info`` (index: kernel ID, sorted; name, line, cc, grid_size, block_size, nvtx_stack),
+    ``wide`` (index: kernel ID; one column per numeric metric, SI units), the metrics whose unit rooflow
+    cannot convert, and every metric name the file holds."""
     path: Path
     source_format: str
-    kernels: dict[int, _Kernel]
+    info: pd.DataFrame
+    wide: pd.DataFrame
+    bad_units: dict[str, tuple[str, int]]
+    seen: set[str]
 
 
 @dataclass
@@ -114,46 +170,140 @@ class NcuResult:
     metrics: pd.DataFrame
     paths: list[Path]
     notes: list[str]
+    runs: list[list[Path]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------------
 # Reading one file
 
+OUTPUT = "the text or CSV output of Nsight Compute (ncu)"
+EMPTY_CAUSE = "the profiler wrote nothing (it failed, or its output went elsewhere)"
+AGAIN = "profile again"
+_HEADER_START = b'"ID",'
+
 
 def _parse_file(path: Path) -> _File:
-    lines = profiler_lines(path, read_text(path), "Nsight Compute output",
-                           "the profiler wrote nothing (it failed, or its output went elsewhere)", "profile again")
+    """One file, in whichever shape it is. A details page is streamed (:mod:`rooflow.profilers._details`);
+    text output and the raw page (one row per kernel: small) are read whole."""
+    blocks = _with_final(read_blocks(path, BLOCK_BYTES))
+    notices: list[tuple[int, str]] = []
+    line, first = 1, True
+    for block, final in blocks:
+        if first:
+            block = block.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark would hide the CSV header
+            check_head(path, block[:8192], OUTPUT, EMPTY_CAUSE, AGAIN, whole=final and len(block) <= 8192)
+            first = False
+        at = 0 if block.startswith(_HEADER_START) else block.find(b"\n" + _HEADER_START) + 1
+        if not at and not block.startswith(_HEADER_START):
+            notices += _notices(block, line)
+            line += block.count(b"\n")
+            continue
+        notices += _notices(block[:at], line)
+        line += block.count(b"\n", 0, at)
+        return _parse_details(path, blocks, block, at, final, line, notices)
+    if first:
+        check_head(path, b"", OUTPUT, EMPTY_CAUSE, AGAIN, whole=True)  # raises: the file is empty
+    return _parse_whole(path)  # no CSV header anywhere: ncu's text output (or not ncu output at all)
+
+
+def _parse_details(path: Path, blocks: Iterator[tuple[bytes, bool]], block: bytes, at: int, final: bool, line: int,
+                   notices: list[tuple[int, str]]) -> _File:
+    end = block.find(b"\n", at)
+    header_text = (block[at:] if end < 0 else block[at:end]).decode("utf-8", errors="replace").rstrip("\r")
+    header = _csv_fields(path, [header_text], 0, line, final and end < 0)
+    if "Metric Name" not in header or "Metric Value" not in header:
+        return _parse_whole(path)  # the raw page: one wide row per kernel
+    reader = DetailsReader(path, header, line)
+    rest = block[end + 1:] if end >= 0 else b""
+    line += 1
+    try:
+        while True:
+            line += reader.feed(rest, line, final)
+            if final:
+                break
+            rest, final = next(blocks)
+        page = reader.finish()
+    except ParseError as error:
+        # The profiler's own error lines explain a damaged file better than the damage does.
+        line += rest.count(b"\n") + (not rest.endswith(b"\n"))
+        for rest, _ in blocks:
+            reader.notices += _notices(rest, line)
+            line += rest.count(b"\n")
+        raise _profiler_error(path, notices + reader.notices) or error from None
+    error = _profiler_error(path, notices + page.notices)
+    if error:
+        raise error
+    return _File(path, "ncu-csv-details", page.info, page.wide, page.bad_units, page.seen)
+
+
+def _with_final(blocks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """(block, whether it is the last one)."""
+    iterator = iter(blocks)
+    current = next(iterator, None)
+    while current is not None:
+        following = next(iterator, None)
+        yield current, following is None
+        current = following
+
+
+def _notices(block: bytes, first_line: int) -> list[tuple[int, str]]:
+    """(line, text) of the non-CSV lines of a block that may report a profiler error."""
+    if not any(marker.encode() in block for marker in ERROR_MARKERS):
+        return []
+    found = []
+    for number, raw in enumerate(block.split(b"\n"), start=first_line):
+        if not raw.startswith(b'"'):
+            text = raw.decode("utf-8", errors="replace")
+            if any(marker in text for marker in ERROR_MARKERS):
+                found.append((number, text))
+    return found
+
+
+def _profiler_error(path: Path, notices: list[tuple[int, str]]) -> ParseError | None:
+    return profiler_error_numbered(path, notices) if notices else None
+
+
+def _parse_whole(path: Path) -> _File:
+    """Text output or a raw page: the whole file, as ncu wrote it."""
+    lines = profiler_lines(path, read_text(path), OUTPUT, EMPTY_CAUSE, AGAIN)
     header_index = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
+    seen: set[str] = set()
     if header_index is not None:
-        header = _csv_fields(path, lines, header_index)
-        if "Metric Name" in header and "Metric Value" in header:
-            return _File(path, "ncu-csv-details", _parse_details(path, lines, header_index, header))
-        return _File(path, "ncu-csv-raw", _parse_raw(path, lines, header_index, header))
-    return _File(path, "ncu-text", _parse_text(path, lines))
+        header = _csv_fields(path, [lines[header_index]], 0, header_index + 1, header_index == len(lines) - 1)
+        return _from_kernels(path, "ncu-csv-raw", _parse_raw(path, lines, header_index, header, seen), seen)
+    return _from_kernels(path, "ncu-text", _parse_text(path, lines, seen), seen)
 
 
-def _csv_fields(path: Path, lines: list[str], index: int) -> list[str]:
+def _from_kernels(path: Path, source_format: str, kernels: dict[int, _Kernel], seen: set[str]) -> _File:
+    ids = sorted(kernels)
+    index = pd.Index(ids, name="id")
+    info = pd.DataFrame({"name": [kernels[i].name for i in ids], "line": [kernels[i].line for i in ids],
+                         "cc": [kernels[i].cc for i in ids],
+                         "grid_size": [kernels[i].grid_size for i in ids],
+                         "block_size": [kernels[i].block_size for i in ids],
+                         "nvtx_stack": [kernels[i].nvtx_stack for i in ids]}, index=index)
+    wide = pd.DataFrame.from_records([kernels[i].values for i in ids], index=index).astype(float)
+    bad: dict[str, tuple[str, int]] = {}
+    for i in ids:
+        for metric, where in kernels[i].bad_units.items():
+            bad.setdefault(metric, where)
+    return _File(path, source_format, info, wide, bad, seen)
+
+
+def _csv_fields(path: Path, lines: list[str], index: int, number: int | None = None, last: bool | None = None
+                ) -> list[str]:
+    number = index + 1 if number is None else number
+    last = index == len(lines) - 1 if last is None else last
     try:
         return next(csv.reader([lines[index]], strict=True))
     except csv.Error as error:
-        last = index == len(lines) - 1
-        raise ParseError(f"{path}: line {index + 1}: malformed CSV ({error})"
+        raise ParseError(f"{path}: line {number}: malformed CSV ({error})"
                          f"{': the file is truncated' if last else ''}; profile again or copy the whole file.")
 
 
-def _check_width(path: Path, lines: list[str], index: int, fields: list[str], width: int) -> None:
-    if len(fields) == width:
-        return
-    if index == len(lines) - 1 or not any(line.startswith('"') for line in lines[index + 1:]):
-        raise ParseError(f"{path}: line {index + 1}: the last CSV row has {len(fields)} of the header's {width} "
-                         f"fields, so the file is truncated; profile again or copy the whole file.")
-    raise ParseError(f"{path}: line {index + 1}: a CSV row with {len(fields)} fields under a header of {width}; "
-                     f"the file mixes two ncu outputs or was edited, so give the file exactly as ncu wrote it.")
-
-
 def _csv_rows(path: Path, lines: list[str], header_index: int, header: list[str]) -> Iterable[tuple[int, list[str]]]:
-    """(1-based line, fields) of the CSV rows after the header; other lines (application output, ==PROF==,
-    ==WARNING==) are skipped, and so are repeated headers."""
+    """(1-based line, fields) of the raw page's rows after the header; other lines (application output,
+    ==PROF==, ==WARNING==) are skipped, and so are repeated headers."""
     for index in range(header_index + 1, len(lines)):
         line = lines[index]
         if not line.startswith('"'):
@@ -161,19 +311,19 @@ def _csv_rows(path: Path, lines: list[str], header_index: int, header: list[str]
         fields = _csv_fields(path, lines, index)
         if fields == header:
             continue
-        _check_width(path, lines, index, fields, len(header))
+        if len(fields) != len(header):
+            if index == len(lines) - 1 or not any(line.startswith('"') for line in lines[index + 1:]):
+                raise ParseError(f"{path}: line {index + 1}: the last CSV row has {len(fields)} of the header's "
+                                 f"{len(header)} fields, so the file is truncated; profile again or copy the "
+                                 f"whole file.")
+            raise ParseError(f"{path}: line {index + 1}: a CSV row with {len(fields)} fields under a header of "
+                             f"{len(header)}; the file mixes two ncu outputs or was edited, so give the file "
+                             f"exactly as ncu wrote it.")
         yield index + 1, fields
 
 
-def _kernel_id(path: Path, number: int, text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ParseError(f"{path}: line {number}: kernel ID {text!r} is not an integer; this is not an ncu CSV "
-                         f"page as ncu writes it, so give the file exactly as ncu wrote it.") from None
-
-
-def _store(path: Path, kernel: _Kernel, metric: str, unit: str, value: str, number: int) -> None:
+def _store(path: Path, kernel: _Kernel, metric: str, unit: str, value: str, number: int, seen: set[str]) -> None:
+    seen.add(metric)
     try:
         si = to_si(value, unit)
     except ValueError:
@@ -188,31 +338,6 @@ def _store(path: Path, kernel: _Kernel, metric: str, unit: str, value: str, numb
     kernel.values.setdefault(metric, math.nan if si is None else si)
 
 
-def _parse_details(path: Path, lines: list[str], header_index: int, header: list[str]) -> dict[int, _Kernel]:
-    column = {name: position for position, name in enumerate(header)}
-    for needed in ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value"):
-        if needed not in column:
-            raise ParseError(f"{path}: line {header_index + 1}: the ncu CSV header has no {needed!r} column; "
-                             f"run ncu with --csv --page details (or --page raw).")
-    kernels: dict[int, _Kernel] = {}
-    for number, fields in _csv_rows(path, lines, header_index, header):
-        metric = fields[column["Metric Name"]]
-        if not metric:
-            continue  # a rule row: "Rule Name"/"Rule Description" filled, metric fields empty
-        kernel_id = _kernel_id(path, number, fields[column["ID"]])
-        kernel = kernels.get(kernel_id)
-        if kernel is None:
-            cc = fields[column["CC"]] if "CC" in column else None
-            kernel = kernels[kernel_id] = _Kernel(kernel_id, fields[column["Kernel Name"]], number, cc or None,
-                                                  **_launch_fields(fields, column))
-        _store(path, kernel, metric, fields[column["Metric Unit"]], fields[column["Metric Value"]], number)
-    if not kernels:
-        raise ParseError(f"{path}: line {header_index + 1}: the ncu CSV has a header but no metric rows, so the "
-                         f"file is truncated or nothing was profiled; read the profiling log and profile again.")
-    _check_last_kernel_complete(path, kernels)
-    return kernels
-
-
 def _launch_fields(fields: list[str], column: dict[str, int]) -> dict[str, str]:
     """Grid and block size and, under ``ncu --nvtx``, the NVTX push/pop stack of one CSV row."""
     nvtx = next((position for name, position in column.items() if name.startswith(NVTX_STACK_COLUMN_PREFIX)), None)
@@ -221,7 +346,8 @@ def _launch_fields(fields: list[str], column: dict[str, int]) -> dict[str, str]:
             "nvtx_stack": fields[nvtx].strip() if nvtx is not None else ""}
 
 
-def _parse_raw(path: Path, lines: list[str], header_index: int, header: list[str]) -> dict[int, _Kernel]:
+def _parse_raw(path: Path, lines: list[str], header_index: int, header: list[str], seen: set[str]
+               ) -> dict[int, _Kernel]:
     if "Kernel Name" not in header:
         raise ParseError(f"{path}: line {header_index + 1}: the CSV header starts like ncu's but has no "
                          f"'Kernel Name' column; run ncu with --csv --page details or --page raw.")
@@ -234,34 +360,19 @@ def _parse_raw(path: Path, lines: list[str], header_index: int, header: list[str
     metric_columns = [(position, name) for position, name in enumerate(header) if name not in _DESCRIPTIVE_COLUMNS]
     kernels: dict[int, _Kernel] = {}
     for number, fields in rows[1:]:
-        kernel_id = _kernel_id(path, number, fields[column["ID"]])
+        kernel_id = kernel_id_of(path, number, fields[column["ID"]])
         cc = fields[column["CC"]] if "CC" in column else None
         kernel = kernels[kernel_id] = _Kernel(kernel_id, fields[column["Kernel Name"]], number, cc or None,
                                               **_launch_fields(fields, column))
         for position, name in metric_columns:
-            _store(path, kernel, name, units[position], fields[position], number)
+            _store(path, kernel, name, units[position], fields[position], number, seen)
     if not kernels:
         raise ParseError(f"{path}: line {header_index + 2}: the wide ncu CSV has a header and units but no kernel "
                          f"rows, so nothing was profiled or the file is truncated; profile again.")
     return kernels
 
 
-def _check_last_kernel_complete(path: Path, kernels: dict[int, _Kernel]) -> None:
-    """A details page cut at a line boundary leaves its last kernel with fewer metrics than any other.
-
-    (Text output needs no such check: a cut inside a table is caught there, a cut between kernels by the
-    ==PROF== Profiling lines.)"""
-    if len(kernels) < 2:
-        return
-    last = kernels[max(kernels)]
-    usual = min(len(k.values) + len(k.bad_units) for k in kernels.values() if k is not last)
-    if len(last.values) + len(last.bad_units) < usual:
-        raise ParseError(f"{path}: line {last.line}: the last kernel (ID {last.id}) has "
-                         f"{len(last.values) + len(last.bad_units)} metrics where the others have {usual}, "
-                         f"so the file is truncated; profile again or copy the whole file.")
-
-
-def _parse_text(path: Path, lines: list[str]) -> dict[int, _Kernel]:
+def _parse_text(path: Path, lines: list[str], seen: set[str]) -> dict[int, _Kernel]:
     kernels: dict[int, _Kernel] = {}
     current: _Kernel | None = None
     spans: list[tuple[int, int]] | None = None
@@ -305,7 +416,7 @@ def _parse_text(path: Path, lines: list[str]) -> dict[int, _Kernel]:
                 continue
             metric, unit, value = _table_row(path, number, line, spans)
             assert current is not None
-            _store(path, current, metric, unit, value, number)
+            _store(path, current, metric, unit, value, number, seen)
             rows_in_table += 1
             continue
         if _SEPARATOR.match(line) and current is not None:
@@ -330,6 +441,10 @@ def _parse_text(path: Path, lines: list[str]) -> dict[int, _Kernel]:
         if looks_like_nsys_report(lines):
             raise ParseError(f"{path}: line {where}: this is an nsys stats report, not Nsight Compute output; "
                              f"aggregate it with `rooflow nsys` (rooflow.profilers.nsys.aggregate_nsys).")
+        tool = other_tool(lines)
+        if tool:
+            raise ParseError(f"{path}: line {where}: this is {tool}, not Nsight Compute output; profile with ncu "
+                             f"(the workflow's profile_ncu rule) and give its output.")
         raise ParseError(f"{path}: line {where}: not Nsight Compute output (it starts {first!r}); rooflow "
                          f"expects ncu's text output (kernel lines '  <name>, Context N, Stream N' with metric "
                          f"tables) or its --csv details or raw page (a header starting \"ID\",\"Process ID\").")
@@ -371,49 +486,102 @@ def _is_value(text: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
-# Several files of one run
+# Several files: one run, or separate runs
 
 
-def _merge(files: list[_File]) -> dict[int, _Kernel]:
-    if len(files) == 1:
-        return files[0].kernels
+@dataclass
+class _Run:
+    """Files that hold the same kernels (the same IDs, the same names): one ncu run, merged by kernel ID."""
+    files: list[_File]
+    info: pd.DataFrame
+    wide: pd.DataFrame
+
+
+def _same_kernels(a: _File, b: _File) -> bool:
+    return a.info.index.equals(b.info.index) and bool((a.info["name"].to_numpy() == b.info["name"].to_numpy()).all())
+
+
+def _merge_run(files: list[_File]) -> _Run:
     first = files[0]
-    merged = {i: _Kernel(k.id, k.name, k.line, k.cc, dict(k.values), dict(k.bad_units), k.grid_size,
-                         k.block_size, k.nvtx_stack)
-              for i, k in first.kernels.items()}
+    info, wide = first.info.copy(), first.wide.copy()
     for other in files[1:]:
-        if set(other.kernels) != set(first.kernels):
-            raise ParseError(
-                f"{other.path}: holds {_describe_ids(other.kernels)} but {first.path} holds "
-                f"{_describe_ids(first.kernels)}; files given together must be ONE ncu run (e.g. one file per "
-                f"metric), so give the files of one run only, or profile again the one that is truncated.")
-        for kernel_id, kernel in other.kernels.items():
-            target = merged[kernel_id]
-            if kernel.name != target.name:
-                raise ParseError(
-                    f"{other.path}: line {kernel.line}: kernel ID {kernel_id} is {kernel.name[:60]!r} but in "
-                    f"{first.path} it is {target.name[:60]!r}; files given together must be ONE ncu run, so "
-                    f"give the files of one run only.")
-            target.cc = target.cc or kernel.cc
-            for metric, value in kernel.values.items():
-                known = target.values.get(metric)
-                if known is not None and not _same(known, value):
+        info["cc"] = info["cc"].where(info["cc"].notna(), other.info["cc"])
+        for metric in other.wide.columns:
+            new = other.wide[metric]
+            if metric in wide.columns:
+                known = wide[metric]
+                both = known.notna() & new.notna()
+                close = np.isclose(known.to_numpy(), new.to_numpy(), rtol=1e-9, atol=0.0)
+                differ = np.flatnonzero(both.to_numpy() & ~close)
+                if len(differ):
+                    kernel_id = wide.index[differ[0]]
                     raise ParseError(
-                        f"{other.path}: line {kernel.line}: {metric} of kernel ID {kernel_id} is {value:g} but "
-                        f"{known:g} in an earlier file; each metric must come from one file of one run, so "
-                        f"drop the duplicate file.")
-                target.values[metric] = value
-            for metric, bad in kernel.bad_units.items():
-                target.bad_units.setdefault(metric, bad)
-    return merged
+                        f"{other.path}: line {other.info.at[kernel_id, 'line']}: {metric} of kernel ID {kernel_id} "
+                        f"is {new[kernel_id]:g} but {known[kernel_id]:g} in {first.path}; each metric must come "
+                        f"from one file of one run, so drop the duplicate file.")
+                wide[metric] = new.where(new.notna(), known)
+            else:
+                wide[metric] = new
+    return _Run(files, info, wide)
 
 
-def _same(a: float, b: float) -> bool:
-    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+def _group_runs(files: list[_File]) -> list[_Run]:
+    """Files with the same kernel list are one run (merged by kernel ID); the others are separate runs."""
+    groups: list[list[_File]] = []
+    for parsed in files:
+        for group in groups:
+            if _same_kernels(group[0], parsed):
+                group.append(parsed)
+                break
+        else:
+            groups.append([parsed])
+    return [_merge_run(group) for group in groups]
 
 
-def _describe_ids(kernels: dict[int, _Kernel]) -> str:
-    return f"{len(kernels)} kernels (IDs {min(kernels)}–{max(kernels)})"
+def _describe_run(run: _Run) -> str:
+    paths = [str(f.path) for f in run.files]
+    return paths[0] if len(paths) == 1 else f"{paths[0]} (+{len(paths) - 1} files of its run)"
+
+
+def _check_separate_runs(runs: list[_Run], notes: list[str]) -> None:
+    """Separate ncu runs of one step differ by a few kernels (cuDNN's autotuner, a kernel name written
+    otherwise); runs whose kernel counts are further apart than SEPARATE_RUNS_TOLERANCE are of different
+    programs, and one metric in two runs has two totals: both are refused. A run whose kernels are exactly the
+    first ones of another run's is noted: it may be a file cut at a line boundary."""
+    counts = [len(run.info) for run in runs]
+    small, large = runs[int(np.argmin(counts))], runs[int(np.argmax(counts))]
+    if max(counts) - min(counts) > SEPARATE_RUNS_TOLERANCE * max(counts):
+        raise ParseError(
+            f"{small.files[0].path}: holds {len(small.info)} kernels but {large.files[0].path} holds "
+            f"{len(large.info)}: separate ncu runs of one step differ by a few kernels, not by more than "
+            f"{SEPARATE_RUNS_TOLERANCE:.0%}, so these files are not runs of the same step; give the files of one "
+            f"profiled step (one file per metric), or aggregate each run on its own.")
+    for run in runs:
+        for other in runs:
+            shorter = len(run.info)
+            if other is run or shorter >= len(other.info):
+                continue
+            head = other.info.iloc[:shorter]
+            if head.index.equals(run.info.index) and (head["name"].to_numpy() == run.info["name"].to_numpy()).all():
+                notes.append(f"{_describe_run(run)} holds exactly the first {shorter} of the {len(other.info)} "
+                             f"kernels of {_describe_run(other)}: if it was cut short, its metrics are "
+                             f"undercounted.")
+    owner: dict[str, tuple[_Run, float]] = {}
+    for run in runs:
+        for metric in list(run.wide.columns):
+            total = math.fsum(run.wide[metric].dropna())
+            if metric not in owner:
+                owner[metric] = (run, total)
+                continue
+            first, first_total = owner[metric]
+            if not math.isclose(total, first_total, rel_tol=1e-9, abs_tol=0.0):
+                raise ParseError(
+                    f"{run.files[0].path}: holds {metric} (total {total:g}) and so does {first.files[0].path} "
+                    f"(total {first_total:g}), from another ncu run: each metric is summed over the one file that "
+                    f"holds it, so give each metric once (drop one of the two files).")
+            run.wide = run.wide.drop(columns=metric)
+            notes.append(f"{metric} is in {_describe_run(first)} and {_describe_run(run)} with the same total: "
+                         f"counted once.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -530,11 +698,44 @@ def _total(series: pd.Series) -> float | None:
 # The API the workflow calls
 
 
-def aggregate_ncu(paths: list[str | Path] | str | Path) -> NcuResult:
-    """Parse ncu output files of ONE profiled run and aggregate them per kernel and in total.
+def _table(info: pd.DataFrame, derived: pd.DataFrame) -> pd.DataFrame:
+    table = pd.DataFrame({"id": info.index.to_numpy(), "name": info["name"].to_numpy()})
+    classes = {name: classify_kernel(name) for name in pd.unique(table["name"])}  # names repeat: classify once
+    table["kernel_class"] = table["name"].map(classes)
+    for column in KERNEL_COLUMNS[3:]:
+        if column in TEXT_COLUMNS:
+            table[column] = info[column].to_numpy()
+        else:
+            table[column] = derived[column].to_numpy(dtype=float)
+    return table
 
-    Several files are merged by kernel ID (one metric per file, as NERSC collected them); give files of
-    different runs to separate calls.
+
+def _check_required(files: list[_File], required: Iterable[str]) -> None:
+    seen = set().union(*(parsed.seen for parsed in files))
+    missing = [metric for metric in dict.fromkeys(required) if metric not in seen]
+    if not missing:
+        return
+    names = ", ".join(missing)
+    them = "it" if len(missing) == 1 else "them"
+    if len(files) == 1:
+        where = f"{files[0].path}: ncu was asked for {names} but the file does not hold {them}"
+    else:
+        more = len(files) - 1
+        where = (f"{files[0].path} (and {more} more file{'s' if more > 1 else ''}): ncu was asked for {names} but "
+                 f"none of the files holds {them}")
+    raise ParseError(f"{where}, so the input is not the output of that ncu run or was cut or edited; profile again "
+                     f"with the same metric list (rooflow.profilers.metrics.metrics_for_architecture) and give the "
+                     f"file ncu wrote.")
+
+
+def aggregate_ncu(paths: list[str | Path] | str | Path, required_metrics: Iterable[str] | None = None) -> NcuResult:
+    """Parse the ncu output files of one profiled step and aggregate them per kernel and in total.
+
+    Files that hold the same kernels (IDs and names) are ONE run and are merged by kernel ID (one metric per
+    file, as NERSC collected them). Files whose kernel lists differ are SEPARATE runs of the step (one ncu run
+    per metric): each metric is summed over its own run's kernels, the notes and ``totals["runs"]`` /
+    ``totals["kernels_per_run"]`` say so, and the per-kernel table stacks the runs. `required_metrics`: the
+    metric list ncu was asked for; a metric of it that no file holds is an error naming it.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -542,39 +743,59 @@ def aggregate_ncu(paths: list[str | Path] | str | Path) -> NcuResult:
     if not paths:
         raise ParseError("no ncu output file was given; pass the file(s) ncu wrote for one run.")
     files = [_parse_file(path) for path in paths]
-    kernels = _merge(files)
-    ids = sorted(kernels)
-    wide = pd.DataFrame.from_records([kernels[i].values for i in ids], index=pd.Index(ids, name="id"))
-    wide = wide.astype(float)
+    if required_metrics is not None:
+        _check_required(files, required_metrics)
     bad: dict[str, tuple[str, int, Path]] = {}
     for parsed in files:
-        for kernel in parsed.kernels.values():
-            for metric, (unit, number) in kernel.bad_units.items():
-                bad.setdefault(metric, (unit, number, parsed.path))
-    cc = pd.Series([kernels[i].cc for i in ids], index=wide.index, dtype=object)
-    derived, info, notes = _derive(wide, cc, bad)
+        for metric, (unit, number) in parsed.bad_units.items():
+            bad.setdefault(metric, (unit, number, parsed.path))
 
-    table = pd.DataFrame({"id": ids, "name": [kernels[i].name for i in ids]})
-    table["kernel_class"] = [classify_kernel(name) for name in table["name"]]
-    for column in KERNEL_COLUMNS[3:]:
-        if column in TEXT_COLUMNS:
-            table[column] = [getattr(kernels[i], column) for i in ids]
-        else:
-            table[column] = derived[column].to_numpy(dtype=float)
+    notes: list[str] = []
+    runs = _group_runs(files)
+    if len(runs) > 1:
+        _check_separate_runs(runs, notes)
+    columns = list(dict.fromkeys(column for run in runs for column in run.wide.columns))
+    tables, info, derived_notes = [], None, []
+    for run in runs:
+        derived, run_info, run_notes = _derive(run.wide.reindex(columns=columns), run.info["cc"], bad)
+        if info is None:
+            info, derived_notes = run_info, run_notes
+        tables.append(_table(run.info, derived))
+    table = tables[0] if len(tables) == 1 else pd.concat(tables, ignore_index=True)
+    if len(runs) > 1 and info["has_seconds"] and table["seconds"].isna().all():
+        info["has_seconds"] = False
+        derived_notes = [note for note in derived_notes if not note.startswith("seconds = ")]
+        derived_notes.append(f"seconds not reported: {m.CYCLES} and {m.CYCLES_PER_SECOND} come from separate ncu "
+                             f"runs, and a kernel's time needs both from the same kernel (a rate is never summed).")
 
-    totals: dict[str, Any] = {"kernels": len(ids)}
+    counts = [len(run.info) for run in runs]
+    totals: dict[str, Any] = {"kernels": max(counts)}
     for key in TOTAL_KEYS[1:]:
         totals[key] = _total(table[key])
     if info["has_seconds"]:
         totals["seconds"] = _total(table["seconds"])
     totals["metrics_collected"] = info["metrics_collected"]
     totals["tensor_metrics_collected"] = info["tensor_metrics_collected"]
-    formats = sorted({parsed.source_format for parsed in files})
-    totals["source_format"] = "+".join(formats)
-    if len(files) > 1:
-        notes.append(f"{len(files)} files merged by kernel ID as one run.")
+    totals["source_format"] = "+".join(sorted({parsed.source_format for parsed in files}))
+    notes = derived_notes + notes
+    if len(runs) > 1:
+        totals["runs"] = len(runs)
+        totals["kernels_per_run"] = counts
+        span = f"{min(counts)}–{max(counts)} kernels" if min(counts) != max(counts) else f"{counts[0]} kernels each"
+        notes.append(f"{len(files)} files from {len(runs)} separate ncu runs: {span} (their kernel lists differ); "
+                     f"each metric is summed over the kernels of its own run, and the per-kernel table stacks the "
+                     f"runs in the order given, kernel IDs restarting with each run, each row holding only what "
+                     f"its own run measured.")
+        metrics = pd.concat([run.wide.reindex(columns=columns) for run in runs], keys=range(len(runs)),
+                            names=["run", "id"])
+    else:
+        metrics = runs[0].wide
+        if len(files) > 1:
+            notes.append(f"{len(files)} files merged by kernel ID as one run.")
     for key in ("flops_fp32", "dram_bytes"):
-        partial = table[key].isna() & table[key].notna().any()
-        if partial.any():
-            notes.append(f"{key}: {int(partial.sum())} kernels report n/a and are left out of the total.")
-    return NcuResult(kernels=table, totals=totals, metrics=wide, paths=paths, notes=notes)
+        # Within each run: a run that did not measure a quantity at all is not "n/a" for it.
+        partial = sum(int((part[key].isna() & part[key].notna().any()).sum()) for part in tables)
+        if partial:
+            notes.append(f"{key}: {partial} kernels report n/a and are left out of the total.")
+    return NcuResult(kernels=table, totals=totals, metrics=metrics, paths=paths, notes=notes,
+                     runs=[[parsed.path for parsed in run.files] for run in runs])

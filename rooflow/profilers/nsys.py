@@ -6,7 +6,9 @@ printing to stdout — are read one by one, the notices nsys prints around them 
 - ``gputrace`` of nsys 2020 (``Start(sec),Duration(nsec),CorrId,GrdX,...,Name``) and 2021
   (``Start (ns),Duration (ns),...``), and ``cuda_gpu_trace`` (2022+; 2024+ adds ``GreenCtx`` and
   ``Throughput (MB/s)``): one row per kernel launch or memory operation. Memory operations are the rows
-  named ``[CUDA memcpy HtoD]``/``[CUDA memcpy Host-to-Device]``/``[CUDA memset]``; they are not kernel time.
+  named ``[CUDA memcpy HtoD]``/``[CUDA memcpy Host-to-Device]`` (and ``[CUDA Unified Memory memcpy ...]``),
+  summed as ``memcpy_seconds``, and ``[CUDA memset]``, summed apart as ``memset_seconds``; neither is kernel
+  time.
 - ``gpukernsum`` (2021: ``Time(%),Total Time (ns),Instances,Average,...,Name``) and ``cuda_gpu_kern_sum``
   (``Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name``): one row per
   kernel name, kernels only.
@@ -19,7 +21,7 @@ how it was captured, so that cannot be checked here. Traces taken without a capt
 2020 study's ``tmp_nsys_gputrace.csv`` fixtures — are WHOLE-PROGRAM traces: start-up copies, warm-up and
 every iteration. Summing every row of such a trace (141 ms for a VGG11 iteration whose kernels took 20.95 ms)
 is the methodology error rooflow exists to avoid, which is why ``all_rows_seconds`` is reported beside
-``kernel_seconds`` and ``memcpy_seconds``, each labelled.
+``kernel_seconds``, ``memcpy_seconds`` and ``memset_seconds``, each labelled.
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from rooflow.errors import ParseError
 from rooflow.profilers._text import (
     first_content_line,
     looks_like_ncu_output,
+    other_tool,
     parse_number,
     profiler_lines,
     read_text,
@@ -46,7 +50,8 @@ from rooflow.profilers._text import (
 )
 from rooflow.profilers.kernels import classify_kernel
 
-TOTAL_KEYS = ["kernels", "kernel_seconds", "memcpy_seconds", "all_rows_seconds", "by_class", "source_format"]
+TOTAL_KEYS = ["kernels", "kernel_seconds", "memcpy_seconds", "memset_seconds", "all_rows_seconds", "by_class",
+              "source_format"]
 KERNEL_COLUMNS = ["name", "kernel_class", "instances", "seconds"]
 CAPTURE_NOTE = ("Totals cover every row of the given reports: with rooflow's --capture-range=cudaProfilerApi "
                 "that is the one profiled iteration; a trace taken without a capture range covers the whole "
@@ -55,6 +60,7 @@ CAPTURE_NOTE = ("Totals cover every row of the given reports: with rooflow's --c
 # "Duration(nsec)", "Duration (ns)", "Total Time (ns)", "Start(sec)", "Avg (us)": name, then a time unit.
 _TIMED = re.compile(r"^(?P<name>[A-Za-z][A-Za-z ]*?)\s*\((?P<unit>nsec|usec|msec|sec|ns|us|ms|s)\)$")
 _MEMORY_ROW = re.compile(r"^\[CUDA (memcpy|memset|Unified Memory)", re.IGNORECASE)
+_MEMSET_ROW = re.compile(r"^\[CUDA memset", re.IGNORECASE)
 # kern_sum and gputrace agree on kernel time to the nanosecond; allow rounding of a printed total only.
 _CROSS_CHECK_TOLERANCE = 0.01
 
@@ -75,8 +81,8 @@ class NsysResult:
     ``kernels``: one row per kernel launch (trace) or per kernel name (kern_sum) — ``name, kernel_class,
     instances, seconds``. ``memops``: the memcpy/memset rows of a trace, apart. ``nvtx``: NVTX ranges when
     an ``nvtx_sum`` report was given. ``totals``: ``kernels`` (launches), ``kernel_seconds`` (kernel rows
-    only), ``memcpy_seconds`` (memcpy/memset rows; None when only a kernel summary was given),
-    ``all_rows_seconds`` (every row, what a naive sum gives), ``by_class`` (kernel seconds per class) and
+    only), ``memcpy_seconds`` (memcpy rows) and ``memset_seconds`` (memset rows), both None when only a kernel
+    summary was given, ``all_rows_seconds`` (every row, what a naive sum gives), ``by_class`` (kernel seconds per class) and
     ``source_format``. ``note``: what the totals cover (see the module docstring).
     """
 
@@ -141,6 +147,10 @@ def _read_tables(path: Path, text: str) -> list[_Table]:
         if looks_like_ncu_output(lines):
             raise ParseError(f"{path}: line {where}: this is Nsight Compute (ncu) output, not an nsys stats report; "
                              f"aggregate it with `rooflow ncu` (rooflow.profilers.ncu.aggregate_ncu).")
+        tool = other_tool(lines)
+        if tool:
+            raise ParseError(f"{path}: line {where}: this is {tool}, not an nsys stats report; profile with nsys "
+                             f"(the workflow's profile_nsys rule) and give the CSV reports of `nsys stats`.")
         raise ParseError(f"{path}: line {where}: not an nsys stats CSV report (it starts "
                          f"{lines[where - 1].strip()[:70]!r}); rooflow reads the cuda_gpu_kern_sum and "
                          f"cuda_gpu_trace reports of `nsys stats --format csv` (gpukernsum/gputrace before 2022).")
@@ -235,13 +245,15 @@ def aggregate_nsys(paths: list[str | Path] | str | Path) -> NsysResult:
         kernels = pd.DataFrame(kernel_rows, columns=["name", "seconds"])
         kernels.insert(1, "instances", 1)
         memops = pd.DataFrame(memory_rows, columns=["name", "seconds"])
-        memcpy_seconds = math.fsum(memops["seconds"])
+        memset = np.array([bool(_MEMSET_ROW.match(name)) for name in memops["name"]], dtype=bool)
+        memcpy_seconds = math.fsum(memops.loc[~memset, "seconds"])
+        memset_seconds = math.fsum(memops.loc[memset, "seconds"])
         used = traces
     else:
         kernels = pd.DataFrame([{"name": r["name"], "instances": r.get("instances", 0),
                                  "seconds": r.get("Total Time")} for t in sums for r in t.rows],
                                columns=["name", "instances", "seconds"])
-        memcpy_seconds = None
+        memcpy_seconds = memset_seconds = None
         used = sums
     kernels.insert(1, "kernel_class", [classify_kernel(name) for name in kernels["name"]])
     kernels = kernels[KERNEL_COLUMNS]
@@ -260,6 +272,7 @@ def aggregate_nsys(paths: list[str | Path] | str | Path) -> NsysResult:
         "kernels": int(kernels["instances"].sum()),
         "kernel_seconds": kernel_seconds,
         "memcpy_seconds": memcpy_seconds,
+        "memset_seconds": memset_seconds,
         "all_rows_seconds": math.fsum(list(kernels["seconds"]) + list(memops["seconds"])),
         "by_class": {name: float(value) for name, value in by_class.items()},
         "source_format": "+".join(sorted({t.source_format for t in used})),
