@@ -77,6 +77,9 @@ class Device:
     measured_peak_flops_per_second: dict[str, float] = field(default_factory=dict)
     measured_dram_bytes_per_second: float | None = None
     measured_l2_bytes_per_second: float | None = None
+    # Measured cache roofs that failed (at or below the DRAM roof): {level: {bytes_per_second,
+    # dram_bytes_per_second, dram_source, reason}} — never drawn, reported by rooflow.checks.
+    invalid_measured_roofs: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str | None = None
     references: list[str] = field(default_factory=list)
     notes: str | None = None
@@ -114,10 +117,16 @@ class Device:
         return peak, bandwidth
 
     def with_measured(self, ceilings: dict[str, Any]) -> Device:
-        """This device with the measured roofs of a measure_ceilings JSON merged in."""
+        """This device with the measured roofs of a measure_ceilings JSON merged in. A measured cache roof
+        at or below the measured or datasheet DRAM roof is a failed measurement: it is left out (kept in
+        `invalid_measured_roofs`), also from JSONs written before rooflow marked it."""
+        from rooflow.ceilings import invalid_cache_roofs
+
         self.measured_peak_flops_per_second = dict(ceilings.get("peak_flops_per_second") or {})
         self.measured_dram_bytes_per_second = ceilings.get("dram_bytes_per_second")
-        self.measured_l2_bytes_per_second = ceilings.get("l2_bytes_per_second")
+        self.invalid_measured_roofs = invalid_cache_roofs(ceilings, self.dram_bytes_per_second)
+        self.measured_l2_bytes_per_second = (None if "l2" in self.invalid_measured_roofs
+                                             else ceilings.get("l2_bytes_per_second"))
         return self
 
     def ridge_point(self, roof: str = "fp32", measured: bool = False) -> float | None:
