@@ -1103,7 +1103,7 @@ def format_table(result: dict[str, Any], datasheet: Any = None) -> str:
 def _cmd_ceilings(args: argparse.Namespace) -> int:
     import torch
 
-    from rooflow.devices import load_devices
+    from rooflow.devices import estimate_only_error, load_devices
 
     device = None
     if args.device:
@@ -1112,6 +1112,9 @@ def _cmd_ceilings(args: argparse.Namespace) -> int:
             raise RooflowError(f"device '{args.device}' is not in {args.catalogue}: use one of "
                                f"{', '.join(sorted(devices))}")
         device = devices[args.device]
+        if device.estimate_only:
+            raise estimate_only_error(args.device, "rooflow ceilings --device",
+                                      "measure the machine you are on (without --device, or with its own key)")
         kind = device.kind
     else:
         kind = "cuda" if torch.cuda.is_available() else "cpu"
