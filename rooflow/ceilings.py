@@ -125,13 +125,14 @@ def conv2d_flops(batch: int, in_channels: int, out_channels: int, output_size: i
 # batch 4 like the default experiment. oneDNN (torch's CPU convolution) often beats MKL's SGEMM here,
 # so a roof measured with GEMMs alone sat under resnet18/vgg11 (issue 11).
 CPU_CONV_SHAPES = (
-    ConvShape("3x3 64->64 56x56 b4 (ResNet layer1)", 4, 64, 64, 56, 3),
-    ConvShape("3x3 256->256 28x28 b4 (VGG conv3)", 4, 256, 256, 28, 3),
-    ConvShape("1x1 256->64 56x56 b4 (ResNet-50 bottleneck)", 4, 256, 64, 56, 1),
+    ConvShape("3x3 64->64 56x56 b4 (ResNet-18 layer1)", 4, 64, 64, 56, 3),
+    ConvShape("3x3 256->256 56x56 b4 (VGG-11 conv3_2)", 4, 256, 256, 56, 3),
+    ConvShape("1x1 256->64 56x56 b4 (ResNet-50 layer1 bottleneck)", 4, 256, 64, 56, 1),
 )
 CPU_CONV_SHAPES_FULL = CPU_CONV_SHAPES + (
-    ConvShape("3x3 64->128 112x112 b4 (VGG conv2)", 4, 64, 128, 112, 3),
-    ConvShape("3x3 512->512 14x14 b4 (VGG conv5)", 4, 512, 512, 14, 3),
+    ConvShape("3x3 64->128 112x112 b4 (VGG-11 conv2_1)", 4, 64, 128, 112, 3),
+    ConvShape("3x3 512->512 28x28 b4 (VGG-11 conv4_2)", 4, 512, 512, 28, 3),
+    ConvShape("3x3 256->256 14x14 b4 (ResNet-18 layer3)", 4, 256, 256, 14, 3),
 )
 
 
