@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 GIGA = 1e9
 TERA = 1e12
 MIB = 1 << 20
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: l2_read replaces l2_copy; compute_tests, peak_kernel, stability, invalid_roofs
 STREAM_ELEMENT_BYTES = 4  # copy/triad run over fp32 arrays
 TRIAD_SCALAR = 3.0
 
