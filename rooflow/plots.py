@@ -442,12 +442,11 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
         ax.text(0.5, 0.5, "no measured runs on this device", transform=ax.transAxes, ha="center")
     placed = _place_labels(ax, labels_to_place, obstacles)
     drawn["labels"] = [{"text": lbl["text"], "crowded": lbl.get("crowded", False)} for lbl in labels_to_place]
+    fig.savefig(path)
     if keep_open:
         drawn["figure"], drawn["label_artists"] = fig, placed
-        fig.savefig(path)
-        return drawn
-    fig.savefig(path)
-    plt.close(fig)
+    else:
+        plt.close(fig)
     return drawn
 
 
