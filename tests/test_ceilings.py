@@ -616,3 +616,9 @@ def test_a_valid_cache_roof_gives_no_check_row_and_a_datasheet_floor_is_used_whe
     assert ceilings_checks({"gpu": between}) == []
     rows = ceilings_checks({"gpu": between}, {"gpu": 3.35e12})
     assert len(rows) == 1 and rows[0]["expected"] == "> datasheet DRAM 3350 GB/s"
+
+
+def test_ceilings_command_refuses_an_estimate_only_device(capsys):
+    assert cli.main(["ceilings", "--device", "xeon-e5-2699-v4-2s"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "estimate-only" in error and "rooflow estimate --device xeon-e5-2699-v4-2s" in error and "\n" not in error
