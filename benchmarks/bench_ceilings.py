@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/bench_ceilings.py [--runs 3] [--threads N] [--quick] [--json FILE]
 
-Prints, per roof (fp32 and bf16 GEMM peaks, DRAM copy/triad bandwidth): the best and median of each run,
-the spread between runs ((max - min) / median of the runs' bests), and the fp32 peak as a percentage of the
-theoretical one (cores × clock × SIMD lanes × FMA units × 2, from /proc/cpuinfo). A large spread means the
-machine was busy (shared cores, other jobs): re-run when it is quieter before trusting the numbers.
+Prints, per roof (the fp32 roof and its GEMM and convolution parts, bf16 where measured, DRAM copy/triad
+bandwidth): the best and median of each run, the spread between runs ((max - min) / median of the runs'
+bests), each run's time and timings, and the fp32 peak as a percentage of the theoretical one (cores × clock
+× FP32 FLOP/cycle/core of the microarchitecture, from /proc/cpuinfo). A large spread means the machine was
+busy (shared cores, other jobs): re-run when it is quieter before trusting the numbers.
 """
 
 from __future__ import annotations
@@ -29,8 +30,13 @@ def rows_of(results: list[dict]) -> list[tuple[str, str, list[float], list[float
     precisions = [p for p in results[0]["peak_flops_per_second"]
                   if all(p in r["peak_flops_per_second"] for r in results)]
     for p in precisions:
-        rows.append((f"{p} GEMM", "GFLOP/s", [r["peak_flops_per_second"][p] / GIGA for r in results],
+        rows.append((f"{p} roof", "GFLOP/s", [r["peak_flops_per_second"][p] / GIGA for r in results],
                      [r["median_peak_flops_per_second"][p] / GIGA for r in results]))
+    for test in results[0].get("compute_tests_flops_per_second", {}):
+        if all(test in r.get("compute_tests_flops_per_second", {}) for r in results):
+            rows.append((f"  {test.replace('_', ' ')}", "GFLOP/s",
+                         [r["compute_tests_flops_per_second"][test]["best"] / GIGA for r in results],
+                         [r["compute_tests_flops_per_second"][test]["median"] / GIGA for r in results]))
     for test in results[0].get("memory_tests_bytes_per_second", {}):
         rows.append((test.replace("_", " "), "GB/s",
                      [r["memory_tests_bytes_per_second"][test]["best"] / GIGA for r in results],
@@ -74,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nfp32 theoretical peak {theory / GIGA:.1f} GFLOP/s; best measured {best / GIGA:.1f} GFLOP/s = "
               f"{best / theory:.0%} of it (per run: {per_run})")
         print(f"  basis: {first['theoretical_basis']}")
+    print("fp32 roof set by: " + "; ".join(r["peak_kernel"].get("fp32", "-") for r in results))
+    print("seconds per run: " + ", ".join(f"{r['seconds_total']:.1f}" for r in results) + "; timings per run: "
+          + ", ".join(str(sum(s["timings"] for s in r["stability"].values())) for r in results))
     for what, why in first["skipped"].items():
         print(f"skipped {what}: {why}")
     print("spread = (max - min) / median of the runs' bests; bytes = read + written (STREAM convention).")

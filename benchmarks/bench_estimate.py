@@ -3,6 +3,7 @@ allocated, so batch 256 should cost what batch 1 costs).
 
     .venv/bin/python benchmarks/bench_estimate.py                       # a few models, b1 and b256
     .venv/bin/python benchmarks/bench_estimate.py --all --batch 256 --mode training   # the whole zoo
+    .venv/bin/python benchmarks/bench_estimate.py --matrix --batch 2    # every model × precision × mode
 
 Prints one row per model × batch: seconds to estimate (model construction on meta included), the
 process's resident memory after it and its peak so far (VmRSS/VmHWM), and the FLOPs for reference.
@@ -30,36 +31,46 @@ def main() -> int:
                                                       "efficientnet_b0", "vit_b_16", "swin_t"])
     parser.add_argument("--all", action="store_true", help="every torchvision classification model")
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 256])
-    parser.add_argument("--mode", choices=["inference", "training"], default="training")
-    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--mode", choices=["inference", "training"], nargs="+", default=["training"])
+    parser.add_argument("--precision", nargs="+", default=["fp32"],
+                        help="one or more of fp32 tf32 fp16 bf16")
+    parser.add_argument("--matrix", action="store_true",
+                        help="every model × fp32/tf32/fp16/bf16 × inference/training at --batch (issue: no "
+                             "combination may crash); prints one row per run and the failures")
     args = parser.parse_args()
+    if args.matrix:
+        args.all, args.precision, args.mode = True, ["fp32", "tf32", "fp16", "bf16"], ["inference", "training"]
 
     from rooflow.estimate import estimate
     from rooflow.models import classification_models
 
     models = list(classification_models()) if args.all else args.models
-    estimate("resnet18", 1, mode=args.mode)  # warm imports and caches out of the first row
-    print(f"{'model':22} {'batch':>5} {'mode':9} {'seconds':>8} {'RSS MB':>8} {'peak RSS MB':>11} "
+    estimate("resnet18", 1, mode=args.mode[0])  # warm imports and caches out of the first row
+    print(f"{'model':22} {'batch':>5} {'prec':4} {'mode':9} {'seconds':>8} {'RSS MB':>8} {'peak RSS MB':>11} "
           f"{'total GFLOP':>12} {'peak mem GB':>11}")
-    total_seconds, failures = 0.0, []
+    total_seconds, failures, runs = 0.0, [], 0
     start_all = time.perf_counter()
     for name in models:
         for batch in args.batch:
-            start = time.perf_counter()
-            try:
-                est = estimate(name, batch, args.precision, args.mode)
-            except Exception as error:  # noqa: BLE001 — report and go on: the benchmark prints the whole table
-                failures.append(f"{name} b{batch}: {type(error).__name__}: {error}")
-                continue
-            seconds = time.perf_counter() - start
-            total_seconds += seconds
-            rss, peak = _rss_mb()
-            t = est.totals
-            print(f"{name:22} {batch:>5} {args.mode:9} {seconds:>8.2f} {rss:>8.0f} {peak:>11.0f} "
-                  f"{t['total_flops'] / 1e9:>12.2f} {t['peak_memory_bytes'] / 1e9:>11.2f}", flush=True)
+            for precision in args.precision:
+                for mode in args.mode:
+                    start = time.perf_counter()
+                    runs += 1
+                    try:
+                        est = estimate(name, batch, precision, mode)
+                    except Exception as error:  # noqa: BLE001 — report and go on: the table is the result
+                        failures.append(f"{name} b{batch} {precision} {mode}: {type(error).__name__}: {error}")
+                        continue
+                    seconds = time.perf_counter() - start
+                    total_seconds += seconds
+                    rss, peak = _rss_mb()
+                    t = est.totals
+                    print(f"{name:22} {batch:>5} {precision:4} {mode:9} {seconds:>8.2f} {rss:>8.0f} {peak:>11.0f} "
+                          f"{t['total_flops'] / 1e9:>12.2f} {t['peak_memory_bytes'] / 1e9:>11.2f}", flush=True)
     rss, peak = _rss_mb()
-    print(f"\n{len(models)} models × {len(args.batch)} batch sizes: {total_seconds:.1f} s estimating "
-          f"({time.perf_counter() - start_all:.1f} s wall), peak RSS {peak:.0f} MB")
+    print(f"\n{runs} runs ({len(models)} models × {len(args.batch)} batch × {len(args.precision)} precision × "
+          f"{len(args.mode)} mode): {total_seconds:.1f} s estimating ({time.perf_counter() - start_all:.1f} s wall), "
+          f"peak RSS {peak:.0f} MB, {len(failures)} failed")
     for failure in failures:
         print("FAILED", failure)
     return 1 if failures else 0

@@ -30,6 +30,8 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   cuDNN's layout transposes, or the host).
 - **out of memory**: a result, not a failure, listed so it is never mistaken for a missing run.
 - **uncounted ops**: aten ops the estimator has no formula for (their FLOPs are not in the estimate).
+- **cache roof at or below DRAM** (per device, from its measured ceilings): a failed cache microbenchmark
+  (it measured DRAM or launch overhead); the roof is not drawn (``rooflow.ceilings.invalid_cache_roofs``).
 """
 
 from __future__ import annotations
@@ -378,13 +380,39 @@ def estimate_checks(totals: dict[tuple, dict]) -> list[dict[str, Any]]:
     return out
 
 
+def ceilings_checks(ceilings: dict[str, dict], datasheet_dram: dict[str, float | None] | None = None
+                    ) -> list[dict[str, Any]]:
+    """One error per measured cache roof at or below its DRAM roof. ``ceilings``: {device key: its
+    measure_ceilings JSON}; ``datasheet_dram``: {device key: datasheet DRAM bytes/s}, where known. The row
+    concerns the device, not a run: model "(ceilings)", batch 0."""
+    from rooflow.ceilings import invalid_cache_roofs
+
+    out = []
+    for device, result in sorted(ceilings.items()):
+        for level, why in invalid_cache_roofs(result, (datasheet_dram or {}).get(device)).items():
+            value, floor = why.get("bytes_per_second"), why.get("dram_bytes_per_second")
+            run = {"device": device, "model": "(ceilings)", "batch": 0, "precision": "", "mode": ""}
+            row = _row(run, "error", "cache roof at or below DRAM",
+                       f"{level.upper()} {value / 1e9:.0f} GB/s" if _finite(value) else level.upper(),
+                       f"> {why.get('dram_source', 'measured')} DRAM {floor / 1e9:.0f} GB/s" if _finite(floor)
+                       else "> DRAM",
+                       f"{why.get('reason', 'a failed cache measurement')}; re-measure with `rooflow ceilings` "
+                       "on the device (its L2 test reads an L2-resident buffer many times per kernel)")
+            row["run"] = f"{device} {level.upper()} ceiling"
+            out.append(row)
+    return out
+
+
 def build_checks(summary: pd.DataFrame, totals: dict[tuple, dict] | None = None,
-                 layers: dict[tuple, pd.DataFrame] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 layers: dict[tuple, pd.DataFrame] | None = None, ceilings: dict[str, dict] | None = None,
+                 datasheet_dram: dict[str, float | None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(checks, forward:backward table). Checks: one row per failed check (:data:`CHECK_COLUMNS`), errors
-    first, then warnings, then results; within each, by run."""
+    first, then warnings, then results; within each, by run. ``ceilings``/``datasheet_dram``: see
+    :func:`ceilings_checks`."""
     totals, layers = totals or {}, layers or {}
     fb = forward_backward_table(summary, totals, layers)
-    rows = summary_checks(summary) + forward_backward_checks(fb) + estimate_checks(totals)
+    rows = summary_checks(summary) + forward_backward_checks(fb) + estimate_checks(totals) + \
+        ceilings_checks(ceilings or {}, datasheet_dram)
     checks = pd.DataFrame(rows, columns=CHECK_COLUMNS)
     if not checks.empty:
         checks["_severity"] = checks["severity"].map({s: i for i, s in enumerate(SEVERITIES)})
@@ -430,17 +458,27 @@ def load_estimates(totals_paths, layers_paths=()) -> tuple[dict[tuple, dict], di
     return totals, layers
 
 
-def check_files(summary_path: str | Path, totals_paths=(), layers_paths=()) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """build_checks over a workflow's files: results/summary.csv and the estimate's totals/layers."""
+def check_files(summary_path: str | Path, totals_paths=(), layers_paths=(), ceilings_paths=(),
+                devices_file: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """build_checks over a workflow's files: results/summary.csv, the estimate's totals/layers, and the
+    measured ceilings (results/ceilings/{device}.json: the device is the file's stem) with the catalogue's
+    datasheet DRAM roofs where `devices_file` is given."""
     totals, layers = load_estimates(totals_paths, layers_paths)
-    return build_checks(pd.read_csv(summary_path), totals, layers)
+    ceilings = {Path(p).stem: read_json(p) for p in ceilings_paths}
+    datasheet_dram = None
+    if devices_file and ceilings:
+        from rooflow.devices import load_devices
+
+        datasheet_dram = {k: d.dram_bytes_per_second for k, d in load_devices(devices_file).items()}
+    return build_checks(pd.read_csv(summary_path), totals, layers, ceilings, datasheet_dram)
 
 
 def _cmd_checks(args: argparse.Namespace) -> int:
     root = Path(args.estimates)
     totals_paths = sorted(root.glob("*/*/totals.json"))
     layers_paths = [p.with_name("layers.csv") for p in totals_paths]
-    checks, _ = check_files(args.summary, totals_paths, [p if p.is_file() else None for p in layers_paths])
+    checks, _ = check_files(args.summary, totals_paths, [p if p.is_file() else None for p in layers_paths],
+                            sorted(Path(args.ceilings).glob("*.json")), args.devices_file)
     if checks.empty:
         print("all self-checks passed")
         return 0
@@ -455,8 +493,13 @@ def register(subparsers) -> None:
         "checks", help="list the self-checks a workflow's results fail",
         description="Self-checks over results/summary.csv and the estimates: points above their roof, "
                     "unexplained measured/estimated FLOP ratios, forward:backward ratios outside what the "
-                    "layers imply, noisy measurements, out-of-memory runs. Exit status 1 when any is an error.")
+                    "layers imply, noisy measurements, out-of-memory runs, measured cache roofs at or below DRAM. "
+                    "Exit status 1 when any is an error.")
     parser.add_argument("summary", nargs="?", default="results/summary.csv")
     parser.add_argument("--estimates", default="results/estimate",
                         help="the estimate folder (MODEL/bBATCH-PRECISION-MODE/{totals.json,layers.csv})")
+    parser.add_argument("--ceilings", default="results/ceilings",
+                        help="the measured ceilings folder ({device}.json): cache roofs at or below DRAM")
+    parser.add_argument("--devices-file", default=None,
+                        help="device catalogue, to compare measured cache roofs with the datasheet DRAM roof too")
     parser.set_defaults(func=_cmd_checks)

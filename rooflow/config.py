@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rooflow.config_io import load_schema, read_yaml, validate
-from rooflow.devices import load_devices
+from rooflow.devices import estimate_only_error, load_devices
 from rooflow.errors import RooflowError
 from rooflow.models import check_model_names
 
@@ -31,6 +31,9 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
             raise RooflowError(
                 f"{source}: device '{key}' is not in {catalogue}: use one of {', '.join(sorted(devices))} "
                 f"or add an entry there")
+    for key in config["devices"]:  # imported profiles may name an estimate-only device: nothing runs there
+        if devices[key].estimate_only:
+            raise estimate_only_error(key, f"{source}: devices")
     root = config["dataset"]["root"]
     if root is not None and not (Path(workdir) / root).is_dir():
         raise RooflowError(

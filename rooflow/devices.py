@@ -3,6 +3,11 @@
 Datasheet values live in the catalogue; empirically measured ceilings (results/ceilings/{device}.json,
 written by `measure_ceilings`) are merged in beside them, never over them, so figures show both
 (`Device.roofs()`: datasheet roofs solid, measured ones dashed). config/DEVICES.md explains the catalogue.
+
+Estimate-only devices (``estimate_only: true``: a TPU, a phone SoC, old Xeons, a Xeon Phi) have no SLURM
+resources: rooflow cannot run on them, so the workflow's ``devices:`` rejects them, but ``rooflow estimate
+--device`` and the rooflines of imported profiles use them. Their roofs are datasheet arithmetic, kept in
+``derivation`` and checked on loading (:func:`derived_roofs`).
 """
 
 from __future__ import annotations
@@ -77,10 +82,18 @@ class Device:
     measured_peak_flops_per_second: dict[str, float] = field(default_factory=dict)
     measured_dram_bytes_per_second: float | None = None
     measured_l2_bytes_per_second: float | None = None
+    # Measured cache roofs that failed (at or below the DRAM roof): {level: {bytes_per_second,
+    # dram_bytes_per_second, dram_source, reason}} — never drawn, reported by rooflow.checks.
+    invalid_measured_roofs: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str | None = None
     references: list[str] = field(default_factory=list)
     notes: str | None = None
     slurm: dict[str, Any] = field(default_factory=dict)
+    # Estimate-only devices: rooflow cannot run there (no SLURM resources); `assumptions` says what their
+    # roofs rest on, `derivation` holds the datasheet arithmetic (sockets, core groups, memory channels).
+    estimate_only: bool = False
+    assumptions: str | None = None
+    derivation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_cuda(self) -> bool:
@@ -114,10 +127,16 @@ class Device:
         return peak, bandwidth
 
     def with_measured(self, ceilings: dict[str, Any]) -> Device:
-        """This device with the measured roofs of a measure_ceilings JSON merged in."""
+        """This device with the measured roofs of a measure_ceilings JSON merged in. A measured cache roof
+        at or below the measured or datasheet DRAM roof is a failed measurement: it is left out (kept in
+        `invalid_measured_roofs`), also from JSONs written before rooflow marked it."""
+        from rooflow.ceilings import invalid_cache_roofs
+
         self.measured_peak_flops_per_second = dict(ceilings.get("peak_flops_per_second") or {})
         self.measured_dram_bytes_per_second = ceilings.get("dram_bytes_per_second")
-        self.measured_l2_bytes_per_second = ceilings.get("l2_bytes_per_second")
+        self.invalid_measured_roofs = invalid_cache_roofs(ceilings, self.dram_bytes_per_second)
+        self.measured_l2_bytes_per_second = (None if "l2" in self.invalid_measured_roofs
+                                             else ceilings.get("l2_bytes_per_second"))
         return self
 
     def ridge_point(self, roof: str = "fp32", measured: bool = False) -> float | None:
@@ -173,7 +192,50 @@ def _from_entry(key: str, entry: dict[str, Any]) -> Device:
         references=list(entry.get("references") or []),
         notes=entry.get("notes"),
         slurm=dict(entry.get("slurm") or {}),
+        estimate_only=bool(entry.get("estimate_only")),
+        assumptions=entry.get("assumptions"),
+        derivation=dict(entry.get("derivation") or {}),
     )
+
+
+def derived_roofs(derivation: dict[str, Any]) -> tuple[dict[str, float], float | None]:
+    """(peak FLOP/s per precision, DRAM bytes/s or None) of a catalogue `derivation`: peak = sockets × Σ over
+    core groups (count × clock × FLOP per cycle); bandwidth = sockets × channels × transfer rate × bytes per
+    transfer. A precision counts only where every core group gives it (a group without it has no such path)."""
+    sockets = derivation.get("sockets", 1)
+    groups = derivation["core_groups"]
+    precisions = set.intersection(*(set(g["flops_per_cycle"]) for g in groups))
+    peaks = {p: sockets * sum(g["count"] * g["clock_ghz"] * GIGA * g["flops_per_cycle"][p] for g in groups)
+             for p in sorted(precisions)}
+    memory = derivation.get("memory")
+    bandwidth = None
+    if memory:
+        bandwidth = sockets * memory["channels"] * memory["transfer_rate_mts"] * 1e6 * memory["bytes_per_transfer"]
+    return peaks, bandwidth
+
+
+# A listed peak or bandwidth must be its derivation's arithmetic to this relative precision (the listed
+# value is the exact product, written out: a slip such as 61 x 1.238 x 16 = 1207.9 instead of 1208.3 fails).
+DERIVATION_TOLERANCE = 1e-4
+
+
+def _check_derivation(key: str, entry: dict[str, Any], source: str) -> None:
+    peaks, bandwidth = derived_roofs(entry["derivation"])
+    listed = {p: v * TERA for p, v in (entry.get("peak_tflops_per_second") or {}).items()}
+    if set(peaks) != set(listed):
+        raise RooflowError(
+            f"{source}: device '{key}' lists peaks for {', '.join(sorted(listed))} but its derivation gives "
+            f"{', '.join(sorted(peaks)) or 'none'}: list exactly the precisions every core group has")
+    for precision, value in peaks.items():
+        if abs(listed[precision] / value - 1) > DERIVATION_TOLERANCE:
+            raise RooflowError(
+                f"{source}: device '{key}' lists peak_tflops_per_second.{precision} {listed[precision] / TERA:g} "
+                f"but its derivation (sockets × count × clock × FLOP/cycle) gives {value / TERA:.6g}: fix one")
+    listed_bandwidth = entry.get("memory_bandwidth_gbytes_per_second")
+    if bandwidth is not None and abs(listed_bandwidth * GIGA / bandwidth - 1) > DERIVATION_TOLERANCE:
+        raise RooflowError(
+            f"{source}: device '{key}' lists memory_bandwidth_gbytes_per_second {listed_bandwidth:g} but its "
+            f"derivation (sockets × channels × transfer rate × bytes) gives {bandwidth / GIGA:.6g}: fix one")
 
 
 def validate_catalogue(data: Any, source: str) -> dict[str, Any]:
@@ -185,7 +247,24 @@ def validate_catalogue(data: Any, source: str) -> dict[str, Any]:
             if missing:
                 raise RooflowError(
                     f"{source}: CUDA device '{key}' lacks {', '.join(missing)}: add the datasheet values")
+        if entry.get("estimate_only") and entry.get("slurm"):
+            raise RooflowError(
+                f"{source}: device '{key}' is estimate_only but has a slurm block: remove the slurm block "
+                "(rooflow cannot run on an estimate-only device) or set estimate_only to false")
+        if entry.get("kind") == "tpu" and not entry.get("estimate_only"):
+            raise RooflowError(f"{source}: TPU device '{key}' must be estimate_only: true (rooflow runs on CUDA "
+                               "GPUs and CPUs only)")
+        if entry.get("derivation"):
+            _check_derivation(key, entry, source)
     return data
+
+
+def estimate_only_error(key: str, source: str, fix: str = "remove it from devices") -> RooflowError:
+    """The one-sentence error for an estimate-only device where rooflow would have to run on it."""
+    return RooflowError(
+        f"{source}: device '{key}' is estimate-only (no SLURM resources: rooflow cannot run on it), so it "
+        f"cannot be measured or profiled: {fix}, and use it with `rooflow estimate --device {key}` or as the "
+        "device of an imported profile")
 
 
 def load_devices(path: str | Path) -> dict[str, Device]:
@@ -217,25 +296,32 @@ def _cmd_devices(args: argparse.Namespace) -> int:
         return 0
     columns = ("fp64", "fp64_tensor", "fp32", "tf32", "fp16", "bf16", "fp8")
     heads = ("FP64", "FP64TC", "FP32", "TF32", "FP16", "BF16", "FP8")
-    header = (f"{'device':15} {'arch':6} {'SMs':>4} " + " ".join(f"{h:>7}" for h in heads)
+    header = (f"{'device':18} {'arch':6} {'SMs':>4} " + " ".join(f"{h:>7}" for h in heads)
               + f" {'DRAM GB/s':>9} {'mem GB':>6} {'ridge':>6}  name")
     print(header)
     print("-" * len(header))
 
     def tf(d: Device, roof: str) -> str:
         value = d.peak_flops_per_second.get(roof)
-        return f"{value / TERA:7.6g}" if value else f"{'-':>7}"
+        return f"{value / TERA:7.5g}" if value else f"{'-':>7}"
+
+    def number(value: float | None, width: int, digits: str) -> str:
+        return f"{value:{width}{digits}}" if value else f"{'-':>{width}}"
 
     for key, d in devices.items():
-        bw = f"{d.dram_bytes_per_second / GIGA:9.0f}" if d.dram_bytes_per_second else f"{'measured':>9}"
-        mem = f"{d.memory_bytes / GIGA:6.0f}" if d.memory_bytes else f"{'-':>6}"
-        ridge = d.ridge_point("fp32")
-        ridge_text = f"{ridge:6.1f}" if ridge else f"{'-':>6}"
-        print(f"{key:15} {d.architecture or '-':6} {d.sm_count or '-':>4} "
-              + " ".join(tf(d, c) for c in columns) + f" {bw} {mem} {ridge_text}  {d.name}")
+        bw = number(d.dram_bytes_per_second and d.dram_bytes_per_second / GIGA, 9, ".4g") \
+            if d.dram_bytes_per_second else f"{'measured':>9}"
+        mem = number(d.memory_bytes and d.memory_bytes / GIGA, 6, ".0f")
+        ridge_text = number(d.ridge_point("fp32"), 6, ".1f")
+        name = d.name + ("  [estimate only]" if d.estimate_only else "")
+        print(f"{key:18} {d.architecture or '-':6} {d.sm_count or '-':>4} "
+              + " ".join(tf(d, c) for c in columns) + f" {bw} {mem} {ridge_text}  {name}")
     print("\nPeaks in TFLOP/s (10^12 FLOP/s), DENSE datasheet values (sparsity headlines halved); DRAM in GB/s")
     print("(10^9 B/s); memory in GB (10^9 B); ridge = FP32 peak / DRAM bandwidth in FLOP/byte. CPU roofs come")
-    print("from `rooflow ceilings`. Sources: `rooflow devices --format json`; how to add a device: config/DEVICES.md.")
+    print("from `rooflow ceilings`. [estimate only]: no SLURM resources, rooflow cannot run there; use it with")
+    print("`rooflow estimate --device KEY` or as the device of imported profiles (its roofs are datasheet")
+    print("arithmetic: `rooflow devices --format json` shows the derivation and assumptions). Sources: --format json;")
+    print("how to add a device: config/DEVICES.md.")
     return 0
 
 

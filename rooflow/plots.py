@@ -113,7 +113,8 @@ def compute_roofs_to_draw(device: Device, show_fp64: bool = False, extra_roofs=(
 def roof_lines(device: Device, x_min: float, x_max: float, show_fp64: bool = False, extra_roofs=()) -> list[dict]:
     """Every roof line of the device's roofline, as drawn: each compute roof joined at its ridge to the DRAM
     roof of the same source (datasheet with datasheet, measured with measured; the other where one is
-    missing), and each cache roof (L2, L1) joined to the highest compute roof of its source. `extra_roofs`:
+    missing), and each cache roof (L2, L1) joined to the highest compute roof of its source — unless it is at
+    or below a DRAM roof, which makes it a failed measurement that is never drawn. `extra_roofs`:
     theoretical roofs (a CPU's cores × clock × SIMD lanes × FMA), drawn solid like datasheet ones."""
     roofs = [*device.roofs(), *extra_roofs]
     memory = [r for r in roofs if r.kind == "memory"]
@@ -135,6 +136,8 @@ def roof_lines(device: Device, x_min: float, x_max: float, show_fp64: bool = Fal
     for mem in memory:
         if mem.precision_or_level == "dram":
             continue
+        if any(mem.value <= d.value for d in dram.values()):
+            continue  # a cache roof at or below DRAM is a failed measurement: never drawn (rooflow.checks flags it)
         same = [r for r, _ in computes if r.source == mem.source] or [r for r, _ in computes]
         if not same:
             continue
@@ -157,26 +160,96 @@ def theoretical_roofs(ceilings: dict | None) -> list[Roof]:
             for key, value in peaks.items() if value]
 
 
-def _place_labels(ax, labels: list[tuple[float, float, str]], fontsize: float = 9) -> None:
-    """Annotate points without piling labels on each other: each label takes the first of a few offsets
-    (right of the point, below, above, further out) whose box overlaps no label placed before it."""
+# Label placement: candidate offsets (points) around the anchor, nearest first: 8 directions at growing
+# distances; beyond the first rings a thin leader line ties the label to its point.
+_DIRECTIONS = [(1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1)]
+_RADII = (7, 12, 18, 26, 36, 50, 68, 90, 120, 160, 210, 280)
+_LEADER_FROM = 20  # points
+
+
+def _boxes_overlap(a, b, margin: float = 1.0) -> bool:
+    return a.x0 < b.x1 + margin and b.x0 < a.x1 + margin and a.y0 < b.y1 + margin and b.y0 < a.y1 + margin
+
+
+def _inside(inner, outer) -> bool:
+    return inner.x0 >= outer.x0 and inner.x1 <= outer.x1 and inner.y0 >= outer.y0 and inner.y1 <= outer.y1
+
+
+def _marker_box(ax, x: float, y: float, size_pt2: float):
+    """Pixel box of a scatter marker of area `size_pt2` (points²) centred on data (x, y)."""
+    from matplotlib.transforms import Bbox
+
+    px, py = ax.transData.transform((x, y))
+    half = math.sqrt(size_pt2) / 2 * ax.figure.dpi / 72
+    return Bbox.from_extents(px - half, py - half, px + half, py + half)
+
+
+def _place_labels(ax, labels: list[dict], obstacles: list[tuple[float, float, float]]) -> list:
+    """Annotate points so that no label overlaps another label or any marker, and every label lies inside
+    the axes. ``labels``: dicts with x, y (data), text, and optional fontsize, colour, weight; ``obstacles``:
+    (x, y, marker area in points²) of every marker drawn. Each label takes the nearest free candidate
+    position (_DIRECTIONS × _RADII); far ones get a leader line. Returns the Annotation artists."""
+    from matplotlib import patheffects
+
     fig = ax.figure
-    fig.draw_without_rendering()  # run the layout first: label boxes are computed in final pixels
-    char_px, line_px = 0.62 * fontsize * fig.dpi / 72, 1.3 * fontsize * fig.dpi / 72
-    offsets = [(8, -13), (8, 7), (8, -27), (8, 21), (8, -41), (8, 35), (-8, -13), (-8, 7)]
-    placed: list[tuple[float, float, float, float]] = []
-    for x, y, text in labels:
-        px, py = ax.transData.transform((x, y))
-        width = char_px * len(text)
-        for dx, dy in offsets:
-            left = px + dx * fig.dpi / 72 - (width if dx < 0 else 0)
-            bottom = py + dy * fig.dpi / 72
-            box = (left, bottom, left + width, bottom + line_px)
-            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+    fig.draw_without_rendering()  # the layout first: boxes are computed in final pixels
+    renderer = fig.canvas.get_renderer()
+    axes_box = ax.get_window_extent(renderer)
+    blocked = [_marker_box(ax, x, y, size) for x, y, size in obstacles]
+    placed = []
+    artists = []
+    for label in labels:
+        text = ax.annotate(label["text"], (label["x"], label["y"]), textcoords="offset points", xytext=(0, 0),
+                           fontsize=label.get("fontsize", 9.5), color=label.get("colour", "#111111"),
+                           fontweight=label.get("weight", "normal"), zorder=7,
+                           path_effects=[patheffects.withStroke(linewidth=2.5, foreground="white")])
+        best = None
+        for radius in _RADII:
+            for dx, dy in _DIRECTIONS:
+                norm = math.hypot(dx, dy)
+                offset = (radius * dx / norm, radius * dy / norm)
+                text.set_position(offset)
+                text.set_ha("left" if dx > 0 else "right" if dx < 0 else "center")
+                text.set_va("bottom" if dy > 0 else "top" if dy < 0 else "center")
+                box = text.get_window_extent(renderer)
+                if _inside(box, axes_box) and not any(_boxes_overlap(box, b) for b in placed + blocked):
+                    best = (offset, box, radius)
+                    break
+            if best:
                 break
+        if best is None:  # nowhere free (should not happen on a report-size figure): nearest spot, flagged
+            text.set_position((_RADII[0], 0))
+            text.set_ha("left")
+            text.set_va("center")
+            best = ((_RADII[0], 0), text.get_window_extent(renderer), _RADII[0])
+            label["crowded"] = True
+        offset, box, radius = best
+        if radius >= _LEADER_FROM:
+            text.remove()
+            text = ax.annotate(label["text"], (label["x"], label["y"]), textcoords="offset points",
+                               xytext=offset, fontsize=label.get("fontsize", 9.5),
+                               color=label.get("colour", "#111111"), fontweight=label.get("weight", "normal"),
+                               ha="left" if offset[0] > 0 else "right" if offset[0] < 0 else "center",
+                               va="bottom" if offset[1] > 0 else "top" if offset[1] < 0 else "center",
+                               zorder=7, path_effects=[patheffects.withStroke(linewidth=2.5, foreground="white")],
+                               arrowprops={"arrowstyle": "-", "color": "#777777", "linewidth": 0.6,
+                                           "shrinkA": 0, "shrinkB": 4})
         placed.append(box)
-        ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=fontsize,
-                    color="#222222", ha="right" if dx < 0 else "left")
+        artists.append(text)
+    return artists
+
+
+def _roof_legend(fig, roof_handles: list) -> None:
+    """The roof legend under the axes: two columns where they fit inside the figure, else one."""
+    title = "roofs (compute | memory | ridge)"
+    if len(roof_handles) >= 5:
+        legend = fig.legend(handles=roof_handles, loc="outside lower center", ncols=2, frameon=False, title=title)
+        fig.draw_without_rendering()
+        box = legend.get_window_extent(fig.canvas.get_renderer())
+        if box.x0 >= 0 and box.x1 <= fig.bbox.width:
+            return
+        legend.remove()
+    fig.legend(handles=roof_handles, loc="outside lower center", ncols=1, frameon=False, title=title)
 
 
 def _ok(value) -> bool:
@@ -184,14 +257,21 @@ def _ok(value) -> bool:
 
 
 def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, flags: dict | None = None,
-                    hierarchy: pd.DataFrame | None = None, show_fp64: bool = False, extra_roofs=()) -> dict:
+                    hierarchy: pd.DataFrame | None = None, show_fp64: bool = False, extra_roofs=(),
+                    keep_open: bool = False) -> dict:
     """Draw one device's roofline with its runs; return what was drawn (for tests and captions).
 
     ``flags``: rooflow.checks.flagged_runs — flagged points get a ring. ``hierarchy``: per run (device,
     model, batch, precision, mode) the ncu totals ``flops_total``, ``dram_bytes``, ``l2_bytes``,
     ``l1_bytes``: the same kernels are also placed at their L2 and L1 intensity (hierarchical roofline).
     Where a point's FLOPs or bytes were measured, the estimate's point (estimated FLOPs over estimated
-    bytes, at the same time) is drawn beside it. ``extra_roofs``: theoretical roofs (see roof_lines)."""
+    bytes, at the same time) is drawn beside it. ``extra_roofs``: theoretical roofs (see roof_lines).
+
+    Every run is numbered on the plot (its cache-level points "N·L2", "N·L1") and named in the key beside
+    the axes; labels are placed so that none overlaps another label or a marker (_place_labels). The roof
+    legend under the plot takes two columns where they fit the figure's width, else one.
+    ``keep_open``: return the figure (drawn["figure"]) and the label artists instead of closing it (tests
+    measure the layout with the renderer); the caller closes it."""
     from rooflow.checks import severity_of
 
     rows = summary[(summary["device"] == device.key) & summary["arithmetic_intensity"].notna()
@@ -219,7 +299,7 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
     fig, ax = plt.subplots(figsize=(13.5, 10), layout="constrained")
     drawn: dict = {"roofs": [], "points": [], "flagged": [], "estimates": [], "levels": []}
     roof_handles: list = []
-    labels_to_place: list[tuple[float, float, str]] = []
+    labels_to_place: list[dict] = []
     lines = roof_lines(device, x_min, x_max, show_fp64, extra_roofs)
     top_peak = max((line["peak"] for line in lines), default=1.0)
     for line in lines:
@@ -237,8 +317,10 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
     colours = batch_colours(summary["batch"]) if len(summary) else {}
     batches = sorted({int(b) for b in rows["batch"]})
     sizes = {b: 55 + 75 * i / max(1, len(batches) - 1) for i, b in enumerate(batches)}
-    annotate = len(rows) <= 24
-    for _, row in rows.sort_values(["arithmetic_intensity", "achieved_flops_per_second"]).iterrows():
+    obstacles: list[tuple[float, float, float]] = []  # every marker: (x, y, area in points²)
+    key_handles: list = []
+    for number, (_, row) in enumerate(rows.sort_values(["arithmetic_intensity", "achieved_flops_per_second"])
+                                      .iterrows(), start=1):
         x, y = row["arithmetic_intensity"], row["achieved_flops_per_second"]
         batch = int(row["batch"])
         colour = ROOF_COLOURS.get(MATMUL_ROOF.get(row["precision"], "fp32"), "black") if by_precision \
@@ -251,16 +333,22 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
             # The point's AI line, up to the roof that bounds it: the gap is the headroom at this intensity.
             ax.plot([x, x], [y, attainable], linestyle=":", color=colour, linewidth=1.3, zorder=4)
             ax.scatter([x], [attainable], marker="_", s=140, color=colour, linewidths=2, zorder=4)
+            obstacles.append((x, attainable, 140))
         scatter_run(ax, x, y, markers[row["model"]], colour, filled, severity, size=size)
+        obstacles.append((x, y, size * 3.6 if severity else size))
         label = point_label(row)
         short = f"{row['model']} b{batch}" + (f" {row['precision']}" if by_precision else "") + \
             f" {MODE_SHORT.get(row['mode'], row['mode'])}"
         if severity:
             drawn["flagged"].append({"label": label, "severity": severity})
-        if annotate:
-            labels_to_place.append((x, y, short))
-        drawn["points"].append({"label": label, "x": x, "y": y, "attainable": attainable, "severity": severity,
-                                "marker": markers[row["model"]], "filled": filled})
+        # Points are numbered on the plot and named in the key beside it: a number fits where a name
+        # would collide with the cache-level markers and the other points.
+        labels_to_place.append({"x": x, "y": y, "text": str(number), "weight": "bold", "fontsize": 10})
+        key_handles.append(Line2D([], [], linestyle="", marker=markers[row["model"]], markersize=7,
+                                  markeredgecolor=colour, markerfacecolor=colour if filled else "white",
+                                  markeredgewidth=1.5, label=f"{number}  {short}"))
+        drawn["points"].append({"label": label, "number": number, "x": x, "y": y, "attainable": attainable,
+                                "severity": severity, "marker": markers[row["model"]], "filled": filled})
         key = (row["model"], batch, row["precision"], row["mode"])
         # Hierarchical points: the same kernels (same FLOPs, same time) at their L2 and L1 intensity.
         flops = levels.get(key, {}).get("flops")
@@ -272,8 +360,9 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
                 chain.append((lx, lvl.upper()))
                 ax.scatter([lx], [ly], marker=markers[row["model"]], s=size * 0.6, facecolors="none",
                            edgecolors=colour, linewidths=1.2, alpha=0.8, zorder=5)
-                ax.annotate(lvl.upper(), (lx, ly), textcoords="offset points", xytext=(4, 5), fontsize=8.5,
-                            color=colour)
+                obstacles.append((lx, ly, size * 0.6))
+                labels_to_place.append({"x": lx, "y": ly, "text": f"{number}·{lvl.upper()}", "fontsize": 8.5,
+                                        "colour": colour})
                 drawn["levels"].append({"label": label, "level": lvl, "x": lx, "y": ly})
         if len(chain) > 1:
             ax.plot([c[0] for c in chain], [y] * len(chain), color=colour, linewidth=0.8, alpha=0.6, zorder=4)
@@ -286,6 +375,7 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
             ax.plot([x, ex], [y, ey], color="#888888", linewidth=0.9, linestyle="--", zorder=4)
             ax.scatter([ex], [ey], marker=markers[row["model"]], s=size * 0.8, facecolors="#dddddd",
                        edgecolors="#666666", linewidths=1.2, zorder=5)
+            obstacles.append((ex, ey, size * 0.8))
             drawn["estimates"].append({"label": label, "x": ex, "y": ey})
 
     ax.set_xscale("log")
@@ -339,16 +429,24 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
             handles.append(Line2D([], [], linestyle="", marker="o", markersize=13, markerfacecolor="none",
                                   markeredgecolor=style["color"], markeredgewidth=2, label=style["label"]))
     if roof_handles:
-        fig.legend(handles=roof_handles, loc="outside lower center", ncols=1 if len(roof_handles) < 5 else 2,
-                   frameon=False, title="roofs (compute | memory | ridge)")
+        _roof_legend(fig, roof_handles)
+    if key_handles:
+        handles.append(Line2D([], [], linestyle="", label=""))
+        handles.append(Line2D([], [], linestyle="", label="points (number on the plot):"))
+        handles += key_handles
     if handles:
+        rows_fit = 40  # entries per column that fit beside the axes at report size
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
-                  frameon=False)
+                  frameon=False, ncols=1 + (len(handles) - 1) // rows_fit, handletextpad=0.4)
     if rows.empty:
         ax.text(0.5, 0.5, "no measured runs on this device", transform=ax.transAxes, ha="center")
-    _place_labels(ax, labels_to_place)
+    placed = _place_labels(ax, labels_to_place, obstacles)
+    drawn["labels"] = [{"text": lbl["text"], "crowded": lbl.get("crowded", False)} for lbl in labels_to_place]
     fig.savefig(path)
-    plt.close(fig)
+    if keep_open:
+        drawn["figure"], drawn["label_artists"] = fig, placed
+    else:
+        plt.close(fig)
     return drawn
 
 

@@ -19,6 +19,7 @@ rule check_runs:
         summary=rules.summarize.output.summary,
         totals=get_estimate_files("totals.json"),
         layers=get_estimate_files("layers.csv"),
+        ceilings=list(get_ceilings_files().values()),
     output:
         table="results/checks/checks.csv",
         forward_backward="results/checks/forward_backward.csv",
@@ -33,6 +34,8 @@ rule check_runs:
         "logs/checks/check_runs.log",
     conda:
         "../envs/rooflow.yaml"
+    params:
+        devices_file=config["devices_file"],
     script:
         "../scripts/check_runs.py"
 

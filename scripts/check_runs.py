@@ -5,7 +5,7 @@ from rooflow.tables import checks_overview, write_html_table
 
 i, o = snakemake.input, snakemake.output
 with step_logging(snakemake.log[0], "check_runs") as log:
-    checks, forward_backward = check_files(i.summary, i.totals, i.layers)
+    checks, forward_backward = check_files(i.summary, i.totals, i.layers, i.ceilings, snakemake.params.devices_file)
     write_csv(o.table, checks)
     write_csv(o.forward_backward, forward_backward)
     write_html_table(o.report, checks, "Self-checks: one row per failed check",

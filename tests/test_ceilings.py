@@ -7,27 +7,41 @@ No timed assertions beyond sanity (positive numbers, best >= median): this machi
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 import torch
 
 from rooflow import ceilings, cli
 from rooflow.ceilings import (
+    ConvShape,
+    CpuClock,
     Plan,
+    _Session,
+    conv2d_flops,
     copy_bytes,
+    cpu_microarchitecture,
     default_plan,
     gemm_flops,
+    invalid_cache_roofs,
+    is_stable,
+    l2_read_bytes,
     measure_ceilings,
     theoretical_cpu_peak,
     triad_bytes,
+    window_gain,
 )
 from rooflow.errors import RooflowError
 
 HAS_CUDA = torch.cuda.is_available()
 
+TINY_CONV = ConvShape("tiny 3x3 8->16 16x16 b2", 2, 8, 16, 16, 3)
 TINY_CPU = Plan(precisions=("fp32", "bf16"), gemm_sizes=(128, 256), stream_elements=(1 << 20, 1 << 21),
-                warmup=1, repeats=3)
+                conv_shapes=(TINY_CONV,), warmup=1, repeats=3)
+REAL = Path(__file__).parent / "data" / "real" / "h100-rooflow"
 
 
 # --- counting conventions (closed form) --------------------------------------------------------------
@@ -37,6 +51,74 @@ def test_counting_conventions():
     assert copy_bytes(1000) == 8000  # fp32: read 4000 + write 4000
     assert triad_bytes(1000) == 12000  # fp32: read b and c, write a
     assert triad_bytes(1000, element_bytes=8) == 24000
+    # the L2 read test: 40 passes over 1000 fp32 elements read, one fp32 partial sum per program written
+    assert l2_read_bytes(1000, passes=40, programs=8) == 40 * 4000 + 32
+
+
+def test_convolution_flops_by_the_closed_form():
+    # ResNet-18 layer1 3x3 conv, 64 -> 64 channels at 56x56, batch 4: 2·64·3·3·64·56·56·4
+    shape = ConvShape("r18", 4, 64, 64, 56, 3)
+    assert shape.output_size == 56
+    assert shape.flops() == 2 * 64 * 9 * 64 * 56 * 56 * 4 == 924_844_032
+    # a stride-2 7x7 stem (ResNet conv1): 224 -> 112, 2·3·7·7·64·112·112
+    stem = ConvShape("stem", 1, 3, 64, 224, 7, stride=2, padding=3)
+    assert stem.output_size == 112 and stem.flops() == 2 * 3 * 49 * 64 * 112 * 112
+    # 1x1 and depthwise (groups = channels)
+    assert ConvShape("1x1", 4, 256, 64, 56, 1).flops() == 2 * 256 * 64 * 56 * 56 * 4
+    assert conv2d_flops(1, 32, 32, 112, 3, groups=32) == 2 * 1 * 9 * 32 * 112 * 112
+
+
+def test_repeat_until_stable_rule():
+    """Stable = the best of the last `window` timings beats the best before them by < tolerance."""
+    assert window_gain([1.0, 0.9, 0.8], 3) is None  # nothing before the window yet
+    assert window_gain([1.0, 0.9, 0.8, 0.8], 3) == pytest.approx(1.0 / 0.8 - 1)
+    assert not is_stable([1.0, 0.9, 0.8, 0.8, 0.8], 3, 0.015)  # 0.9 → 0.8 is a 12.5% gain
+    assert is_stable([1.0, 0.9, 0.8, 0.8, 0.8, 0.8], 3, 0.015)  # no gain in the last three
+    assert is_stable([1.0, 0.81, 0.8, 0.8, 0.8], 3, 0.015)  # 0.81 → 0.8: 1.25% < 1.5%
+
+
+class ScriptedClock(CpuClock):
+    """A clock that returns scripted seconds, one per timed call: tests the stopping rule, not speed."""
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.calls = 0
+
+    def time(self, fn, warmup, repeats, inner=1):
+        out = []
+        for _ in range(repeats):
+            out.append(self.script[min(self.calls, len(self.script) - 1)])
+            self.calls += 1
+        return out
+
+
+def adaptive_plan(**changes) -> Plan:
+    plan = Plan(precisions=("fp32",), gemm_sizes=(8,), stream_elements=(16,), warmup=0, repeats=3,
+                max_repeats=20, stable_window=3, stable_tolerance=0.015)
+    for key, value in changes.items():
+        setattr(plan, key, value)
+    return plan
+
+
+def test_a_case_repeats_until_its_best_stops_improving():
+    session = _Session(torch, ScriptedClock([1.0, 0.9, 0.8, 0.8, 0.8, 0.8, 0.5]), "cpu", adaptive_plan())
+    seconds, _ = session._time(lambda: None, "case")
+    assert seconds == [1.0, 0.9, 0.8, 0.8, 0.8, 0.8]  # stable at 6: the 0.5 is never reached
+    assert session.stability["case"]["stopped"] == "stable"
+    assert session.stability["case"]["timings"] == 6 and session.stability["case"]["last_window_gain"] == 0
+
+
+def test_a_case_that_keeps_improving_stops_at_its_limit():
+    improving = [1.0 / (1 + 0.05 * i) for i in range(50)]  # 5% faster every time: never stable
+    session = _Session(torch, ScriptedClock(improving), "cpu", adaptive_plan(max_repeats=12))
+    seconds, _ = session._time(lambda: None, "case")
+    assert len(seconds) == 12 and session.stability["case"]["stopped"] == "max repeats"
+    spent = _Session(torch, ScriptedClock(improving), "cpu", adaptive_plan(case_budget_seconds=0.0))
+    assert len(spent._time(lambda: None, "case")[0]) == 3  # the minimum repeats only
+    assert spent.stability["case"]["stopped"] == "time budget"
+    fixed = _Session(torch, ScriptedClock(improving), "cpu", adaptive_plan(max_repeats=None))
+    assert len(fixed._time(lambda: None, "case")[0]) == 3
+    assert fixed.stability["case"]["stopped"] == "fixed repeats"
 
 
 # --- CPU, for real -----------------------------------------------------------------------------------
@@ -64,6 +146,15 @@ def test_cpu_runs_count_flops_and_read_plus_write_bytes(cpu_tiny):
     for run in gemms:
         assert run["flops"] == 2 * run["size"] ** 3
         assert run["flops_per_second"] == pytest.approx(run["flops"] / run["seconds"])
+    convs = [r for r in runs if r["test"] == "conv"]
+    assert len(convs) == TINY_CPU.repeats and all(r["flops"] == TINY_CONV.flops() for r in convs)
+    assert TINY_CONV.flops() == 2 * 8 * 9 * 16 * 16 * 16 * 2
+    # the fp32 roof is the best over GEMMs AND convolutions
+    assert cpu_tiny["peak_flops_per_second"]["fp32"] == max(r["flops_per_second"] for r in gemms + convs)
+    tests = cpu_tiny["compute_tests_flops_per_second"]
+    assert set(tests) == {"gemm_fp32", "conv_fp32"} | ({"gemm_bf16"} if "bf16" in cpu_tiny["peak_flops_per_second"]
+                                                       else set())
+    assert cpu_tiny["peak_kernel"]["fp32"] in (tests["gemm_fp32"]["best_case"], tests["conv_fp32"]["best_case"])
     triads = [r for r in runs if r["test"] == "triad"]
     copies = [r for r in runs if r["test"] == "copy"]
     assert {r["size"] for r in triads} == {1 << 20, 1 << 21}
@@ -92,14 +183,17 @@ def test_threads_are_restored():
 
 
 def test_cpu_quick_default_run():
-    """The workflow's default: the real quick plan (a few seconds on two cores)."""
+    """The workflow's default: the real quick plan (GEMMs and convolutions until stable, within budget)."""
     result = measure_ceilings("cpu", threads=2, quick=True)
     assert result["quick"] is True
     assert result["peak_flops_per_second"]["fp32"] >= result["median_peak_flops_per_second"]["fp32"] > 0
+    assert {"gemm_fp32", "conv_fp32"} <= set(result["compute_tests_flops_per_second"])
     assert result["dram_bytes_per_second"] >= result["median_dram_bytes_per_second"] > 0
     assert result["seconds_total"] < 120  # sanity, not a timing test: the quick run must stay short
+    assert all(s["timings"] >= 5 for s in result["stability"].values())
     if result["theoretical_peak_flops_per_second"]:
         assert result["fraction_of_theoretical"]["fp32"] > 0
+        assert result["theoretical"]["microarchitecture"]
 
 
 def test_cpu_default_plan_outgrows_the_last_level_cache():
@@ -107,6 +201,9 @@ def test_cpu_default_plan_outgrows_the_last_level_cache():
     assert triad_bytes(min(plan.stream_elements)) >= 2 * (480 << 20)
     full = default_plan("cpu", quick=False, llc_bytes=32 << 20, memory_bytes=None)
     assert len(full.gemm_sizes) > len(plan.gemm_sizes) and len(full.stream_elements) == 2
+    assert plan.conv_shapes and len(full.conv_shapes) > len(plan.conv_shapes)
+    # the quick run repeats until stable within 40 s of timing (so `rooflow ceilings --quick` stays < 60 s)
+    assert plan.max_repeats > plan.repeats and plan.total_budget_seconds <= 40
     capped = default_plan("cpu", quick=True, llc_bytes=480 << 20, memory_bytes=1 << 30)
     assert triad_bytes(max(capped.stream_elements)) <= (1 << 30) // 4 + 12
     assert any("cache" in note for note in capped.notes)
@@ -118,52 +215,107 @@ def test_unknown_kind_is_a_user_error():
 
 
 # --- theoretical CPU peak from fixed /proc/cpuinfo texts ---------------------------------------------
+# Each text is built from the documented /proc/cpuinfo fields of that part: vendor_id, cpu family and model
+# (decimal, as Linux prints them: Intel SDM vol. 4 table 2-1 / AMD family 17h-1Ah model numbers), the model
+# name as the vendor brands it, its ISA flags, and `cpu MHz`.
 
-CPUINFO_AVX512 = """processor\t: 0
-vendor_id\t: GenuineIntel
-model name\t: Intel(R) Xeon(R) Processor
-cpu MHz\t\t: 2599.998
-siblings\t: 2
-cpu cores\t: 2
-flags\t\t: fpu sse sse2 avx fma avx2 avx512f avx512bw amx_bf16
-
-processor\t: 1
-model name\t: Intel(R) Xeon(R) Processor
-cpu MHz\t\t: 2599.998
-flags\t\t: fpu sse sse2 avx fma avx2 avx512f avx512bw amx_bf16
-"""
-
-CPUINFO_AVX2_SMT = """processor\t: 0
-model name\t: Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz
-cpu MHz\t\t: 1000.000
-siblings\t: 8
-cpu cores\t: 4
-flags\t\t: fpu sse2 avx fma avx2
-"""
-
-CPUINFO_AVX_NO_FMA = """model name\t: Intel(R) Xeon(R) CPU E5-2670 0 @ 2.60GHz
-flags\t\t: fpu sse2 avx
-"""
+def cpuinfo(vendor, family, model, name, flags, mhz=None, siblings=None, cores=None):
+    lines = ["processor\t: 0", f"vendor_id\t: {vendor}", f"cpu family\t: {family}", f"model\t\t: {model}",
+             f"model name\t: {name}"]
+    if mhz:
+        lines.append(f"cpu MHz\t\t: {mhz}")
+    if siblings:
+        lines += ["physical id\t: 0", f"siblings\t: {siblings}", f"cpu cores\t: {cores}"]
+    lines.append(f"flags\t\t: {flags}")
+    return "\n".join(lines) + "\n"
 
 
-def test_theoretical_peak_avx512():
-    result = theoretical_cpu_peak(CPUINFO_AVX512, cores=2)
-    # 2 cores × 2.6 GHz × 16 lanes × 2 FMA units × 2 FLOP
-    assert result["flops_per_second"]["fp32"] == pytest.approx(2 * 2.599998e9 * 16 * 2 * 2)
-    assert result["fp32_lanes"] == 16 and result["fma_units_assumed"] == 2
-    assert "avx512f" in result["basis"] and "assumed" in result["basis"]
+AVX2 = "fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c fma avx2 bmi2"
+AVX512 = AVX2 + " avx512f avx512dq avx512cd avx512bw avx512vl"
+INTEL, AMD = "GenuineIntel", "AuthenticAMD"
+
+# (what, cpuinfo text, expected microarchitecture (substring), FP32 FLOP/cycle/core, clock in Hz)
+CPUS = [
+    ("AMD EPYC 9654 (Zen 4, Genoa)", cpuinfo(AMD, 25, 17, "AMD EPYC 9654 96-Core Processor",
+                                             AVX512 + " avx512_bf16 avx512_vnni", mhz="2400.000"),
+     "Zen 4", 32, 2.4e9),
+    ("AMD EPYC 7763 (Zen 3, Milan)", cpuinfo(AMD, 25, 1, "AMD EPYC 7763 64-Core Processor", AVX2, mhz="2450.000"),
+     "Zen 3", 32, 2.45e9),
+    ("AMD EPYC 7742 (Zen 2, Rome)", cpuinfo(AMD, 23, 49, "AMD EPYC 7742 64-Core Processor", AVX2, mhz="2250.000"),
+     "Zen 2", 32, 2.25e9),
+    ("AMD EPYC 7601 (Zen, Naples)", cpuinfo(AMD, 23, 1, "AMD EPYC 7601 32-Core Processor", AVX2, mhz="2200.000"),
+     "Zen / Zen+", 16, 2.2e9),
+    ("Xeon Platinum 8380 (Ice Lake-SP)", cpuinfo(INTEL, 6, 106, "Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz",
+                                                 AVX512), "Ice Lake-SP", 64, 2.3e9),
+    ("Xeon Gold 6148 (Skylake-SP, 2 FMA)", cpuinfo(INTEL, 6, 85, "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz",
+                                                   AVX512, mhz="1000.000"), "two 512-bit FMA units", 64, 2.4e9),
+    ("Xeon Silver 4114 (Skylake-SP, 1 FMA)", cpuinfo(INTEL, 6, 85, "Intel(R) Xeon(R) Silver 4114 CPU @ 2.20GHz",
+                                                     AVX512), "one 512-bit FMA unit", 32, 2.2e9),
+    ("Xeon Gold 5118 (Skylake-SP, 1 FMA)", cpuinfo(INTEL, 6, 85, "Intel(R) Xeon(R) Gold 5118 CPU @ 2.30GHz",
+                                                   AVX512), "one 512-bit FMA unit", 32, 2.3e9),
+    ("Xeon Gold 5122 (the Gold 5 with 2 FMA)", cpuinfo(INTEL, 6, 85, "Intel(R) Xeon(R) Gold 5122 CPU @ 3.60GHz",
+                                                       AVX512), "two 512-bit FMA units", 64, 3.6e9),
+    ("Core i7-1165G7 (Tiger Lake client)", cpuinfo(INTEL, 6, 140, "11th Gen Intel(R) Core(TM) i7-1165G7 @ 2.80GHz",
+                                                   AVX512), "client", 32, 2.8e9),
+    ("Xeon E5-2699 v4 (Broadwell-EP)", cpuinfo(INTEL, 6, 79, "Intel(R) Xeon(R) CPU E5-2699 v4 @ 2.20GHz", AVX2),
+     "Broadwell", 32, 2.2e9),
+    ("Xeon E5-2680 v3 (Haswell-EP)", cpuinfo(INTEL, 6, 63, "Intel(R) Xeon(R) CPU E5-2680 v3 @ 2.50GHz", AVX2),
+     "Haswell", 32, 2.5e9),
+    ("Xeon E5-2697 v2 (Ivy Bridge-EP, no FMA)", cpuinfo(INTEL, 6, 62, "Intel(R) Xeon(R) CPU E5-2697 v2 @ 2.70GHz",
+                                                        "fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c"),
+     "Ivy Bridge", 16, 2.7e9),
+    ("Xeon Platinum 8480+ (Sapphire Rapids)", cpuinfo(INTEL, 6, 143, "Intel(R) Xeon(R) Platinum 8480+",
+                                                      AVX512 + " amx_bf16 amx_tile", mhz="2000.000"),
+     "Sapphire", 64, 2.0e9),
+]
 
 
-def test_theoretical_peak_avx2_uses_the_nominal_clock_and_notes_smt():
-    result = theoretical_cpu_peak(CPUINFO_AVX2_SMT, cores=4)
-    assert result["flops_per_second"]["fp32"] == pytest.approx(4 * 2.4e9 * 8 * 2 * 2)  # 307.2 GFLOP/s
-    assert "model name" in result["basis"] and "SMT" in result["basis"]
+@pytest.mark.parametrize("what, text, uarch, per_cycle, clock", CPUS, ids=[c[0] for c in CPUS])
+def test_theoretical_peak_per_microarchitecture(what, text, uarch, per_cycle, clock):
+    result = theoretical_cpu_peak(text, cores=2)
+    assert uarch in result["microarchitecture"] and result["microarchitecture_known"], what
+    assert result["fp32_flops_per_cycle_per_core"] == per_cycle, what
+    assert result["flops_per_second"]["fp32"] == pytest.approx(2 * clock * per_cycle), what
+    assert result["microarchitecture"] in result["basis"] and f"{per_cycle} FP32 FLOP/cycle/core" in result["basis"]
+    assert result["microarchitecture_source"]
 
 
-def test_theoretical_peak_without_fma():
-    result = theoretical_cpu_peak(CPUINFO_AVX_NO_FMA, cores=1)
-    assert result["flops_per_second"]["fp32"] == pytest.approx(2.6e9 * 8 * 2)
-    assert result["fma"] is False and "no FMA" in result["basis"]
+def test_zen4_is_not_counted_as_two_512_bit_fma_units():
+    """Zen 4 has avx512f but executes it on 256-bit datapaths: 32 FP32 FLOP/cycle/core, not 64."""
+    zen4 = theoretical_cpu_peak(CPUS[0][1], cores=2)
+    assert zen4["flops_per_second"]["fp32"] == pytest.approx(2 * 2.4e9 * 32)  # 153.6 GFLOP/s, not 307.2
+    assert "256-bit" in zen4["datapath"]
+
+
+def test_an_unknown_microarchitecture_falls_back_to_an_upper_bound_and_says_so():
+    text = cpuinfo("HygonGenuine", 24, 1, "Hygon C86 7185 32-core Processor", AVX2, mhz="2000.000")
+    result = theoretical_cpu_peak(text, cores=4)
+    assert result["microarchitecture"] == "unknown" and not result["microarchitecture_known"]
+    assert result["flops_per_second"]["fp32"] == pytest.approx(4 * 2.0e9 * 32)  # two 256-bit FMA units
+    assert "UNKNOWN" in result["basis"] and "UPPER bound" in result["basis"]
+    no_avx = theoretical_cpu_peak(cpuinfo("GenuineIntel", 6, 1, "Old", "fpu sse sse2", mhz="1000.0"), cores=1)
+    assert no_avx["fp32_flops_per_cycle_per_core"] == 8 and no_avx["microarchitecture"] == "unknown"
+
+
+def test_arm_neoverse_is_identified_by_its_cpu_part():
+    graviton2 = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics\n" \
+                "CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\n"
+    assert cpu_microarchitecture(graviton2)["name"].startswith("Arm Neoverse N1")
+    assert cpu_microarchitecture(graviton2)["fp32_flops_per_cycle"] == 16
+    result = theoretical_cpu_peak(graviton2, cores=2)  # aarch64 cpuinfo has no clock
+    assert result["flops_per_second"] == {} and "no clock" in result["basis"]
+
+
+def test_smt_siblings_are_not_counted_as_cores():
+    """A 2-vCPU VM on one Zen 4 core (siblings 2, cpu cores 1): the two threads share one core's FMA units."""
+    text = cpuinfo(AMD, 25, 17, "AMD EPYC 9R14 96-Core Processor", AVX512, mhz="2600.000", siblings=2, cores=1)
+    result = theoretical_cpu_peak(text, cores=2)
+    assert result["cores"] == 1 and result["threads"] == 2
+    assert result["flops_per_second"]["fp32"] == pytest.approx(1 * 2.6e9 * 32)
+    assert "SMT" in result["basis"]
+    smt_spare = theoretical_cpu_peak(cpuinfo(INTEL, 6, 85, "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", AVX512,
+                                             siblings=8, cores=4), cores=4)
+    assert smt_spare["cores"] == 4 and "SMT" in smt_spare["basis"]
 
 
 def test_theoretical_peak_without_a_clock():
@@ -183,9 +335,9 @@ class StubCuda:
 
     tensor_device = "cpu"
 
-    def __init__(self, major=8, minor=0, l2_bytes=1 << 20, free_bytes=1 << 26, batch_ms=1.0):
+    def __init__(self, major=8, minor=0, l2_bytes=1 << 20, free_bytes=1 << 26, batch_ms=1.0, sm_count=2):
         self.props = SimpleNamespace(name="STUB GPU (not a real device)", major=major, minor=minor,
-                                     L2_cache_size=l2_bytes, multi_processor_count=108)
+                                     L2_cache_size=l2_bytes, multi_processor_count=sm_count)
         self.free_bytes = free_bytes
         self.tf32_at_sync: list[bool] = []  # TF32 flag seen at each timing's synchronize()
         stub = self
@@ -219,12 +371,23 @@ class StubCuda:
         return self.free_bytes, 80 << 30
 
 
+# The L2 read test: each launch reads its 4 KiB / 16 KiB buffer 16 / 4 times (64 KiB per call). The stub
+# keeps tensors on the CPU, so the real Triton kernel runs in Triton's interpreter (TRITON_INTERPRET=1),
+# with 64-element blocks (the interpreter reduces element by element in Python): its sum is checked
+# against passes × elements before anything is timed.
 TINY_GPU = Plan(precisions=("fp32", "tf32", "fp16", "bf16", "fp64"), gemm_sizes=(64, 128),
-                stream_elements=(1 << 16,), l2_elements=(1 << 10, 1 << 12), warmup=1, repeats=3)
+                stream_elements=(1 << 12,), l2_elements=(1 << 10, 1 << 12), l2_read_bytes_per_call=64 << 10,
+                l2_block=64, warmup=1, repeats=3)
+
+
+@pytest.fixture
+def triton_interpreter(monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="the stub stands in for torch.cuda only where CUDA is absent")
-def test_gpu_path_counts_flops_and_bytes_with_a_stub():
+def test_gpu_path_counts_flops_and_bytes_with_a_stub(triton_interpreter):
     stub = StubCuda(major=8, minor=0)
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     result = measure_ceilings("cuda", plan=TINY_GPU, cuda=stub)
@@ -240,18 +403,74 @@ def test_gpu_path_counts_flops_and_bytes_with_a_stub():
             assert run["bytes"] == 2 * 4 * run["size"]  # device-to-device copy: read + write
         elif run["test"] == "triad":
             assert run["bytes"] == 3 * 4 * run["size"]
+        elif run["test"] == "read":  # L2: passes reads of the buffer + one fp32 per program (8 per SM)
+            assert run["level"] == "l2" and run["programs"] == 16
+            assert run["passes"] == (64 << 10) // (4 * run["size"])
+            assert run["bytes"] == run["passes"] * 4 * run["size"] + 16 * 4
     # FP64 GEMMs run on DMMA tensor cores on sm_80: recorded beside the fp64_tensor datasheet roof.
     assert set(result["peak_flops_per_second"]) == {"fp32", "tf32", "fp16", "bf16", "fp64_tensor"}
     assert result["peak_flops_per_second"]["fp16"] == pytest.approx(2 * 128**3 / 1e-3)
-    assert result["dram_bytes_per_second"] == pytest.approx(3 * 4 * (1 << 16) / 1e-3)  # triad > copy
-    assert result["l2_bytes_per_second"] == pytest.approx(2 * 4 * (1 << 12) / 1e-3)
-    assert {r["level"] for r in result["runs"] if r["test"] == "copy"} == {"dram", "l2"}
+    assert result["dram_bytes_per_second"] == pytest.approx(3 * 4 * (1 << 12) / 1e-3)  # triad > copy
+    assert result["l2_bytes_per_second"] == pytest.approx((64 * 1024 + 64) / 1e-3)  # above DRAM: valid
+    assert result["invalid_roofs"] == {}
+    assert {(r["test"], r["level"]) for r in result["runs"] if "level" in r} == {
+        ("copy", "dram"), ("triad", "dram"), ("read", "l2")}
     assert "fp8" in result["skipped"]
     # TF32 is on for the tf32 GEMMs only (2 sizes × 2 timings each), and restored afterwards.
     assert stub.tf32_at_sync[4:8] == [True] * 4
     assert stub.tf32_at_sync.count(True) == 4
     assert torch.backends.cuda.matmul.allow_tf32 == tf32_before
     json.dumps(result)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the stub stands in for torch.cuda only where CUDA is absent")
+def test_an_l2_roof_at_or_below_dram_is_marked_invalid_with_a_stub(triton_interpreter):
+    """The stub times every batch at 1 ms: with DRAM arrays of 1 Mi elements (12 MiB of triad per call) the
+    64 KiB L2 read comes out far below DRAM — a failed measurement, marked, with its numbers kept."""
+    plan = Plan(precisions=("fp16",), gemm_sizes=(64,), stream_elements=(1 << 20,), l2_elements=(1 << 10,),
+                l2_read_bytes_per_call=64 << 10, l2_block=64, warmup=1, repeats=2)
+    result = measure_ceilings("cuda", plan=plan, cuda=StubCuda())
+    assert result["l2_bytes_per_second"] is None and result["median_l2_bytes_per_second"] is None
+    invalid = result["invalid_roofs"]["l2"]
+    assert invalid["bytes_per_second"] == pytest.approx((64 * 1024 + 64) / 1e-3)
+    assert invalid["dram_bytes_per_second"] == pytest.approx(3 * 4 * (1 << 20) / 1e-3)
+    assert result["memory_tests_bytes_per_second"]["l2_read"]["best"] == invalid["bytes_per_second"]
+    assert any(note.startswith("INVALID L2 roof") for note in result["notes"])
+    assert "INVALID" in ceilings.format_table(result)
+
+
+def test_the_l2_read_kernel_reads_every_element_passes_times(triton_interpreter):
+    """The kernel's byte count rests on its sum: ones summed passes times over any grid = passes × n."""
+    kernel = ceilings.l2_read_kernel()
+    for n, programs, passes in ((5000, 3, 7), (1 << 12, 16, 4), (100, 8, 1)):
+        x, out = torch.ones(n), torch.zeros(programs)
+        kernel[(programs,)](x, out, n, passes, BLOCK=64, num_warps=ceilings.L2_NUM_WARPS)
+        assert out.sum().item() == passes * n
+
+
+# --- invalid cache roofs ---------------------------------------------------------------------------
+
+def test_the_real_h100_l2_roof_below_hbm_is_flagged():
+    """rooflow's own H100 run: "L2" 2,973 GB/s under HBM's 3,033 GB/s — the copy measured DRAM/launches."""
+    result = json.loads((REAL / "ceilings-h100.json").read_text())
+    invalid = invalid_cache_roofs(result)
+    assert set(invalid) == {"l2"}
+    assert invalid["l2"]["bytes_per_second"] == pytest.approx(2.9728e12, rel=1e-4)
+    assert invalid["l2"]["dram_bytes_per_second"] == pytest.approx(3.0328e12, rel=1e-4)
+    assert invalid["l2"]["dram_source"] == "measured" and "not drawn" in invalid["l2"]["reason"]
+
+
+def test_invalid_cache_roofs_on_constructed_cases():
+    assert invalid_cache_roofs({"dram_bytes_per_second": 3e12, "l2_bytes_per_second": 7e12}) == {}
+    assert set(invalid_cache_roofs({"dram_bytes_per_second": 3e12, "l2_bytes_per_second": 3e12})) == {"l2"}
+    # above the measured DRAM roof but under the datasheet's: still not a cache roof
+    below_sheet = invalid_cache_roofs({"dram_bytes_per_second": 3.0e12, "l2_bytes_per_second": 3.2e12}, 3.35e12)
+    assert below_sheet["l2"]["dram_source"] == "datasheet"
+    assert invalid_cache_roofs({"dram_bytes_per_second": 3e12, "l2_bytes_per_second": None}) == {}
+    assert invalid_cache_roofs({"dram_bytes_per_second": 1e10}) == {}  # a CPU: no cache roof measured
+    marked = {"dram_bytes_per_second": 3e12, "l2_bytes_per_second": None,
+              "invalid_roofs": {"l2": {"bytes_per_second": 2e12, "dram_bytes_per_second": 3e12, "reason": "x"}}}
+    assert invalid_cache_roofs(marked)["l2"]["bytes_per_second"] == 2e12  # kept as the JSON marks it
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="the stub stands in for torch.cuda only where CUDA is absent")
@@ -291,7 +510,10 @@ def test_gpu_path_on_a_volta_skips_tf32_and_bf16_with_a_stub():
 def test_gpu_default_plan_sizes():
     plan = default_plan("cuda", quick=True, l2_bytes=50 << 20, memory_bytes=80 << 30, capability=(9, 0))
     assert min(plan.stream_elements) * 4 >= 16 * (50 << 20)  # DRAM arrays dwarf the L2
-    assert all(2 * 4 * n <= (50 << 20) // 2 for n in plan.l2_elements)  # L2 working sets fit in half of it
+    # H100: 50 MB of L2 in two partitions; the L2 buffers (12.5 and 6.25 MiB) fit well inside one
+    assert [4 * n for n in plan.l2_elements] == [(50 << 20) // 8, (50 << 20) // 4]
+    # one launch reads 512 MiB: 41 passes over 12.5 MiB, tens of microseconds at L2 speed, not launch-bound
+    assert math.ceil(plan.l2_read_bytes_per_call / ((50 << 20) // 4)) == 41
     small = default_plan("cuda", quick=False, l2_bytes=50 << 20, memory_bytes=1 << 30, capability=(9, 0))
     assert max(small.stream_elements) * 4 <= (1 << 30) // 8
 
@@ -305,11 +527,13 @@ def test_cuda_without_a_gpu_is_a_user_error():
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a real CUDA GPU")
 def test_gpu_path_for_real():
     plan = Plan(precisions=("fp32", "tf32", "fp16", "bf16", "fp64"), gemm_sizes=(1024,),
-                stream_elements=(1 << 24,), l2_elements=(1 << 16,), warmup=3, repeats=3)
+                stream_elements=(1 << 26,), l2_elements=(1 << 20,), warmup=3, repeats=3)
     result = measure_ceilings("cuda", plan=plan)
     for key, best in result["peak_flops_per_second"].items():
         assert best >= result["median_peak_flops_per_second"][key] > 0
-    assert result["dram_bytes_per_second"] > 0 and result["l2_bytes_per_second"] > 0
+    assert result["dram_bytes_per_second"] > 0
+    # a 4 MiB buffer fits the L2 of every GPU since Volta: the L2 roof must come out above DRAM
+    assert result["invalid_roofs"] == {} and result["l2_bytes_per_second"] > result["dram_bytes_per_second"]
 
 
 # --- CLI ---------------------------------------------------------------------------------------------
@@ -347,3 +571,54 @@ def test_ceilings_command_refuses_a_gpu_device_without_a_gpu(monkeypatch, capsys
 def test_ceilings_command_rejects_an_unknown_device(capsys):
     assert cli.main(["ceilings", "--device", "a100"]) == 2
     assert "a100-sxm4-40gb" in capsys.readouterr().err
+
+
+# --- the inverted-cache-roof check (rooflow.checks) ----------------------------------------------------
+
+def test_the_h100_l2_roof_below_hbm_is_an_error_row_of_the_checks(tmp_path, capsys):
+    from rooflow.checks import build_checks, ceilings_checks, check_files, flagged_runs
+    from rooflow.devices import default_catalogue_path
+
+    result = json.loads((REAL / "ceilings-h100.json").read_text())
+    rows = ceilings_checks({"h100-sxm5-80gb": result})
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["severity"] == "error" and row["check"] == "cache roof at or below DRAM"
+    assert row["device"] == "h100-sxm5-80gb" and row["run"] == "h100-sxm5-80gb L2 ceiling"
+    assert row["value"] == "L2 2973 GB/s" and row["expected"] == "> measured DRAM 3033 GB/s"
+    # beside the real tf32 summary of the same GPU: the summary's own checks plus this one
+    summary = pd.read_csv(REAL / "summary-tf32.csv")
+    checks, _ = build_checks(summary, ceilings={"h100-sxm5-80gb": result})
+    assert (checks["check"] == "cache roof at or below DRAM").sum() == 1
+    assert checks.iloc[0]["severity"] == "error"  # errors first
+    flagged_runs(checks)  # a device-level row must not break the roofline's ring lookup
+    # through the files, as the workflow's check_runs rule and `rooflow checks` read them
+    ceilings_dir = tmp_path / "ceilings"
+    ceilings_dir.mkdir()
+    (ceilings_dir / "h100-sxm5-80gb.json").write_text(json.dumps(result))
+    summary_path = tmp_path / "summary.csv"
+    summary.to_csv(summary_path, index=False)
+    checks, _ = check_files(summary_path, ceilings_paths=[ceilings_dir / "h100-sxm5-80gb.json"],
+                            devices_file=default_catalogue_path())
+    assert "h100-sxm5-80gb L2 ceiling" in set(checks["run"])
+    status = cli.main(["checks", str(summary_path), "--estimates", str(tmp_path / "none"),
+                       "--ceilings", str(ceilings_dir)])
+    assert status == 1 and "cache roof at or below DRAM" in capsys.readouterr().out
+
+
+def test_a_valid_cache_roof_gives_no_check_row_and_a_datasheet_floor_is_used_where_given():
+    from rooflow.checks import ceilings_checks
+
+    valid = {"dram_bytes_per_second": 3.0e12, "l2_bytes_per_second": 7.5e12}
+    assert ceilings_checks({"gpu": valid}) == []
+    assert ceilings_checks({"cpu": {"dram_bytes_per_second": 1e10, "l2_bytes_per_second": None}}) == []
+    between = {"dram_bytes_per_second": 3.0e12, "l2_bytes_per_second": 3.2e12}
+    assert ceilings_checks({"gpu": between}) == []
+    rows = ceilings_checks({"gpu": between}, {"gpu": 3.35e12})
+    assert len(rows) == 1 and rows[0]["expected"] == "> datasheet DRAM 3350 GB/s"
+
+
+def test_ceilings_command_refuses_an_estimate_only_device(capsys):
+    assert cli.main(["ceilings", "--device", "xeon-e5-2699-v4-2s"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "estimate-only" in error and "rooflow estimate --device xeon-e5-2699-v4-2s" in error and "\n" not in error

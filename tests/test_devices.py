@@ -8,11 +8,13 @@ import pytest
 import yaml
 
 from rooflow import cli
+from rooflow.config import validate_config
 from rooflow.devices import (
     COMPUTE_ROOFS,
     Device,
     Roof,
     default_catalogue_path,
+    derived_roofs,
     load_device,
     load_devices,
 )
@@ -25,6 +27,8 @@ EXPECTED_KEYS = {
     "cpu", "p100-pcie-16gb", "v100-sxm2-16gb", "v100-pcie-16gb", "t4", "a100-sxm4-40gb", "a100-sxm4-80gb",
     "a100-pcie-80gb", "a10", "l4", "l40s", "h100-sxm5-80gb", "h100-pcie-80gb", "h200-sxm-141gb",
 }
+# Chips the published studies analysed, where rooflow cannot run (issue 16).
+ESTIMATE_ONLY_KEYS = {"tpu-v4", "apple-a14", "xeon-e5-2699-v4-2s", "xeon-e5-2697-v2-2s", "xeon-phi-7120a"}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +63,8 @@ def rejection(tmp_path, data) -> str:
 # --- the shipped catalogue ---------------------------------------------------------------------------
 
 def test_catalogue_has_every_device_of_the_issue(devices):
-    assert EXPECTED_KEYS <= set(devices)
+    assert EXPECTED_KEYS | ESTIMATE_ONLY_KEYS <= set(devices)
+    assert {k for k, d in devices.items() if d.estimate_only} == ESTIMATE_ONLY_KEYS
 
 
 def test_every_entry_names_its_source(devices):
@@ -264,3 +269,140 @@ def test_devices_command_json(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["t4"]["dram_bytes_per_second"] == 300e9
     assert data["h200-sxm-141gb"]["source"].startswith("https://")
+
+
+
+# --- GPU arithmetic: FP32 peak = SMs × FP32 lanes per SM × 2 (FMA) × boost clock -----------------------
+# Boost clocks (MHz) and FP32 lanes per SM from NVIDIA's architecture whitepapers and datasheets: 64 lanes
+# per SM on sm_60/70/75/80, 128 on sm_86/89/90 (config/DEVICES.md, "Checking the GPU entries").
+GPU_ARITHMETIC = {
+    "p100-pcie-16gb": (64, 1303), "v100-sxm2-16gb": (64, 1530), "v100-pcie-16gb": (64, 1380), "t4": (64, 1590),
+    "a100-sxm4-40gb": (64, 1410), "a100-sxm4-80gb": (64, 1410), "a100-pcie-80gb": (64, 1410),
+    "a10": (128, 1695), "l4": (128, 2040), "l40s": (128, 2520), "h100-sxm5-80gb": (128, 1980),
+    "h100-pcie-80gb": (128, 1755), "h200-sxm-141gb": (128, 1980),
+}
+
+
+def test_every_gpu_fp32_peak_is_its_sm_arithmetic(devices):
+    assert set(GPU_ARITHMETIC) == {k for k, d in devices.items() if d.is_cuda}
+    for key, (lanes, boost_mhz) in GPU_ARITHMETIC.items():
+        d = devices[key]
+        arithmetic = d.sm_count * lanes * 2 * boost_mhz * 1e6
+        assert d.peak_flops_per_second["fp32"] == pytest.approx(arithmetic, rel=0.01), key
+
+
+# --- estimate-only devices: datasheet arithmetic, closed form ---------------------------------------
+
+def test_tpu_v4_peaks_are_its_matrix_units_arithmetic(devices):
+    tpu = devices["tpu-v4"]
+    # 2 TensorCores × 4 MXUs × 128×128 multiply-accumulates × 2 FLOP × 1050 MHz
+    assert tpu.peak_flops_per_second["bf16"] == pytest.approx(2 * 4 * 128 * 128 * 2 * 1.05e9)  # 275.25 TFLOP/s
+    assert tpu.peak_flops_per_second["fp32"] == pytest.approx(2 * 4 * 128 * 128 * 2 * 1.05e9 / 6)  # 6 bf16 passes
+    assert tpu.dram_bytes_per_second == 1200e9  # Google's stated HBM2 bandwidth per chip
+    assert tpu.kind == "tpu" and tpu.memory_type == "HBM2"
+
+
+def test_apple_a14_peak_sums_its_two_core_clusters(devices):
+    a14 = devices["apple-a14"]
+    # 2 Firestorm × 2.998 GHz × 32 (4 × 128-bit FMA) + 4 Icestorm × 1.823 GHz × 16 (2 × 128-bit FMA)
+    assert a14.peak_flops_per_second["fp32"] == pytest.approx(2 * 2.998e9 * 32 + 4 * 1.823e9 * 16)  # 308.5 GFLOP/s
+    assert a14.peak_flops_per_second["fp64"] == pytest.approx(a14.peak_flops_per_second["fp32"] / 2)
+    # LPDDR4X-4266 on a 64-bit bus: 1 × 4266 MT/s × 8 bytes
+    assert a14.dram_bytes_per_second == pytest.approx(4266e6 * 8)  # 34.1 GB/s
+    assert "CPU" in a14.name and "Neural Engine" in a14.assumptions and "GPU" in a14.assumptions
+
+
+def test_two_socket_xeons_are_sockets_times_cores_times_clock_times_flops_per_cycle(devices):
+    broadwell = devices["xeon-e5-2699-v4-2s"]
+    assert broadwell.peak_flops_per_second["fp32"] == pytest.approx(2 * 22 * 2.2e9 * 32)  # AVX2, 2 FMA: 3.10 TF
+    assert broadwell.peak_flops_per_second["fp64"] == pytest.approx(2 * 22 * 2.2e9 * 16)
+    assert broadwell.dram_bytes_per_second == pytest.approx(2 * 4 * 2400e6 * 8)  # 153.6 GB/s DDR4-2400
+    ivy = devices["xeon-e5-2697-v2-2s"]
+    assert ivy.peak_flops_per_second["fp32"] == pytest.approx(2 * 12 * 2.7e9 * 16)  # AVX, no FMA: 1.04 TF
+    assert ivy.peak_flops_per_second["fp64"] == pytest.approx(2 * 12 * 2.7e9 * 8)
+    assert ivy.dram_bytes_per_second == pytest.approx(2 * 4 * 1866e6 * 8)  # 119.4 GB/s DDR3-1866
+    for d in (broadwell, ivy):
+        assert d.derivation["sockets"] == 2 and d.derivation["core_groups"][0]["clock"] == "base"
+        assert "base clock" in d.assumptions
+
+
+def test_xeon_phi_7120a_is_61_cores_of_one_512_bit_fma_unit(devices):
+    phi = devices["xeon-phi-7120a"]
+    assert phi.peak_flops_per_second["fp64"] == pytest.approx(61 * 1.238e9 * 16)  # Intel: 1.208 TFLOPS
+    assert phi.peak_flops_per_second["fp32"] == pytest.approx(61 * 1.238e9 * 32)
+    assert phi.dram_bytes_per_second == pytest.approx(8 * 5500e6 * 8)  # 352 GB/s GDDR5
+    assert phi.memory_bytes == 16e9
+
+
+def test_estimate_only_entries_are_sourced_assumed_and_never_submitted(devices):
+    for key in ESTIMATE_ONLY_KEYS:
+        d = devices[key]
+        assert d.source.startswith("https://") and d.assumptions and d.derivation, key
+        assert d.slurm == {}, key
+        assert d.peak_flops_per_second["fp32"] > 0 and d.dram_bytes_per_second > 0, key
+        peaks, bandwidth = derived_roofs(d.derivation)
+        assert peaks.keys() == d.peak_flops_per_second.keys(), key
+        for precision, value in peaks.items():
+            assert d.peak_flops_per_second[precision] == pytest.approx(value, rel=1e-4), (key, precision)
+        if bandwidth is not None:
+            assert d.dram_bytes_per_second == pytest.approx(bandwidth, rel=1e-4), key
+        assert all(g["clock"] in ("base", "avx_base", "max") for g in d.derivation["core_groups"]), key
+
+
+def estimate_only_entry(**changes):
+    entry = {
+        "kind": "cpu", "estimate_only": True, "name": "Test Xeon", "memory_bandwidth_gbytes_per_second": 153.6,
+        "peak_tflops_per_second": {"fp32": 3.0976}, "assumptions": "base clock",
+        "source": "https://example.com/ark",
+        "derivation": {"sockets": 2, "core_groups": [{"name": "core", "count": 22, "clock_ghz": 2.2,
+                                                      "clock": "base", "flops_per_cycle": {"fp32": 32}}],
+                       "memory": {"channels": 4, "transfer_rate_mts": 2400, "bytes_per_transfer": 8}},
+    }
+    entry.update(changes)
+    return entry
+
+
+def test_a_listed_peak_that_its_derivation_does_not_give_is_rejected(tmp_path):
+    assert load_devices(write_catalogue(tmp_path, {"x": estimate_only_entry()}))["x"].estimate_only
+    message = rejection(tmp_path, {"x": estimate_only_entry(peak_tflops_per_second={"fp32": 6.1952})})
+    assert "'x'" in message and "fp32" in message and "3.0976" in message  # two FMA units counted twice
+    message = rejection(tmp_path, {"x": estimate_only_entry(memory_bandwidth_gbytes_per_second=76.8)})
+    assert "memory_bandwidth_gbytes_per_second" in message and "153.6" in message  # one socket only
+    message = rejection(tmp_path, {"x": estimate_only_entry(peak_tflops_per_second={"fp32": 3.0976, "fp64": 1.5})})
+    assert "fp64" in message
+
+
+def test_the_schema_keeps_estimate_only_devices_off_the_cluster(tmp_path):
+    message = rejection(tmp_path, {"x": estimate_only_entry(slurm={"partition": "cpu"})})
+    assert "'x'" in message and "slurm" in message
+    no_assumptions = estimate_only_entry()
+    del no_assumptions["assumptions"]
+    assert "assumptions" in rejection(tmp_path, {"x": no_assumptions})
+    tpu = estimate_only_entry(kind="tpu", estimate_only=False)
+    assert "estimate_only" in rejection(tmp_path, {"x": tpu})
+
+
+def test_the_workflow_rejects_an_estimate_only_device_in_devices(root):
+    config = {"models": ["resnet18"], "devices": ["cpu", "tpu-v4"]}
+    with pytest.raises(RooflowError) as info:
+        validate_config(config, workdir=root)
+    message = str(info.value)
+    assert "\n" not in message and "'tpu-v4'" in message and "estimate-only" in message
+    assert "rooflow estimate --device tpu-v4" in message and "imported profile" in message
+
+
+def test_an_imported_profile_may_name_an_estimate_only_device(root):
+    ncu = "tests/data/real/anoushka21-cloudml/proj1/a100/vgg11/ncu-log-vgg11.txt"
+    config = {"models": ["vgg11"], "devices": ["cpu"],
+              "imports": [{"device": "xeon-phi-7120a", "model": "vgg11", "batch": 16, "precision": "fp32",
+                           "mode": "training", "ncu": [ncu]}]}
+    assert validate_config(config, workdir=root)["imports"][0]["device"] == "xeon-phi-7120a"
+
+
+def test_devices_command_marks_estimate_only_devices(capsys):
+    assert cli.main(["devices"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for key in ESTIMATE_ONLY_KEYS:
+        line = next(line for line in lines if line.startswith(key + " "))
+        assert line.endswith("[estimate only]"), line
+    assert not any(line.startswith("h100-sxm5-80gb ") and "estimate only" in line for line in lines)

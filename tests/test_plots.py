@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
+import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -184,3 +187,117 @@ def test_a_cpu_draws_its_theoretical_peak_solid_beside_the_measured_roofs(tmp_pa
     summary = pd.DataFrame([run("resnet18", 1, "inference", 1e9, 1e8, 0.1, device="cpu")], columns=COLUMNS)
     roofline_figure(summary, cpu, tmp_path / "cpu.svg", extra_roofs=extra)
     assert "theoretical roofs solid, measured dashed" in (tmp_path / "cpu.svg").read_text()
+
+
+# --- readable at report size: labels never collide, everything inside the figure ----------------------
+
+REAL = Path(__file__).parent / "data" / "real" / "h100-rooflow"
+
+
+def h100_rooflow_inputs():
+    """The real H100 tf32 summary, its cache-level totals from the recorded ncu files, and the H100 with its
+    real measured ceilings (whose L2 roof, under HBM, is a failed measurement)."""
+    from rooflow.devices import default_catalogue_path, load_device
+    from rooflow.profilers.ncu import aggregate_ncu
+
+    summary = pd.read_csv(REAL / "summary-tf32.csv")
+    hierarchy = []
+    for _, row in summary.iterrows():
+        totals = aggregate_ncu([REAL / f"{row['model']}-b64-tf32-{row['mode']}-ncu.csv.gz"]).totals
+        hierarchy.append({**{k: row[k] for k in ("device", "model", "batch", "precision", "mode")},
+                          **{k: totals[k] for k in ("flops_total", "dram_bytes", "l2_bytes", "l1_bytes")}})
+    device = load_device(default_catalogue_path(), "h100-sxm5-80gb", REAL / "ceilings-h100.json")
+    return summary, pd.DataFrame(hierarchy), device
+
+
+def crowded_rows(device_key: str, count: int) -> list[dict]:
+    """`count` runs packed into the same two decades as the real ones (AI 10-100, 20-200 TFLOP/s); none at
+    batch 64, so the cache-level points stay the real runs' own."""
+    models = ["resnet18", "resnet50", "vgg16", "alexnet", "mobilenet_v2", "densenet121", "efficientnet_b0"]
+    rows = []
+    for i in range(count):
+        ai = 10 * 10 ** ((i * 0.37) % 1.0)
+        tflops = 20 * 10 ** ((i * 0.61) % 1.0)
+        flops = 1e12
+        row = run(models[i % len(models)], [8, 16, 32, 128, 256][i % 5], ["inference", "training"][i % 2],
+                  flops, flops / ai, flops / (tflops * 1e12), precision="tf32", device=device_key)
+        row.update(attainable_flops_per_second=min(494.7e12, 3.35e12 * ai), roof_source="datasheet")
+        rows.append(row)
+    return rows
+
+
+def text_box(artist, renderer):
+    """The text's own box (an Annotation's box would include its leader line)."""
+    from matplotlib.text import Text
+
+    return Text.get_window_extent(artist, renderer)
+
+
+def overlap(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def marker_boxes(ax):
+    """Pixel boxes of every scatter marker on the axes, from the artists themselves."""
+    from matplotlib.transforms import Bbox
+
+    boxes = []
+    for collection in ax.collections:
+        sizes = collection.get_sizes()
+        for i, (x, y) in enumerate(collection.get_offsets()):
+            px, py = ax.transData.transform((x, y))
+            half = np.sqrt(sizes[i % len(sizes)]) / 2 * ax.figure.dpi / 72
+            boxes.append(Bbox.from_extents(px - half, py - half, px + half, py + half))
+    return boxes
+
+
+def test_the_h100_roofline_labels_do_not_collide_and_every_artist_is_inside_the_figure(tmp_path):
+    summary, hierarchy, device = h100_rooflow_inputs()
+    summary = pd.concat([summary, pd.DataFrame(crowded_rows(device.key, 30), columns=COLUMNS)], ignore_index=True)
+    drawn = roofline_figure(summary, device, tmp_path / "h100.png", hierarchy=hierarchy, keep_open=True)
+    fig = drawn.pop("figure")
+    try:
+        renderer = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        labels = drawn["label_artists"]
+        # every run numbered (34), and the 4 real runs' L2 and L1 points tagged "N·L2", "N·L1"
+        assert len(drawn["points"]) == 34 and len(labels) == 34 + 8
+        assert not any(label["crowded"] for label in drawn["labels"])
+        boxes = [text_box(t, renderer) for t in labels]
+        for i, a in enumerate(boxes):
+            for j in range(i):
+                assert not overlap(a, boxes[j]), (labels[i].get_text(), labels[j].get_text())
+        markers = marker_boxes(ax)
+        assert len(markers) >= 34 + 8  # points, their L2/L1 points, estimates, roof ticks
+        for label, box in zip(labels, boxes):
+            assert not any(overlap(box, m) for m in markers), label.get_text()
+            assert ax.get_window_extent(renderer).contains(box.x0, box.y0)
+            assert ax.get_window_extent(renderer).contains(box.x1, box.y1)
+        # every artist inside the figure: the axes with everything it draws (tick labels, title, axis
+        # labels, the key beside it, the point labels) and the roof legend under it
+        figure_box = fig.bbox
+        boxes = [("axes and its artists", ax.get_tightbbox(renderer)), ("title", ax.title.get_window_extent(renderer)),
+                 ("key", ax.get_legend().get_window_extent(renderer)),
+                 *[("roof legend", legend.get_window_extent(renderer)) for legend in fig.legends]]
+        for name, box in boxes:
+            assert box.x0 >= 0 and box.y0 >= 0, name
+            assert box.x1 <= figure_box.width and box.y1 <= figure_box.height, name
+        assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == len(drawn["roofs"])
+        # the key names every numbered point
+        key = [t.get_text() for t in ax.get_legend().get_texts()]
+        for point in drawn["points"]:
+            assert any(entry.startswith(f"{point['number']}  ") for entry in key), point
+        # the failed L2 roof (2.97 TB/s under HBM's 3.03) is not drawn
+        assert not any(r["memory_level"] == "l2" for r in drawn["roofs"])
+    finally:
+        plt.close(fig)
+
+
+def test_a_cache_roof_at_or_below_dram_is_never_drawn():
+    """Even on a Device built by hand (no invalid_cache_roofs in between): an L2 roof under DRAM is not drawn."""
+    device = gpu()
+    device.measured_l2_bytes_per_second = 0.8 * DRAM  # under the measured DRAM roof (0.9 × DRAM)
+    levels = [(line["memory_level"], line["source"]) for line in roof_lines(device, 0.01, 1e4)]
+    assert ("l2", "measured") not in levels and ("l2", "datasheet") in levels  # the datasheet's 6 TB/s stays
+    device.l2_bytes_per_second = DRAM  # equal to the datasheet DRAM roof: not a cache roof either
+    assert not any(line["memory_level"] == "l2" for line in roof_lines(device, 0.01, 1e4))
