@@ -1124,6 +1124,16 @@ def _cmd_ceilings(args: argparse.Namespace) -> int:
                            "with that GPU (the workflow submits it through SLURM)")
     result = measure_ceilings(kind, threads=args.threads, quick=args.quick)
     result["device_key"] = args.device
+    if args.calibrate:
+        from rooflow.calibration import measure_calibration
+        from rooflow.devices import load_devices
+
+        if device is None and kind == "cuda":
+            raise RooflowError("--calibrate on a GPU needs --device (the catalogue key of this GPU): its SM count "
+                               "and roofs enter the calibration")
+        target = device or load_devices(args.catalogue)["cpu"]
+        result["calibration"] = measure_calibration(target.with_measured(result), result,
+                                                    threads=args.threads).to_json()
     if device is not None and kind == "cuda" and device.name.lower() not in result["device_name"].lower():
         message = (f"the GPU here is '{result['device_name']}', not the catalogue's '{device.name}' "
                    f"({args.device}): its datasheet roofs do not apply")
@@ -1153,6 +1163,9 @@ def register(subparsers) -> None:
     parser.add_argument("--catalogue", default=str(default_catalogue_path()), help="devices YAML (default: %(default)s)")
     parser.add_argument("--threads", type=int, help="CPU threads (torch.set_num_threads); default: torch's")
     parser.add_argument("--quick", action="store_true", help="the short run (fewer sizes and repeats)")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="also measure the time model's calibration (host costs, kernel efficiencies by "
+                             "class) and store it in the JSON beside the roofs")
     parser.add_argument("--format", choices=["table", "json"], default="table", help="what to print")
     parser.add_argument("--output", help="also write the full result (JSON, SI units) to this file")
     parser.set_defaults(func=_cmd_ceilings)

@@ -16,5 +16,6 @@ rule measure_ceilings:
     params:
         kind=device_kind,
         quick=config["profiling"]["ceilings_quick"],
+        devices_file=config["devices_file"],
     script:
         "../scripts/measure_ceilings.py"

@@ -174,3 +174,22 @@ def test_sweep_memory(sweep):
     fft = misses[(misses["precision"] == "fp32") & misses["model"].isin(["vgg16", "alexnet"])]
     assert len(misses) - len(fft) <= 4
     assert fft["within_range"].mean() >= 0.5
+
+
+# ------------------------------------------------------------------------------------------ measuring
+def test_cpu_calibration_microbenchmarks_run_here():
+    """`rooflow ceilings --calibrate` on this CPU: host costs from a loop of tiny ops, efficiencies from
+    microbenchmarks the estimator also counts (no timing asserted: this machine is shared)."""
+    from rooflow.calibration import measure_calibration
+
+    cpu = load_device(CATALOGUE, "cpu")
+    cpu.with_measured({"peak_flops_per_second": {"fp32": 1e11}, "dram_bytes_per_second": 1e10})
+    calibration = measure_calibration(cpu, {}, threads=1)
+    assert calibration.kind == "cpu" and "microbenchmarks" in calibration.source
+    for key in ("host_op_seconds", "host_backward_op_seconds", "host_optimizer_call_seconds"):
+        assert 0 < getattr(calibration, key) < 0.01, key
+    assert set(calibration.matmul_efficiency) == {"fp32", "fp32_fast"}
+    assert {"normalization", "normalization_training", "elementwise", "pooling", "depthwise"} <= \
+        set(calibration.memory_efficiency_by_class)
+    assert all(0 < value < 50 for value in [*calibration.matmul_efficiency.values(),
+                                            *calibration.memory_efficiency_by_class.values()])
