@@ -61,24 +61,25 @@ def run_path(run):
     return RUN_PATTERN.format(**run)
 
 
+# The config `imports` by device × run: one dictionary lookup per job instead of a scan of the list
+# (reversed: the first entry of a run wins, as the scan did).
+IMPORTS_BY_RUN = {
+    (e["device"], e["model"], str(e["batch"]), e["precision"], e["mode"]): e
+    for e in reversed(IMPORTS)
+}
+
+
 def imported_run(wildcards):
     """The config `imports` entry for this device × run, or None when rooflow profiles it itself."""
-    for entry in IMPORTS:
-        if (
-            entry["device"],
-            entry["model"],
-            str(entry["batch"]),
-            entry["precision"],
-            entry["mode"],
-        ) == (
+    return IMPORTS_BY_RUN.get(
+        (
             wildcards.device,
             wildcards.model,
             str(wildcards.batch),
             wildcards.precision,
             wildcards.mode,
-        ):
-            return entry
-    return None
+        )
+    )
 
 
 def estimated_runs():
@@ -135,6 +136,13 @@ def get_ncu_inputs(wildcards):
     if entry:
         return entry["ncu"]
     return rules.profile_ncu.output.csv
+
+
+def get_ncu_plan(wildcards):
+    """The distinct-mode plan profile_ncu writes beside its CSV; none for an imported profile."""
+    if imported_run(wildcards):
+        return []
+    return rules.profile_ncu.output.plan
 
 
 def get_nsys_inputs(wildcards):

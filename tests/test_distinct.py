@@ -13,6 +13,10 @@ per-kernel recordings, and the plan/expansion bookkeeping end to end on the CPU.
 from __future__ import annotations
 
 import collections
+import csv
+import dataclasses
+import gzip
+import json
 import math
 import re
 
@@ -41,8 +45,8 @@ def nvtx_kernels(recordings):
     return recordings["resnet18-b16-fp32-training"]
 
 
-def reduced_error(groups: list[list[dict]], kernels: pd.DataFrame, metric: str) -> float:
-    """(first member's value × members) summed over groups, relative to the sum over every kernel."""
+def reduced_error(groups: list[list[list[dict]]], kernels: pd.DataFrame, metric: str) -> float:
+    """(the first call's kernels' value × calls) summed over groups, relative to the sum over every kernel."""
     reduced = math.fsum(math.fsum(k[metric] for k in group[0]) * len(group) for group in groups)
     return reduced / math.fsum(kernels[metric]) - 1
 
@@ -115,8 +119,19 @@ def module_shapes(model_name: str, batch: int) -> dict[str, tuple]:
     return shapes
 
 
-def signature_groups(kernels: pd.DataFrame, shapes: dict[str, tuple]) -> dict[tuple, list[list[dict]]]:
-    """The recorded op calls grouped by their aten signature: {signature: [kernels of each call]}.
+@dataclasses.dataclass
+class Call:
+    """One recorded op call: its kernels (in launch order) and where it ran."""
+
+    kernels: list[dict]
+    phase: str | None
+    layers: list[str]
+    node: str | None = None
+    seq: int | None = None
+
+
+def signature_groups(kernels: pd.DataFrame, shapes: dict[str, tuple]) -> dict[tuple, list[Call]]:
+    """The recorded op calls grouped by their aten signature, both in the step's order.
 
     A call is the outermost op range of a main-thread kernel, or one op of an autograd node's evaluation
     (the node's own work, or an op the engine ran for it: a gradient accumulation ``aten::add_``). Its
@@ -132,26 +147,27 @@ def signature_groups(kernels: pd.DataFrame, shapes: dict[str, tuple]) -> dict[tu
     for kernel in kernels.to_dict("records"):
         _, messages = parse_stack(kernel["nvtx_stack"])
         ops = [match for match in map(OP_ITEM.match, messages) if match]
-        layer = next((m[len("layer:"):] for m in reversed(messages) if m.startswith("layer:")), None)
+        layers = [m[len("layer:"):] for m in messages if m.startswith("layer:")]
         phase = next((m[len("phase:"):] for m in messages if m.startswith("phase:")), None)
-        parsed.append((kernel, ops, layer, phase))
+        parsed.append((kernel, ops, layers, phase))
         for op in ops:
             if op["seq"] and phase == "forward":
-                seq_layer.setdefault(int(op["seq"]), layer)
+                seq_layer.setdefault(int(op["seq"]), layers[-1] if layers else None)
             if op["seq"] and ops[0]["name"].startswith(EVALUATE):
                 evaluate_seq[ops[0]["op_id"]] = int(op["seq"])
 
     def module(layer):
         return ("module", *shapes[layer])
 
-    calls: dict[tuple, tuple[tuple, list[dict]]] = collections.OrderedDict()
+    calls: dict[tuple, tuple[tuple, Call]] = collections.OrderedDict()
     previous_layer = None
-    for kernel, ops, layer, phase in parsed:
-        top = ops[0]
+    for kernel, ops, layers, phase in parsed:
+        top, layer, node, seq = ops[0], (layers[-1] if layers else None), None, None
         if top["name"].startswith(EVALUATE):
             node, seq = top["name"][len(EVALUATE):], evaluate_seq[top["op_id"]]
             forward_layer = seq_layer.get(seq)
             forward = module(forward_layer) if forward_layer else ("seq", seq)
+            phase, layers = "backward", [forward_layer] if forward_layer else []
             inner = ops[1]
             if inner["name"] == node:
                 call, key = (top["op_id"], "node"), ("backward", node, forward)
@@ -167,11 +183,51 @@ def signature_groups(kernels: pd.DataFrame, shapes: dict[str, tuple]) -> dict[tu
             call, key = (top["op_id"],), ("add_", shapes[block][3])
         else:
             call, key = (top["op_id"],), ("call", top["op_id"])
-        calls.setdefault(call, (key, []))[1].append(kernel)
-    groups: dict[tuple, list[list[dict]]] = collections.OrderedDict()
-    for key, members in calls.values():
-        groups.setdefault(key, []).append(members)
+        calls.setdefault(call, (key, Call([], phase, layers, node, seq)))[1].kernels.append(kernel)
+    groups: dict[tuple, list[Call]] = collections.OrderedDict()
+    for key, found in calls.values():
+        groups.setdefault(key, []).append(found)
     return groups
+
+
+def distinct_stand_in(kernels: pd.DataFrame, groups: dict[tuple, list[Call]], csv_path, plan_path) -> None:
+    """A STAND-IN for a distinct-mode run, made from the real exhaustive recording: the CSV keeps only the
+    kernels of each signature's first call, with ``rooflow:sig:<k>`` pushed inside its outermost op range
+    (where the driver's dispatch mode pushes it), and the plan lists every call — what the driver and ncu
+    would have written had they profiled this step in distinct mode."""
+    first: dict[int, tuple[int, list[str]]] = {}
+    signatures, order = [], {}
+    for number, (key, members) in enumerate(groups.items()):
+        for kernel in members[0].kernels:
+            thread, messages = parse_stack(kernel["nvtx_stack"])
+            top = next(i for i, m in enumerate(messages) if OP_ITEM.match(m))
+            first[int(kernel["id"])] = (number, format_stack(thread, [*messages[:top + 1], f"rooflow:sig:{number}",
+                                                                       *messages[top + 1:]]))
+        signatures.append({"id": number, "op": str(key[:2]), "signature": repr(key), "count": len(members),
+                           "occurrences": members})
+    for call in sorted((c for members in groups.values() for c in members), key=lambda c: c.kernels[0]["id"]):
+        order[id(call)] = len(order)
+    for entry in signatures:
+        entry["occurrences"] = [{"index": order[id(c)], "phase": c.phase, "layers": c.layers,
+                                 **({"node": c.node, "seq": c.seq} if c.node else {})} for c in entry["occurrences"]]
+    plan = {"format": "rooflow-ncu-plan/1", "mode": "distinct", "calls": len(order), "distinct": len(signatures),
+            "signatures": signatures}
+    plan_path.write_text(json.dumps(plan))
+    with gzip.open(NVTX_RECORDING, "rt") as source, open(csv_path, "w", newline="") as target:
+        writer = csv.writer(target, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        header = None
+        for line in source:
+            if not line.startswith('"'):
+                target.write(line)
+                continue
+            fields = next(csv.reader([line]))
+            if header is None:
+                header = fields
+                nvtx = next(i for i, name in enumerate(header) if name.startswith("thread Domain:Push/Pop_Range"))
+                writer.writerow(fields)
+            elif int(fields[0]) in first:
+                fields[nvtx] = first[int(fields[0])][1] + " "
+                writer.writerow(fields)
 
 
 @pytest.fixture(scope="module")
@@ -180,9 +236,9 @@ def resnet18_groups(nvtx_kernels):
 
 
 def test_every_call_of_a_signature_launched_the_same_kernels(resnet18_groups, nvtx_kernels):
-    assert sum(len(kernels) for calls in resnet18_groups.values() for kernels in calls) == len(nvtx_kernels) == 194
+    assert sum(len(c.kernels) for calls in resnet18_groups.values() for c in calls) == len(nvtx_kernels) == 194
     for key, calls in resnet18_groups.items():
-        assert len({tuple(k["name"] for k in kernels) for kernels in calls}) == 1, key
+        assert len({tuple(k["name"] for k in c.kernels) for c in calls}) == 1, key
 
 
 @pytest.mark.parametrize(("metric", "tolerance"), [("flops_total", 1e-9), ("flops_fp32", 1e-9),
@@ -191,13 +247,32 @@ def test_every_call_of_a_signature_launched_the_same_kernels(resnet18_groups, nv
 def test_signature_key_reproduces_the_exhaustive_totals(resnet18_groups, nvtx_kernels, metric, tolerance):
     """Measured: FLOPs and L1 exact, DRAM −0.029%, L2 −0.031% (ncu flushes caches before each kernel, so
     the same call moves the same bytes wherever it runs in the step); the target is 1%."""
-    groups = list(resnet18_groups.values())
+    groups = [[c.kernels for c in calls] for calls in resnet18_groups.values()]
     assert abs(reduced_error(groups, nvtx_kernels, metric)) <= tolerance
 
 
 def test_signature_key_profiles_fewer_than_half_the_kernels(resnet18_groups):
-    profiled = sum(len(calls[0]) for calls in resnet18_groups.values())
+    profiled = sum(len(calls[0].kernels) for calls in resnet18_groups.values())
     assert profiled == 86  # of 194 (63 signatures for 162 calls); the driver's finer key merges more
+
+
+def test_the_distinct_stand_in_aggregates_to_the_exhaustive_totals(resnet18_groups, nvtx_kernels, tmp_path):
+    """ncu CSV + plan as a distinct-mode run of this step would write them, through aggregate_ncu and
+    apply_plan: every launch represented, FLOPs exact, bytes within 0.04%, each row in its layer."""
+    csv_path, plan_path = tmp_path / "ncu.csv", tmp_path / "ncu_plan.json"
+    distinct_stand_in(nvtx_kernels, resnet18_groups, csv_path, plan_path)
+    full = aggregate_ncu(NVTX_RECORDING)
+    table, totals = apply_plan(aggregate_ncu(csv_path), plan_path)
+    assert (totals["ncu_mode"], totals["kernels_profiled"], totals["kernels_represented"]) == ("distinct", 86, 194)
+    assert totals["kernels"] == 194 and (totals["op_calls"], totals["distinct_signatures"]) == (162, 63)
+    assert totals["flops_total"] == full.totals["flops_total"]
+    for key in ("dram_bytes", "l2_bytes", "l1_bytes", "seconds"):
+        assert totals[key] == pytest.approx(full.totals[key], rel=0.001)
+    assert list(table["name"]) == list(full.kernels["name"])  # the step's launches, in the step's order
+    layers = [[m for m in parse_stack(s)[1] if m.startswith("layer:")] for s in table["nvtx_stack"]]
+    backward = [row for row, stack in zip(table.to_dict("records"), layers)
+                if "phase:backward" in row["nvtx_stack"] and "ConvolutionBackward0" in row["nvtx_stack"]]
+    assert backward and all(parse_stack(r["nvtx_stack"])[1][1].startswith("layer:") for r in backward)
 
 
 # ---------------------------------------------------------------------------------------------------
