@@ -35,9 +35,11 @@ lint: install
 	$(BIN)/snakefmt --check Snakefile rules
 	$(BIN)/snakemake --lint
 
-bench: install  ## benchmarks: estimator speed and CPU ceilings, printed as tables
+bench: install  ## benchmarks: estimator speed, CPU ceilings, workflow DAG time, ncu distinct-mode op counts
 	$(BIN)/python benchmarks/bench_estimate.py
 	$(BIN)/python benchmarks/bench_ceilings.py
+	$(BIN)/python benchmarks/bench_workflow_dag.py
+	$(BIN)/python benchmarks/bench_distinct_ops.py
 
 clean:
 	rm -rf results logs report.html .snakemake

@@ -174,7 +174,13 @@ def device_kind(wildcards):
 
 
 def slurm_option(key):
-    """Input function for one resource from the device's `slurm:` block (None, i.e. unset, when absent)."""
+    """Input function for one resource from the device's `slurm:` block (None, i.e. unset, when absent).
+
+    None outright where no configured device sets the key (qos and constraint, usually): Snakemake then
+    evaluates nothing for it, where a callable costs about a millisecond per job and resource (a 2,000-job
+    DAG evaluates thousands)."""
+    if not any(key in DEVICES[device].slurm for device in MEASURED_DEVICES):
+        return None
 
     def option(wildcards):
         return device_slurm(wildcards).get(key)
@@ -190,7 +196,7 @@ def mem_mb(wildcards, attempt):
     return device_slurm(wildcards).get("mem_mb", 8000) * attempt
 
 
-def device_threads(wildcards):
+def _device_threads(wildcards):
     """CPU threads for a device's jobs: all local cores in a local run (timing jobs then run one at a
     time, so they never share cores); the device's slurm cpus_per_task on a cluster, both where the job
     is submitted (sbatch --cpus-per-task) and inside the job (torch threads). workflow.cores is not
@@ -199,6 +205,16 @@ def device_threads(wildcards):
     if workflow.local_exec and not workflow.remote_exec:
         return workflow.cores
     return device_slurm(wildcards).get("cpus_per_task") or 1
+
+
+# In a local run every device's jobs get all cores: a number, not a function evaluated per job.
+device_threads = (
+    workflow.cores
+    if workflow.local_exec
+    and not workflow.remote_exec
+    and isinstance(workflow.cores, int)
+    else _device_threads
+)
 
 
 def device_architecture(wildcards):
