@@ -130,6 +130,7 @@ class StepAnnotations:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        self.node_layers.clear()  # the step's autograd nodes: nothing needs them once it is done
 
     def _layer_enter(self, name: str):
         def hook(*_):
@@ -207,9 +208,7 @@ def _describe(value: Any) -> str:
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{key}={_describe(item)}" for key, item in value.items()) + "}"
-    if isinstance(value, float):
-        return repr(value)
-    return repr(value)
+    return repr(value)  # numbers, dtypes, devices, memory formats, None
 
 
 def op_signature(func, args: tuple, kwargs: dict) -> str:
