@@ -35,10 +35,12 @@ lint: install
 	$(BIN)/snakefmt --check Snakefile rules
 	$(BIN)/snakemake --lint
 
-bench: install  ## benchmarks: estimator speed, CPU ceilings, ncu aggregation of a ~1 GB CSV, printed as tables
+bench: install  ## benchmarks: estimator speed, CPU ceilings, ncu aggregation, workflow DAG time, ncu distinct-mode op counts
 	$(BIN)/python benchmarks/bench_estimate.py
 	$(BIN)/python benchmarks/bench_ceilings.py
 	$(BIN)/python benchmarks/bench_ncu_aggregate.py
+	$(BIN)/python benchmarks/bench_workflow_dag.py
+	$(BIN)/python benchmarks/bench_distinct_ops.py
 
 clean:
 	rm -rf results logs report.html .snakemake

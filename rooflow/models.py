@@ -10,10 +10,31 @@ from rooflow.errors import RooflowError
 
 @functools.cache
 def classification_models() -> tuple[str, ...]:
-    """Every classification model torchvision ships (its own `list_models`), sorted."""
+    """Every classification model torchvision ships (its own `list_models`), sorted.
+
+    For the torchvision version in rooflow/schemas/torchvision_models.yaml the names are read from there:
+    importing torchvision (and torch) took about 3 s of every Snakemake parse of the workflow, where config
+    validation only needs the names."""
+    shipped = _shipped_model_names()
+    if shipped is not None:
+        return shipped
     import torchvision
 
     return tuple(sorted(torchvision.models.list_models(module=torchvision.models)))
+
+
+def _shipped_model_names() -> tuple[str, ...] | None:
+    """The names listed for the installed torchvision version, or None (another version, or none)."""
+    from importlib import metadata
+
+    from rooflow.config_io import load_schema
+
+    try:
+        installed = metadata.version("torchvision")
+    except metadata.PackageNotFoundError:
+        return None
+    listed = load_schema("torchvision_models.yaml")
+    return tuple(listed["models"]) if listed.get("torchvision") == installed else None
 
 
 def check_model_names(names: list[str], source: str = "config") -> None:

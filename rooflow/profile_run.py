@@ -16,13 +16,19 @@ log = logging.getLogger(__name__)
 
 
 def driver_argv(model: str, batch: int, precision: str, mode: str, subset: str, warmup: int,
-                threads: int | None) -> list[str]:
-    """The command that runs exactly one profiled iteration (rooflow.timing.profile_one_iteration)."""
-    argv = [sys.executable, "-m", "rooflow", "time", "--one-iteration", "--device", "cuda",
+                threads: int | None, ncu_mode: str | None = None, plan: str | Path | None = None) -> list[str]:
+    """The command that runs exactly one profiled iteration (:func:`rooflow.driver.profile_one_iteration`):
+    for nsys no ``ncu_mode`` (one profiler range around the step), for ncu ``distinct`` or ``exhaustive``
+    with the ``plan`` JSON to write (profiling.ncu.mode)."""
+    argv = [sys.executable, "-m", "rooflow.driver", "--device", "cuda",
             "--model", model, "--batch", str(batch), "--precision", precision, "--mode", mode,
-            "--subset", subset, "--warmup", str(max(warmup, 1))]
+            "--subset", str(subset), "--warmup", str(max(warmup, 1))]
     if threads:
         argv += ["--threads", str(threads)]
+    if ncu_mode:
+        argv += ["--ncu-mode", ncu_mode]
+    if plan:
+        argv += ["--plan", str(plan)]
     return argv
 
 

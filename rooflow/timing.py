@@ -1,5 +1,5 @@
-"""Latency of one model × batch × precision × mode on one device, and the one-iteration driver the
-Nsight profilers wrap.
+"""Latency of one model × batch × precision × mode on one device (the one-iteration driver the Nsight
+profilers wrap is rooflow.driver).
 
 GPU: CUDA events around forward, backward and optimizer step, after warm-up (allocator, lazy init), with
 cuDNN's deterministic heuristics rather than its per-process autotuner (see Runner), peak memory from
@@ -322,25 +322,13 @@ def _write_timeline(path: str | Path, timeline, record: dict[str, Any], status: 
     record["timeline_kernels"] = int((frame["kind"] == "kernel").sum()) if len(frame) else 0
 
 
-def profile_one_iteration(spec: RunSpec, subset: dict) -> dict[str, Any]:
-    """Warm up, then run exactly ONE iteration between cudaProfilerStart/Stop inside an NVTX range, for
-    `ncu --profile-from-start off` and `nsys --capture-range=cudaProfilerApi`."""
-    import torch
+def profile_one_iteration(spec: RunSpec, subset: dict, ncu_mode: str = "exhaustive",
+                          plan_path: str | None = None) -> dict[str, Any]:
+    """Moved to :func:`rooflow.driver.profile_one_iteration` (the driver ncu and nsys run); kept here for
+    callers of the old name."""
+    from rooflow.driver import profile_one_iteration as run
 
-    _set_threads(spec.threads)
-    runner = Runner(spec, subset)
-    if not runner.cuda:
-        raise RooflowError("the one-iteration profiling driver needs a CUDA device: ncu/nsys profile GPUs only")
-    for _ in range(max(spec.warmup_iterations, 1)):
-        runner.step()
-    torch.cuda.synchronize()
-    label = f"rooflow:{spec.model}:b{spec.batch}:{spec.precision}:{spec.mode}"
-    torch.cuda.profiler.start()
-    with torch.cuda.nvtx.range(label):
-        runner.step()
-        torch.cuda.synchronize()
-    torch.cuda.profiler.stop()
-    return {"profiled_iterations": 1, "nvtx_range": label, "environment": describe(spec.threads)}
+    return run(spec, subset, ncu_mode, plan_path)
 
 
 def _spec_from_args(args: argparse.Namespace) -> RunSpec:

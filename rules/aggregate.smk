@@ -3,7 +3,8 @@
 
 rule aggregate_ncu:
     input:
-        get_ncu_inputs,
+        csv=get_ncu_inputs,
+        plan=get_ncu_plan,
     output:
         totals=f"results/aggregate/{{device}}/{RUN_PATTERN}/ncu.json",
         kernels=f"results/aggregate/{{device}}/{RUN_PATTERN}/ncu_kernels.csv",

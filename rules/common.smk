@@ -61,24 +61,25 @@ def run_path(run):
     return RUN_PATTERN.format(**run)
 
 
+# The config `imports` by device × run: one dictionary lookup per job instead of a scan of the list
+# (reversed: the first entry of a run wins, as the scan did).
+IMPORTS_BY_RUN = {
+    (e["device"], e["model"], str(e["batch"]), e["precision"], e["mode"]): e
+    for e in reversed(IMPORTS)
+}
+
+
 def imported_run(wildcards):
     """The config `imports` entry for this device × run, or None when rooflow profiles it itself."""
-    for entry in IMPORTS:
-        if (
-            entry["device"],
-            entry["model"],
-            str(entry["batch"]),
-            entry["precision"],
-            entry["mode"],
-        ) == (
+    return IMPORTS_BY_RUN.get(
+        (
             wildcards.device,
             wildcards.model,
             str(wildcards.batch),
             wildcards.precision,
             wildcards.mode,
-        ):
-            return entry
-    return None
+        )
+    )
 
 
 def estimated_runs():
@@ -188,6 +189,13 @@ def get_ncu_inputs(wildcards):
     return rules.profile_ncu.output.csv
 
 
+def get_ncu_plan(wildcards):
+    """The distinct-mode plan profile_ncu writes beside its CSV; none for an imported profile."""
+    if imported_run(wildcards):
+        return []
+    return rules.profile_ncu.output.plan
+
+
 def get_nsys_inputs(wildcards):
     entry = imported_run(wildcards)
     if entry:
@@ -217,7 +225,13 @@ def device_kind(wildcards):
 
 
 def slurm_option(key):
-    """Input function for one resource from the device's `slurm:` block (None, i.e. unset, when absent)."""
+    """Input function for one resource from the device's `slurm:` block (None, i.e. unset, when absent).
+
+    None outright where no configured device sets the key (qos and constraint, usually): Snakemake then
+    evaluates nothing for it, where a callable costs about a millisecond per job and resource (a 2,000-job
+    DAG evaluates thousands)."""
+    if not any(key in DEVICES[device].slurm for device in MEASURED_DEVICES):
+        return None
 
     def option(wildcards):
         return device_slurm(wildcards).get(key)
@@ -233,7 +247,7 @@ def mem_mb(wildcards, attempt):
     return device_slurm(wildcards).get("mem_mb", 8000) * attempt
 
 
-def device_threads(wildcards):
+def _device_threads(wildcards):
     """CPU threads for a device's jobs: all local cores in a local run (timing jobs then run one at a
     time, so they never share cores); the device's slurm cpus_per_task on a cluster, both where the job
     is submitted (sbatch --cpus-per-task) and inside the job (torch threads). workflow.cores is not
@@ -242,6 +256,16 @@ def device_threads(wildcards):
     if workflow.local_exec and not workflow.remote_exec:
         return workflow.cores
     return device_slurm(wildcards).get("cpus_per_task") or 1
+
+
+# In a local run every device's jobs get all cores: a number, not a function evaluated per job.
+device_threads = (
+    workflow.cores
+    if workflow.local_exec
+    and not workflow.remote_exec
+    and isinstance(workflow.cores, int)
+    else _device_threads
+)
 
 
 def device_architecture(wildcards):

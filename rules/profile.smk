@@ -33,6 +33,7 @@ rule profile_ncu:
         subset=rules.subset_dataset.output.tensor,
     output:
         csv=f"results/profile/{{device}}/{RUN_PATTERN}/ncu.csv",
+        plan=f"results/profile/{{device}}/{RUN_PATTERN}/ncu_plan.json",
     log:
         f"logs/profile/{{device}}/{RUN_PATTERN}/ncu.log",
     conda:

@@ -5,15 +5,18 @@ from rooflow.profile_run import driver_argv, require_tool, run_tool
 from rooflow.profilers.commands import ncu_command
 from rooflow.profilers.metrics import metrics_for_architecture
 
-w, p = snakemake.wildcards, snakemake.params
+w, p, out = snakemake.wildcards, snakemake.params, snakemake.output
 with step_logging(snakemake.log[0], "profile_ncu") as log:
     executable = require_tool(p.tool["executable"], "profiling.ncu.executable")
-    argv = driver_argv(w.model, int(w.batch), w.precision, w.mode, snakemake.input.subset, p.warmup,
-                       snakemake.threads)
-    with atomic_path(snakemake.output.csv) as tmp:
-        command = ncu_command(executable, metrics_for_architecture(p.architecture), tmp, argv,
-                              p.tool["extra_args"])
+    metrics = metrics_for_architecture(p.architecture, w.precision, p.tool["hierarchical"])
+    with atomic_path(out.csv) as tmp, atomic_path(out.plan) as plan:
+        argv = driver_argv(w.model, int(w.batch), w.precision, w.mode, snakemake.input.subset, p.warmup,
+                           snakemake.threads, ncu_mode=p.tool["mode"], plan=plan)
+        command = ncu_command(executable, metrics, tmp, argv, p.tool["extra_args"])
         try:
             run_tool(command, snakemake.log[0], "ncu", outputs=[tmp])
         except RooflowError as error:  # name the output, not the temporary file it was written to
-            raise RooflowError(str(error).replace(str(tmp), snakemake.output.csv)) from None
+            raise RooflowError(str(error).replace(str(tmp), out.csv)) from None
+        if not plan.stat().st_size:
+            raise RooflowError(f"the profiled driver wrote no plan ({out.plan}): see {snakemake.log[0]} for "
+                               f"its output")

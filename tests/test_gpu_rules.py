@@ -39,6 +39,8 @@ def test_each_gpu_gets_profiling_jobs_with_its_gres(dry_run, device, gres):
     for _, _, resources in mine:
         assert f"gres={gres}" in resources and "slurm_partition=gpu" in resources
         assert "runtime=" in resources and "mem_mb=" in resources
+        # keys no configured device sets are not resources at all (no function evaluated per job)
+        assert "qos=" not in resources and "constraint=" not in resources
 
 
 def test_cpu_jobs_get_the_cpu_partition_and_no_gres(dry_run):

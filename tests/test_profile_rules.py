@@ -1,9 +1,11 @@
 """The profile_ncu rule end to end with a STAND-IN for ncu (no GPU or Nsight on these machines): the stand-in
-records the command line the rule built and replays a real recorded ncu output, or fails the way ncu fails
-without counter permission. What is tested is rooflow's side: the command, the error, the aggregation."""
+records the command line the rule built and replays a real recorded ncu output (and the plan the driver
+would have written), or fails the way ncu fails without counter permission. What is tested is rooflow's
+side: the command, the error, the aggregation in exhaustive and distinct mode."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -17,10 +19,13 @@ TARGET = "results/aggregate/a100-sxm4-40gb/resnet18/b64-fp32-training/ncu.json"
 RECORDED = ROOT / "tests/data/real/cyanguwa-DeepLearningProfiling/mlperf-deepcam/PT-fp32-O1-AdamW-fw-733731"
 
 REPLAY = """#!/usr/bin/env bash
-# Stand-in for Nsight Compute: record argv, write a recorded ncu CSV to --log-file.
+# Stand-in for Nsight Compute: record argv, write a recorded ncu CSV to --log-file and, where the driver would
+# have written one, the plan to --plan.
 printf '%s\\n' "$@" > "{argv}"
-while [ $# -gt 0 ]; do [ "$1" = --log-file ] && log="$2"; shift; done
+while [ $# -gt 0 ]; do [ "$1" = --log-file ] && log="$2"; [ "$1" = --plan ] && plan="$2"; shift; done
 {{ echo "==PROF== Connected to process 4242"; zcat -f "{recorded}"; }} > "$log"
+[ -n "$plan" ] && cp "{plan}" "$plan"
+exit 0
 """
 
 DENIED = """#!/usr/bin/env bash
@@ -35,37 +40,70 @@ exit 1
 """
 
 
-def run_with_fake_ncu(workdir: Path, snakemake_exe: str, script: str):
+def run_with_fake_ncu(workdir: Path, snakemake_exe: str, script: str, ncu_mode: str = "distinct"):
     bin_dir = workdir / "fake-bin"
     bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "ncu"
     fake.write_text(script)
     fake.chmod(0o755)
+    config = workdir / "tests" / "configs" / "gpu-ncu.yaml"
+    config.write_text((workdir / "tests" / "configs" / "gpu.yaml").read_text()
+                      + f"profiling: {{ncu: {{mode: {ncu_mode}}}}}\n")
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run([snakemake_exe, TARGET, "--cores", "2", "--configfile", "tests/configs/gpu.yaml"],
+    return subprocess.run([snakemake_exe, TARGET, "--cores", "2", "--configfile", str(config)],
                           cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_ncu_rule_builds_the_one_iteration_command_and_aggregates(tmp_path, snakemake_exe):
+def test_ncu_rule_in_exhaustive_mode_builds_the_command_and_aggregates(tmp_path, snakemake_exe):
     workdir = copy_workflow(tmp_path / "wf")
-    argv_file = tmp_path / "argv.txt"
+    argv_file, plan = tmp_path / "argv.txt", tmp_path / "plan.json"
+    plan.write_text(json.dumps({"format": "rooflow-ncu-plan/1", "mode": "exhaustive"}))  # what the driver writes
     recorded = next(RECORDED.glob("out.dram__bytes.sum*"))
-    result = run_with_fake_ncu(workdir, snakemake_exe, REPLAY.format(argv=argv_file, recorded=recorded))
+    result = run_with_fake_ncu(workdir, snakemake_exe, REPLAY.format(argv=argv_file, recorded=recorded, plan=plan),
+                               "exhaustive")
     assert result.returncode == 0, result.stderr[-3000:]
     argv = argv_file.read_text().split("\n")
-    for flag in ("--profile-from-start", "off", "--target-processes", "all", "--csv", "--one-iteration"):
+    for flag in ("--profile-from-start", "off", "--target-processes", "all", "--nvtx", "--csv"):
         assert flag in argv
+    assert argv[argv.index("-m") + 1] == "rooflow.driver" and argv[argv.index("--ncu-mode") + 1] == "exhaustive"
+    assert argv[argv.index("--plan") + 1].startswith(str(workdir / "results/profile/a100-sxm4-40gb/resnet18"))
     metrics = argv[argv.index("--metrics") + 1].split(",")
-    # an A100 (sm_80): TF32 and FP16 tensor-core FLOPs, CUDA-core FLOPs, DRAM bytes
-    assert "sm__ops_path_tensor_src_tf32_dst_fp32.sum" in metrics or any("tf32" in m for m in metrics)
+    # an A100 (sm_80), fp32: CUDA-core FLOPs, the TF32 tensor path only (TF32 is off: the detector of FP32
+    # work on tensor cores), one DRAM metric, L2 and L1 (hierarchical by default), duration
+    assert [m for m in metrics if "tensor" in m] == ["sm__ops_path_tensor_src_tf32_dst_fp32.sum"]
     assert "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum" in metrics
-    assert any(m.startswith("dram__bytes") for m in metrics)
+    assert [m for m in metrics if m.startswith("dram__")] == ["dram__bytes.sum"]
+    assert "lts__t_bytes.sum" in metrics and "l1tex__t_bytes.sum" in metrics
     assert argv[argv.index("--model") + 1] == "resnet18" and argv[argv.index("--precision") + 1] == "fp32"
-    import json
 
     totals = json.loads((workdir / TARGET).read_text())
     assert totals["kernels"] == 797  # the recorded NERSC run
+    assert (totals["ncu_mode"], totals["kernels_profiled"], totals["kernels_represented"]) == ("exhaustive", 797, 797)
     assert totals["dram_bytes"] == pytest.approx(2.18303e10, rel=1e-5)
+
+
+def test_ncu_rule_in_distinct_mode_aggregates_the_plan(tmp_path, snakemake_exe):
+    """The stand-in replays a distinct-mode CSV and plan made from rooflow's real H100 ResNet-18 recording
+    (tests/test_distinct.py: distinct_stand_in); the aggregate represents all 194 launches from 86 profiled."""
+    from test_distinct import NVTX_RECORDING, distinct_stand_in, module_shapes, signature_groups
+
+    from rooflow.profilers.ncu import aggregate_ncu
+
+    full = aggregate_ncu(NVTX_RECORDING)
+    csv_path, plan = tmp_path / "distinct.csv", tmp_path / "plan.json"
+    distinct_stand_in(full.kernels, signature_groups(full.kernels, module_shapes("resnet18", 16)), csv_path, plan)
+    workdir = copy_workflow(tmp_path / "wf")
+    argv_file = tmp_path / "argv.txt"
+    result = run_with_fake_ncu(workdir, snakemake_exe, REPLAY.format(argv=argv_file, recorded=csv_path, plan=plan))
+    assert result.returncode == 0, result.stderr[-3000:]
+    argv = argv_file.read_text().split("\n")
+    assert argv[argv.index("--ncu-mode") + 1] == "distinct" and "--nvtx" in argv
+    totals = json.loads((workdir / TARGET).read_text())
+    assert (totals["ncu_mode"], totals["kernels_profiled"], totals["kernels_represented"]) == ("distinct", 86, 194)
+    assert totals["flops_total"] == full.totals["flops_total"]
+    assert totals["files"][-1].endswith("ncu_plan.json")
+    kernels = (workdir / TARGET).with_name("ncu_kernels.csv").read_text().splitlines()
+    assert len(kernels) == 195 and kernels[0].endswith("nvtx_stack,profiled_id,signature,occurrence,weight")
 
 
 def test_ncu_without_counter_permission_is_one_clear_error_and_leaves_no_output(tmp_path, snakemake_exe):

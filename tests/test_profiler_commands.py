@@ -15,14 +15,16 @@ from conftest import ROOT
 
 from rooflow.cli import main
 from rooflow.errors import ParseError, RooflowError
-from rooflow.profile_run import require_nsys_report
+from rooflow.profile_run import driver_argv, require_nsys_report
 from rooflow.profilers.commands import check_profiler_log, ncu_command, nsys_commands, nsys_stats_outputs
 from rooflow.profilers.metrics import (
     metrics_for_architecture,
     parse_architecture,
     tensor_flop_metrics,
     tensor_metrics_for_architecture,
+    tensor_metrics_for_precision,
 )
+from rooflow.profilers.ncu import aggregate_ncu
 
 DATA = Path(__file__).parent / "data"
 MALFORMED = DATA / "malformed"
@@ -39,9 +41,22 @@ DRIVER = ["python", "-m", "rooflow", "time", "--one-iteration", "--model", "resn
 def test_ncu_command():
     command = ncu_command("ncu", ["dram__bytes_read.sum", "gpu__time_duration.sum"], Path("logs/ncu.csv"), DRIVER,
                           ["--clock-control", "base"])
-    assert command == ["ncu", "--profile-from-start", "off", "--target-processes", "all", "--csv", "--page",
-                       "details", "--metrics", "dram__bytes_read.sum,gpu__time_duration.sum", "--log-file",
-                       "logs/ncu.csv", "--clock-control", "base", *DRIVER]
+    assert command == ["ncu", "--profile-from-start", "off", "--target-processes", "all", "--nvtx", "--csv",
+                       "--page", "details", "--metrics", "dram__bytes_read.sum,gpu__time_duration.sum",
+                       "--log-file", "logs/ncu.csv", "--clock-control", "base", *DRIVER]
+    # --nvtx writes each kernel's NVTX stack (phase/layer ranges, rooflow:sig:<k>) into the CSV
+    assert "--nvtx" not in ncu_command("ncu", ["gpu__time_duration.sum"], "x.csv", DRIVER, nvtx=False)
+
+
+def test_driver_argv_runs_the_driver_module_with_the_ncu_mode_and_plan():
+    argv = driver_argv("resnet50", 64, "tf32", "training", "results/dataset/subset.pt", 10, 8,
+                       ncu_mode="distinct", plan="results/profile/h100/ncu_plan.json")
+    assert argv[1:3] == ["-m", "rooflow.driver"]
+    assert argv[argv.index("--ncu-mode") + 1] == "distinct"
+    assert argv[argv.index("--plan") + 1] == "results/profile/h100/ncu_plan.json"
+    assert argv[argv.index("--threads") + 1] == "8" and argv[argv.index("--warmup") + 1] == "10"
+    nsys = driver_argv("resnet50", 64, "tf32", "training", "subset.pt", 0, None)
+    assert "--ncu-mode" not in nsys and "--plan" not in nsys and nsys[nsys.index("--warmup") + 1] == "1"
 
 
 def test_ncu_command_needs_metrics_and_a_driver():
@@ -90,6 +105,51 @@ def test_metrics_for_architecture(arch, tensor):
     assert metrics == SASS + tensor + MEMORY_AND_TIME
     assert len(set(metrics)) == len(metrics)
     assert not any("sparsity" in name for name in metrics)
+
+
+REDUCED_MEMORY = ["dram__bytes.sum", "lts__t_bytes.sum", "l1tex__t_bytes.sum", "gpu__time_duration.sum"]
+
+
+@pytest.mark.parametrize(("arch", "precision", "tensor"), [
+    ("sm_90", "fp32", ["tf32_dst_fp32"]),
+    ("sm_90", "tf32", ["tf32_dst_fp32"]),
+    ("sm_90", "fp16", ["fp16", "tf32_dst_fp32"]),
+    ("sm_90", "bf16", ["bf16_dst_fp32", "tf32_dst_fp32"]),
+    ("sm_80", "fp16", ["fp16_dst_fp16", "fp16_dst_fp32", "tf32_dst_fp32"]),
+    ("sm_89", "bf16", ["bf16_dst_fp32", "tf32_dst_fp32"]),
+    ("sm_75", "fp32", ["fp16_dst_fp32"]),  # no TF32 on Turing: its FP16 path keeps a tensor counter
+    ("sm_75", "fp16", ["fp16_dst_fp16", "fp16_dst_fp32"]),
+])
+def test_metrics_per_precision_keep_only_the_tensor_paths_the_precision_can_use(arch, precision, tensor):
+    metrics = metrics_for_architecture(arch, precision)
+    assert metrics == SASS + [f"{SRC}{source}.sum" for source in tensor] + REDUCED_MEMORY
+    assert metrics_for_architecture(arch, precision, hierarchical=False) == \
+        SASS + [f"{SRC}{source}.sum" for source in tensor] + ["dram__bytes.sum", "gpu__time_duration.sum"]
+
+
+def test_volta_keeps_its_one_tensor_counter_for_every_precision():
+    for precision in ("fp32", "tf32", "fp16", "bf16"):
+        assert tensor_metrics_for_precision("sm_70", precision) == ["sm__inst_executed_pipe_tensor.sum"]
+    assert tensor_metrics_for_precision("sm_61", "fp16") == []
+    with pytest.raises(RooflowError, match="precision 'int8'"):
+        tensor_metrics_for_precision("sm_90", "int8")
+
+
+H100 = DATA / "real" / "h100-rooflow"
+
+
+@pytest.mark.parametrize("path", sorted(p.name for p in H100.glob("*-ncu*.csv.gz") if "-raw-" not in p.name))
+def test_the_reduced_metric_list_leaves_every_recorded_total_unchanged(path):
+    """The H100 recordings collected the full list; the counters the reduced list drops hold zero there, and
+    the SASS counters it keeps are not all zero even in fp32 runs (FP16 hfma everywhere, FP64 dfma in two)."""
+    precision = path.split("-")[2]
+    wide = aggregate_ncu(H100 / path).metrics
+    kept = set(metrics_for_architecture("sm_90", precision))
+    dropped_tensor = [m for m in wide.columns if m.startswith(SRC) and m not in kept]
+    assert dropped_tensor and wide[dropped_tensor].sum().sum() == 0
+    kept_tensor = [m for m in wide.columns if m.startswith(SRC) and m in kept]
+    assert wide[kept_tensor].sum().sum() == (wide[[m for m in wide.columns if m.startswith(SRC)]].sum().sum())
+    assert wide["smsp__sass_thread_inst_executed_op_hfma_pred_on.sum"].sum() > 0
 
 
 def test_turing_has_no_bf16_or_tf32_and_volta_no_ops_path():

@@ -1,9 +1,13 @@
 """The ncu and nsys command lines the workflow runs, and the check of their logs afterwards.
 
-Both profile exactly one iteration: the driver (``rooflow.timing``'s one-iteration mode) warms up, then calls
-``torch.cuda.profiler.start()``/``stop()`` around one step. ncu therefore runs with ``--profile-from-start
-off`` and nsys with ``--capture-range=cudaProfilerApi --capture-range-end=stop``. ``--target-processes all``
-follows the driver into child processes (a ``python -m`` launcher, DataLoader workers).
+Both profile exactly one iteration: the driver (:mod:`rooflow.driver`) warms up, then calls
+``torch.cuda.profiler.start()``/``stop()`` around one step (nsys, and ncu's exhaustive mode) or around the
+first call of each distinct aten op of it (ncu's distinct mode, many start/stop pairs). ncu therefore runs with
+``--profile-from-start off`` and nsys with ``--capture-range=cudaProfilerApi --capture-range-end=stop``.
+``--target-processes all`` follows the driver into child processes (a ``python -m`` launcher, DataLoader
+workers). ncu's ``--nvtx`` writes each kernel's NVTX push/pop stack (the driver's ``phase:``/``layer:``
+ranges, the op ranges, distinct mode's ``rooflow:sig:<k>``) into the CSV: the per-layer attribution and the
+distinct-mode expansion read it.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ NSYS_REPORTS = ("cuda_gpu_kern_sum", "cuda_gpu_trace")
 
 
 def ncu_command(executable: str, metrics: Sequence[str], log_path: str | Path, driver_argv: Sequence[str],
-                extra_args: Sequence[str] = ()) -> list[str]:
-    """``ncu --profile-from-start off --target-processes all --csv --page details --metrics <list>
+                extra_args: Sequence[str] = (), nvtx: bool = True) -> list[str]:
+    """``ncu --profile-from-start off --target-processes all [--nvtx] --csv --page details --metrics <list>
     --log-file <log_path> [extra_args] <driver_argv>``.
 
     The CSV goes to ``log_path`` (ncu's ``--log-file``), together with ncu's own ``==PROF==``/``==ERROR==``
@@ -28,9 +32,9 @@ def ncu_command(executable: str, metrics: Sequence[str], log_path: str | Path, d
         raise ValueError("ncu_command needs at least one metric (see metrics_for_architecture)")
     if not driver_argv:
         raise ValueError("ncu_command needs the driver's command line")
-    return [str(executable), "--profile-from-start", "off", "--target-processes", "all", "--csv",
-            "--page", "details", "--metrics", ",".join(metrics), "--log-file", str(log_path),
-            *map(str, extra_args), *map(str, driver_argv)]
+    return [str(executable), "--profile-from-start", "off", "--target-processes", "all",
+            *(["--nvtx"] if nvtx else []), "--csv", "--page", "details", "--metrics", ",".join(metrics),
+            "--log-file", str(log_path), *map(str, extra_args), *map(str, driver_argv)]
 
 
 def nsys_commands(executable: str, report_stem: str | Path, driver_argv: Sequence[str],

@@ -114,14 +114,72 @@ def tensor_metrics_for_architecture(architecture: str | int) -> list[str]:
     return [f"{TENSOR_OPS_PREFIX}{source}.sum" for source in sources]
 
 
-def metrics_for_architecture(architecture: str | int) -> list[str]:
+# Tensor-core paths each precision can use (rooflow's precisions: rooflow.timing.configure_precision). fp32
+# runs with TF32 off, so it can use none; the TF32 path is collected for every precision anyway, as the
+# detector of FP32 work that reached tensor cores despite the flags (cuDNN's default is TF32 ON on Ampere and
+# newer: an "fp32" run whose convolutions ran in TF32 would otherwise show 20-40x too few FLOPs and no
+# evidence why). No rooflow precision uses the fp64 or fp8 paths (zero in every H100 recording).
+PRECISION_TENSOR_SOURCES: dict[str, tuple[str, ...]] = {
+    "fp32": ("tf32_dst_fp32",),
+    "tf32": ("tf32_dst_fp32",),
+    "fp16": ("fp16", "fp16_dst_fp16", "fp16_dst_fp32", "tf32_dst_fp32"),
+    "bf16": ("bf16_dst_fp32", "tf32_dst_fp32"),
+}
+# Where an architecture has none of a precision's paths (fp32 on Turing: no TF32), its FP16 path with FP32
+# accumulation stands in, so that every run still collects a tensor-core counter.
+_FALLBACK_TENSOR_SOURCES = ("fp16_dst_fp32", "fp16")
+
+
+def tensor_metrics_for_precision(architecture: str | int, precision: str) -> list[str]:
+    """The tensor-core FLOP counters a run of ``precision`` needs on ``architecture``: the paths that precision
+    can use (plus TF32 as the detector of tensor-core FP32), among those the architecture has.
+
+    >>> tensor_metrics_for_precision("sm_90", "fp32")
+    ['sm__ops_path_tensor_src_tf32_dst_fp32.sum']
+    """
+    if precision not in PRECISION_TENSOR_SOURCES:
+        raise RooflowError(f"precision {precision!r} has no tensor-core metric list: use one of "
+                           f"{', '.join(PRECISION_TENSOR_SOURCES)}.")
+    available = tensor_metrics_for_architecture(architecture)
+    if not available or not available[0].startswith(TENSOR_OPS_PREFIX):
+        return available  # before Volta: none; Volta: its one instruction counter, whatever the precision
+    wanted = [f"{TENSOR_OPS_PREFIX}{source}.sum" for source in PRECISION_TENSOR_SOURCES[precision]]
+    chosen = [name for name in available if name in wanted]
+    if not chosen:
+        fallback = [f"{TENSOR_OPS_PREFIX}{source}.sum" for source in _FALLBACK_TENSOR_SOURCES]
+        chosen = [name for name in available if name in fallback][:1]
+    return chosen
+
+
+def metrics_for_architecture(architecture: str | int, precision: str | None = None,
+                             hierarchical: bool = True) -> list[str]:
     """The ncu ``--metrics`` list for one architecture: CUDA-core FLOP counters, tensor-core FLOP counters,
-    DRAM read/write bytes, L2 and L1 bytes, and kernel duration.
+    DRAM bytes, L2 and L1 bytes (``hierarchical``), and kernel duration.
+
+    Without ``precision``: every tensor-core path of the architecture and DRAM read and write (the list
+    rooflow's H100 recordings were made with). With ``precision``: as few hardware counters as give the
+    same totals, since ncu's cost is its replay passes over hardware counters (measured on an H100:
+    ResNet-50 fp32 training took 182 s with the full list, 157 s without the SASS counters, 28 s with the
+    FFMA counter alone):
+
+    - tensor-core paths: only those ``precision`` can use, plus TF32 (:func:`tensor_metrics_for_precision`);
+    - DRAM: ``dram__bytes.sum``, the same quantity as read + write (32 x ``dram__sectors.sum``), one name;
+    - L2/L1 bytes only for the hierarchical roofline (``profiling.ncu.hierarchical``);
+    - all nine SASS counters stay: they are instrumented (one patched pass, not one per counter), and
+      "fp32" runs execute FP16 (hfma) and FP64 (dfma) instructions that the totals include (H100 recordings).
 
     >>> "sm__ops_path_tensor_src_tf32_dst_fp32.sum" in metrics_for_architecture("sm_80")
     True
     """
-    return sass_metrics() + tensor_metrics_for_architecture(architecture) + list(MEMORY_AND_TIME_METRICS)
+    if precision is None:
+        memory = list(MEMORY_AND_TIME_METRICS)
+        tensor = tensor_metrics_for_architecture(architecture)
+    else:
+        tensor = tensor_metrics_for_precision(architecture, precision)
+        memory = [DRAM_BYTES, L2_BYTES, L1_BYTES, DURATION]
+    if not hierarchical:
+        memory = [name for name in memory if name not in (L2_BYTES, L1_BYTES)]
+    return sass_metrics() + tensor + memory
 
 
 def is_used_metric(name: str) -> bool:

@@ -1,0 +1,152 @@
+"""A distinct-mode ncu profile (``profiling.ncu.mode: distinct``) back to one row per kernel launch of the step.
+
+In distinct mode the driver (:mod:`rooflow.driver`) profiles only the FIRST call of each aten op signature
+(inside an NVTX range ``rooflow:sig:<k>``) and writes a plan: per signature, every call of the step with its
+phase and layer. :func:`expand` gives each profiled kernel one row per call of its signature — the table an
+exhaustive profile would have given, if every call of a signature launches the kernels of its first call
+with the same counter values (what tests/test_distinct.py checks on a real per-kernel H100 recording) — and
+:func:`apply_plan` sums it into the totals the workflow writes.
+
+Each expanded row's ``nvtx_stack`` is written in ncu's own format (``<thread>  "<default domain>:<message>:
+none:none:none:none:none:none"  ...``) with the call's ``phase:<phase>`` and ``layer:<name>`` items (every
+enclosing module, outermost first), then, for a backward call, ``<Node>, seq = <N>`` (its autograd node, as
+``emit_nvtx`` names it), then ``rooflow:sig:<k>`` and the op ranges ncu recorded inside it. So a per-layer
+attribution that reads ``layer:``/``phase:`` items works on it unchanged — backward rows included, which an
+exhaustive profile leaves outside every layer range (they run on autograd's thread).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rooflow.errors import ParseError
+from rooflow.io import read_json
+from rooflow.profilers.ncu import TOTAL_KEYS, NcuResult
+
+PLAN_FORMAT = "rooflow-ncu-plan/1"  # the driver's rooflow.driver.PLAN_FORMAT (not imported: no torch here)
+SIGNATURE_RANGE = "rooflow:sig:"
+DEFAULT_DOMAIN = "<default domain>"
+NVTX_ITEM_TAIL = ":none:none:none:none:none:none"  # PL_Type … Msg of a push/pop item without payload or color
+EXTRA_COLUMNS = ["profiled_id", "signature", "occurrence", "weight"]
+
+_ITEM = re.compile(r'"([^"]*)"')
+
+
+def parse_stack(text: str) -> tuple[str, list[str]]:
+    """``1360  "<default domain>:phase:forward:none:…"  "…"`` -> ("1360", ["phase:forward", …]): the thread
+    and the messages of its open push/pop ranges, outermost first."""
+    text = (text or "").strip()
+    if not text:
+        return "", []
+    thread = text.split(None, 1)[0] if not text.startswith('"') else ""
+    messages = []
+    for item in _ITEM.findall(text):
+        head = item.rsplit(":", 6)[0] if item.count(":") >= 7 else item  # drop PL_Type … Msg
+        messages.append(head.partition(":")[2] if ":" in head else head)  # drop the domain
+    return thread, messages
+
+
+def format_stack(thread: str, messages: list[str], domain: str = DEFAULT_DOMAIN) -> str:
+    """The inverse of :func:`parse_stack`, as ncu writes the column (two spaces between items)."""
+    items = "  ".join(f'"{domain}:{message}{NVTX_ITEM_TAIL}"' for message in messages)
+    return f"{thread}  {items}" if thread else items
+
+
+def load_plan(plan: dict[str, Any] | str | Path) -> dict[str, Any]:
+    if isinstance(plan, dict):
+        return plan
+    data = read_json(plan)
+    if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
+        raise ParseError(f"{plan}: not a rooflow ncu plan (format {PLAN_FORMAT}); give the ncu_plan.json that "
+                         f"profile_ncu wrote beside the ncu CSV.")
+    return data
+
+
+def _signature_of(kernel_id: Any, messages: list[str], where: str) -> tuple[int, list[str]]:
+    """The signature number of a profiled kernel and the messages inside its rooflow:sig range."""
+    for position in range(len(messages) - 1, -1, -1):
+        if messages[position].startswith(SIGNATURE_RANGE):
+            try:
+                return int(messages[position][len(SIGNATURE_RANGE):]), messages[position + 1:]
+            except ValueError:
+                break
+    raise ParseError(f"{where}: kernel ID {kernel_id} has no '{SIGNATURE_RANGE}<k>' NVTX range, so it was not "
+                     f"profiled by rooflow's distinct-mode driver; profile with ncu --nvtx and the driver's "
+                     f"--ncu-mode distinct, or aggregate the CSV without the plan (exhaustive mode).")
+
+
+def _occurrence_stack(occurrence: dict[str, Any], signature: int, inner: list[str]) -> list[str]:
+    stack = [f"phase:{occurrence['phase']}"] if occurrence.get("phase") else []
+    stack += [f"layer:{name}" for name in occurrence.get("layers", [])]
+    if occurrence.get("node"):
+        seq = occurrence.get("seq")
+        stack.append(f"{occurrence['node']}, seq = {seq}" if seq is not None else occurrence["node"])
+    return [*stack, f"{SIGNATURE_RANGE}{signature}", *inner]
+
+
+def expand(kernels: pd.DataFrame, plan: dict[str, Any] | str | Path, where: str = "ncu profile") -> pd.DataFrame:
+    """One row per (profiled kernel, call of its op signature), in the step's order: the columns of
+    ``NcuResult.kernels`` (``id`` renumbered 0…n-1 in step order; ``nvtx_stack`` that call's phase, layers
+    and node) plus ``profiled_id`` (the kernel's ID in ncu's CSV), ``signature``, ``occurrence`` (the call's
+    index among the step's op calls) and ``weight`` (how many calls the profiled kernel stands for)."""
+    plan = load_plan(plan)
+    signatures = {int(entry["id"]): entry for entry in plan["signatures"]}
+    rows: list[dict[str, Any]] = []
+    for record in kernels.to_dict("records"):
+        thread, messages = parse_stack(record.get("nvtx_stack", ""))
+        number, inner = _signature_of(record["id"], messages, where)
+        entry = signatures.get(number)
+        if entry is None:
+            raise ParseError(f"{where}: kernel ID {record['id']} ran in signature {number}, which the plan does "
+                             f"not list; the CSV and the plan come from different runs, so profile again.")
+        occurrences = entry["occurrences"]
+        for occurrence in occurrences:
+            row = dict(record)
+            row.update(nvtx_stack=format_stack(thread, _occurrence_stack(occurrence, number, inner)),
+                       profiled_id=record["id"], signature=number, occurrence=int(occurrence["index"]),
+                       weight=len(occurrences))
+            rows.append(row)
+    columns = list(kernels.columns) + [c for c in EXTRA_COLUMNS if c not in kernels.columns]
+    table = pd.DataFrame(rows, columns=columns)
+    table = table.sort_values(["occurrence", "profiled_id"], kind="stable").reset_index(drop=True)
+    table["id"] = range(len(table))
+    return table
+
+
+def totals_of(table: pd.DataFrame) -> dict[str, Any]:
+    """Σ over the rows, as :func:`rooflow.profilers.ncu.aggregate_ncu` sums its kernels: exactly rounded, None
+    where no row has a value."""
+    totals: dict[str, Any] = {"kernels": len(table)}
+    for key in [*TOTAL_KEYS[1:], "seconds"]:
+        if key in table.columns:
+            values = table[key].dropna()
+            totals[key] = math.fsum(values) if len(values) else None
+    return totals
+
+
+def apply_plan(result: NcuResult, plan: dict[str, Any] | str | Path | None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(per-kernel table, totals) of one profiled run, expanded when ``plan`` is a distinct-mode plan.
+
+    The totals carry ``ncu_mode`` (``distinct`` or ``exhaustive``; no plan, as for imported profiles, counts
+    as exhaustive), ``kernels_profiled`` (rows in ncu's CSV) and ``kernels_represented`` (kernel launches of
+    the step they stand for); distinct mode adds ``op_calls`` and ``distinct_signatures``."""
+    where = ", ".join(str(p) for p in result.paths) or "ncu profile"
+    plan = load_plan(plan) if plan is not None else None
+    totals = dict(result.totals)
+    if plan is None or plan.get("mode") != "distinct":
+        totals.update(ncu_mode="exhaustive", kernels_profiled=len(result.kernels),
+                      kernels_represented=len(result.kernels))
+        return result.kernels, totals
+    table = expand(result.kernels, plan, where)
+    expanded = totals_of(table)
+    if "seconds" not in result.totals:
+        expanded.pop("seconds", None)
+    totals.update(expanded)
+    totals.update(ncu_mode="distinct", kernels_profiled=len(result.kernels), kernels_represented=len(table),
+                  op_calls=plan.get("calls"), distinct_signatures=plan.get("distinct"))
+    return table, totals
