@@ -24,4 +24,4 @@ include: "rules/plots.smk"
 rule all:
     default_target: True
     input:
-        get_final_outputs(),
+        get_final_outputs,

@@ -100,7 +100,7 @@ def _message(row: Any, prefix: str) -> str | None:
     start = text.index(prefix) + len(prefix)
     rest = text[start:]
     ends = [rest.find(f"; {p}") for p in ("noisy:", "out of memory:", "measured/estimated FLOPs", "above the roof:",
-                                          "predicted time:", "predicted memory:")]
+                                          "predicted time:", "predicted memory:", "does not fit:")]
     ends = [e for e in ends if e >= 0]
     return rest[: min(ends)].strip(" :") if ends else rest.strip(" :")
 
@@ -268,6 +268,10 @@ def summary_checks(summary: pd.DataFrame) -> list[dict[str, Any]]:
             cause = _message(run, "out of memory:") or "the run did not fit in device memory"
             out.append(_row(run, "result", "out of memory", "oom", "fits in memory",
                             f"{cause}; a smaller batch or lower precision fits"))
+        if run.get("status") == "does-not-fit":
+            cause = _message(run, "does not fit:") or "the memory prediction says it cannot fit"
+            out.append(_row(run, "result", "does not fit (not submitted)", "not run", "fits in memory",
+                            f"{cause}; a smaller batch, a lower precision or a larger GPU fits"))
     return out
 
 

@@ -182,6 +182,8 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
                     f"or clock changes; rerun on an idle node or raise profiling.timed_iterations")
         elif status == "oom":
             checks.append(f"out of memory: {timing.get('message', 'the run did not fit in device memory')}")
+        elif status == "does-not-fit":
+            checks.append(f"does not fit: {timing.get('message', 'the memory prediction says it cannot fit')}")
     elif nsys is None and ncu is None:
         status = "not-measured"
     row["status"] = status

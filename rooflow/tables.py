@@ -128,7 +128,9 @@ def environment_table(timings: list[dict]) -> pd.DataFrame:
             row[key] = value if not isinstance(value, (dict, list)) else str(value)
         for key, value in (record.get("environment_after") or {}).items():
             row[f"after_{key}"] = value if not isinstance(value, (dict, list)) else str(value)
-        for key in ("warmup_iterations", "timed_iterations", "peak_rss_bytes", "max_memory_allocated_bytes"):
+        for key in ("warmup_iterations", "timed_iterations", "peak_rss_bytes", "max_memory_allocated_bytes",
+                    "warmup_peak_allocated_bytes", "steady_peak_allocated_bytes", "steady_peak_reserved_bytes",
+                    "message"):
             if key in record:
                 row[key] = record[key]
         rows.append(row)

@@ -1,4 +1,5 @@
 # Config validation, the experiment matrix, wildcard constraints, and the get_* input functions.
+import functools
 import os
 import sys
 
@@ -55,6 +56,9 @@ localrules:
     summarize,
     plot_roofline,
     plot_costs,
+    estimate_model,
+    predict_fit,
+    record_unfit,
 
 
 def run_path(run):
@@ -96,9 +100,52 @@ def measured_runs():
     return [(device, run) for device in MEASURED_DEVICES for run in RUNS]
 
 
-def get_timing_files(wildcards=None):
+def _memory_checked(device):
+    """GPUs whose runs are checked against their memory before submission (rules/estimate.smk predict_fit)."""
+    return DEVICES[device].is_cuda and bool(DEVICES[device].memory_bytes)
+
+
+def get_fit_pairs():
+    """'device/model/bBATCH-PRECISION-MODE' of every run checked against its GPU's memory."""
     return [
-        f"results/profile/{device}/{run_path(run)}/timing.json"
+        f"{device}/{run_path(run)}"
+        for device, run in measured_runs()
+        if _memory_checked(device)
+    ]
+
+
+def get_fit_estimates():
+    return sorted(
+        {
+            f"results/estimate/{run_path(run)}/totals.json"
+            for device, run in measured_runs()
+            if _memory_checked(device)
+        }
+    )
+
+
+@functools.cache
+def _fit_table(path):
+    from rooflow.io import read_json
+
+    return read_json(path)
+
+
+def run_fits(device, run):
+    """False when the estimate says the run cannot fit the GPU's memory: it is then never submitted, and a
+    record_unfit row says why (not an out-of-memory after queueing). Asks the predict_fit checkpoint (so
+    Snakemake estimates first); CPUs and GPUs of unknown memory are not checked."""
+    if not _memory_checked(device):
+        return True
+    table = _fit_table(checkpoints.predict_fit.get().output.fits)
+    return table.get(f"{device}/{run_path(run)}", {}).get("fits") is not False
+
+
+def get_timing_files(wildcards=None):
+    """Each device × run's timing.json, or the record of a run that does not fit (record_unfit)."""
+    return [
+        f"results/profile/{device}/{run_path(run)}/"
+        + ("timing.json" if run_fits(device, run) else "unfit.json")
         for device, run in measured_runs()
     ]
 
@@ -107,7 +154,12 @@ def _profiled_runs(tool):
     """(device, run) pairs with an aggregate of `tool` (ncu or nsys): profiled cuda runs + imports."""
     pairs = []
     if config["profiling"][tool]["enabled"]:
-        pairs += [(device, run) for device in CUDA_DEVICES for run in RUNS]
+        pairs += [
+            (device, run)
+            for device in CUDA_DEVICES
+            for run in RUNS
+            if run_fits(device, run)
+        ]
     pairs += [
         (e["device"], {k: e[k] for k in ("model", "batch", "precision", "mode")})
         for e in IMPORTS
@@ -123,7 +175,16 @@ def get_aggregate_files(tool):
     ]
 
 
-def get_reconcile_files():
+def get_aggregate_inputs(tool):
+    """Input function: every aggregate of `tool` (evaluated when the estimates are known)."""
+
+    def inputs(wildcards):
+        return get_aggregate_files(tool)
+
+    return inputs
+
+
+def get_reconcile_files(wildcards=None):
     """reconcile.json of every ncu-profiled run (rooflow's own and imported ones)."""
     return [
         path.replace("/ncu.json", "/reconcile.json")
@@ -131,7 +192,7 @@ def get_reconcile_files():
     ]
 
 
-def get_layer_tables():
+def get_layer_tables(wildcards=None):
     """The per-layer measured vs estimated table (HTML) of every ncu-profiled run."""
     return [
         path.replace("results/aggregate/", "results/tables/layers_measured/").replace(
@@ -171,6 +232,7 @@ def get_device_timelines(wildcards):
     return [
         f"results/profile/{wildcards.device}/{run_path(run)}/kernels.csv"
         for run in RUNS
+        if run_fits(wildcards.device, run)
     ]
 
 
@@ -207,7 +269,7 @@ def get_plot_devices():
     return sorted(set(MEASURED_DEVICES) | {e["device"] for e in IMPORTS})
 
 
-def get_final_outputs():
+def get_final_outputs(wildcards=None):
     """The targets of the default rule: the summary and every report item (get_report_outputs)."""
     return ["results/summary.csv", *get_report_outputs()]
 

@@ -230,7 +230,7 @@ rule tabulate_summary:
 
 rule tabulate_environment:
     input:
-        timings=get_timing_files(),
+        timings=get_timing_files,
         ceilings=list(get_ceilings_files().values()),
     output:
         table=report(

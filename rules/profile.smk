@@ -1,5 +1,6 @@
 # Measurement: latency on every device (CUDA events / perf_counter_ns), and on cuda devices one
-# iteration under Nsight Compute (counters) and Nsight Systems (kernel times).
+# iteration under Nsight Compute (counters) and Nsight Systems (kernel times). A GPU run the estimate says
+# cannot fit is not submitted: record_unfit writes its result row instead.
 
 
 rule profile_time:
@@ -26,6 +27,21 @@ rule profile_time:
         iterations=config["profiling"]["timed_iterations"],
     script:
         "../scripts/profile_time.py"
+
+
+rule record_unfit:
+    input:
+        totals=f"results/estimate/{RUN_PATTERN}/totals.json",
+    output:
+        unfit=f"results/profile/{{device}}/{RUN_PATTERN}/unfit.json",
+    log:
+        f"logs/profile/{{device}}/{RUN_PATTERN}/unfit.log",
+    conda:
+        "../envs/rooflow.yaml"
+    params:
+        devices_file=config["devices_file"],
+    script:
+        "../scripts/record_unfit.py"
 
 
 rule profile_ncu:

@@ -2,11 +2,11 @@ rule summarize:
     input:
         estimates=get_estimate_files("totals.json"),
         ops=get_estimate_files("ops.csv"),
-        timings=get_timing_files(),
+        timings=get_timing_files,
         ceilings=list(get_ceilings_files().values()),
-        ncu=get_aggregate_files("ncu"),
-        nsys=get_aggregate_files("nsys"),
-        reconciliations=get_reconcile_files(),
+        ncu=get_aggregate_inputs("ncu"),
+        nsys=get_aggregate_inputs("nsys"),
+        reconciliations=get_reconcile_files,
     output:
         summary=report(
             "results/summary.csv",

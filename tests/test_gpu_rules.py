@@ -1,26 +1,69 @@
-"""The GPU rules as a cluster user's first dry-run shows them: per device the ncu/nsys/timing/ceilings jobs,
-each with the SLURM partition and gres of its catalogue entry."""
+"""The GPU rules as a cluster user's dry-run shows them: per device the ncu/nsys/timing/ceilings jobs, each
+with the SLURM partition and gres of its catalogue entry — after the estimates, which decide (the
+predict_fit checkpoint) whether a run fits its GPU; one that cannot is never submitted."""
 
+import json
 import re
 import subprocess
 
 import pytest
 
+from conftest import copy_workflow
 
-@pytest.fixture(scope="module")
-def dry_run(root, snakemake_exe):
-    result = subprocess.run([snakemake_exe, "-n", "--cores", "2", "--configfile", "tests/configs/gpu.yaml"],
-                            cwd=root, capture_output=True, text=True, timeout=300)
+
+def _estimated_copy(tmp_path_factory, snakemake_exe, config: str):
+    """A copy of the workflow whose estimates and fit table are built (local, seconds): what a user has after
+    `snakemake --until predict_fit`, and what Snakemake itself runs first."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("gpu"))
+    built = subprocess.run([snakemake_exe, "--cores", "2", "--configfile", config, "--until", "predict_fit"],
+                           cwd=workdir, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    return workdir
+
+
+def _dry_run(workdir, snakemake_exe, config: str) -> str:
+    result = subprocess.run([snakemake_exe, "-n", "--cores", "2", "--configfile", config],
+                            cwd=workdir, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout + result.stderr
 
 
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory, snakemake_exe):
+    workdir = _estimated_copy(tmp_path_factory, snakemake_exe, "tests/configs/gpu.yaml")
+    return _dry_run(workdir, snakemake_exe, "tests/configs/gpu.yaml")
+
+
+def test_first_dry_run_estimates_before_anything_is_submitted(root, snakemake_exe, tmp_path):
+    """From nothing, the DAG holds the estimates and the fit checkpoint; the GPU jobs come after it."""
+    workdir = copy_workflow(tmp_path / "fresh")
+    output = _dry_run(workdir, snakemake_exe, "tests/configs/gpu.yaml")
+    found = {rule for rule, _, _ in jobs(output)}
+    assert {"estimate_model", "predict_fit"} <= found and "profile_ncu" not in found
+
+
+def test_a_run_that_cannot_fit_is_not_submitted(tmp_path_factory, snakemake_exe):
+    """VGG16 training at batch 256 (32.4 GB measured on an H100) on a 16 GB T4: a record_unfit row, no
+    profiling job; ResNet-18 at the same batch fits and is profiled."""
+    config = "tests/configs/unfit.yaml"
+    workdir = _estimated_copy(tmp_path_factory, snakemake_exe, config)
+    fits = json.loads((workdir / "results/fit/fits.json").read_text())
+    assert fits["t4/vgg16/b256-fp32-training"]["fits"] is False
+    assert "does not fit: needs 20.5 GB" in fits["t4/vgg16/b256-fp32-training"]["verdict"]
+    assert fits["t4/resnet18/b256-fp32-training"]["fits"] is True
+    found = jobs(_dry_run(workdir, snakemake_exe, config))
+    submitted = {(rule, wildcards) for rule, wildcards, _ in found if rule.startswith("profile_")}
+    assert submitted and all("model=resnet18" in wildcards for _, wildcards in submitted)
+    assert [w for r, w, _ in found if r == "record_unfit"] == \
+        ["device=t4, model=vgg16, batch=256, precision=fp32, mode=training"]
+
+
 def jobs(output):
     """(rule, wildcards, resources) per job block of a dry-run."""
-    blocks = re.split(r"\n(?=(?:local)?rule )", output)
+    blocks = re.split(r"\n(?=(?:local)?(?:rule|checkpoint) )", output)
     found = []
     for block in blocks:
-        rule = re.match(r"(?:local)?rule (\w+):", block)
+        rule = re.match(r"(?:local)?(?:rule|checkpoint) (\w+):", block)
         wildcards = re.search(r"wildcards: (.*)", block)
         resources = re.search(r"resources: (.*)", block)
         if rule:

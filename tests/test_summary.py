@@ -1,5 +1,8 @@
 """Summary math on hand-built inputs: every derived column is checked against its closed form."""
 
+from pathlib import Path
+
+import pandas as pd
 import pytest
 
 from rooflow.devices import Device
@@ -83,3 +86,24 @@ def test_build_summary_joins_estimates_to_every_device_that_measured_them():
                           [timing(0.1), timing(0.001, device="gpu")])
     assert sorted(frame["device"]) == ["cpu", "gpu"]
     assert frame.set_index("device").loc["gpu", "roof_source"] == "datasheet"
+
+
+def test_a_run_that_cannot_fit_is_a_result_row_with_the_verdict():
+    """The workflow's record_unfit row (rooflow.estimate.predict.unfit_record): status does-not-fit, the
+    prediction's verdict as a 'result' check, no time, no roofline point."""
+    from rooflow.checks import build_checks
+    from rooflow.devices import load_devices
+    from rooflow.estimate import estimate
+    from rooflow.estimate.predict import unfit_record
+    from rooflow.summary import build_summary
+
+    devices = load_devices(Path(__file__).parent.parent / "config" / "devices.yaml")
+    totals = estimate("vgg16", 256, "fp32", "training").totals
+    record = unfit_record(totals, devices["t4"])
+    assert record["status"] == "does-not-fit" and "does not fit: needs 20.5 GB" in record["message"]
+    summary = build_summary(devices, [totals], [record])
+    row = summary.iloc[0]
+    assert row["status"] == "does-not-fit" and pd.isna(row["measured_seconds"]) and row["fits"] == False  # noqa: E712
+    checks, _ = build_checks(summary)
+    unfit = checks[checks["check"] == "does not fit (not submitted)"]
+    assert list(unfit["severity"]) == ["result"] and "20.5 GB" in unfit["likely_cause"].iloc[0]

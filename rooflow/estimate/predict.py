@@ -142,3 +142,27 @@ def predict_memory(totals: dict[str, Any], device) -> dict[str, Any]:
                        f"context) of {capacity / gb:.0f} GB")
         result["fit_verdict"] = verdict
     return result
+
+
+def unfit_record(totals: dict[str, Any], device) -> dict[str, Any]:
+    """The result row of a run the workflow does not submit because it cannot fit the device (the timing
+    job's record, status ``does-not-fit``)."""
+    memory = predict_memory(totals, device)
+    return {"status": "does-not-fit", "device": device.key,
+            **{k: totals[k] for k in ("model", "batch", "precision", "mode")},
+            "message": f"not run: {memory['fit_verdict']} (rooflow's memory prediction; the run was not submitted)",
+            "predicted_memory_bytes": memory["predicted_memory_bytes"],
+            "memory_capacity_bytes": memory.get("memory_capacity_bytes")}
+
+
+def fit_table(devices: dict, pairs: list[str], estimates: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """{'device/model/bBATCH-PRECISION-MODE': {fits, verdict, predicted_memory_bytes}} for each pair, from the
+    estimates' totals (the workflow's predict_fit checkpoint)."""
+    by_run = {f"{t['model']}/b{t['batch']}-{t['precision']}-{t['mode']}": t for t in estimates}
+    table = {}
+    for pair in pairs:
+        device, run = pair.split("/", 1)
+        memory = predict_memory(by_run[run], devices[device])
+        table[pair] = {"fits": memory["fits"], "verdict": memory["fit_verdict"],
+                       "predicted_memory_bytes": memory["predicted_memory_bytes"]}
+    return table
