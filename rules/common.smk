@@ -187,18 +187,16 @@ def get_aggregate_inputs(tool):
 def get_reconcile_files(wildcards=None):
     """reconcile.json of every ncu-profiled run (rooflow's own and imported ones)."""
     return [
-        path.replace("/ncu.json", "/reconcile.json")
-        for path in get_aggregate_files("ncu")
+        f"results/aggregate/{device}/{run_path(run)}/reconcile.json"
+        for device, run in _profiled_runs("ncu")
     ]
 
 
 def get_layer_tables(wildcards=None):
     """The per-layer measured vs estimated table (HTML) of every ncu-profiled run."""
     return [
-        path.replace("results/aggregate/", "results/tables/layers_measured/").replace(
-            "/ncu.json", ".html"
-        )
-        for path in get_aggregate_files("ncu")
+        f"results/tables/layers_measured/{device}/{run_path(run)}.html"
+        for device, run in _profiled_runs("ncu")
     ]
 
 
