@@ -18,7 +18,10 @@ from rooflow.errors import RooflowError
 try:
     validate_config(config, workdir=".", source="config")
 except RooflowError as error:
-    raise WorkflowError(str(error)) from None
+    # One sentence naming the key and the fix, and nothing else: a WorkflowError would add a
+    # traceback frame pointing into this file, which is not where the user's mistake is.
+    print(f"rooflow: {error}", file=sys.stderr)
+    sys.exit(1)
 
 
 def sorted_dicts(value):
