@@ -24,6 +24,22 @@ except RooflowError as error:
     sys.exit(1)
 
 
+onstart:
+    # A job killed with SIGKILL (node loss, OOM killer, scancel after KillWait) cannot remove the
+    # `.<output>.<random>.tmp` temporaries rooflow.io writes beside its outputs. Remove those beside the
+    # outputs this run is about to make: Snakemake's lock (held while onstart runs) keeps every other
+    # run of this workflow from writing them. Not run in dry-runs or inside cluster jobs (--no-hooks).
+    from rooflow.io import remove_stale_temporaries
+
+    for stale in remove_stale_temporaries(
+        str(f) for f in workflow.persistence.all_outputfiles()
+    ):
+        print(
+            f"rooflow: removed {stale}, left by a job that was killed",
+            file=sys.stderr,
+        )
+
+
 def sorted_dicts(value):
     """The same data with every mapping's keys sorted, so params compare equal whatever the key order of
     the YAML (a re-dumped config must not re-run anything)."""
