@@ -17,6 +17,8 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   forward's cost, except the first layer, whose input needs no gradient — DESIGN.md); and the measured
   backward:forward latency ratio against the same implied ratio.
 - **noisy**: interquartile range over ``summary.NOISY_SPREAD`` of the median time.
+- **throttled**: NVML saw the GPU slow itself down (power cap, thermal slowdown) during the timed
+  iterations; the value is the reading (reasons, SM clock range, temperature, power).
 - **out of memory**: a result, not a failure, listed so it is never mistaken for a missing run.
 - **uncounted ops**: aten ops the estimator has no formula for (their FLOPs are not in the estimate).
 """
@@ -84,7 +86,8 @@ def _message(row: Any, prefix: str) -> str | None:
         return None
     start = text.index(prefix) + len(prefix)
     rest = text[start:]
-    ends = [rest.find(f"; {p}") for p in ("noisy:", "out of memory:", "measured/estimated FLOPs", "above the roof:")]
+    ends = [rest.find(f"; {p}") for p in ("noisy:", "out of memory:", "measured/estimated FLOPs", "above the roof:",
+                                          "throttled:")]
     ends = [e for e in ends if e >= 0]
     return rest[: min(ends)].strip(" :") if ends else rest.strip(" :")
 
@@ -219,6 +222,11 @@ def summary_checks(summary: pd.DataFrame) -> list[dict[str, Any]]:
                 "raise profiling.timed_iterations")
             out.append(_row(run, "warning", "noisy", f"spread {100 * spread:.1f}% of the median",
                             f"≤ {100 * NOISY_SPREAD:.0f}%", cause))
+        throttle = run.get("throttle")
+        if isinstance(throttle, str) and throttle:
+            cause = _cause(_message(run, "throttled:")) or (
+                "the GPU lowered its clocks while it was timed (power cap, temperature)")
+            out.append(_row(run, "warning", "throttled", throttle, "no clock slowdown while timed", cause))
         if run.get("status") == "oom":
             cause = _message(run, "out of memory:") or "the run did not fit in device memory"
             out.append(_row(run, "result", "out of memory", "oom", "fits in memory",
