@@ -220,7 +220,9 @@ def summary_checks(summary: pd.DataFrame) -> list[dict[str, Any]]:
             cause = _cause(_message(run, "noisy:")) or (
                 "other load on the machine, too few iterations, or clock changes; rerun on an idle node or "
                 "raise profiling.timed_iterations")
-            out.append(_row(run, "warning", "noisy", f"spread {100 * spread:.1f}% of the median",
+            rounds = run.get("timing_rounds")
+            after = f" after {int(rounds)} round{'s' if int(rounds) > 1 else ''}" if _finite(rounds) else ""
+            out.append(_row(run, "warning", "noisy", f"spread {100 * spread:.1f}% of the median{after}",
                             f"≤ {100 * NOISY_SPREAD:.0f}%", cause))
         throttle = run.get("throttle")
         if isinstance(throttle, str) and throttle:

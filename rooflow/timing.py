@@ -126,7 +126,8 @@ def oom_details(error: BaseException, cuda: bool, address_space_cap: int | None 
                 cpu_limit: int | None = None) -> dict[str, Any]:
     """The memory an out-of-memory run asked for and the memory it had: `memory_requested_bytes` (the
     allocation that failed, from the allocator's message), `memory_available_bytes` (CUDA: free device
-    memory then; CPU under a limit: address space left under it; CPU without: MemAvailable),
+    memory then; CPU under a limit: address space left under it at the process's peak, i.e. when the
+    allocation failed; CPU without: MemAvailable),
     `memory_limit_bytes` (device capacity, or the configured CPU limit), `memory_in_use_bytes`, and a
     `message` that says all of it in one line."""
     text = str(error)
@@ -146,8 +147,10 @@ def oom_details(error: BaseException, cuda: bool, address_space_cap: int | None 
         details.update(memory_available_bytes=free, memory_limit_bytes=total, memory_in_use_bytes=in_use)
         where = f"free on the GPU of {_format_bytes(total)}"
     elif address_space_cap:
-        in_use = _proc_status_bytes("VmSize")
-        available = max(address_space_cap - in_use, 0) if in_use is not None else None
+        # By now the failed step's tensors are freed; the high-water mark of the address space (VmPeak)
+        # is where the run stood when the allocation failed (a job's process peaks there, not before).
+        peak = _proc_status_bytes("VmPeak")
+        available = max(address_space_cap - peak, 0) if peak is not None else None
         details.update(memory_available_bytes=available, memory_limit_bytes=cpu_limit,
                        memory_in_use_bytes=_proc_status_bytes("VmRSS"))
         where = f"left under profiling.cpu_memory_limit_bytes = {_format_bytes(cpu_limit)}"
