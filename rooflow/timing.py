@@ -368,10 +368,12 @@ def _set_threads(threads: int | None) -> int:
 
 
 def measure(spec: RunSpec, subset: dict) -> dict[str, Any]:
-    """Warm up, time rounds of `timed_iterations` iterations (repeated while noisy, see timed_rounds), and
-    return the timing record (status ok or oom; an oom record says how much memory was asked for and how
-    much was available). On a GPU, NVML is sampled during the timed iterations: `gpu_during_timing`, and
-    `throttled` when the GPU slowed itself down (power cap, temperature)."""
+    """Warm up, time `timed_iterations` iterations, and return the timing record (status ok or oom).
+
+    Iterations are timed in rounds, repeated while noisy (timed_rounds); an oom record says how much
+    memory was asked for and how much was available (oom_details), and a CPU run may be held to
+    `spec.cpu_memory_limit_bytes` (cpu_memory_limit). On a GPU, NVML is sampled during the timed
+    iterations: `gpu_during_timing`, and `throttled` when the GPU slowed itself down (power, temperature)."""
     import torch
 
     threads = _set_threads(spec.threads)
@@ -383,37 +385,37 @@ def measure(spec: RunSpec, subset: dict) -> dict[str, Any]:
     }
     record["environment"] = describe(threads)
     runner = None
-    cuda = spec.device.startswith("cuda")
-    limit = None if cuda else spec.cpu_memory_limit_bytes
+    # the CPU memory limit and the NVML session end with the try block, before anything else runs
+    limits = contextlib.ExitStack()
+    cpu_limit = None if spec.device.startswith("cuda") else spec.cpu_memory_limit_bytes
+    cap = limits.enter_context(cpu_memory_limit(cpu_limit))
     monitor = None
     try:
-        with cpu_memory_limit(limit) as cap:
-            try:
-                runner = Runner(spec, subset)
-                record.update(input_size=runner.input_size, params=runner.params,
-                              timer="cuda-events" if runner.cuda else "perf_counter_ns")
-                if runner.cuda:
-                    torch.cuda.reset_peak_memory_stats()
-                started = time.perf_counter()
-                for i in range(spec.warmup_iterations):
-                    runner.step()
-                    log.info("warm-up %d/%d", i + 1, spec.warmup_iterations)
-                runner.synchronize()
-                record["warmup_seconds_total"] = time.perf_counter() - started
-                monitor = GpuMonitor(uuid=_nvml_uuid()) if runner.cuda else None
-                with monitor or contextlib.nullcontext():
-                    phases, rounds = timed_rounds(runner, spec, monitor)
-                record.update(rounds)
-            except Exception as error:  # noqa: BLE001 - OOM is a result; anything else propagates
-                if not is_out_of_memory(error):
-                    raise
-                record.update(status="oom", **oom_details(error, cuda, cap, limit))
-                log.warning("%s", record["message"])
-                del runner
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-                return record
+        runner = Runner(spec, subset)
+        record.update(input_size=runner.input_size, params=runner.params,
+                      timer="cuda-events" if runner.cuda else "perf_counter_ns")
+        if runner.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        started = time.perf_counter()
+        for i in range(spec.warmup_iterations):
+            runner.step()
+            log.info("warm-up %d/%d", i + 1, spec.warmup_iterations)
+        runner.synchronize()
+        record["warmup_seconds_total"] = time.perf_counter() - started
+        monitor = limits.enter_context(GpuMonitor(uuid=_nvml_uuid())) if runner.cuda else None
+        phases, rounds = timed_rounds(runner, spec, monitor)
+        record.update(rounds)
+    except Exception as error:  # noqa: BLE001 - OOM is a result; anything else propagates
+        if not is_out_of_memory(error):
+            raise
+        record.update(status="oom", **oom_details(error, spec.device.startswith("cuda"), cap, cpu_limit))
+        log.warning("%s", record["message"])
+        del runner
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return record
     finally:
+        limits.close()
         if monitor is not None:
             record["gpu_during_timing"] = monitor.summary()
             record["throttled"] = record["gpu_during_timing"].get("throttled")

@@ -11,7 +11,11 @@ polls every second and keeps the plugin's logs. Then:
 * outputs have the same shape as a local run's (same files; summary.csv same columns and runs);
 * re-running submits nothing;
 * a job of a GPU device goes to partition `gpu` with `--gres=gpu:a100:1`; as the fake GPU cannot run
-  CUDA it fails, is retried with twice the time and memory, and leaves no output behind.
+  CUDA it fails, is retried with twice the time and memory, and leaves no output behind;
+* load (issue 14): a sweep of 100 cheap jobs (tests/slurm/sweep/) through the cluster with the same
+  profile, four made to fail once (each retried through sbatch with twice the time and memory, then
+  completed) and one made to fail on every attempt (reported with its logs; every other result kept).
+  Its wall time is printed (`[slurm] 100-job sweep: ...`).
 
 Needs root and apt-get (CI: a fresh Debian as root); elsewhere skipped with the reason. Run:
 
@@ -475,7 +479,9 @@ def test_sweep_keeps_every_result_and_reports_the_failing_job(sweep_run):
     errors = re.findall(r"^Error in rule (\w+):\n(?:\s+.*\n)*?\s+output: (\S+)", text, re.MULTILINE)
     failed_outputs = {output for _, output in errors}
     assert failed_outputs == {f"results/sweep/{i}.json" for i in SWEEP_FAIL_ALWAYS + SWEEP_FAIL_ONCE}, errors
-    assert re.search(rf"logs/sweep/{SWEEP_FAIL_ALWAYS[0]}\.log \(check log file", text)
+    always = SWEEP_FAIL_ALWAYS[0]
+    named = re.findall(rf"log: logs/sweep/{always}\.log, (\S+/rule_sweep_job/\D*{always}/\d+\.log) \(check log", text)
+    assert len(named) == 3 and all(Path(log).is_file() for log in named), named  # one per attempt
     rule_log = (workdir / "logs" / "sweep" / f"{SWEEP_FAIL_ALWAYS[0]}.log").read_text()
     assert "made to fail on every attempt (this is attempt 3)" in rule_log
     assert "Exiting because a job execution failed" in text or "did not complete successfully" in text
