@@ -28,6 +28,8 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 - **predicted vs measured time / memory**: the measurement outside the time model's band, or the memory
   prediction off by more than 15% (a warning naming what carries most of the predicted time: an op class,
   cuDNN's layout transposes, or the host).
+- **throttled**: NVML saw the GPU slow itself down (power cap, thermal slowdown) during the timed
+  iterations; the value is the reading (reasons, SM clock range, temperature, power).
 - **out of memory**: a result, not a failure, listed so it is never mistaken for a missing run.
 - **uncounted ops**: aten ops the estimator has no formula for (their FLOPs are not in the estimate).
 - **cache roof at or below DRAM** (per device, from its measured ceilings): a failed cache microbenchmark
@@ -100,7 +102,7 @@ def _message(row: Any, prefix: str) -> str | None:
     start = text.index(prefix) + len(prefix)
     rest = text[start:]
     ends = [rest.find(f"; {p}") for p in ("noisy:", "out of memory:", "measured/estimated FLOPs", "above the roof:",
-                                          "predicted time:", "predicted memory:", "does not fit:")]
+                                          "predicted time:", "predicted memory:", "does not fit:", "throttled:")]
     ends = [e for e in ends if e >= 0]
     return rest[: min(ends)].strip(" :") if ends else rest.strip(" :")
 
@@ -251,7 +253,9 @@ def summary_checks(summary: pd.DataFrame) -> list[dict[str, Any]]:
             cause = _cause(_message(run, "noisy:")) or (
                 "other load on the machine, too few iterations, or clock changes; rerun on an idle node or "
                 "raise profiling.timed_iterations")
-            out.append(_row(run, "warning", "noisy", f"spread {100 * spread:.1f}% of the median",
+            rounds = run.get("timing_rounds")
+            after = f" after {int(rounds)} round{'s' if int(rounds) > 1 else ''}" if _finite(rounds) else ""
+            out.append(_row(run, "warning", "noisy", f"spread {100 * spread:.1f}% of the median{after}",
                             f"≤ {100 * NOISY_SPREAD:.0f}%", cause))
         ratio = run.get("measured_over_predicted")
         message = _message(run, "predicted time:")
@@ -264,6 +268,11 @@ def summary_checks(summary: pd.DataFrame) -> list[dict[str, Any]]:
         if message and _finite(ratio):
             out.append(_row(run, "warning", "predicted vs measured memory", f"measured/predicted {ratio:.2f}",
                             "within ±15%", _cause(message)))
+        throttle = run.get("throttle")
+        if isinstance(throttle, str) and throttle:
+            cause = _cause(_message(run, "throttled:")) or (
+                "the GPU lowered its clocks while it was timed (power cap, temperature)")
+            out.append(_row(run, "warning", "throttled", throttle, "no clock slowdown while timed", cause))
         if run.get("status") == "oom":
             cause = _message(run, "out of memory:") or "the run did not fit in device memory"
             out.append(_row(run, "result", "out of memory", "oom", "fits in memory",

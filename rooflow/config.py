@@ -1,5 +1,7 @@
 """The experiment config: schema validation with defaults, then the checks a schema cannot express
-(model names against torchvision, device keys against the catalogue, import files that exist)."""
+(model names against torchvision, device keys and their precisions against the catalogue, a dataset
+folder that holds images, import files that exist). Every failure is one sentence naming the key and
+the fix, raised before any job starts."""
 
 from __future__ import annotations
 
@@ -7,10 +9,15 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from rooflow.config_io import load_schema, read_yaml, validate
-from rooflow.devices import estimate_only_error, load_devices
+from rooflow.config_io import close_matches, load_schema, read_yaml, validate
+from rooflow.devices import MATMUL_ROOF, Device, estimate_only_error, load_devices
 from rooflow.errors import RooflowError
-from rooflow.models import check_model_names
+from rooflow.models import classification_models
+
+# Where the catalogue has no peak for a precision's matmul roof, the GPU has no arithmetic of that format,
+# except TF32: a math mode of fp32 storage that GPUs without TF32 tensor cores (V100, T4, P100) ignore, so
+# a tf32 run there IS an fp32 run (Device.compute_peak falls back to fp32; config/devices.yaml says so).
+FALLBACK_PRECISIONS = {"tf32": "fp32"}
 
 
 def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: str = "config") -> dict[str, Any]:
@@ -18,36 +25,115 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
     if not isinstance(config, dict) or not config:
         raise RooflowError(f"{source} is empty: start from config/config.yaml")
     validate(config, load_schema("config.schema.yaml"), source)
-    check_model_names(config["models"], f"{source}: models")
+    check_models(config["models"], "models", source)
     stray = sorted(set(config["model_batch_sizes"]) - set(config["models"]))
     if stray:
         raise RooflowError(
-            f"{source}: model_batch_sizes names {', '.join(stray)}, not in models: add it to models or remove it")
-    catalogue = Path(workdir) / config["devices_file"]
-    devices = load_devices(catalogue)
-    imported = {run["device"] for run in config["imports"]}
-    for key in list(config["devices"]) + sorted(imported):
-        if key not in devices:
-            raise RooflowError(
-                f"{source}: device '{key}' is not in {catalogue}: use one of {', '.join(sorted(devices))} "
-                f"or add an entry there")
-    for key in config["devices"]:  # imported profiles may name an estimate-only device: nothing runs there
-        if devices[key].estimate_only:
+            f"{source}: key 'model_batch_sizes' names {', '.join(stray)}, not in models: add it to models or "
+            f"remove it")
+    catalogue = config["devices_file"]
+    devices = load_devices(Path(workdir) / catalogue)
+    for i, key in enumerate(config["devices"]):
+        check_device(key, devices, f"devices/{i}", catalogue, source)
+        if devices[key].estimate_only:  # imported profiles may name one: nothing runs there
             raise estimate_only_error(key, f"{source}: devices")
-    root = config["dataset"]["root"]
-    if root is not None and not (Path(workdir) / root).is_dir():
-        raise RooflowError(
-            f"{source}: dataset.root '{root}' is not a directory: point it at an ImageFolder tree "
-            f"(e.g. ImageNet's val/ with one folder per class) or set it to null for the generated stand-in")
-    for run in config["imports"]:
-        check_model_names([run["model"]], f"{source}: imports")
+        for precision in config["precisions"]:
+            check_precision(devices[key], precision, "precisions", source)
+    check_dataset(config["dataset"], Path(workdir), source)
+    for i, run in enumerate(config["imports"]):
+        where = f"imports/{i}"
+        check_models([run["model"]], f"{where}/model", source)
+        check_device(run["device"], devices, f"{where}/device", catalogue, source)
+        check_precision(devices[run["device"]], run["precision"], f"{where}/precision", source)
         files = run["ncu"] + run["nsys"]
         if not files:
-            raise RooflowError(f"{source}: import of {run['model']} on {run['device']} names no ncu or nsys files")
+            raise RooflowError(
+                f"{source}: key '{where}' ({run['model']} on {run['device']}) names no ncu or nsys files: list "
+                f"the profiler outputs under ncu: and/or nsys:, or remove the import")
         for name in files:
             if not (Path(workdir) / name).is_file():
-                raise RooflowError(f"{source}: imported profiler file '{name}' does not exist: fix the path")
+                raise RooflowError(f"{source}: imported profiler file '{name}' ({where}) does not exist: fix the path")
     return config
+
+
+def check_models(names: list[str], key: str, source: str = "config") -> None:
+    """Every name a torchvision classification model; else the closest names (difflib) and the full list."""
+    valid = classification_models()
+    for name in names:
+        if name not in valid:
+            closest = close_matches(name, valid)
+            hint = f" (closest: {', '.join(closest)})" if closest else ""
+            raise RooflowError(
+                f"{source}: key '{key}' names unknown model '{name}'{hint}: use a torchvision classification "
+                f"model name, one of {', '.join(valid)}")
+
+
+def check_device(key: str, devices: dict[str, Device], where: str, catalogue: str, source: str = "config") -> None:
+    if key not in devices:
+        closest = close_matches(key, sorted(devices))
+        hint = f" (closest: {', '.join(closest)})" if closest else ""
+        raise RooflowError(
+            f"{source}: key '{where}' names device '{key}', which is not in {catalogue}{hint}: use one of "
+            f"{', '.join(sorted(devices))} (`rooflow devices` lists them) or add an entry there (config/DEVICES.md)")
+
+
+def lacking_precision(device: Device, precision: str) -> str | None:
+    """Why `device` cannot run `precision`, or None. A cuda device lacks a precision when its catalogue
+    entry has no datasheet peak for that precision's matmul roof (bf16 on a V100 or T4: no bf16 arithmetic)
+    and no fallback applies (FALLBACK_PRECISIONS: tf32 runs as fp32). A cpu device has no datasheet peaks
+    (its roofs are measured) and torch runs every precision on it, so it lacks none."""
+    if not device.is_cuda:
+        return None
+    roof = MATMUL_ROOF[precision]
+    peaks = device.peak_flops_per_second
+    if peaks.get(roof) or FALLBACK_PRECISIONS.get(precision) in peaks:
+        return None
+    has = ", ".join(k for k in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8") if peaks.get(k))
+    return (f"the catalogue lists no {precision} peak for {device.name} ({device.architecture}), i.e. it has no "
+            f"{precision} arithmetic (its peaks: {has})")
+
+
+def check_precision(device: Device, precision: str, key: str, source: str = "config") -> None:
+    reason = lacking_precision(device, precision)
+    if reason:
+        raise RooflowError(
+            f"{source}: key '{key}' asks for {precision} on device '{device.key}', but {reason}: remove "
+            f"{precision} from {key.split('/')[0]} or measure that device in a config of its own without it")
+
+
+def check_dataset(dataset: dict[str, Any], workdir: Path, source: str = "config") -> None:
+    """dataset.root, when set: a folder of class folders, at least dataset.classes of which hold an image.
+    Cheap on ImageNet-sized trees: it stops at the first image of each class folder."""
+    from rooflow.dataset import IMAGE_EXTENSIONS
+
+    root = dataset["root"]
+    if root is None:
+        return
+    path = workdir / root
+    generated = "or set dataset.root to null for the generated stand-in"
+    if not path.is_dir():
+        raise RooflowError(
+            f"{source}: key 'dataset/root' is '{root}', which is not a directory: point it at an ImageFolder tree "
+            f"(e.g. ImageNet's val/ with one folder per class) {generated}")
+    classes = dataset["classes"]
+    with_images = 0
+    class_dirs = sorted(p for p in path.iterdir() if p.is_dir())
+    for class_dir in class_dirs:
+        if any(f.suffix.lower() in IMAGE_EXTENSIONS for f in class_dir.rglob("*")):
+            with_images += 1
+            if with_images >= classes:
+                return
+    kinds = "/".join(sorted(e.lstrip(".") for e in IMAGE_EXTENSIONS))
+    if with_images == 0:
+        loose = any(f.suffix.lower() in IMAGE_EXTENSIONS for f in path.iterdir() if f.is_file())
+        what = ("holds images but no class folders" if loose
+                else f"holds no images ({kinds}) in {len(class_dirs)} class folder(s)")
+        raise RooflowError(
+            f"{source}: key 'dataset/root' is '{root}', which {what}: point it at an ImageFolder tree "
+            f"(root/<class>/<image>, e.g. ImageNet's val/) {generated}")
+    raise RooflowError(
+        f"{source}: key 'dataset/root' is '{root}', where only {with_images} class folder(s) hold images, fewer "
+        f"than dataset.classes={classes}: lower dataset.classes or point dataset.root at a larger tree")
 
 
 def load_config(path: str | Path, workdir: str | Path = ".") -> dict[str, Any]:

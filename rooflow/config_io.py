@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from importlib import resources
 from pathlib import Path
@@ -11,6 +12,10 @@ import jsonschema
 import yaml
 
 from rooflow.errors import RooflowError
+
+# How a JSON Schema type reads in an error message.
+_TYPE_NAMES = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
+               "array": "a list", "object": "a mapping (key: value)", "null": "null"}
 
 
 def load_schema(name: str) -> dict[str, Any]:
@@ -35,17 +40,100 @@ def read_yaml(path: str | Path) -> Any:
         raise RooflowError(f"{path} is not valid YAML{where}: fix the syntax ({error.__class__.__name__})") from None
 
 
+def close_matches(word: str, choices: list[str] | tuple[str, ...], n: int = 3) -> list[str]:
+    """The `choices` closest to `word` (difflib), best first; case is ignored."""
+    lowered = {c.lower(): c for c in choices}
+    return [lowered[m] for m in difflib.get_close_matches(str(word).lower(), list(lowered), n=n, cutoff=0.6)]
+
+
 def validate(data: Any, schema: dict[str, Any], source: str) -> None:
     """Validate with defaults applied in place, raising one sentence that names the key and the fix."""
     validator_class = jsonschema.validators.validator_for(schema)
     validator = _with_defaults(validator_class)(schema)
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
-        error = errors[0]
-        key = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        hint = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
-        hint = f" ({hint.strip()})" if hint else ""
-        raise RooflowError(f"{source}: key '{key}' is invalid: {error.message}{hint}")
+        raise RooflowError(describe_error(errors[0], schema, source))
+
+
+def describe_error(error: jsonschema.ValidationError, schema: dict[str, Any], source: str) -> str:
+    """One sentence for a schema violation: `<source>: key '<path>' <what is wrong>: <how to fix it>`. The
+    fix is the nearest `description` in the schema along the failing key's path."""
+    path = [str(p) for p in error.absolute_path]
+    key = "/".join(path)
+    kind, expected, value = error.validator, error.validator_value, error.instance
+    hint = _nearest_description(schema, list(error.absolute_schema_path))
+    if kind == "additionalProperties" and isinstance(value, dict):
+        allowed = sorted((error.schema.get("properties") or {}).keys())
+        unknown = sorted(k for k in value if k not in allowed)
+        name = unknown[0] if unknown else "?"
+        full = "/".join([*path, name])
+        guess = close_matches(name, allowed, n=1)
+        did_you_mean = f" (did you mean '{'/'.join([*path, guess[0]])}'?)" if guess else ""
+        where = f"under '{key}'" if key else "at the top level"
+        return (f"{source}: key '{full}' is not a known key{did_you_mean}: remove it or use one of the keys "
+                f"allowed {where}: {', '.join(allowed)}")
+    subject = f"key '{key}'" if key else "the file"
+    shown = _show(value)
+    if kind == "type":
+        types = expected if isinstance(expected, list) else [expected]
+        wanted = " or ".join(_TYPE_NAMES.get(t, t) for t in types)
+        problem = f"is {shown} ({_type_of(value)}), not {wanted}"
+    elif kind in ("minimum", "exclusiveMinimum"):
+        bound = "at least" if kind == "minimum" else "more than"
+        problem = f"is {shown}, but must be {bound} {expected}"
+    elif kind in ("maximum", "exclusiveMaximum"):
+        bound = "at most" if kind == "maximum" else "less than"
+        problem = f"is {shown}, but must be {bound} {expected}"
+    elif kind == "enum":
+        guess = close_matches(str(value), [str(e) for e in expected], n=1)
+        did_you_mean = f" (did you mean '{guess[0]}'?)" if guess else ""
+        problem = f"is {shown}{did_you_mean}, not one of {', '.join(str(e) for e in expected)}"
+    elif kind == "const":
+        problem = f"is {shown}, not {_show(expected)}"
+    elif kind == "pattern":
+        problem = f"is {shown}, which has characters or a shape this key does not allow"
+    elif kind == "minItems":
+        problem = "is an empty list" if not value else f"has {len(value)} item(s), fewer than {expected}"
+    elif kind == "uniqueItems":
+        problem = f"lists a value more than once ({shown})"
+    elif kind == "required":
+        missing = [r for r in expected if isinstance(value, dict) and r not in value]
+        problem = f"lacks '{missing[0] if missing else expected}'"
+    elif kind == "minProperties":
+        problem = "is empty"
+    else:
+        problem = f"is invalid ({error.message})"
+    fix = hint or "see config/README.md"
+    return " ".join(f"{source}: {subject} {problem}: {fix}".split())
+
+
+def _nearest_description(schema: dict[str, Any], schema_path: list[Any]) -> str:
+    """The last `description` met walking the schema along `schema_path` (the root's own is skipped)."""
+    found, node = "", schema
+    for step in schema_path:
+        if isinstance(node, dict):
+            node = node.get(step)
+        elif isinstance(node, list) and isinstance(step, int) and step < len(node):
+            node = node[step]
+        else:
+            break
+        if isinstance(node, dict) and isinstance(node.get("description"), str):
+            found = node["description"]
+    return found.strip().rstrip(".")
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _type_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    return {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a mapping"}.get(
+        type(value), type(value).__name__)
 
 
 def _with_defaults(validator_class):
@@ -59,4 +147,8 @@ def _with_defaults(validator_class):
                     instance.setdefault(name, json.loads(json.dumps(subschema["default"])))
         yield from set_properties(validator, properties, instance, schema)
 
-    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+    # A YAML `2.0` is a float: JSON Schema would accept it as an integer, and a batch "2.0" would then
+    # name its output folder b2.0; only true integers (not booleans) pass.
+    type_checker = validator_class.TYPE_CHECKER.redefine(
+        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool))
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults}, type_checker=type_checker)

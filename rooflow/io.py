@@ -1,14 +1,29 @@
-"""Writing outputs atomically: a crash mid-write leaves no file a re-run would trust."""
+"""Writing outputs atomically: a crash mid-write leaves no file a re-run would trust.
+
+A temporary is written beside its output as ``.<name>.<random>.tmp`` and renamed onto ``<name>`` only
+when complete. A process killed with SIGKILL cannot remove its temporary: the workflow's ``onstart``
+handler (rules/common.smk) removes those beside the outputs it is about to make
+(:func:`remove_stale_temporaries`), so they never accumulate.
+"""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def temporary_prefix(path: str | Path) -> str:
+    """``.<name>.``: the start of every temporary that stands for output `path` (file or folder)."""
+    return f".{Path(path).name}."
 
 
 @contextmanager
@@ -16,7 +31,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=TEMPORARY_SUFFIX, dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)
@@ -24,6 +39,46 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+@contextmanager
+def scratch_directory(path: str | Path) -> Iterator[Path]:
+    """A scratch folder beside output `path`, named like its temporaries (``.<name>.<random>.tmp``) so that
+    :func:`remove_stale_temporaries` finds it when a SIGKILL leaves it behind; removed on exit."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=temporary_prefix(path), suffix=TEMPORARY_SUFFIX, dir=path.parent))
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def stale_temporaries(outputs: Iterable[str | Path]) -> list[Path]:
+    """The temporaries (files or scratch folders) beside `outputs` that :func:`atomic_path` or
+    :func:`scratch_directory` left: ``.<name>.*.tmp`` in each output's folder, for that output's name only."""
+    found: set[Path] = set()
+    for output in outputs:
+        output = Path(output)
+        pattern = glob.escape(str(output.parent / temporary_prefix(output))) + "*" + TEMPORARY_SUFFIX
+        # the pattern starts with a dot, so glob matches these hidden names without include_hidden (3.11+)
+        found.update(Path(p) for p in glob.glob(pattern))
+    return sorted(found)
+
+
+def remove_stale_temporaries(outputs: Iterable[str | Path]) -> list[Path]:
+    """Remove the temporaries beside `outputs` (see :func:`stale_temporaries`) and return them.
+
+    Only safe for outputs no running process is writing: the workflow calls it from ``onstart`` for the
+    outputs of the jobs it is about to run, which Snakemake's lock keeps every other run from writing."""
+    removed = []
+    for path in stale_temporaries(outputs):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
 
 
 def write_json(path: str | Path, data: Any) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from rooflow.devices import Device, load_devices
+from rooflow.environment import throttle_reading
 from rooflow.errors import RooflowError
 from rooflow.io import read_json
 from rooflow.roofline import attainable_flops_per_second, ridge_intensity
@@ -36,6 +37,7 @@ COLUMNS = [
     "estimated_matmul_flops", "estimated_min_bytes", "estimated_fused_bytes", "estimated_unfused_bytes",
     "estimated_peak_memory_bytes", "forward_backward_flops_ratio",
     "measured_seconds", "seconds_spread", "forward_seconds", "backward_seconds", "images_per_second",
+    "timing_rounds", "throttle", "memory_requested_bytes", "memory_available_bytes",
     "measured_flops", "measured_dram_bytes", "measured_tensor_flops", "kernel_seconds", "memcpy_seconds",
     "memset_seconds", "flops", "flops_source", "bytes", "bytes_source", "arithmetic_intensity",
     "achieved_flops_per_second", "peak_flops_per_second", "bandwidth_bytes_per_second", "roof_source",
@@ -175,13 +177,25 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["measured_memory_bytes"] = timing.get("steady_peak_allocated_bytes")
             row["warmup_memory_bytes"] = timing.get("warmup_peak_allocated_bytes")
             row["measured_reserved_bytes"] = timing.get("steady_peak_reserved_bytes")
+            row["timing_rounds"] = timing.get("timing_rounds")
             if (row["seconds_spread"] or 0) > NOISY_SPREAD:
+                rounds = timing.get("timing_rounds")
+                after = f" after {rounds} round{'s' if rounds > 1 else ''}" if rounds else ""
                 checks.append(
                     f"noisy: interquartile range is {100 * row['seconds_spread']:.0f}% of the median time "
-                    f"(over {100 * NOISY_SPREAD:.0f}%): other load on the machine, too few iterations, "
+                    f"(over {100 * NOISY_SPREAD:.0f}%){after}: other load on the machine, too few iterations, "
                     f"or clock changes; rerun on an idle node or raise profiling.timed_iterations")
+            if timing.get("throttled"):
+                row["throttle"] = throttle_reading(timing.get("gpu_during_timing"))
+                checks.append(
+                    f"throttled: {row['throttle']}: the GPU lowered its clocks while it was timed (power cap, "
+                    f"temperature), so the time is longer than the device's roof assumes; rerun on an idle, "
+                    f"cooled GPU or hold the point against a measured roof taken under the same conditions")
         elif status == "oom":
-            checks.append(f"out of memory: {timing.get('message', 'the run did not fit in device memory')}")
+            row["memory_requested_bytes"] = timing.get("memory_requested_bytes")
+            row["memory_available_bytes"] = timing.get("memory_available_bytes")
+            message = str(timing.get("message") or "the run did not fit in device memory")
+            checks.append(f"out of memory: {message.removeprefix('out of memory: ')}")
         elif status == "does-not-fit":
             checks.append(f"does not fit: {timing.get('message', 'the memory prediction says it cannot fit')}")
     elif nsys is None and ncu is None:

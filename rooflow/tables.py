@@ -120,7 +120,8 @@ def checks_overview(checks: pd.DataFrame, limit: int = 8) -> str:
 
 def environment_table(timings: list[dict]) -> pd.DataFrame:
     """One row per measurement: the run, its status, and the environment it ran in (versions, host, CPU,
-    GPU, driver, clocks and temperature before and after, TF32 flags, threads, SLURM job)."""
+    GPU, driver, clocks and temperature before, during (throttling) and after, TF32 flags, threads, SLURM
+    job, timing rounds, and for an out-of-memory run the memory asked for and available)."""
     rows = []
     for record in timings:
         row = {k: record.get(k) for k in ("device", "model", "batch", "precision", "mode", "status")}
@@ -128,9 +129,12 @@ def environment_table(timings: list[dict]) -> pd.DataFrame:
             row[key] = value if not isinstance(value, (dict, list)) else str(value)
         for key, value in (record.get("environment_after") or {}).items():
             row[f"after_{key}"] = value if not isinstance(value, (dict, list)) else str(value)
-        for key in ("warmup_iterations", "timed_iterations", "peak_rss_bytes", "max_memory_allocated_bytes",
-                    "warmup_peak_allocated_bytes", "steady_peak_allocated_bytes", "steady_peak_reserved_bytes",
-                    "message"):
+        # what NVML saw during the timed iterations (GPU runs): throttle reasons, clock, temperature, power
+        for key, value in (record.get("gpu_during_timing") or {}).items():
+            row[f"during_{key}"] = value if not isinstance(value, (dict, list)) else ", ".join(map(str, value))
+        for key in ("warmup_iterations", "timed_iterations", "timing_rounds", "peak_rss_bytes",
+                    "max_memory_allocated_bytes", "warmup_peak_allocated_bytes", "steady_peak_allocated_bytes",
+                    "steady_peak_reserved_bytes", "memory_requested_bytes", "memory_available_bytes", "message"):
             if key in record:
                 row[key] = record[key]
         rows.append(row)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import re
 import resource
 import statistics
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rooflow import MODES, PRECISIONS
-from rooflow.environment import describe, gpu_state
+from rooflow.environment import GpuMonitor, describe, gpu_state
 from rooflow.errors import RooflowError
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,17 @@ class RunSpec:
     warmup_iterations: int = 10
     timed_iterations: int = 30
     threads: int | None = None
+    # a round of timed_iterations noisier than NOISY_SPREAD is repeated, up to this many rounds in all,
+    # while the rounds so far plus one more fit in noise_budget_seconds (config: profiling.*)
+    max_timing_rounds: int = 3
+    noise_budget_seconds: float = 60.0
+    # CPU runs: RLIMIT_AS = the address space mapped before the run + this; None = no limit
+    cpu_memory_limit_bytes: int | None = None
+
+
+# A timing whose interquartile range exceeds this share of its median is noisy: it is repeated (up to
+# RunSpec.max_timing_rounds) and flagged in the report if still noisy. Equal to rooflow.summary.NOISY_SPREAD.
+NOISY_SPREAD = 0.05
 
 
 def configure_precision(precision: str, device_type: str) -> contextlib.AbstractContextManager:
@@ -61,11 +73,172 @@ def configure_precision(precision: str, device_type: str) -> contextlib.Abstract
 def is_out_of_memory(error: BaseException) -> bool:
     import torch
 
-    if isinstance(error, torch.OutOfMemoryError):
+    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
         return True
     text = str(error).lower()
     return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text
-                                                or "failed to allocate" in text)
+                                                or "failed to allocate" in text or "bad_alloc" in text)
+
+
+_UNITS = {"": 1, "b": 1, "bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+          "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}
+
+
+def _bytes_in(text: str, pattern: str) -> int | None:
+    """The size `pattern` (one group: '<number> <unit>') captures in an allocator's message, in bytes."""
+    match = re.search(pattern + r"\s*([0-9][0-9.,]*)\s*(bytes|[KMGT]i?B|B)?", text, re.IGNORECASE)
+    if not match:
+        return None
+    return int(float(match.group(1).replace(",", "")) * _UNITS[(match.group(2) or "").lower()])
+
+
+def _format_bytes(value: float | None) -> str:
+    if value is None:
+        return "an unknown amount"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{int(value)} bytes"
+
+
+def _proc_status_bytes(field: str) -> int | None:
+    """A kB field of /proc/self/status (VmSize: address space, VmRSS: resident memory), in bytes."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _mem_available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def oom_details(error: BaseException, cuda: bool, address_space_cap: int | None = None,
+                cpu_limit: int | None = None) -> dict[str, Any]:
+    """The memory an out-of-memory run asked for and the memory it had: `memory_requested_bytes` (the
+    allocation that failed, from the allocator's message), `memory_available_bytes` (CUDA: free device
+    memory then; CPU under a limit: address space left under it at the process's peak, i.e. when the
+    allocation failed; CPU without: MemAvailable),
+    `memory_limit_bytes` (device capacity, or the configured CPU limit), `memory_in_use_bytes`, and a
+    `message` that says all of it in one line."""
+    text = str(error)
+    first = text.strip().splitlines()[0][:300] if text.strip() else type(error).__name__
+    requested = _bytes_in(text, r"(?:you tried to allocate|tried to allocate)")
+    details: dict[str, Any] = {"memory_requested_bytes": requested}
+    if cuda:
+        import torch
+
+        try:
+            free, total = torch.cuda.mem_get_info()
+            in_use = torch.cuda.memory_reserved()
+        except RuntimeError:  # the message still says it
+            free = _bytes_in(text, r"of which")
+            total = _bytes_in(text, r"total capacity of")
+            in_use = _bytes_in(text, r"this process has")
+        details.update(memory_available_bytes=free, memory_limit_bytes=total, memory_in_use_bytes=in_use)
+        where = f"free on the GPU of {_format_bytes(total)}"
+    elif address_space_cap:
+        # By now the failed step's tensors are freed; the high-water mark of the address space (VmPeak)
+        # is where the run stood when the allocation failed (a job's process peaks there, not before).
+        peak = _proc_status_bytes("VmPeak")
+        available = max(address_space_cap - peak, 0) if peak is not None else None
+        details.update(memory_available_bytes=available, memory_limit_bytes=cpu_limit,
+                       memory_in_use_bytes=_proc_status_bytes("VmRSS"))
+        where = f"left under profiling.cpu_memory_limit_bytes = {_format_bytes(cpu_limit)}"
+    else:
+        details.update(memory_available_bytes=_mem_available_bytes(), memory_limit_bytes=None,
+                       memory_in_use_bytes=_proc_status_bytes("VmRSS"))
+        where = "available on this machine"
+    details["message"] = (f"out of memory: asked for {_format_bytes(requested)} with "
+                          f"{_format_bytes(details['memory_available_bytes'])} {where} ({first})")
+    return details
+
+
+def _address_space_bytes() -> int:
+    import os
+
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@contextlib.contextmanager
+def cpu_memory_limit(limit_bytes: int | None):
+    """Within the block, the process may map at most `limit_bytes` more address space than it has now
+    (RLIMIT_AS, soft limit only, restored on exit), so an allocation beyond it fails as out-of-memory
+    instead of swapping or drawing the kernel's OOM killer. Yields the cap, or None without a limit.
+
+    Address space counts what is mapped, a little more than what is touched; torch, torchvision and the
+    intra-op thread pool (stacks, malloc arenas) are mapped before the baseline is taken."""
+    if not limit_bytes:
+        yield None
+        return
+    import torch
+    import torchvision  # noqa: F401 - mapped now, not counted against the run
+
+    torch.ones(64, 64) @ torch.ones(64, 64)  # starts the intra-op threads
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = _address_space_bytes() + int(limit_bytes)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield cap
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def timed_rounds(runner: Any, spec: RunSpec, monitor: GpuMonitor | None = None,
+                 clock_class: type | None = None) -> tuple[list[list[float]], dict[str, Any]]:
+    """Time rounds of `spec.timed_iterations` iterations: a round whose spread exceeds NOISY_SPREAD is
+    repeated while rounds are left (`spec.max_timing_rounds`) and the rounds so far plus one more fit in
+    `spec.noise_budget_seconds` of timed iterations. Returns the per-iteration phase intervals of the
+    quietest round and {timing_rounds, rounds (median, spread, seconds of each), chosen_round, noisy}.
+    `monitor` is sampled after every iteration (outside the timed interval); `clock_class` replaces the
+    clock in tests."""
+    clock_class = clock_class or _Clock
+    rounds: list[dict[str, Any]] = []
+    best: tuple[float, int, list[list[float]]] | None = None
+    max_rounds = max(1, spec.max_timing_rounds)
+    for number in range(1, max_rounds + 1):
+        phases: list[list[float]] = []
+        for i in range(spec.timed_iterations):
+            clock = clock_class(runner.cuda)
+            runner.step(clock)
+            intervals = clock.intervals_seconds()
+            phases.append(intervals)
+            if monitor is not None:
+                monitor.sample()
+            if (i + 1) % max(1, spec.timed_iterations // 10) == 0 or i == 0:
+                log.info("round %d, iteration %d/%d: %.4f s", number, i + 1, spec.timed_iterations, sum(intervals))
+        seconds = [sum(p) for p in phases]
+        stats = summarize_seconds(seconds)
+        rounds.append({"round": number, "iterations": len(seconds), "median_seconds": stats["median_seconds"],
+                       "spread": stats["spread"], "seconds_total": sum(seconds)})
+        if best is None or stats["spread"] < best[0]:
+            best = (stats["spread"], number, phases)
+        if stats["spread"] <= NOISY_SPREAD or number == max_rounds:
+            break
+        spent = sum(r["seconds_total"] for r in rounds)
+        if spent + rounds[-1]["seconds_total"] > spec.noise_budget_seconds:
+            log.info("round %d: spread %.1f%%, but another round would pass the %g s noise budget",
+                     number, 100 * stats["spread"], spec.noise_budget_seconds)
+            break
+        log.info("round %d: spread %.1f%% over %.0f%%: timing another round", number, 100 * stats["spread"],
+                 100 * NOISY_SPREAD)
+    spread, chosen, phases = best
+    return phases, {"timing_rounds": len(rounds), "rounds": rounds, "chosen_round": chosen,
+                    "noisy": spread > NOISY_SPREAD}
 
 
 class _Clock:
@@ -209,6 +382,12 @@ def _set_threads(threads: int | None) -> int:
 def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None) -> dict[str, Any]:
     """Warm up, time `timed_iterations` iterations, and return the timing record (status ok or oom).
 
+    Iterations are timed in rounds, repeated while noisy (timed_rounds); an oom record says how much
+    memory was asked for and how much was available (oom_details), and a CPU run may be held to
+    `spec.cpu_memory_limit_bytes` (cpu_memory_limit). On a GPU, NVML is sampled during the timed
+    iterations: `gpu_during_timing`, and `throttled` when the GPU slowed itself down (power, temperature);
+    the warm-up's memory peak (cuDNN autotuning) is reported apart from the steady state's.
+
     With ``timeline_path``, on a GPU, one more iteration after the timed ones runs under torch.profiler and
     its kernels are written there as CSV (rooflow.timeline); the record says what it cost. On a CPU the file
     is written empty: torch.profiler records ops there, not kernels."""
@@ -219,10 +398,15 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
         "status": "ok", "model": spec.model, "batch": spec.batch, "precision": spec.precision,
         "mode": spec.mode, "device_type": "cuda" if spec.device.startswith("cuda") else "cpu",
         "threads": threads, "warmup_iterations": spec.warmup_iterations,
-        "timed_iterations": spec.timed_iterations,
+        "timed_iterations": spec.timed_iterations, "max_timing_rounds": spec.max_timing_rounds,
     }
     record["environment"] = describe(threads)
     runner = None
+    # the CPU memory limit and the NVML session end with the try block, before anything else runs
+    limits = contextlib.ExitStack()
+    cpu_limit = None if spec.device.startswith("cuda") else spec.cpu_memory_limit_bytes
+    cap = limits.enter_context(cpu_memory_limit(cpu_limit))
+    monitor = None
     try:
         runner = Runner(spec, subset)
         record.update(input_size=runner.input_size, params=runner.params,
@@ -241,18 +425,13 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
             record["warmup_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
             record["warmup_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
             torch.cuda.reset_peak_memory_stats()
-        phases: list[list[float]] = []
-        for i in range(spec.timed_iterations):
-            clock = _Clock(runner.cuda)
-            runner.step(clock)
-            intervals = clock.intervals_seconds()
-            phases.append(intervals)
-            if (i + 1) % max(1, spec.timed_iterations // 10) == 0 or i == 0:
-                log.info("iteration %d/%d: %.4f s", i + 1, spec.timed_iterations, sum(intervals))
+        monitor = limits.enter_context(GpuMonitor(uuid=_nvml_uuid())) if runner.cuda else None
+        phases, rounds = timed_rounds(runner, spec, monitor)
+        record.update(rounds)
     except Exception as error:  # noqa: BLE001 - OOM is a result; anything else propagates
         if not is_out_of_memory(error):
             raise
-        record.update(status="oom", message=f"out of memory: {str(error).splitlines()[0][:300]}")
+        record.update(status="oom", **oom_details(error, spec.device.startswith("cuda"), cap, cpu_limit))
         log.warning("%s", record["message"])
         del runner
         if torch.cuda.is_available():
@@ -260,6 +439,11 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
         if timeline_path:
             _write_timeline(timeline_path, None, record, "skipped: the run is out of memory")
         return record
+    finally:
+        limits.close()
+        if monitor is not None:
+            record["gpu_during_timing"] = monitor.summary()
+            record["throttled"] = record["gpu_during_timing"].get("throttled")
     seconds = [sum(p) for p in phases]
     record["seconds"] = seconds
     record.update(summarize_seconds(seconds))
@@ -280,12 +464,20 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
         record["max_memory_allocated_bytes"] = max(record["steady_peak_allocated_bytes"],
                                                    record.get("warmup_peak_allocated_bytes", 0))
         record["environment_after"] = gpu_state(torch.cuda.current_device())
-    if timeline_path:
-        _record_timeline(runner, timeline_path, record)
     else:
         # ru_maxrss is in KiB on Linux: the process's peak, model and batch included.
         record["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if timeline_path:
+        _record_timeline(runner, timeline_path, record)
     return record
+
+
+def _nvml_uuid() -> str | None:
+    """NVML's name ("GPU-<uuid>") of the GPU torch runs on: NVML's indices ignore CUDA_VISIBLE_DEVICES."""
+    import torch
+
+    uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+    return f"GPU-{uuid}" if uuid else None
 
 
 def _record_timeline(runner: Runner, path: str | Path, record: dict[str, Any]) -> None:
@@ -333,7 +525,8 @@ def profile_one_iteration(spec: RunSpec, subset: dict, ncu_mode: str = "exhausti
 
 def _spec_from_args(args: argparse.Namespace) -> RunSpec:
     return RunSpec(args.model, args.batch, args.precision, args.mode, args.device,
-                   args.warmup, args.iterations, args.threads)
+                   args.warmup, args.iterations, args.threads, max_timing_rounds=args.rounds,
+                   noise_budget_seconds=args.noise_budget, cpu_memory_limit_bytes=args.cpu_memory_limit)
 
 
 def _cmd_time(args: argparse.Namespace) -> int:
@@ -366,6 +559,12 @@ def register(subparsers) -> None:
     parser.add_argument("--warmup", type=int, default=10, help="untimed iterations (default: %(default)s)")
     parser.add_argument("--iterations", type=int, default=30, help="timed iterations (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of iterations at most while the spread exceeds 5%% (default: %(default)s)")
+    parser.add_argument("--noise-budget", type=float, default=60.0,
+                        help="seconds of timed iterations for repeated rounds (default: %(default)s)")
+    parser.add_argument("--cpu-memory-limit", type=int, default=None,
+                        help="bytes a CPU run may map beyond what the process holds; more ends as status oom")
     parser.add_argument("--subset", required=True, help="subset .pt written by `rooflow subset`")
     parser.add_argument("--one-iteration", action="store_true",
                         help="profile exactly one iteration between cudaProfilerStart/Stop (for ncu/nsys)")

@@ -19,7 +19,26 @@ from rooflow.errors import RooflowError
 try:
     validate_config(config, workdir=".", source="config")
 except RooflowError as error:
-    raise WorkflowError(str(error)) from None
+    # One sentence naming the key and the fix, and nothing else: a WorkflowError would add a
+    # traceback frame pointing into this file, which is not where the user's mistake is.
+    print(f"rooflow: {error}", file=sys.stderr)
+    sys.exit(1)
+
+
+onstart:
+    # A job killed with SIGKILL (node loss, OOM killer, scancel after KillWait) cannot remove the
+    # `.<output>.<random>.tmp` temporaries rooflow.io writes beside its outputs. Remove those beside the
+    # outputs this run is about to make: Snakemake's lock (held while onstart runs) keeps every other
+    # run of this workflow from writing them. Not run in dry-runs or inside cluster jobs (--no-hooks).
+    from rooflow.io import remove_stale_temporaries
+
+    for stale in remove_stale_temporaries(
+        str(f) for f in workflow.persistence.all_outputfiles()
+    ):
+        print(
+            f"rooflow: removed {stale}, left by a job that was killed",
+            file=sys.stderr,
+        )
 
 
 def sorted_dicts(value):

@@ -25,6 +25,9 @@ rule profile_time:
         kind=device_kind,
         warmup=config["profiling"]["warmup_iterations"],
         iterations=config["profiling"]["timed_iterations"],
+        rounds=config["profiling"]["max_timing_rounds"],
+        noise_budget=config["profiling"]["noise_budget_seconds"],
+        cpu_memory_limit=config["profiling"]["cpu_memory_limit_bytes"],
     script:
         "../scripts/profile_time.py"
 

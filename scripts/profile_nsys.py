@@ -1,8 +1,8 @@
 import shutil
-import tempfile
 from pathlib import Path
 
 from rooflow.errors import RooflowError
+from rooflow.io import scratch_directory
 from rooflow.logs import step_logging
 from rooflow.profile_run import driver_argv, require_nsys_report, require_tool, run_tool
 from rooflow.profilers.commands import nsys_commands, nsys_stats_outputs
@@ -12,8 +12,9 @@ with step_logging(snakemake.log[0], "profile_nsys"):
     executable = require_tool(p.tool["executable"], "profiling.nsys.executable")
     argv = driver_argv(w.model, int(w.batch), w.precision, w.mode, snakemake.input.subset, p.warmup,
                        snakemake.threads)
-    # Work in a scratch folder; only complete CSVs are moved onto the outputs.
-    with tempfile.TemporaryDirectory(dir=Path(out.trace).parent) as scratch:
+    # Work in a scratch folder; only complete CSVs are moved onto the outputs. It is named like a
+    # temporary of the trace output, so a SIGKILLed job's leftover is removed at the next run's start.
+    with scratch_directory(out.trace) as scratch:
         stem = Path(scratch) / "nsys"
         profile, stats = nsys_commands(executable, stem, argv, p.tool["extra_args"])
         run_tool(profile, snakemake.log[0], "nsys profile")

@@ -11,7 +11,11 @@ polls every second and keeps the plugin's logs. Then:
 * outputs have the same shape as a local run's (same files; summary.csv same columns and runs);
 * re-running submits nothing;
 * a job of a GPU device goes to partition `gpu` with `--gres=gpu:a100:1`; as the fake GPU cannot run
-  CUDA it fails, is retried with twice the time and memory, and leaves no output behind.
+  CUDA it fails, is retried with twice the time and memory, and leaves no output behind;
+* load (issue 14): a sweep of 100 cheap jobs (tests/slurm/sweep/) through the cluster with the same
+  profile, four made to fail once (each retried through sbatch with twice the time and memory, then
+  completed) and one made to fail on every attempt (reported with its logs; every other result kept).
+  Its wall time is printed (`[slurm] 100-job sweep: ...`).
 
 Needs root and apt-get (CI: a fresh Debian as root); elsewhere skipped with the reason. Run:
 
@@ -25,6 +29,7 @@ ROOFLOW_SLURM_BASE is reused and left running; one this fixture starts is stoppe
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -352,6 +357,10 @@ def test_gpu_jobs_request_gpu_partition_and_gres_in_dry_run(tmp_path):
     config = gpu_config(workdir)
     install_user_profile(tmp_path / "xdg")
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    # the estimates first (local jobs, seconds): the predict_fit checkpoint decides which GPU runs fit
+    rc, text = snakemake(workdir, ["--cores", "2", "--configfile", str(config), "--until", "predict_fit"], env,
+                         tmp_path / "estimates.log", timeout_s=600)
+    assert rc == 0, text[-4000:]
     rc, text = snakemake(workdir, ["-n", "--profile", "slurm", "--configfile", str(config)], env,
                          tmp_path / "dry.log", timeout_s=300)
     assert rc == 0, text[-4000:]
@@ -425,3 +434,93 @@ def test_gpu_job_is_submitted_with_gres_and_retried_with_more(slurm_cluster, clu
     rc, text = snakemake(workdir, [*profiles, "--configfile", str(config), "-n", target], env,
                          workdir / "dry.log", timeout_s=300)
     assert rc == 0 and "measure_ceilings" in text and "Nothing to be done" not in text, text[-3000:]
+
+
+# ---- load: a 100-job sweep with retries and a job that always fails (issue 14) ----
+
+SWEEP_SNAKEFILE = ROOT / "tests" / "slurm" / "sweep" / "Snakefile"
+SWEEP_JOBS = 100
+SWEEP_FAIL_ONCE = [7, 33, 61, 88]
+SWEEP_FAIL_ALWAYS = [50]
+SWEEP_CONCURRENT = 10  # jobs queued or running at once (the profile's `jobs`, overridden)
+
+
+def sweep_index(log_path: str) -> int:
+    """The sweep index of a plugin log .snakemake/slurm_logs/rule_sweep_job/<wildcards>/<jobid>.log."""
+    return int(re.search(r"rule_sweep_job/\D*(\d+)/", log_path).group(1))
+
+
+@pytest.fixture(scope="session")
+def sweep_run(slurm_cluster, cluster_env, tmp_path_factory, request):
+    """tests/slurm/sweep/Snakefile: 100 cheap jobs through the cluster with the user's SLURM profile
+    (retries 2, keep-going, runtime/mem_mb growing with the attempt), polling every second."""
+    env, profiles = cluster_env
+    workdir = tmp_path_factory.mktemp("sweep")
+    config = [f"jobs={SWEEP_JOBS}", f"fail_once={SWEEP_FAIL_ONCE}".replace(" ", ""),
+              f"fail_always={SWEEP_FAIL_ALWAYS}".replace(" ", "")]
+    t0 = time.monotonic()
+    rc, text = snakemake(workdir, ["-s", str(SWEEP_SNAKEFILE), *profiles, "--jobs", str(SWEEP_CONCURRENT),
+                                   "--verbose", "--config", *config], env, workdir / "snakemake.log")
+    seconds = time.monotonic() - t0
+    submitted = SUBMITTED.findall(text)
+    report(request, f"100-job sweep: {seconds:.1f} s for {len(submitted)} submissions "
+                    f"({SWEEP_CONCURRENT} at a time, {seconds / max(1, len(submitted)):.2f} s per job)")
+    return workdir, rc, text, submitted
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_sweep_keeps_every_result_and_reports_the_failing_job(sweep_run):
+    workdir, rc, text, submitted = sweep_run
+    assert rc != 0, "one job fails on every attempt: the run must end with an error"
+    results = {int(p.stem): json.loads(p.read_text()) for p in (workdir / "results" / "sweep").glob("*.json")}
+    assert set(results) == set(range(SWEEP_JOBS)) - set(SWEEP_FAIL_ALWAYS)
+    for index, result in results.items():
+        assert result["square"] == index * index
+        assert result["attempt"] == (2 if index in SWEEP_FAIL_ONCE else 1), (index, result)
+    assert not list((workdir / "results").rglob("*.tmp"))
+    # the failure is reported with the rule's log and each attempt's SLURM log, and nothing else failed
+    errors = re.findall(r"^Error in rule (\w+):\n(?:\s+.*\n)*?\s+output: (\S+)", text, re.MULTILINE)
+    failed_outputs = {output for _, output in errors}
+    assert failed_outputs == {f"results/sweep/{i}.json" for i in SWEEP_FAIL_ALWAYS + SWEEP_FAIL_ONCE}, errors
+    always = SWEEP_FAIL_ALWAYS[0]
+    named = re.findall(rf"log: logs/sweep/{always}\.log, (\S+/rule_sweep_job/\D*{always}/\d+\.log) \(check log", text)
+    assert len(named) == 3 and all(Path(log).is_file() for log in named), named  # one per attempt
+    rule_log = (workdir / "logs" / "sweep" / f"{SWEEP_FAIL_ALWAYS[0]}.log").read_text()
+    assert "made to fail on every attempt (this is attempt 3)" in rule_log
+    assert "Exiting because a job execution failed" in text or "did not complete successfully" in text
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_sweep_retries_go_back_through_sbatch_with_more_resources(sweep_run):
+    workdir, _, text, submitted = sweep_run
+    per_index: dict[int, list[str]] = {}
+    for jid, log in submitted:
+        per_index.setdefault(sweep_index(log), []).append(jid)
+    # retries 2 (the profile): three attempts of the job that always fails, two of those that fail once
+    assert {i: len(ids) for i, ids in per_index.items() if len(ids) > 1} == \
+        {**{i: 2 for i in SWEEP_FAIL_ONCE}, **{i: 3 for i in SWEEP_FAIL_ALWAYS}}
+    assert set(per_index) == set(range(SWEEP_JOBS))
+    calls = SBATCH_CALL.findall(text)
+    assert len(calls) == len(submitted) == SWEEP_JOBS + len(SWEEP_FAIL_ONCE) + 2 * len(SWEEP_FAIL_ALWAYS)
+    # the profile's default resources, times the attempt: runtime 30 * attempt, mem_mb 4000 * attempt
+    attempts = {}
+    for call in calls:
+        index = int(re.search(r"rule_sweep_job_wildcards_(\d+)", call).group(1))
+        attempts[index] = attempts.get(index, 0) + 1
+        assert f"-t {30 * attempts[index]}" in call and f"--mem {4000 * attempts[index]}" in call, call
+        assert f"-A {ACCOUNT}" in call, call
+    # SLURM's own record agrees: every job ended; 99 indexes completed, the first attempts failed
+    history = job_history([jid for jid, _ in submitted], settle_s=120)
+    states = {}
+    for index, ids in per_index.items():
+        states[index] = [history[jid]["state"] for jid in ids]
+    for index, sequence in states.items():
+        if index in SWEEP_FAIL_ALWAYS:
+            assert sequence == ["FAILED"] * 3, (index, sequence)
+        elif index in SWEEP_FAIL_ONCE:
+            assert sequence == ["FAILED", "COMPLETED"], (index, sequence)
+        else:
+            assert sequence == ["COMPLETED"], (index, sequence)
+    assert len({h["name"] for h in history.values()}) == 1  # one run

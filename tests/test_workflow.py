@@ -99,3 +99,154 @@ def test_changing_one_models_batches_reruns_only_that_model(run, snakemake_exe):
     assert models == {changed}
     assert re.search(r"estimate_model\s+2\b", output) and re.search(r"profile_time\s+2\b", output)
     assert "subset_dataset" not in output and "measure_ceilings" not in output
+
+
+# ---- faults in real workflow runs (issue 14) ----
+
+def oom_config(workdir, limit_bytes: int) -> str:
+    """squeezenet1_0 training at batch 1 (fits) and 256 (~3 GB of activations: does not fit) under a CPU
+    memory limit: a REAL allocation failure in a real timing job."""
+    config = yaml.safe_load((workdir / CONFIG).read_text())
+    config.update(models=["squeezenet1_0"], batch_sizes=[1, 256], modes=["training"], imports=[])
+    config["profiling"]["cpu_memory_limit_bytes"] = limit_bytes
+    (workdir / "oom.yaml").write_text(yaml.safe_dump(config))
+    return "oom.yaml"
+
+
+def test_out_of_memory_is_a_result_row_and_the_workflow_completes(tmp_path, snakemake_exe):
+    from conftest import copy_workflow
+
+    workdir = copy_workflow(tmp_path / "wf")
+    limit = 400 * 2**20
+    result = subprocess.run([snakemake_exe, "--cores", "2", "--configfile", oom_config(workdir, limit)],
+                            cwd=workdir, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stderr[-4000:]
+    summary = pd.read_csv(workdir / "results" / "summary.csv").set_index("batch")
+    assert summary.loc[1, "status"] == "ok" and summary.loc[1, "measured_seconds"] > 0
+    oom = summary.loc[256]
+    assert oom["status"] == "oom" and pd.isna(oom["measured_seconds"])
+    assert 0 < oom["memory_requested_bytes"] and 0 <= oom["memory_available_bytes"] < limit
+    assert oom["memory_requested_bytes"] > oom["memory_available_bytes"]
+    assert oom["checks"].startswith("out of memory: asked for ")
+    assert oom["estimated_flops"] > 0  # the estimate of the run that did not fit is still there
+    timing = yaml.safe_load((workdir / "results/profile/cpu/squeezenet1_0/b256-fp32-training/timing.json").read_text())
+    assert timing["memory_limit_bytes"] == limit
+    # the report: the checks table and front-page overview, and the summary table, show the row
+    checks = pd.read_csv(workdir / "results" / "checks" / "checks.csv")
+    assert ((checks["check"] == "out of memory") & (checks["batch"] == 256)).sum() == 1
+    for page in ("checks/checks.html", "checks/overview.html"):
+        text = (workdir / "results" / page).read_text()
+        assert "out of memory" in text and "asked for" in text and "b256" in text, page
+    assert ">oom<" in (workdir / "results" / "tables" / "summary.html").read_text()
+
+
+SIGKILL_PARENT = """#!/usr/bin/env bash
+# Stand-in for Nsight Compute that is killed mid-write: 2 MB of CSV into --log-file, then the job that
+# runs it (rooflow's profile_ncu script, the parent) gets SIGKILL, as from the OOM killer or a node's end.
+while [ $# -gt 0 ]; do [ "$1" = --log-file ] && log="$2"; shift; done
+{ echo '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"'
+   yes '"1","void foo<float, 4>(float*)","dram__bytes_read.sum","byte","1"' | head -n 40000; } > "$log"
+kill -KILL $PPID
+sleep 5
+"""
+
+
+def test_a_sigkilled_job_leaves_nothing_a_rerun_trusts_and_its_temporary_is_removed(tmp_path, snakemake_exe):
+    """A REAL SIGKILL of a real profile_ncu job while its ncu output is half written (the profiler is a
+    stand-in: no GPU here). The output does not exist, a dry run plans the job again, and the 2 MB
+    `.ncu.csv.<random>.tmp` it leaves is removed when the next run starts; that run then succeeds."""
+    from conftest import copy_workflow
+    from test_profile_rules import RECORDED, REPLAY, TARGET, run_with_fake_ncu
+
+    workdir = copy_workflow(tmp_path / "wf")
+    csv = workdir / "results/profile/a100-sxm4-40gb/resnet18/b64-fp32-training/ncu.csv"
+    killed = run_with_fake_ncu(workdir, snakemake_exe, SIGKILL_PARENT)
+    assert killed.returncode != 0, killed.stderr[-3000:]
+    assert not csv.exists()
+    left = sorted(csv.parent.glob(".ncu.csv.*.tmp"))
+    assert len(left) == 1 and left[0].stat().st_size > 2_000_000  # what a SIGKILL leaves
+    dry = subprocess.run([snakemake_exe, "-n", TARGET, "--cores", "2", "--configfile", "tests/configs/gpu.yaml"],
+                         cwd=workdir, capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0 and "profile_ncu" in dry.stdout and left[0].exists()  # a dry run touches nothing
+
+    recorded = next(RECORDED.glob("out.dram__bytes.sum*"))
+    fixed = run_with_fake_ncu(workdir, snakemake_exe, REPLAY.format(argv=tmp_path / "argv", recorded=recorded))
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    assert f"rooflow: removed {left[0].relative_to(workdir)}" in fixed.stderr
+    assert csv.is_file() and (workdir / TARGET).is_file()
+    assert not list((workdir / "results").rglob("*.tmp"))
+
+
+# Columns of the summary that do not depend on timing or on this machine's measured ceilings.
+DETERMINISTIC = ["device", "model", "batch", "precision", "mode", "device_kind", "status", "input_size", "params",
+                 "estimated_flops", "estimated_forward_flops", "estimated_backward_flops",
+                 "estimated_optimizer_flops", "estimated_matmul_flops", "estimated_min_bytes",
+                 "estimated_fused_bytes", "estimated_unfused_bytes", "estimated_peak_memory_bytes",
+                 "forward_backward_flops_ratio", "measured_flops", "measured_dram_bytes", "kernel_seconds",
+                 "flops", "flops_source", "bytes", "bytes_source", "arithmetic_intensity", "flops_ratio",
+                 "reconciliation"]
+
+
+def outputs_of(workdir) -> set[str]:
+    return {str(p.relative_to(workdir)) for p in (workdir / "results").rglob("*") if p.is_file()}
+
+
+def interrupt_when(process, workdir, ready, signum, what, timeout=900):
+    """Send `signum` to snakemake's whole process group (its jobs too, as Ctrl-C, `timeout` or a node's end
+    do) once `ready()`; return its exit status and output."""
+    import os
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert process.poll() is None, f"the run ended before {what}:\n{process.stdout.read()[-3000:]}"
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.2)
+    os.killpg(process.pid, signum)
+    output, _ = process.communicate(timeout=600)
+    return process.returncode, output
+
+
+def test_an_interrupted_workflow_resumes_to_the_same_results(tmp_path, snakemake_exe, run):
+    """The tiny matrix, interrupted three times: Ctrl-C (SIGINT) while the first jobs run, `timeout`/scancel
+    (SIGTERM) later, then node loss (SIGKILL of snakemake and its jobs). After the SIGKILL the directory
+    stays locked until `--unlock`; `--rerun-incomplete` then finishes the run. The summary's deterministic
+    columns equal those of the uninterrupted run, the same files exist, and no temporary is left."""
+    import signal
+
+    from conftest import copy_workflow
+
+    workdir = copy_workflow(tmp_path / "wf")
+    command = [snakemake_exe, "--cores", "2", "--configfile", CONFIG, "--rerun-incomplete"]
+
+    def start():
+        return subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+
+    def count(pattern):
+        return len(list((workdir / "results").rglob(pattern)))
+
+    rc, out = interrupt_when(start(), workdir, lambda: count("totals.json") >= 1, signal.SIGINT, "first estimate")
+    assert rc != 0, out[-3000:]
+    rc, out = interrupt_when(start(), workdir, lambda: count("timing.json") >= 1, signal.SIGTERM, "first timing")
+    assert rc != 0, out[-3000:]
+    done = count("*")
+    rc, out = interrupt_when(start(), workdir, lambda: count("*") >= done + 3, signal.SIGKILL, "three more outputs")
+    assert rc == -signal.SIGKILL
+
+    locked = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600)
+    assert locked.returncode != 0 and "--unlock" in locked.stdout + locked.stderr, locked.stderr[-3000:]
+    unlock = subprocess.run(command + ["--unlock"], cwd=workdir, capture_output=True, text=True, timeout=600)
+    assert unlock.returncode == 0, unlock.stderr[-3000:]
+    resumed = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=1500)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+
+    assert outputs_of(workdir) == outputs_of(run)
+    assert not list((workdir / "results").rglob("*.tmp")) and not list((workdir / "results").rglob(".*"))
+    mine = pd.read_csv(workdir / "results" / "summary.csv")
+    reference = pd.read_csv(run / "results" / "summary.csv")
+    keys = ["device", "model", "batch", "precision", "mode"]
+    mine, reference = (f[DETERMINISTIC].sort_values(keys).reset_index(drop=True) for f in (mine, reference))
+    pd.testing.assert_frame_equal(mine, reference)
+    again = subprocess.run(command + ["-n"], cwd=workdir, capture_output=True, text=True, timeout=600)
+    assert "Nothing to be done" in again.stdout + again.stderr
