@@ -337,14 +337,20 @@ def _device_threads(wildcards):
     return device_slurm(wildcards).get("cpus_per_task") or 1
 
 
+def _local_cores():
+    """workflow.cores in a local run where it is a number; None elsewhere (on a cluster, and inside a cluster
+    job, where reading workflow.cores raises)."""
+    if not (workflow.local_exec and not workflow.remote_exec):
+        return None
+    try:
+        cores = workflow.cores
+    except WorkflowError:
+        return None
+    return cores if isinstance(cores, int) else None
+
+
 # In a local run every device's jobs get all cores: a number, not a function evaluated per job.
-device_threads = (
-    workflow.cores
-    if workflow.local_exec
-    and not workflow.remote_exec
-    and isinstance(workflow.cores, int)
-    else _device_threads
-)
+device_threads = _local_cores() or _device_threads
 
 
 def device_architecture(wildcards):

@@ -3,6 +3,7 @@ and a one-model change that re-runs only that model's jobs."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
@@ -170,7 +171,10 @@ def test_a_sigkilled_job_leaves_nothing_a_rerun_trusts_and_its_temporary_is_remo
     assert dry.returncode == 0 and "profile_ncu" in dry.stdout and left[0].exists()  # a dry run touches nothing
 
     recorded = next(RECORDED.glob("out.dram__bytes.sum*"))
-    fixed = run_with_fake_ncu(workdir, snakemake_exe, REPLAY.format(argv=tmp_path / "argv", recorded=recorded))
+    plan = tmp_path / "plan.json"  # what the driver writes in exhaustive mode (a recorded file replays every kernel)
+    plan.write_text(json.dumps({"format": "rooflow-ncu-plan/1", "mode": "exhaustive"}))
+    fixed = run_with_fake_ncu(workdir, snakemake_exe,
+                              REPLAY.format(argv=tmp_path / "argv", recorded=recorded, plan=plan), "exhaustive")
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     assert f"rooflow: removed {left[0].relative_to(workdir)}" in fixed.stderr
     assert csv.is_file() and (workdir / TARGET).is_file()
