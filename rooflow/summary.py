@@ -81,7 +81,7 @@ MEMORY_BAND = 0.15
 
 
 def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFrame | None, device: Device,
-                 calibration, checks: list[str]) -> None:
+                 calibration, checks: list[str], timed_here: bool = True) -> None:
     """Predicted time (rooflow.estimate.timemodel) and memory (rooflow.estimate.predict), and the checks
     that compare them with the measurement: outside the band, say which part of the prediction carries
     most of the time (an op class, the layout transposes, or the host)."""
@@ -99,7 +99,8 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
         if seconds and prediction.seconds:
             ratio = seconds / prediction.seconds
             row["measured_over_predicted"] = ratio
-            if not prediction.low_seconds <= seconds <= prediction.high_seconds:
+            # an imported profile's time is its kernel time (nsys), not a timed step: no verdict on it
+            if timed_here and not prediction.low_seconds <= seconds <= prediction.high_seconds:
                 if prediction.bound == "host":
                     carrier = (f"the step is host-bound in the model ({prediction.host_seconds * 1e3:.3g} ms of "
                                f"host work for {prediction.device_seconds * 1e3:.3g} ms of kernels)")
@@ -272,7 +273,8 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["attainable_flops_per_second_measured_roof"] = attainable
             row["percent_of_measured_roofline"] = percent
 
-    _predictions(row, estimate, ops, device, calibration, checks)
+    timed_here = timing is not None and timing.get("timer") in ("cuda-events", "perf_counter_ns")
+    _predictions(row, estimate, ops, device, calibration, checks, timed_here)
     row["checks"] = "; ".join(checks)
     return row
 
