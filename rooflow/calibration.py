@@ -442,10 +442,41 @@ def measure_host_costs(torch, device: str) -> dict[str, float]:
             "host_optimizer_call_seconds": foreach}
 
 
+def _step(torch, module, x, training: bool):
+    if training:
+        def step():
+            module(x).sum().backward()
+    else:
+        def step():
+            with torch.no_grad():
+                module(x)
+    return step
+
+
+MEMORY_BENCHMARKS = {"depthwise", "batchnorm", "relu", "maxpool"}
+PARTS = {"conv3x3": "matmul:fp32_fast", "conv1x1": "matmul:fp32", "depthwise": "depthwise",
+         "batchnorm": "normalization", "relu": "elementwise", "maxpool": "pooling"}
+
+
+def measure_page_fault_seconds_per_byte(torch) -> float:
+    """Seconds per byte of writing a freshly allocated 64 MiB tensor beyond writing an existing one: the page
+    faults of memory glibc maps anew for every large allocation (CPU only)."""
+    timer = _timer(torch, False)
+    elements = 16 * 2**20
+    existing = torch.empty(elements)
+    fresh = timer(lambda: torch.empty(elements).fill_(1.0), seconds=0.3)
+    reused = timer(lambda: existing.fill_(1.0), seconds=0.3)
+    return max(fresh - reused, 0.0) / (4 * elements)
+
+
 def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | None = None,
                         threads: int | None = None) -> Calibration:
     """Calibrate ``device_entry`` (a catalogue Device whose measured ceilings are merged in) by running the
-    microbenchmarks on this machine: torch's CPU, or its first CUDA GPU for a cuda device."""
+    microbenchmarks on this machine: torch's CPU, or its first CUDA GPU for a cuda device.
+
+    Convolutions at one batch; the memory-bound classes twice: with tensors that fit in the last-level cache
+    (an eighth of it) and with tensors four times its size (DRAM), so that an op is held to the speed its
+    size gets. On a CPU also the page faults of a freshly mapped large tensor."""
     import torch
 
     from rooflow.estimate import estimate_module
@@ -457,56 +488,62 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
     if threads and not cuda:
         torch.set_num_threads(threads)
     batch = batch or (32 if cuda else 2)
+    cache = ceilings.get("l2_cache_bytes") if cuda else ceilings.get("last_level_cache_bytes")
+    cache = float(cache) if cache else None
     timer = _timer(torch, cuda)
     host = measure_host_costs(torch, device)
+    faults = 0.0 if cuda else measure_page_fault_seconds_per_byte(torch)
     unity = _Calibration(source="unity", kind="cuda" if cuda else "cpu", kernel_seconds=0.0, memory_efficiency=1.0,
                          matmul_efficiency=dict.fromkeys(("fp32", "fp32_fast", "tf32", "fp16", "bf16"), 1.0))
     ideal: dict[str, float] = collections.defaultdict(float)
     measured: dict[str, float] = collections.defaultdict(float)
     for name, factory, shape, mode in _microbenchmarks(torch):
-        module = factory().to(device)
-        x = torch.randn(batch, *shape, device=device)
         training = mode == "training"
-        module.train(training)
-        if training:
-            x.requires_grad_(True)
-
-            def step(module=module, x=x):
-                module(x).sum().backward()
-        else:
-            def step(module=module, x=x):
-                with torch.no_grad():
-                    module(x)
-        seconds = timer(step)
-        est = estimate_module(factory(), torch.empty(batch, *shape, device="meta", requires_grad=training),
-                              mode=mode, name=name)
-        ops = est.ops[est.ops["phase"].isin(["forward", "backward"])]
-        host_seconds = sum(int(r["calls"]) * (host["host_op_seconds"] + (host["host_autograd_seconds"] if training else 0))
-                           for _, r in ops.iterrows())
-        work = {}
-        for _, row in ops.iterrows():
-            _, _, parts = device_op_seconds(row, "fp32", mode, device_entry, unity, int(device_entry.sm_count or 1))
-            for part, value in parts.items():
-                work[part] = work.get(part, 0.0) + int(row["calls"]) * value
-        part = {"conv3x3": "matmul:fp32_fast", "conv1x1": "matmul:fp32", "depthwise": "depthwise",
-                "batchnorm": "normalization", "relu": "elementwise", "maxpool": "pooling"}[name]
-        if training and part in ("normalization", "pooling"):
-            part += "_training"
-        main = sum(v for k, v in work.items() if k not in ("layout", "elementwise") or part == "elementwise")
-        ideal[part] += main
-        # on a CPU the host runs the kernels: its dispatch time is not kernel time
-        measured[part] += max(seconds - (0 if cuda else host_seconds), seconds * 0.05)
+        sizes = {"": batch}
+        if name in MEMORY_BENCHMARKS and cache:
+            per_image = 4 * math.prod(shape) * 2  # read and written once, at least
+            sizes = {"cache:": max(1, int(cache / 8 // per_image)),
+                     "": max(batch, min(int(4 * cache // per_image) + 1, int(256e6 // per_image)))}
+        for prefix, size in sizes.items():
+            module = factory().to(device).train(training)
+            x = torch.randn(size, *shape, device=device, requires_grad=training)
+            seconds = timer(_step(torch, module, x, training))
+            est = estimate_module(factory(), torch.empty(size, *shape, device="meta", requires_grad=training),
+                                  mode=mode, name=name)
+            ops = est.ops[est.ops["phase"].isin(["forward", "backward"])]
+            # what the model charges apart: the host's dispatch (a CPU runs the kernels itself) and the page
+            # faults of freshly mapped large outputs
+            host_seconds = sum(int(r["calls"]) * (host["host_op_seconds"]
+                                                  + (host["host_autograd_seconds"] if training else 0.0))
+                               for _, r in ops.iterrows())
+            host_seconds += float(ops["large_allocated_bytes"].sum()) * faults
+            work = 0.0
+            for _, row in ops.iterrows():
+                _, _, parts = device_op_seconds(row, "fp32", mode, device_entry, unity,
+                                                int(device_entry.sm_count or 1))
+                work += int(row["calls"]) * sum(v for k, v in parts.items() if k != "page faults")
+            part = PARTS[name]
+            if training and part in ("normalization", "pooling"):
+                part += "_training"
+            ideal[prefix + part] += work
+            # on a CPU the host runs the kernels: its dispatch time is not kernel time
+            measured[prefix + part] += max(seconds - (0 if cuda else host_seconds), seconds * 0.05)
     matmul = {key.split(":")[1]: round(ideal[key] / measured[key], 4) for key in ideal if key.startswith("matmul:")}
-    memory = {key: round(ideal[key] / measured[key], 4) for key in ideal if not key.startswith("matmul:")}
+    memory = {key: round(ideal[key] / measured[key], 4) for key in ideal if ":" not in key}
+    cached = {key.split(":")[1]: round(ideal[key] / measured[key], 4) for key in ideal if key.startswith("cache:")}
     if cuda and "fp32" in matmul:
         matmul.setdefault("tf32", matmul["fp32"])
     notes = [f"measured by rooflow's calibration microbenchmarks on {'this GPU' if cuda else 'this CPU'} "
-             f"(batch {batch}: 3×3 and 1×1 convolutions, depthwise, batch norm, ReLU, max-pool; a loop of tiny ops "
-             f"for the host)"]
-    if cuda:
+             f"(3×3 and 1×1 convolutions at batch {batch}; depthwise, batch norm, ReLU, max-pool with tensors "
+             f"inside and four times the {'L2' if cuda else 'last-level cache'}; a loop of tiny ops for the host)"]
+    extra: dict[str, Any] = {}
+    if not cuda:
+        extra["page_fault_seconds_per_byte"] = faults
+        notes.append("page faults: writing a fresh 64 MiB tensor against writing an existing one")
+    else:
         notes.append("tensor-core paths (TF32/FP16/BF16) not benchmarked: TF32 takes FP32's efficiency")
     return _Calibration(source=f"measured on {device_entry.key} by rooflow's calibration microbenchmarks",
                         kind="cuda" if cuda else "cpu", **{k: float(v) for k, v in host.items()},
                         kernel_seconds=0.0 if not cuda else 2.5e-6, matmul_efficiency=matmul,
                         memory_efficiency_by_class=memory, memory_efficiency=memory.get("elementwise", 0.8),
-                        notes=tuple(notes))
+                        cache_bytes=cache, cache_memory_efficiency_by_class=cached, notes=tuple(notes), **extra)

@@ -86,6 +86,26 @@ def test_cpu_adds_host_and_work(h100):
     assert step.bound == "cpu" and step.seconds == pytest.approx(10 * (10e-6 + 1e7 / 1e10))
 
 
+def test_cpu_charges_a_page_fault_per_fresh_large_allocation(h100):
+    """A CPU tensor of 32 MiB or more is mmapped fresh each time: the estimate counts the bytes of such
+    outputs (large_allocated_bytes) and the CPU time model charges them at the calibrated fault rate."""
+    small = estimate("alexnet", 1, "fp32", "inference")
+    large = estimate("alexnet", 64, "fp32", "inference")
+    assert small.ops["large_allocated_bytes"].sum() == 0
+    first_conv = large.ops[(large.ops["phase"] == "forward") & (large.ops["op"] == "convolution")].iloc[0]
+    assert first_conv["large_allocated_bytes"] == 64 * 64 * 55 * 55 * 4  # its fp32 output, 49.6 MB
+    inplace_relu = large.ops[large.ops["op"] == "relu_"].iloc[0]
+    assert inplace_relu["large_allocated_bytes"] == 0  # writes into the conv output: no new mapping
+    cpu = load_device(CATALOGUE, "cpu")
+    cpu.with_measured({"peak_flops_per_second": {"fp32": 1e11}, "dram_bytes_per_second": 1e10})
+    totals = {"precision": "fp32", "mode": "inference", "module_calls": {}}
+    plain = Calibration(source="test", kind="cpu", **CONSTANTS)
+    faulting = Calibration(source="test", kind="cpu", page_fault_seconds_per_byte=1e-10, **CONSTANTS)
+    extra = predict_step(large.ops, totals, cpu, faulting).seconds - predict_step(large.ops, totals, cpu,
+                                                                                  plain).seconds
+    assert extra == pytest.approx(large.ops["large_allocated_bytes"].sum() * 1e-10, rel=1e-6)
+
+
 def test_scaled_calibration_says_so_and_widens():
     devices = load_devices(CATALOGUE)
     a100 = for_device(devices["a100-sxm4-40gb"])

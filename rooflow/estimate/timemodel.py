@@ -19,6 +19,10 @@ device work and host work:
   *epilogue* — a convolution with a bias adds it in a separate elementwise kernel (cuDNN path of
   ``aten::_convolution``): it reads and writes the output once more.
   *kernels* — no kernel takes less than ``kernel_seconds``.
+  *cache* — an op whose bytes fit in half the last-level cache moves them at the cache's speed (the class's
+  cache-resident efficiency, where the calibration measured one: a CPU's small activations).
+  *page faults* (CPU) — a tensor of 32 MiB or more is freshly mapped at each allocation (glibc), so an op
+  creating one pays a page fault per page (AlexNet's classifier gradients and optimizer temporaries).
 - **Host work** of one call: dispatching the op from Python and launching its kernels
   (``host_op_seconds``), more for cuDNN/cuBLAS calls (``host_library_seconds``) and for ops autograd
   records in training (``host_autograd_seconds``); ``host_module_seconds`` per nn.Module call; backward ops
@@ -71,6 +75,13 @@ class Calibration:
     memory_efficiency: float = 0.85
     # per op class; "<class>_training" for kernels that differ in training; "layout": the transposes
     memory_efficiency_by_class: dict[str, float] = field(default_factory=dict)
+    # An op whose bytes per call fit in half the last-level cache runs at the cache's speed: its class's
+    # efficiency is then cache_memory_efficiency_by_class (measured with cache-resident tensors), when given.
+    cache_bytes: float | None = None
+    cache_memory_efficiency_by_class: dict[str, float] = field(default_factory=dict)
+    # CPU: the first write of a freshly mapped large tensor (rooflow.estimate.core.LARGE_ALLOCATION_BYTES)
+    # costs a page fault per page, seconds per byte
+    page_fault_seconds_per_byte: float = 0.0
     layout_bytes_per_byte: dict[str, float] = field(default_factory=dict)  # by path (tensor-core ones)
     matmul_efficiency: dict[str, float] = field(default_factory=dict)  # by path (PATHS)
     gemm_fill_k: float = 64.0
@@ -100,10 +111,13 @@ class Calibration:
     def with_(self, **changes) -> Calibration:
         return replace(self, **changes)
 
-    def memory_efficiency_of(self, op_class: str, mode: str) -> float:
-        if mode == "training" and f"{op_class}_training" in self.memory_efficiency_by_class:
-            return self.memory_efficiency_by_class[f"{op_class}_training"]
-        return self.memory_efficiency_by_class.get(op_class, self.memory_efficiency)
+    def memory_efficiency_of(self, op_class: str, mode: str, cached: bool = False) -> float:
+        table = self.memory_efficiency_by_class
+        if cached and self.cache_memory_efficiency_by_class:
+            table = {**table, **self.cache_memory_efficiency_by_class}
+        if mode == "training" and f"{op_class}_training" in table:
+            return table[f"{op_class}_training"]
+        return table.get(op_class, self.memory_efficiency)
 
     def matmul_efficiency_of(self, path: str) -> float:
         if path in self.matmul_efficiency:
@@ -139,6 +153,8 @@ def gemm_efficiency(m: int, n: int, k: int, count: int, sm_count: int, calibrati
     mainloop fill. Persistent (stream-K) kernels keep a GPU with more tiles than SMs full; a GEMM with few
     output tiles and a long k (a weight gradient: m = Cout, n = Cin·kernel, k = N·H·W) splits k across the
     SMs and adds the partial sums."""
+    if sm_count <= 1:
+        return 1.0  # a CPU: its GEMM kernels pad to a vector register, not to a GPU tile
     best = 0.0
     for tile_m, tile_n, tile_quality in calibration.tiles:
         tiles_m, tiles_n = math.ceil(m / tile_m), math.ceil(n / tile_n)
@@ -212,17 +228,21 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     terms = op_terms(row, precision, device, calibration, sm_count)
     bandwidth = device.bandwidth(True) or (device.bandwidth(False) or 1.0) * 0.9
     memory_class = "depthwise" if terms.get("depthwise") else row["op_class"]
-    memory = terms["bytes"] / (bandwidth * calibration.memory_efficiency_of(memory_class, mode))
+    cached = bool(calibration.cache_bytes) and terms["bytes"] <= calibration.cache_bytes / 2
+    memory = terms["bytes"] / (bandwidth * calibration.memory_efficiency_of(memory_class, mode, cached))
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
     layout_ratio = calibration.layout_bytes_per_byte.get(terms["path"], 0.0)
     layout = layout_ratio * terms["conv_bytes"] / (bandwidth * calibration.memory_efficiency_of("layout", mode))
     epilogue = terms["epilogue_bytes"] / (bandwidth * calibration.memory_efficiency_of("elementwise", mode))
     kernels = terms["kernels"] + (2 if layout else 0)
     main = max(compute, memory, terms["kernels"] * calibration.kernel_seconds)
+    faults = float(row.get("large_allocated_bytes") or 0.0) / max(1, int(row["calls"])) \
+        * calibration.page_fault_seconds_per_byte
     parts = {memory_class: main}
     parts["layout"] = parts.get("layout", 0.0) + layout
     parts["elementwise"] = parts.get("elementwise", 0.0) + epilogue
-    return main + layout + epilogue, int(round(kernels)), parts
+    parts["page faults"] = faults
+    return main + layout + epilogue + faults, int(round(kernels)), parts
 
 
 def host_op_seconds(row, mode: str, calibration: Calibration) -> float:
@@ -248,7 +268,10 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     forward_calls = int(ops.loc[ops["phase"] == "forward", "calls"].sum()) or 1
     module_share = calibration.host_module_seconds * module_calls / forward_calls
 
-    for _, row in ops[ops["phase"] != "optimizer"].iterrows():
+    # torch.optim.SGD runs its foreach path (a few calls over tensor lists) on a GPU, and one op per parameter
+    # on a CPU (foreach is for CUDA tensors): there the estimate's per-parameter optimizer ops are the work.
+    body = ops if cpu else ops[ops["phase"] != "optimizer"]
+    for _, row in body.iterrows():
         calls = int(row["calls"])
         work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count)
         host = host_op_seconds(row, mode, calibration) + (module_share if row["phase"] == "forward" else 0.0)
@@ -266,8 +289,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
             if seconds:
                 by_class[part] = by_class.get(part, 0.0) + calls * seconds
 
-    if mode == "training":
-        if precision == "fp16" and not cpu:
+    if mode == "training" and not cpu:
+        if precision == "fp16":
             # GradScaler.step reads found_inf on the host: the host waits for the GPU, then unscale/update
             host_clock = max(host_clock, device_clock) + 3 * calibration.host_op_seconds
         optimizer = ops[ops["phase"] == "optimizer"]
@@ -278,13 +301,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         launches = foreach_calls * max(1, math.ceil(tensors / 48))  # multi_tensor_apply chunks of tensors
         work = max(optimizer_bytes / (bandwidth * calibration.memory_efficiency_of("elementwise", mode)),
                    launches * calibration.kernel_seconds)
-        host = foreach_calls * calibration.host_optimizer_call_seconds
-        if cpu:
-            host_clock += host + work
-            device_clock = host_clock
-        else:
-            host_clock += host
-            device_clock = max(device_clock, host_clock) + work
+        host_clock += foreach_calls * calibration.host_optimizer_call_seconds
+        device_clock = max(device_clock, host_clock) + work
         device_busy += work
         kernels_total += launches
         by_class["optimizer"] = work
