@@ -333,18 +333,19 @@ def test_gemm_views_of_convolution_and_its_backward():
     x, w = torch.empty(8, 64, 56, 56, device="meta"), torch.empty(128, 64, 3, 3, device="meta")
     args = (x, w, None, [2, 2], [1, 1], [1, 1], False, [0, 0], 1)
     out = aten.convolution.default(*args)
-    (m, n, k, count, fast), = gemm_views(aten.convolution.default, args, {}, out)
+    (m, n, k, count, fast, k_taps, n_taps), = gemm_views(aten.convolution.default, args, {}, out)
     assert (m, n, k, count, fast) == (8 * 28 * 28, 128, 64 * 9, 1, 0)  # stride 2: no Winograd
+    assert (k_taps, n_taps) == (9, 0)  # k is 64 channels at each of the 9 filter taps
     assert 2 * m * n * k * count == count_flops(aten.convolution.default, args, out)
     grad = torch.empty_like(out)
     backward = (grad, x, w, [0], [2, 2], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
     dgrad, wgrad = gemm_views(aten.convolution_backward.default, backward, {}, None)
-    assert dgrad == (8 * 56 * 56, 64, 128 * 9, 1, 0) and wgrad == (128, 64 * 9, 8 * 28 * 28, 1, 0)
+    assert dgrad == (8 * 56 * 56, 64, 128 * 9, 1, 0, 9, 0) and wgrad == (128, 64 * 9, 8 * 28 * 28, 1, 0, 0, 9)
     same = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)  # 3×3, stride 1: Winograd/FFT may run it
     assert gemm_views(aten.convolution.default, same, {}, aten.convolution.default(*same))[0][4] == 1
     depthwise = (x, torch.empty(64, 1, 3, 3, device="meta"), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 64)
     assert gemm_views(aten.convolution.default, depthwise, {}, aten.convolution.default(*depthwise)) == \
-        ((8 * 56 * 56, 1, 9, 64, 0),)
+        ((8 * 56 * 56, 1, 9, 64, 0, 9, 0),)
     a, b = torch.empty(32, 512, device="meta"), torch.empty(512, 1000, device="meta")
     assert gemm_views(aten.addmm.default, (torch.empty(1000, device="meta"), a, b), {}, None) == ((32, 1000, 512, 1),)
     assert gemm_views(aten.relu.default, (a,), {}, a) == ()

@@ -63,13 +63,13 @@ def format_gemms(gemms) -> str:
     return ";".join("x".join(str(d) for d in view) for view in gemms)
 
 
-def parse_gemms(text) -> list[tuple[int, int, int, int, int]]:
-    """The inverse of :func:`format_gemms` ('' or NaN: no product): (m, n, k, count, fast) each, fast 0
-    where the view does not say."""
+def parse_gemms(text) -> list[tuple[int, int, int, int, int, int, int]]:
+    """The inverse of :func:`format_gemms` ('' or NaN: no product): (m, n, k, count, fast, k_taps, n_taps)
+    each (formulas.gemm_views), 0 where the view does not say."""
     if not isinstance(text, str) or not text:
         return []
     views = [tuple(int(d) for d in view.split("x")) for view in text.split(";")]
-    return [view + (0,) * (5 - len(view)) for view in views]
+    return [view + (0,) * (7 - len(view)) for view in views]
 
 
 @dataclass

@@ -496,7 +496,9 @@ def count(func, args: tuple, kwargs: dict, out) -> tuple[FlopResult, str] | None
 # quantisation) and on its inner dimension (pipeline fill). Convolutions run as implicit GEMMs (cuDNN's
 # "implicit_gemm", "fprop/dgrad/wgrad" kernels). Each view is (m, n, k, count): count independent
 # m×k·k×n products (groups of a grouped convolution, the batch of a bmm); convolution views add a fifth
-# element, 1 where a fast algorithm (Winograd, FFT) applies.
+# element, 1 where a fast algorithm (Winograd, FFT) applies, and two more: the filter taps (kernel positions)
+# that k, resp. n, is made of (k = channels × taps for forward and data gradient, n = channels × taps for
+# the weight gradient), so that the time model can pad the channels of each tap (a 3-channel image stem).
 GemmView = tuple[int, ...]
 GEMM_VIEWS: dict[Any, Callable[..., tuple[GemmView, ...]]] = {}
 
@@ -545,7 +547,7 @@ def _conv_view(x, w, bias, stride=None, padding=None, dilation=None, transposed=
     kernel = numel(w[2:])
     cout = w[1] * g if transposed else w[0]
     fast = 0 if transposed else _fast_eligible(w, stride, dilation, g)
-    return ((x[0] * numel(out_shape[2:]), cout // g, x[1] // g * kernel, g, fast),)
+    return ((x[0] * numel(out_shape[2:]), cout // g, x[1] // g * kernel, g, fast, kernel, 0),)
 
 
 @register_gemm_view([aten.convolution_backward])
@@ -559,9 +561,9 @@ def _conv_backward_view(grad_out, x, w, bias_sizes, stride, padding, dilation, t
     fast = 0 if transposed else _fast_eligible(w, stride, dilation, g)
     views = []
     if output_mask[0]:
-        views.append((n * numel(x[2:]), cin // g, cout // g * kernel, g, fast))
+        views.append((n * numel(x[2:]), cin // g, cout // g * kernel, g, fast, kernel, 0))
     if output_mask[1]:
-        views.append((cout // g, cin // g * kernel, n * numel(grad_out[2:]), g, fast))
+        views.append((cout // g, cin // g * kernel, n * numel(grad_out[2:]), g, fast, 0, kernel))
     return tuple(views)
 
 

@@ -19,6 +19,8 @@ device work and host work:
   *epilogue* — a convolution with a bias adds it in a separate elementwise kernel (cuDNN path of
   ``aten::_convolution``): it reads and writes the output once more.
   *kernels* — no kernel takes less than ``kernel_seconds``.
+  *bf16 BatchNorm* (GPU, training) — PyTorch runs it in its own kernels, not cuDNN, at the time of the
+  same work on fp32 elements (``NATIVE_NORMALIZATION_OPS``).
   *cache* — an op whose bytes fit in half the last-level cache moves them at the cache's speed (the class's
   cache-resident efficiency, where the calibration measured one: a CPU's small activations).
   *page faults* (CPU) — a tensor of 32 MiB or more is freshly mapped at each allocation (glibc), so an op
@@ -57,6 +59,14 @@ LIBRARY_OPS = {"convolution", "_convolution", "convolution_backward", "mm", "add
 NO_KERNEL_OPS = {"empty", "empty_like", "empty_strided", "detach", "t", "view", "expand"}
 TRAINING_SENSITIVE = ("normalization", "pooling")  # kernels that differ between training and inference
 PATHS = ("fp32", "fp32_fast", "tf32", "fp16", "bf16")
+# BatchNorm on bf16 activations never runs cuDNN on a GPU: PyTorch's backend choice
+# (_select_batch_norm_backend, aten/src/ATen/native/Normalization.cpp) excludes bf16, while fp16 with fp32
+# weights (autocast) gets cuDNN. In training the native NCHW kernels (batch_norm_collect_statistics,
+# batch_norm_backward: a block per channel, one element per thread per step) take the time of the same
+# work on 4-byte elements: their time follows elements, not bytes. H100 sweep: ResNet-50 b256 training
+# 114.7 ms in bf16, 96.3 ms in fp16; where BN does not train (inference; VGG) the two match within 4%.
+NATIVE_NORMALIZATION_OPS = ("native_batch_norm", "native_batch_norm_backward")
+NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 
 
 @dataclass(frozen=True)
@@ -183,12 +193,36 @@ def _is_depthwise(views) -> bool:
     return any(view[3] > 1 and view[1] == 1 for view in views)
 
 
-def op_terms(row, precision: str, device, calibration: Calibration, sm_count: int) -> dict[str, Any]:
+# Tensor-core convolution kernels read each filter tap's channels in k-slices of 64 bytes (16 TF32, 32
+# FP16/BF16 elements) and pad a tap with fewer channels to a whole slice; the weight gradient pads them to
+# the 16-byte alignment only. Read from rooflow's H100 recordings: ResNet-50's 7×7 stem (3 channels) ran
+# cutlass "fprop_optimized_tf32_256x64_16x4" doing 80.56 GFLOP of tensor work for 15.11 GFLOP of
+# convolution (49 taps × 16 channels, not × 3), and its weight gradient 26.36 GFLOP (3 channels padded to 4,
+# then 196 columns to two 128-wide tiles). cuDNN's autotuner then takes FP32 FFMA kernels where those are
+# faster: VGG16's 3×3 stem (27 products per output, 144 padded) ran on FFMA with TF32 allowed.
+TENSOR_PATHS = {"tf32": 4, "fp16": 2, "bf16": 2}  # element bytes
+TAP_SLICE_BYTES = 64
+TAP_ALIGN_BYTES = 16
+
+
+def tensor_core_padding(n: int, k: int, k_taps: int, n_taps: int, element_bytes: int) -> tuple[int, int]:
+    """(n, k) of a convolution GEMM view as tensor-core kernels run it (module constants above)."""
+    if k_taps and k % k_taps == 0 and k // k_taps * element_bytes < TAP_SLICE_BYTES:
+        k = k_taps * (TAP_SLICE_BYTES // element_bytes)
+    if n_taps and n % n_taps == 0:
+        align = TAP_ALIGN_BYTES // element_bytes
+        n = n_taps * math.ceil(n // n_taps / align) * align
+    return n, k
+
+
+def op_terms(row, precision: str, device, calibration: Calibration, sm_count: int, mode: str = "inference"
+             ) -> dict[str, Any]:
     """The ideal work of ONE call of an ops-table row, before efficiencies: ``compute`` seconds per path
     (``{path: seconds}`` at the path's peak with the shape factor), ``bytes`` moved eagerly,
-    ``layout_bytes`` (tensor-core convolution transposes, per byte of the convolution: filled in by
-    :func:`device_op_seconds` from the calibration), ``epilogue_bytes`` (a separate bias add) and
-    ``kernels``."""
+    ``conv_bytes`` (a convolution's bytes: its layout transposes are a calibrated multiple of them, on a
+    tensor-core ``path``), ``epilogue_bytes`` (a separate bias add) and ``kernels``. Where tensor cores would
+    pad the shape, the kernels taken are those cuDNN's autotuner would take (``mode``: the layout
+    transposes' efficiency)."""
     calls = max(1, int(row["calls"]))  # the table's FLOPs and bytes are over all calls; GEMM views per call
     bytes_moved = (float(row["bytes_read"]) + float(row["bytes_written"])) / calls
     terms: dict[str, Any] = {"compute": {}, "bytes": bytes_moved, "conv_bytes": 0.0, "epilogue_bytes": 0.0,
@@ -202,12 +236,22 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
     if not peak:
         return terms
     if views and not _is_depthwise(views):
-        product_flops = 0.0
-        for m, n, k, count, fast in views:
+        product_flops, padded = 0.0, False
+        ffma: dict[str, float] = {}  # the same views with every padded one on FP32 FFMA instead
+        ffma_peak = device.compute_peak("fp32", True) or (device.compute_peak("fp32", False) or 0.0) * 0.8
+        for m, n, k, count, fast, k_taps, n_taps in views:
             view_path = "fp32_fast" if path == "fp32" and fast else path
-            efficiency = max(gemm_efficiency(m, n, k, count, sm_count, calibration), 1e-3)
-            terms["compute"][view_path] = terms["compute"].get(view_path, 0.0) + \
-                2.0 * m * n * k * count / (peak * efficiency)
+            run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
+                            if path in TENSOR_PATHS and count == 1 else (n, k))
+            efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration), 1e-3)
+            seconds = 2.0 * m * run_n * run_k * count / (peak * efficiency)
+            terms["compute"][view_path] = terms["compute"].get(view_path, 0.0) + seconds
+            if (run_n, run_k) != (n, k) and ffma_peak:
+                padded = True
+                unpadded = max(gemm_efficiency(m, n, k, count, sm_count, calibration), 1e-3)
+                ffma["fp32"] = ffma.get("fp32", 0.0) + 2.0 * m * n * k * count / (ffma_peak * unpadded)
+            else:
+                ffma[view_path] = ffma.get(view_path, 0.0) + seconds
             product_flops += 2.0 * m * n * k * count
         terms["kernels"] = float(len(views))
         if row["op"].startswith(("convolution", "_convolution")):
@@ -215,6 +259,8 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
             if float(row["flops"]) / calls > product_flops * 1.0000001 and row["phase"] == "forward":
                 terms["epilogue_bytes"] = 2.0 * float(row["bytes_written"]) / calls  # bias: read + write out
                 terms["kernels"] += 1.0
+        if padded:
+            _take_faster_kernels(terms, ffma, device, calibration, mode)
     elif not views:
         terms["compute"][path] = float(row["flops"]) / calls / peak
     else:  # depthwise (one channel per group): a few FLOPs per byte, bandwidth work in its own kernels
@@ -222,17 +268,44 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
     return terms
 
 
+def _bandwidth(device) -> float:
+    """Bytes per second the device's memory moves: measured, or 90% of the catalogue's."""
+    return device.bandwidth(True) or (device.bandwidth(False) or 1.0) * 0.9
+
+
+def _layout_seconds(terms: dict[str, Any], path: str, device, calibration: Calibration, mode: str) -> float:
+    """Seconds of the layout transposes around a tensor-core convolution on ``path`` (none for FFMA)."""
+    bandwidth = _bandwidth(device)
+    ratio = calibration.layout_bytes_per_byte.get(path, 0.0)
+    return ratio * terms["conv_bytes"] / (bandwidth * calibration.memory_efficiency_of("layout", mode))
+
+
+def _take_faster_kernels(terms: dict[str, Any], ffma: dict[str, float], device, calibration: Calibration,
+                         mode: str) -> None:
+    """cuDNN's autotuner: padded tensor-core kernels with their layout transposes, or FP32 FFMA kernels on
+    the unpadded shape (and NCHW as it is, when every view runs them), whichever is faster."""
+    def total(compute: dict[str, float], path: str) -> float:
+        return sum(seconds / calibration.matmul_efficiency_of(p) for p, seconds in compute.items()) + \
+            _layout_seconds(terms, path, device, calibration, mode)
+
+    ffma_path = "fp32" if set(ffma) == {"fp32"} else terms["path"]
+    if total(ffma, ffma_path) < total(terms["compute"], terms["path"]):
+        terms["compute"], terms["path"] = ffma, ffma_path
+
+
 def device_op_seconds(row, precision: str, mode: str, device, calibration: Calibration, sm_count: int
                       ) -> tuple[float, int, dict[str, float]]:
     """(seconds, kernels, seconds by part) of ONE call of an ops-table row on the device."""
-    terms = op_terms(row, precision, device, calibration, sm_count)
-    bandwidth = device.bandwidth(True) or (device.bandwidth(False) or 1.0) * 0.9
+    terms = op_terms(row, precision, device, calibration, sm_count, mode)
+    bandwidth = _bandwidth(device)
     memory_class = "depthwise" if terms.get("depthwise") else row["op_class"]
     cached = bool(calibration.cache_bytes) and terms["bytes"] <= calibration.cache_bytes / 2
     memory = terms["bytes"] / (bandwidth * calibration.memory_efficiency_of(memory_class, mode, cached))
+    if (calibration.kind == "cuda" and mode == "training" and row["compute_precision"] == "bf16"
+            and row["op"] in NATIVE_NORMALIZATION_OPS):
+        memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
-    layout_ratio = calibration.layout_bytes_per_byte.get(terms["path"], 0.0)
-    layout = layout_ratio * terms["conv_bytes"] / (bandwidth * calibration.memory_efficiency_of("layout", mode))
+    layout = _layout_seconds(terms, terms["path"], device, calibration, mode)
     epilogue = terms["epilogue_bytes"] / (bandwidth * calibration.memory_efficiency_of("elementwise", mode))
     kernels = terms["kernels"] + (2 if layout else 0)
     main = max(compute, memory, terms["kernels"] * calibration.kernel_seconds)
@@ -295,7 +368,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
             host_clock = max(host_clock, device_clock) + 3 * calibration.host_op_seconds
         optimizer = ops[ops["phase"] == "optimizer"]
         tensors = int(totals.get("param_tensors") or optimizer["layer"].nunique() or 1)
-        bandwidth = device.bandwidth(True) or (device.bandwidth(False) or 1.0) * 0.9
+        bandwidth = _bandwidth(device)
         optimizer_bytes = float((optimizer["bytes_read"] + optimizer["bytes_written"]).sum())
         foreach_calls = 4  # SGD(momentum, weight decay), foreach: d = g + wd·p; buf·m; buf + d; p − lr·buf
         launches = foreach_calls * max(1, math.ceil(tensors / 48))  # multi_tensor_apply chunks of tensors
