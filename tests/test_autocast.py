@@ -166,6 +166,26 @@ def test_h100_fixture_models_estimate_in_every_precision(model, precision, mode)
         assert est["unfused_bytes"] == reference["unfused_bytes"]
 
 
+@pytest.mark.parametrize("low", ["fp16", "bf16"])
+def test_weight_copies_live_until_the_autocast_region_ends(low):
+    """Autocast caches each weight's low-precision copy for its whole region. The emulation re-enters its
+    mode to redispatch calls that are not autocast's (torch.flatten in ResNet's forward); a re-entry must not
+    clear the cache. So at the end of an inference forward every conv/linear weight's 2-byte copy is still
+    live beside the fp32 weights: on the H100, ResNet-50 b1 bf16 inference held 215.7 MiB where its fp32
+    weights are 97.5 MiB (tests/data/real/h100-rooflow/h100-sweep-4-models.jsonl)."""
+    from rooflow.models import build_meta_model
+
+    result = estimate("resnet50", 1, low, "inference")
+    net = build_meta_model("resnet50")
+    matrices = [p for p in net.parameters() if p.dim() > 1]  # 53 convolution weights and the fc's
+    cast_elements = sum(p.numel() for p in matrices) + net.fc.bias.numel() + 3 * 224 * 224  # + bias, input
+    casts = result.ops[result.ops["op"] == "_to_copy"]
+    assert casts["calls"].sum() == len(matrices) + 2  # each weight cast once, the fc bias, the input batch
+    assert casts["bytes_written"].sum() == 2 * cast_elements
+    copies = 2 * (cast_elements - 3 * 224 * 224)
+    assert result.totals["peak_memory_breakdown"]["params"] == result.totals["weight_bytes"] + copies
+
+
 def test_banned_op_is_one_sentence():
     class Probabilities(torch.nn.Module):
         def forward(self, x):

@@ -277,8 +277,10 @@ def test_sweep_time_gpu_bound(sweep):
 
 
 def test_sweep_memory(sweep):
-    """Steady-state peak within ±15% for 69 of 80 runs; every miss but three is an FP32 run whose
-    autotuner picked FFT convolutions (VGG16, AlexNet), and those lie inside the predicted range."""
+    """Steady-state peak within ±15% for 69 of 80 runs; every miss but four is an FP32 run whose
+    autotuner picked FFT convolutions (VGG16, AlexNet), and those lie inside the predicted range. Of the
+    four, ResNet-18's three b1 inference runs held one 32 MiB library workspace where the model counts two
+    (ResNet-50 b1 held two): which library allocates one is not in the recordings."""
     assert _within(sweep["memory_ratio"], 0.15) >= 69
     misses = sweep[(sweep["memory_ratio"] - 1).abs() > 0.15]
     fft = misses[(misses["precision"] == "fp32") & misses["model"].isin(["vgg16", "alexnet"])]

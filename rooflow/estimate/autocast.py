@@ -141,9 +141,16 @@ class AutocastEmulation(TorchFunctionMode):
         self.recorder = recorder
         self._weight_casts: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._redispatching: list = []
+        self._depth = 0  # the mode re-enters itself to redispatch a call (__torch_function__)
+
+    def __enter__(self):
+        self._depth += 1
+        return super().__enter__()
 
     def __exit__(self, *exc):
-        self._weight_casts.clear()  # autocast clears its cast cache when its region ends
+        self._depth -= 1
+        if not self._depth:  # autocast clears its cast cache when its region ends, not at a nested re-entry
+            self._weight_casts.clear()
         return super().__exit__(*exc)
 
     def _cast(self, t: torch.Tensor, dtype: torch.dtype, cache: bool) -> torch.Tensor:
