@@ -38,11 +38,15 @@ def _shipped_model_names() -> tuple[str, ...] | None:
 
 
 def check_model_names(names: list[str], source: str = "config") -> None:
+    from rooflow.config_io import close_matches
+
     valid = classification_models()
     unknown = [name for name in names if name not in valid]
     if unknown:
+        closest = list(dict.fromkeys(match for name in unknown for match in close_matches(name, valid)))
+        hint = f" (closest: {', '.join(closest)})" if closest else ""
         raise RooflowError(
-            f"{source}: unknown model(s) {', '.join(unknown)}: use torchvision classification model names, "
+            f"{source}: unknown model(s) {', '.join(unknown)}{hint}: use torchvision classification model names, "
             f"one of {', '.join(valid)}"
         )
 

@@ -88,6 +88,7 @@ def test_unknown_model_is_one_clear_error(capsys):
     status, _, err = run(capsys, "resnet19", "alexnet")
     assert status == 2
     assert "resnet19" in err and "resnet18" in err  # the valid names are listed
+    assert "(closest: resnet18, " in err  # ... the nearest first
     assert "Traceback" not in err
 
 
