@@ -8,7 +8,8 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   ceiling microbenchmark may simply have reached less than the device can do).
 - **estimate above the roof** (where the point's FLOPs or bytes were measured): the estimate's FLOPs over
   the measured time exceed the roof — the counters may have missed work of a faster precision (TF32 tensor
-  cores under an "FP32" run) that keeps the measured point under its roof.
+  cores under an "FP32" run) that keeps the measured point under its roof. Where the FLOP reconciliation
+  explains why the counters saw fewer FLOPs (Winograd, FFT, tensor-core work not collected), that is the cause.
 - **measured/estimated FLOPs** outside ``summary.FLOPS_RATIO_BAND``: an error unless the reconciliation
   found the kernels that explain it (then a warning that shows the explanation).
 - **unexplained FLOP gap** (error): measured and estimated FLOPs differ by more than the reconciliation's
@@ -210,20 +211,26 @@ def summary_checks(summary: pd.DataFrame) -> list[dict[str, Any]]:
                             f"{measured_percent:.0f}% of the measured-roof attainable FLOP/s", "≤ 100%",
                             "the ceiling microbenchmark reached less than this run (too small a problem, "
                             "clocks throttled while it ran), or this run's FLOPs are over-counted"))
-        estimate_percent = estimate_percent_of_roof(run)
-        if estimate_percent is not None and estimate_percent > 100:
-            out.append(_row(run, "warning", "estimate above the roof",
-                            f"estimated FLOPs / measured time = {estimate_percent:.0f}% of the attainable FLOP/s",
-                            "≤ 100%",
-                            f"the step ran faster than the {run.get('precision')} roof allows for the estimated "
-                            "work: it ran at a faster precision than the roof assumes (cuDNN runs FP32 "
-                            "convolutions in TF32 on tensor cores by default on Ampere and newer), its time is "
-                            "under-measured (kernel time of one iteration without host gaps), or the estimate "
-                            "over-counts; the measured point may sit under its roof only because the counters "
-                            "missed that work"))
         ratio = run.get("flops_ratio")
         explanation = run.get("reconciliation")
         unexplained = isinstance(explanation, str) and explanation.startswith(UNEXPLAINED)
+        estimate_percent = estimate_percent_of_roof(run)
+        if estimate_percent is not None and estimate_percent > 100:
+            if _finite(ratio) and ratio < 1 and isinstance(explanation, str) and explanation.strip() \
+                    and not unexplained:
+                # the kernels' own evidence: fewer FLOPs done (Winograd, FFT) or work the counters cannot see
+                cause = (f"the counters saw {ratio:.2f}× the estimated FLOPs, and the FLOP reconciliation says "
+                         f"why: {explanation}")
+            else:
+                cause = (f"the step ran faster than the {run.get('precision')} roof allows for the estimated "
+                         "work: it ran at a faster precision than the roof assumes (cuDNN runs FP32 "
+                         "convolutions in TF32 on tensor cores by default on Ampere and newer), its time is "
+                         "under-measured (kernel time of one iteration without host gaps), or the estimate "
+                         "over-counts; the measured point may sit under its roof only because the counters "
+                         "missed that work")
+            out.append(_row(run, "warning", "estimate above the roof",
+                            f"estimated FLOPs / measured time = {estimate_percent:.0f}% of the attainable FLOP/s",
+                            "≤ 100%", cause))
         if _finite(ratio) and not low <= ratio <= high:
             explained = isinstance(explanation, str) and explanation.strip() and not unexplained
             out.append(_row(run, "warning" if explained else "error", "measured/estimated FLOPs",

@@ -185,7 +185,11 @@ def test_an_fp32_run_whose_estimate_sits_above_the_fp32_roof_is_flagged():
     checks, _ = build_checks(summary(run))
     row = checks[checks["check"] == "estimate above the roof"].iloc[0]
     assert row["severity"] == "warning" and row["value"].endswith("= 180% of the attainable FLOP/s")
-    assert "TF32" in row["likely_cause"]
+    assert row["likely_cause"] == ("the counters saw 0.02× the estimated FLOPs, and the FLOP reconciliation says "
+                                   "why: no tensor-core metric was collected")
+    # without a reconciliation the cause can only list what may be behind it
+    bare = build_checks(summary({**run, "reconciliation": None}))[0]
+    assert "TF32" in bare.loc[bare["check"] == "estimate above the roof", "likely_cause"].iloc[0]
     # the same run placed by the estimate itself: the plain above-the-roof check covers it, not this one
     plain = run_row(estimated_flops=734e9, estimated_fused_bytes=10e9, measured_seconds=0.02095,
                     peak_flops_per_second=19.5e12, bandwidth_bytes_per_second=1555e9,
