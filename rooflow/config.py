@@ -12,7 +12,7 @@ from typing import Any
 from rooflow.config_io import close_matches, load_schema, read_yaml, validate
 from rooflow.devices import MATMUL_ROOF, Device, estimate_only_error, load_devices
 from rooflow.errors import RooflowError
-from rooflow.models import classification_models
+from rooflow.models import classification_models, closest_models_hint
 
 # Where the catalogue has no peak for a precision's matmul roof, the GPU has no arithmetic of that format,
 # except TF32: a math mode of fp32 storage that GPUs without TF32 tensor cores (V100, T4, P100) ignore, so
@@ -61,11 +61,9 @@ def check_models(names: list[str], key: str, source: str = "config") -> None:
     valid = classification_models()
     for name in names:
         if name not in valid:
-            closest = close_matches(name, valid)
-            hint = f" (closest: {', '.join(closest)})" if closest else ""
             raise RooflowError(
-                f"{source}: key '{key}' names unknown model '{name}'{hint}: use a torchvision classification "
-                f"model name, one of {', '.join(valid)}")
+                f"{source}: key '{key}' names unknown model '{name}'{closest_models_hint([name])}: use a "
+                f"torchvision classification model name, one of {', '.join(valid)}")
 
 
 def check_device(key: str, devices: dict[str, Device], where: str, catalogue: str, source: str = "config") -> None:

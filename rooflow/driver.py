@@ -44,7 +44,6 @@ import sys
 import threading
 from typing import Any
 
-from rooflow import MODES, PRECISIONS
 from rooflow.errors import RooflowError
 
 log = logging.getLogger(__name__)
@@ -321,16 +320,10 @@ def profile_one_iteration(spec, subset: dict, ncu_mode: str = "exhaustive",
 
 def main(argv: list[str] | None = None) -> int:
     from rooflow.dataset import load_subset
-    from rooflow.timing import RunSpec
+    from rooflow.timing import RunSpec, add_run_arguments
 
     parser = argparse.ArgumentParser(prog="python -m rooflow.driver", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
-    parser.add_argument("--mode", choices=MODES, default="inference")
-    parser.add_argument("--device", default="cuda", help="a cuda device (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=10, help="untimed iterations first (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    add_run_arguments(parser, "cuda", "a cuda device (default: %(default)s)")
     parser.add_argument("--subset", required=True, help="subset .pt written by `rooflow subset`")
     parser.add_argument("--ncu-mode", choices=NCU_MODES, default="exhaustive",
                         help="distinct: profile the first call of each op signature; exhaustive: the whole step")

@@ -37,17 +37,22 @@ def _shipped_model_names() -> tuple[str, ...] | None:
     return tuple(listed["models"]) if listed.get("torchvision") == installed else None
 
 
-def check_model_names(names: list[str], source: str = "config") -> None:
+def closest_models_hint(names: list[str]) -> str:
+    """' (closest: a, b, …)' for unknown model names, nearest first; '' where nothing is close."""
     from rooflow.config_io import close_matches
 
     valid = classification_models()
+    closest = list(dict.fromkeys(match for name in names for match in close_matches(name, valid)))
+    return f" (closest: {', '.join(closest)})" if closest else ""
+
+
+def check_model_names(names: list[str], source: str = "config") -> None:
+    valid = classification_models()
     unknown = [name for name in names if name not in valid]
     if unknown:
-        closest = list(dict.fromkeys(match for name in unknown for match in close_matches(name, valid)))
-        hint = f" (closest: {', '.join(closest)})" if closest else ""
         raise RooflowError(
-            f"{source}: unknown model(s) {', '.join(unknown)}{hint}: use torchvision classification model names, "
-            f"one of {', '.join(valid)}"
+            f"{source}: unknown model(s) {', '.join(unknown)}{closest_models_hint(unknown)}: use torchvision "
+            f"classification model names, one of {', '.join(valid)}"
         )
 
 

@@ -546,19 +546,24 @@ def _cmd_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help: str) -> None:
+    """The arguments of one run (RunSpec) that `rooflow time` and the profiling driver share."""
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    parser.add_argument("--mode", choices=MODES, default="inference")
+    parser.add_argument("--device", default=device, help=device_help)
+    parser.add_argument("--warmup", type=int, default=10, help="untimed iterations first (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "time", help="measure latency of one model × batch × precision × mode",
         description="Warm up, then time iterations with CUDA events (GPU) or perf_counter_ns (CPU). "
                     "--one-iteration instead runs the single profiled iteration for ncu/nsys.")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
-    parser.add_argument("--mode", choices=MODES, default="inference")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
-    parser.add_argument("--warmup", type=int, default=10, help="untimed iterations (default: %(default)s)")
+    add_run_arguments(parser, "cpu", "cpu or cuda[:N]")
     parser.add_argument("--iterations", type=int, default=30, help="timed iterations (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of iterations at most while the spread exceeds 5%% (default: %(default)s)")
     parser.add_argument("--noise-budget", type=float, default=60.0,

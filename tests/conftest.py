@@ -1,4 +1,4 @@
-"""Shared fixtures: paths into the checkout, the venv's executables."""
+"""Shared fixtures: paths into the checkout, the venv's executables, the NVTX/CUDA-profiler stand-in."""
 
 from __future__ import annotations
 
@@ -53,3 +53,39 @@ def tiny_run(tmp_path_factory, snakemake_exe) -> Path:
     assert result.returncode == 0, f"tiny workflow run failed:\n{result.stderr[-4000:]}"
     print(f"\ntiny workflow run: {time.monotonic() - started:.0f} s in {workdir}")
     return workdir
+
+
+class Recorder:
+    """Stands in for NVTX and the CUDA profiler API: the open range stack, and whether profiling is on."""
+
+    def __init__(self):
+        self.stack: list[str] = []
+        self.profiling = False
+        self.starts = 0
+
+    def push(self, message):
+        self.stack.append(message)
+
+    def pop(self):
+        self.stack.pop()
+
+    def start(self):
+        assert not self.profiling, "cudaProfilerStart while profiling: ranges must not nest"
+        self.profiling, self.starts = True, self.starts + 1
+
+    def stop(self):
+        assert self.profiling
+        self.profiling = False
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    """NVTX ranges and cudaProfilerStart/Stop recorded instead of sent to a GPU (the profiling driver's tests)."""
+    import torch
+
+    recorder = Recorder()
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", recorder.push)
+    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", recorder.pop)
+    monkeypatch.setattr(torch.cuda.profiler, "start", recorder.start)
+    monkeypatch.setattr(torch.cuda.profiler, "stop", recorder.stop)
+    return recorder

@@ -23,7 +23,7 @@ import re
 import pandas as pd
 import pytest
 from conftest import ROOT
-from test_driver import Recorder, Spy, run_step, tiny_runner  # noqa: F401 - recorder fixture below
+from test_driver import Spy, run_step, tiny_runner
 
 from rooflow.errors import ParseError
 from rooflow.profilers.distinct import apply_plan, expand, format_stack, load_plan, parse_stack, totals_of
@@ -355,15 +355,3 @@ def test_a_foreign_plan_file_is_one_clear_error(tmp_path):
     path.write_text('{"signatures": []}')
     with pytest.raises(ParseError, match="not a rooflow ncu plan"):
         load_plan(path)
-
-
-@pytest.fixture
-def recorder(monkeypatch):
-    import torch
-
-    recorder = Recorder()
-    monkeypatch.setattr(torch.cuda.nvtx, "range_push", recorder.push)
-    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", recorder.pop)
-    monkeypatch.setattr(torch.cuda.profiler, "start", recorder.start)
-    monkeypatch.setattr(torch.cuda.profiler, "stop", recorder.stop)
-    return recorder

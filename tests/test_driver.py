@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import Recorder
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -67,29 +68,6 @@ def tiny_runner(mode: str) -> Runner:
     return runner
 
 
-class Recorder:
-    """Stands in for NVTX and the CUDA profiler API: the open range stack, and whether profiling is on."""
-
-    def __init__(self):
-        self.stack: list[str] = []
-        self.profiling = False
-        self.starts = 0
-
-    def push(self, message):
-        self.stack.append(message)
-
-    def pop(self):
-        self.stack.pop()
-
-    def start(self):
-        assert not self.profiling, "cudaProfilerStart while profiling: ranges must not nest"
-        self.profiling, self.starts = True, self.starts + 1
-
-    def stop(self):
-        assert self.profiling
-        self.profiling = False
-
-
 class Spy(TorchDispatchMode):
     """Sees every aten op after the driver's own mode: (op, NVTX stack, profiling on)."""
 
@@ -101,16 +79,6 @@ class Spy(TorchDispatchMode):
         self.calls.append((str(func), list(self.recorder.stack), self.recorder.profiling))
         self.signatures.append(driver.op_signature(func, args, kwargs or {}))
         return func(*args, **(kwargs or {}))
-
-
-@pytest.fixture
-def recorder(monkeypatch):
-    recorder = Recorder()
-    monkeypatch.setattr(torch.cuda.nvtx, "range_push", recorder.push)
-    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", recorder.pop)
-    monkeypatch.setattr(torch.cuda.profiler, "start", recorder.start)
-    monkeypatch.setattr(torch.cuda.profiler, "stop", recorder.stop)
-    return recorder
 
 
 def run_step(runner: Runner, recorder: Recorder, ncu_mode: str, spy: Spy | None = None):
