@@ -231,14 +231,14 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
         return terms
     path = _path(row["compute_precision"], precision)
     terms["path"] = path
-    peak = device.compute_peak(path, True) or (device.compute_peak(path, False) or 0.0) * 0.8
+    peak = _peak(device, path)
     views = parse_gemms(row.get("gemms"))
     if not peak:
         return terms
     if views and not _is_depthwise(views):
         product_flops, padded = 0.0, False
         ffma: dict[str, float] = {}  # the same views with every padded one on FP32 FFMA instead
-        ffma_peak = device.compute_peak("fp32", True) or (device.compute_peak("fp32", False) or 0.0) * 0.8
+        ffma_peak = _peak(device, "fp32")
         for m, n, k, count, fast, k_taps, n_taps in views:
             view_path = "fp32_fast" if path == "fp32" and fast else path
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
@@ -266,6 +266,11 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
     else:  # depthwise (one channel per group): a few FLOPs per byte, bandwidth work in its own kernels
         terms["depthwise"] = True
     return terms
+
+
+def _peak(device, path: str) -> float:
+    """FLOP/s of a compute path: measured, or 80% of the catalogue's (0: the device lacks it)."""
+    return device.compute_peak(path, True) or (device.compute_peak(path, False) or 0.0) * 0.8
 
 
 def _bandwidth(device) -> float:
