@@ -13,7 +13,7 @@ os.environ.update(
 )
 
 from rooflow.config import validate_config, experiment_matrix
-from rooflow.devices import load_devices
+from rooflow.hardware.devices import load_devices
 from rooflow.errors import RooflowError
 
 try:

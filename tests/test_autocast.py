@@ -173,7 +173,7 @@ def test_weight_copies_live_until_the_autocast_region_ends(low):
     clear the cache. So at the end of an inference forward every conv/linear weight's 2-byte copy is still
     live beside the fp32 weights: on the H100, ResNet-50 b1 bf16 inference held 215.7 MiB where its fp32
     weights are 97.5 MiB (tests/data/real/h100-rooflow/h100-sweep-4-models.jsonl)."""
-    from rooflow.models import build_meta_model
+    from rooflow.workload.models import build_meta_model
 
     result = estimate("resnet50", 1, low, "inference")
     net = build_meta_model("resnet50")

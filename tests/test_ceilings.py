@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 import torch
 
-from rooflow import ceilings, cli
-from rooflow.ceilings import (
+from rooflow import cli
+from rooflow.ceilings import measure as ceilings
+from rooflow.ceilings.measure import (
     ConvShape,
     CpuClock,
     Plan,
@@ -573,11 +574,11 @@ def test_ceilings_command_rejects_an_unknown_device(capsys):
     assert "a100-sxm4-40gb" in capsys.readouterr().err
 
 
-# --- the inverted-cache-roof check (rooflow.checks) ----------------------------------------------------
+# --- the inverted-cache-roof check (rooflow.report.checks) ----------------------------------------------------
 
 def test_the_h100_l2_roof_below_hbm_is_an_error_row_of_the_checks(tmp_path, capsys):
-    from rooflow.checks import build_checks, ceilings_checks, check_files, flagged_runs
-    from rooflow.devices import default_catalogue_path
+    from rooflow.hardware.devices import default_catalogue_path
+    from rooflow.report.checks import build_checks, ceilings_checks, check_files, flagged_runs
 
     result = json.loads((REAL / "ceilings-h100.json").read_text())
     rows = ceilings_checks({"h100-sxm5-80gb": result})
@@ -607,7 +608,7 @@ def test_the_h100_l2_roof_below_hbm_is_an_error_row_of_the_checks(tmp_path, caps
 
 
 def test_a_valid_cache_roof_gives_no_check_row_and_a_datasheet_floor_is_used_where_given():
-    from rooflow.checks import ceilings_checks
+    from rooflow.report.checks import ceilings_checks
 
     valid = {"dram_bytes_per_second": 3.0e12, "l2_bytes_per_second": 7.5e12}
     assert ceilings_checks({"gpu": valid}) == []

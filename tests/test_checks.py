@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from rooflow.checks import (
+from rooflow.io import write_csv, write_json
+from rooflow.report.checks import (
     CHECK_COLUMNS,
     FB_LATENCY_FACTOR,
     build_checks,
@@ -17,9 +18,8 @@ from rooflow.checks import (
     implied_backward_forward_ratio,
     severity_of,
 )
-from rooflow.io import write_csv, write_json
-from rooflow.summary import COLUMNS
-from rooflow.tables import checks_overview
+from rooflow.report.summary import COLUMNS
+from rooflow.report.tables import checks_overview
 
 
 def run_row(**values) -> dict:

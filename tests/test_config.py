@@ -16,8 +16,8 @@ import yaml
 
 from rooflow.config import experiment_matrix, lacking_precision, load_config, validate_config
 from rooflow.config_io import load_schema, validate
-from rooflow.devices import load_devices
 from rooflow.errors import RooflowError
+from rooflow.hardware.devices import load_devices
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -250,7 +250,7 @@ def test_no_shell_anywhere_in_the_code():
                 assert node.args and not isinstance(node.args[0], (ast.Constant, ast.JoinedStr)), where
                 assert not any(k.arg == "shell" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
                                for k in node.keywords), where
-    assert any(s.startswith("rooflow/profile_run.py") for s in starts), starts  # the audit sees the one that exists
+    assert any(s.startswith("rooflow/measure/launch.py") for s in starts), starts  # the audit sees the one that exists
 
 
 def test_rules_run_scripts_not_shell_commands():
@@ -269,8 +269,8 @@ def test_rules_run_scripts_not_shell_commands():
 def test_a_hostile_name_past_the_schema_stays_one_harmless_argument(tmp_path):
     """Were the schema bypassed, a model name with shell syntax would still reach the profiler driver as ONE
     argv element and do nothing: the driver rejects it as an unknown model, and the command in it never runs."""
-    from rooflow.dataset import SubsetSpec, build_subset
-    from rooflow.profile_run import driver_argv
+    from rooflow.measure.launch import driver_argv
+    from rooflow.workload.dataset import SubsetSpec, build_subset
 
     marker = tmp_path / "pwned"
     hostile = f"resnet18; touch {marker}"

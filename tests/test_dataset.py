@@ -5,8 +5,8 @@ import pytest
 import torch
 from PIL import Image
 
-from rooflow.dataset import SubsetSpec, build_subset, load_subset, make_batch
 from rooflow.errors import RooflowError
+from rooflow.workload.dataset import SubsetSpec, build_subset, load_subset, make_batch
 
 
 def _build(tmp_path, spec, name="a"):

@@ -9,7 +9,8 @@ import yaml
 
 from rooflow import cli
 from rooflow.config import validate_config
-from rooflow.devices import (
+from rooflow.errors import RooflowError
+from rooflow.hardware.devices import (
     COMPUTE_ROOFS,
     Device,
     Roof,
@@ -18,7 +19,6 @@ from rooflow.devices import (
     load_device,
     load_devices,
 )
-from rooflow.errors import RooflowError
 
 TERA = 1e12
 GIGA = 1e9

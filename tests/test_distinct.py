@@ -4,7 +4,7 @@ per-kernel recordings, and the plan/expansion bookkeeping end to end on the CPU.
 - ncu's launch configuration (kernel name, grid, block: ``--filter-mode per-launch-config``) is NOT a valid
   key: the same kernel with the same grid does other work when a GEMM's K differs, and the reduced totals
   miss the exhaustive ones by up to 35% (FLOPs) and 9.7% (DRAM) — on every recording by more than 1%.
-- The aten op signature (rooflow.driver.op_signature) is: on the ResNet-18 training recording with NVTX
+- The aten op signature (rooflow.measure.driver.op_signature) is: on the ResNet-18 training recording with NVTX
   ranges, grouping the recorded op calls by their signature (built from the model's module shapes) and
   weighting the first call's kernels by the number of calls reproduces FLOPs exactly and DRAM/L2 bytes
   within 0.04%, and every call of a signature launched the same kernels.
@@ -100,7 +100,7 @@ def module_shapes(model_name: str, batch: int) -> dict[str, tuple]:
     """Per module (first call): type, configuration, input and output shape — on the meta device."""
     import torch
 
-    from rooflow.models import build_model, parameters_on_meta
+    from rooflow.workload.models import build_model, parameters_on_meta
 
     with parameters_on_meta():
         model = build_model(model_name)

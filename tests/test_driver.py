@@ -17,8 +17,8 @@ from conftest import Recorder
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from rooflow import driver
-from rooflow.timing import Runner
+from rooflow.measure import driver
+from rooflow.measure.timing import Runner
 
 
 class Block(nn.Module):
@@ -48,7 +48,7 @@ class Tiny(nn.Module):
 
 
 def tiny_runner(mode: str) -> Runner:
-    """A Runner (rooflow.timing) around the tiny model: Runner.step is exactly what the driver runs."""
+    """A Runner (rooflow.measure.timing) around the tiny model: Runner.step is exactly what the driver runs."""
     torch.manual_seed(0)
     runner = Runner.__new__(Runner)
     runner.spec = SimpleNamespace(mode=mode, precision="fp32")
@@ -194,6 +194,6 @@ def test_unknown_mode_is_one_clear_error():
 
 
 def test_the_old_name_still_runs_the_driver():
-    from rooflow import timing
+    from rooflow.measure import timing
 
-    assert "rooflow.driver" in timing.profile_one_iteration.__doc__
+    assert "rooflow.measure.driver" in timing.profile_one_iteration.__doc__

@@ -220,7 +220,7 @@ def test_autocast_layer_norm_stays_fp32():
 def test_published_gmacs_core_models(name):
     """torchvision's weights.meta['_ops'] are GMACs at batch 1 and the model's own input size (the full
     zoo: tests/test_estimate_zoo.py). Agreement here is a consistency check, not validation (DESIGN.md)."""
-    from rooflow.models import weights_meta
+    from rooflow.workload.models import weights_meta
 
     t = estimate(name, 1).totals
     assert t["forward_matmul_flops"] / 2 == pytest.approx(weights_meta(name)["_ops"] * 1e9, rel=0.01)

@@ -19,7 +19,7 @@ import pytest
 
 from rooflow.errors import RooflowError
 from rooflow.estimate import estimate
-from rooflow.models import classification_models, weights_meta
+from rooflow.workload.models import classification_models, weights_meta
 
 pytestmark = pytest.mark.slow
 

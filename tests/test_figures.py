@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from test_plots import gpu
 
-from rooflow.checks import build_checks, flagged_runs
-from rooflow.figures import (
+from rooflow.report.checks import build_checks, flagged_runs
+from rooflow.report.figures import (
     axis_scale,
     correlation_figure,
     estimated_time_by_layer_type,
@@ -20,7 +20,7 @@ from rooflow.figures import (
     throughput_figure,
     time_by_layer_figure,
 )
-from rooflow.summary import COLUMNS
+from rooflow.report.summary import COLUMNS
 
 # model: (GFLOP per image forward, parameters, CPU seconds per image, GPU seconds per image)
 MODELS = {

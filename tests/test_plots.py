@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rooflow.checks import build_checks, flagged_runs
-from rooflow.devices import Device
-from rooflow.plots import (
+from rooflow.hardware.devices import Device
+from rooflow.report.checks import build_checks, flagged_runs
+from rooflow.report.plots import (
     compute_roofs_to_draw,
     flops_figure,
     params_figure,
@@ -22,7 +22,7 @@ from rooflow.plots import (
     roofline_figure,
     theoretical_roofs,
 )
-from rooflow.summary import COLUMNS
+from rooflow.report.summary import COLUMNS
 
 PEAK_FP32, PEAK_TF32, PEAK_FP16 = 20e12, 150e12, 300e12
 DRAM, L2 = 2e12, 6e12
@@ -197,7 +197,7 @@ REAL = Path(__file__).parent / "data" / "real" / "h100-rooflow"
 def h100_rooflow_inputs():
     """The real H100 tf32 summary, its cache-level totals from the recorded ncu files, and the H100 with its
     real measured ceilings (whose L2 roof, under HBM, is a failed measurement)."""
-    from rooflow.devices import default_catalogue_path, load_device
+    from rooflow.hardware.devices import default_catalogue_path, load_device
     from rooflow.profilers.ncu import aggregate_ncu
 
     summary = pd.read_csv(REAL / "summary-tf32.csv")

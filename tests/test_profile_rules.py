@@ -65,7 +65,7 @@ def test_ncu_rule_in_exhaustive_mode_builds_the_command_and_aggregates(tmp_path,
     argv = argv_file.read_text().split("\n")
     for flag in ("--profile-from-start", "off", "--target-processes", "all", "--nvtx", "--csv"):
         assert flag in argv
-    assert argv[argv.index("-m") + 1] == "rooflow.driver" and argv[argv.index("--ncu-mode") + 1] == "exhaustive"
+    assert argv[argv.index("-m") + 1] == "rooflow.measure.driver" and argv[argv.index("--ncu-mode") + 1] == "exhaustive"
     assert argv[argv.index("--plan") + 1].startswith(str(workdir / "results/profile/a100-sxm4-40gb/resnet18"))
     metrics = argv[argv.index("--metrics") + 1].split(",")
     # an A100 (sm_80), fp32: CUDA-core FLOPs, the TF32 tensor path only (TF32 is off: the detector of FP32

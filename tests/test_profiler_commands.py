@@ -15,7 +15,7 @@ from conftest import ROOT
 
 from rooflow.cli import main
 from rooflow.errors import ParseError, RooflowError
-from rooflow.profile_run import driver_argv, require_nsys_report
+from rooflow.measure.launch import driver_argv, require_nsys_report
 from rooflow.profilers.commands import check_profiler_log, ncu_command, nsys_commands, nsys_stats_outputs
 from rooflow.profilers.metrics import (
     metrics_for_architecture,
@@ -51,7 +51,7 @@ def test_ncu_command():
 def test_driver_argv_runs_the_driver_module_with_the_ncu_mode_and_plan():
     argv = driver_argv("resnet50", 64, "tf32", "training", "results/dataset/subset.pt", 10, 8,
                        ncu_mode="distinct", plan="results/profile/h100/ncu_plan.json")
-    assert argv[1:3] == ["-m", "rooflow.driver"]
+    assert argv[1:3] == ["-m", "rooflow.measure.driver"]
     assert argv[argv.index("--ncu-mode") + 1] == "distinct"
     assert argv[argv.index("--plan") + 1] == "results/profile/h100/ncu_plan.json"
     assert argv[argv.index("--threads") + 1] == "8" and argv[argv.index("--warmup") + 1] == "10"

@@ -11,13 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rooflow.checks import build_checks
-from rooflow.devices import load_devices
 from rooflow.estimate import estimate as rooflow_estimate
+from rooflow.hardware.devices import load_devices
 from rooflow.io import read_json
 from rooflow.profilers.ncu import aggregate_ncu
 from rooflow.profilers.reconcile import reconcile
-from rooflow.summary import COLUMNS, build_row
+from rooflow.report.checks import build_checks
+from rooflow.report.summary import COLUMNS, build_row
 
 REAL = Path(__file__).parent / "data" / "real" / "anoushka21-cloudml" / "proj1"
 

@@ -5,7 +5,7 @@ or C++ templates survive the report's tables as text.
 The profiler here is a STAND-IN (no GPU or Nsight on these machines): a Python script that behaves like
 ncu -- writes a large CSV into --log-file, starts a child of its own (ncu's target application) and runs
 for ten minutes -- optionally ignoring SIGTERM. What is tested is rooflow's side: rooflow.io and
-rooflow.profile_run.run_tool, run as a real job process that receives real signals."""
+rooflow.measure.launch.run_tool, run as a real job process that receives real signals."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ JOB = textwrap.dedent('''\
     import sys
     from rooflow.io import atomic_path
     from rooflow.logs import step_logging
-    from rooflow.profile_run import run_tool
+    from rooflow.measure.launch import run_tool
 
     out, log, fake, pids, mode = sys.argv[1:6]
     with step_logging(log, "profile_ncu"):
@@ -175,7 +175,7 @@ def test_a_sigkilled_job_takes_its_profiler_along_and_its_temporary_is_removed_l
 
 def test_run_tool_without_signals_reports_the_exit_status(tmp_path):
     from rooflow.errors import RooflowError
-    from rooflow.profile_run import run_tool
+    from rooflow.measure.launch import run_tool
 
     log = tmp_path / "tool.log"
     run_tool([sys.executable, "-c", "print('fine')"], log, "tool")
@@ -225,7 +225,7 @@ HOSTILE_NAMES = [
 
 
 def test_kernel_and_model_names_are_text_in_every_table():
-    from rooflow.tables import html_table
+    from rooflow.report.tables import html_table
 
     frame = pd.DataFrame({"kernel <name>": HOSTILE_NAMES, "model": ["resnet18<b>"] * len(HOSTILE_NAMES),
                           "seconds": [1.5e-3] * len(HOSTILE_NAMES)})
@@ -247,7 +247,7 @@ def test_kernel_and_model_names_are_text_in_every_table():
 
 
 def test_checks_overview_escapes_names_and_causes():
-    from rooflow.tables import checks_overview
+    from rooflow.report.tables import checks_overview
 
     checks = pd.DataFrame([{"run": "cpu <script>x</script> b1 fp32 training", "severity": "warning",
                             "check": "noisy <b>", "value": "spread 9% <10%>", "expected": "≤ 5% & quiet",
@@ -262,7 +262,7 @@ def test_checks_overview_escapes_names_and_causes():
 
 def test_layer_table_from_a_real_nvtx_recording_keeps_kernel_names_as_text():
     """Real C++ kernel names from rooflow's own H100 recording, through the report's table writer."""
-    from rooflow.tables import html_table
+    from rooflow.report.tables import html_table
 
     recorded = pd.read_csv(ROOT / "tests/data/real/h100-rooflow/resnet18-b16-fp32-training-ncu-nvtx.csv.gz",
                            skiprows=2, usecols=["Kernel Name"], nrows=4000)  # two ==PROF== lines first

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from rooflow.roofline import (
+from rooflow.hardware.roofs import (
     attainable_flops_per_second,
     bound,
     intensity_range,

@@ -5,8 +5,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rooflow.devices import Device
-from rooflow.summary import build_row, build_summary
+from rooflow.hardware.devices import Device
+from rooflow.report.summary import build_row, build_summary
 
 GPU = Device(key="gpu", kind="cuda", name="Test GPU", architecture="sm_80",
              peak_flops_per_second={"fp32": 10e12, "tf32": 100e12}, dram_bytes_per_second=1e12)
@@ -91,11 +91,11 @@ def test_build_summary_joins_estimates_to_every_device_that_measured_them():
 def test_a_run_that_cannot_fit_is_a_result_row_with_the_verdict():
     """The workflow's record_unfit row (rooflow.estimate.predict.unfit_record): status does-not-fit, the
     prediction's verdict as a 'result' check, no time, no roofline point."""
-    from rooflow.checks import build_checks
-    from rooflow.devices import load_devices
     from rooflow.estimate import estimate
     from rooflow.estimate.predict import unfit_record
-    from rooflow.summary import build_summary
+    from rooflow.hardware.devices import load_devices
+    from rooflow.report.checks import build_checks
+    from rooflow.report.summary import build_summary
 
     devices = load_devices(Path(__file__).parent.parent / "config" / "devices.yaml")
     totals = estimate("vgg16", 256, "fp32", "training").totals

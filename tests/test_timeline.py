@@ -12,14 +12,9 @@ import pandas as pd
 import pytest
 import torch
 
-from rooflow.checks import build_checks
-from rooflow.dataset import SubsetSpec, build_subset, load_subset
 from rooflow.errors import ParseError
 from rooflow.io import read_json
-from rooflow.profilers.kernels import short_kernel_name
-from rooflow.profilers.ncu import aggregate_ncu
-from rooflow.summary import COLUMNS, _evidence_columns
-from rooflow.timeline import (
+from rooflow.measure.timeline import (
     TIMELINE_COLUMNS,
     _PhaseRanges,
     compare_kernels,
@@ -27,7 +22,12 @@ from rooflow.timeline import (
     read_timeline,
     seconds_by_class,
 )
-from rooflow.timing import RunSpec, measure
+from rooflow.measure.timing import RunSpec, measure
+from rooflow.profilers.kernels import short_kernel_name
+from rooflow.profilers.ncu import aggregate_ncu
+from rooflow.report.checks import build_checks
+from rooflow.report.summary import COLUMNS, _evidence_columns
+from rooflow.workload.dataset import SubsetSpec, build_subset, load_subset
 
 H100 = Path(__file__).parent / "data" / "real" / "h100-rooflow"
 
@@ -225,7 +225,7 @@ def test_other_kernels_differing_are_a_warning_and_the_same_kernels_pass():
 
 def test_the_timeline_feeds_the_time_by_kernel_class_figure(tmp_path):
     """Without nsys, the timed iteration's kernels give the measured panel of the time-by-class figure."""
-    from rooflow.figures import time_by_layer_figure
+    from rooflow.report.figures import time_by_layer_figure
 
     by_class = seconds_by_class(trace("resnet50-b64-tf32-training"))
     path = tmp_path / "time.svg"

@@ -1,4 +1,4 @@
-"""The time and memory model (rooflow.estimate.timemodel, rooflow.estimate.predict, rooflow.calibration).
+"""The time and memory model (rooflow.estimate.timemodel, rooflow.estimate.predict, rooflow.estimate.calibration).
 
 Closed forms on constructed ops tables, and the model against rooflow's own H100 sweep
 (tests/data/real/h100-rooflow/h100-sweep-4-models.jsonl: 80 measured steps). The sweep is NOT what the
@@ -17,9 +17,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rooflow.calibration import derive_from_recordings, for_device, load_recordings, shipped_calibration
-from rooflow.devices import load_device, load_devices
 from rooflow.estimate import estimate
+from rooflow.estimate.calibration import (
+    derive_from_recordings,
+    for_device,
+    load_recordings,
+    shipped_calibration,
+)
 from rooflow.estimate.core import parse_gemms
 from rooflow.estimate.predict import predict_memory
 from rooflow.estimate.timemodel import (
@@ -30,6 +34,7 @@ from rooflow.estimate.timemodel import (
     predict_step,
     tensor_core_padding,
 )
+from rooflow.hardware.devices import load_device, load_devices
 
 H100 = Path(__file__).parent / "data" / "real" / "h100-rooflow"
 CATALOGUE = Path(__file__).parent.parent / "config" / "devices.yaml"
@@ -292,7 +297,7 @@ def test_sweep_memory(sweep):
 def test_cpu_calibration_microbenchmarks_run_here():
     """`rooflow ceilings --calibrate` on this CPU: host costs from a loop of tiny ops, efficiencies from
     microbenchmarks the estimator also counts (no timing asserted: this machine is shared)."""
-    from rooflow.calibration import measure_calibration
+    from rooflow.estimate.calibration import measure_calibration
 
     cpu = load_device(CATALOGUE, "cpu")
     cpu.with_measured({"peak_flops_per_second": {"fp32": 1e11}, "dram_bytes_per_second": 1e10})

@@ -3,10 +3,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rooflow import timing
-from rooflow.dataset import SubsetSpec, build_subset, load_subset
 from rooflow.errors import RooflowError
-from rooflow.timing import RunSpec, is_out_of_memory, measure, summarize_seconds
+from rooflow.measure import timing
+from rooflow.measure.timing import RunSpec, is_out_of_memory, measure, summarize_seconds
+from rooflow.workload.dataset import SubsetSpec, build_subset, load_subset
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -160,7 +160,7 @@ def test_one_round_never_repeats():
 
 
 def test_noise_threshold_is_the_reports():
-    from rooflow.summary import NOISY_SPREAD
+    from rooflow.report.summary import NOISY_SPREAD
 
     assert timing.NOISY_SPREAD == NOISY_SPREAD
 
@@ -273,7 +273,7 @@ class StandInNVML:
 
 
 def monitor_over(samples, **kwargs):
-    from rooflow.environment import GpuMonitor
+    from rooflow.hardware.environment import GpuMonitor
 
     nvml = StandInNVML(samples)
     with GpuMonitor(uuid="GPU-1234", nvml=nvml, min_interval_seconds=0, **kwargs) as monitor:
@@ -290,7 +290,7 @@ def test_a_gpu_at_full_clock_is_not_throttled():
 
 
 def test_power_cap_and_thermal_slowdown_are_flagged_with_the_reading():
-    from rooflow.environment import throttle_reading
+    from rooflow.hardware.environment import throttle_reading
 
     summary = monitor_over([(0x0, 1980, 70, 650_000), (0x4, 1755, 81, 699_000), (0x4 | 0x20, 1410, 87, 700_000),
                             (0x0, 1980, 84, 640_000)])
@@ -304,7 +304,7 @@ def test_power_cap_and_thermal_slowdown_are_flagged_with_the_reading():
 
 
 def test_sampling_is_rate_limited():
-    from rooflow.environment import GpuMonitor
+    from rooflow.hardware.environment import GpuMonitor
 
     ticks = iter([0.0, 0.001, 0.002, 0.05, 0.051])
     nvml = StandInNVML([(0x0, 1980, 60, 1000)] * 5)
@@ -315,7 +315,7 @@ def test_sampling_is_rate_limited():
 
 
 def test_no_nvml_means_unknown_not_unthrottled():
-    from rooflow.environment import GpuMonitor
+    from rooflow.hardware.environment import GpuMonitor
 
     class Broken(StandInNVML):
         def nvmlInit(self):
@@ -330,9 +330,9 @@ def test_no_nvml_means_unknown_not_unthrottled():
 def test_a_throttled_timing_is_flagged_in_summary_and_checks():
     """A timing record as measure() writes it for a throttled GPU run reaches the summary's `throttle`
     column and the report's checks with the reading."""
-    from rooflow.checks import summary_checks
-    from rooflow.devices import load_devices
-    from rooflow.summary import build_row
+    from rooflow.hardware.devices import load_devices
+    from rooflow.report.checks import summary_checks
+    from rooflow.report.summary import build_row
 
     device = load_devices(ROOT / "config" / "devices.yaml")["h100-sxm5-80gb"]
     gpu = monitor_over([(0x4, 1500, 83, 699_000), (0x0, 1980, 80, 650_000)])
@@ -354,9 +354,9 @@ def test_a_throttled_timing_is_flagged_in_summary_and_checks():
 def test_an_oom_timing_reaches_the_summary_with_its_numbers():
     import pandas as pd
 
-    from rooflow.checks import summary_checks
-    from rooflow.devices import load_devices
-    from rooflow.summary import build_row
+    from rooflow.hardware.devices import load_devices
+    from rooflow.report.checks import summary_checks
+    from rooflow.report.summary import build_row
 
     device = load_devices(ROOT / "config" / "devices.yaml")["t4"]
     error = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.06 GiB. GPU 0 has a total capacity of "

@@ -10,8 +10,8 @@ from importlib import metadata
 import pytest
 from conftest import ROOT
 
-from rooflow import models
 from rooflow.config_io import load_schema
+from rooflow.workload import models
 
 
 def test_the_shipped_model_names_are_torchvisions_own():

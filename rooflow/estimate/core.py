@@ -357,8 +357,8 @@ def estimate(model: str, batch: int, precision: str = "fp32", mode: str = "infer
              input_size: int | None = None) -> Estimate:
     """Count FLOPs, bytes and peak memory of one step of a torchvision model on the meta device."""
     from rooflow.errors import RooflowError
-    from rooflow.models import build_meta_model, check_model_names
-    from rooflow.models import input_size as default_input_size
+    from rooflow.workload.models import build_meta_model, check_model_names
+    from rooflow.workload.models import input_size as default_input_size
 
     check_model_names([model], "estimate")
     if precision not in PRECISIONS:

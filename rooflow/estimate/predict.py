@@ -53,7 +53,7 @@ def op_times(ops: pd.DataFrame, device, precision: str, measured: bool = False,
 
 def predict_seconds(ops: pd.DataFrame, device, precision: str, measured: bool = False,
                     bytes_model: str = "unfused") -> dict[str, Any]:
-    """Predicted seconds of the step whose ops are ``ops`` on ``device`` (a rooflow.devices.Device), with
+    """Predicted seconds of the step whose ops are ``ops`` on ``device`` (a rooflow.hardware.devices.Device), with
     the datasheet roofs or (``measured=True``) the measured ones. All values None when the device has no
     such roof (a CPU without measured ceilings). ``precision`` is the run's precision; each op's roof
     comes from its own ``compute_precision`` column."""

@@ -1,6 +1,6 @@
 """A distinct-mode ncu profile (``profiling.ncu.mode: distinct``) back to one row per kernel launch of the step.
 
-In distinct mode the driver (:mod:`rooflow.driver`) profiles only the FIRST call of each aten op signature
+In distinct mode the driver (:mod:`rooflow.measure.driver`) profiles only the FIRST call of each aten op signature
 (inside an NVTX range ``rooflow:sig:<k>``) and writes a plan: per signature, every call of the step with its
 phase and layer. :func:`expand` gives each profiled kernel one row per call of its signature — the table an
 exhaustive profile would have given, if every call of a signature launches the kernels of its first call
@@ -28,7 +28,7 @@ from rooflow.errors import ParseError
 from rooflow.io import read_json
 from rooflow.profilers.ncu import TOTAL_KEYS, NcuResult
 
-PLAN_FORMAT = "rooflow-ncu-plan/1"  # the driver's rooflow.driver.PLAN_FORMAT (not imported: no torch here)
+PLAN_FORMAT = "rooflow-ncu-plan/1"  # the driver's rooflow.measure.driver.PLAN_FORMAT (not imported: no torch here)
 SIGNATURE_RANGE = "rooflow:sig:"
 DEFAULT_DOMAIN = "<default domain>"
 NVTX_ITEM_TAIL = ":none:none:none:none:none:none"  # PL_Type … Msg of a push/pop item without payload or color

@@ -114,7 +114,7 @@ def tensor_metrics_for_architecture(architecture: str | int) -> list[str]:
     return [f"{TENSOR_OPS_PREFIX}{source}.sum" for source in sources]
 
 
-# Tensor-core paths each precision can use (rooflow's precisions: rooflow.timing.configure_precision). fp32
+# Tensor-core paths each precision can use (rooflow's precisions: rooflow.measure.timing.configure_precision). fp32
 # runs with TF32 off, so it can use none; the TF32 path is collected for every precision anyway, as the
 # detector of FP32 work that reached tensor cores despite the flags (cuDNN's default is TF32 ON on Ampere and
 # newer: an "fp32" run whose convolutions ran in TF32 would otherwise show 20-40x too few FLOPs and no

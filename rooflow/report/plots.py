@@ -1,6 +1,6 @@
 """Figures: the roofline of one device with every run as a point, and the cost bar charts.
 
-Conventions for every figure (rooflow.figures follows them too): labelled axes with units, a legend,
+Conventions for every figure (rooflow.report.figures follows them too): labelled axes with units, a legend,
 readable at report size, SVG. Encodings shared by all figures: marker = model, colour = batch size (on a
 roofline with several precisions: colour = the precision, i.e. the colour of the roof that bounds the run,
 and marker size = batch), filled = training step, hollow = inference; a ring = a failed self-check (red:
@@ -23,8 +23,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter
 
-from rooflow.devices import COMPUTE_ROOFS, MATMUL_ROOF, Device, Roof
-from rooflow.roofline import intensity_range, roof_polyline
+from rooflow.hardware.devices import COMPUTE_ROOFS, MATMUL_ROOF, Device, Roof
+from rooflow.hardware.roofs import intensity_range, roof_polyline
 
 # SVG text stays text (small files, searchable, crisp at any zoom), not paths.
 plt.rcParams["svg.fonttype"] = "none"
@@ -137,7 +137,7 @@ def roof_lines(device: Device, x_min: float, x_max: float, show_fp64: bool = Fal
         if mem.precision_or_level == "dram":
             continue
         if any(mem.value <= d.value for d in dram.values()):
-            continue  # a cache roof at or below DRAM is a failed measurement: never drawn (rooflow.checks flags it)
+            continue  # a cache roof at or below DRAM is a failed measurement: never drawn (rooflow.report.checks flags it)
         same = [r for r, _ in computes if r.source == mem.source] or [r for r, _ in computes]
         if not same:
             continue
@@ -261,7 +261,7 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
                     keep_open: bool = False) -> dict:
     """Draw one device's roofline with its runs; return what was drawn (for tests and captions).
 
-    ``flags``: rooflow.checks.flagged_runs — flagged points get a ring. ``hierarchy``: per run (device,
+    ``flags``: rooflow.report.checks.flagged_runs — flagged points get a ring. ``hierarchy``: per run (device,
     model, batch, precision, mode) the ncu totals ``flops_total``, ``dram_bytes``, ``l2_bytes``,
     ``l1_bytes``: the same kernels are also placed at their L2 and L1 intensity (hierarchical roofline).
     Where a point's FLOPs or bytes were measured, the estimate's point (estimated FLOPs over estimated
@@ -272,7 +272,7 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
     legend under the plot takes two columns where they fit the figure's width, else one.
     ``keep_open``: return the figure (drawn["figure"]) and the label artists instead of closing it (tests
     measure the layout with the renderer); the caller closes it."""
-    from rooflow.checks import severity_of
+    from rooflow.report.checks import severity_of
 
     rows = summary[(summary["device"] == device.key) & summary["arithmetic_intensity"].notna()
                    & summary["achieved_flops_per_second"].notna()].copy()
@@ -460,7 +460,7 @@ def _per_model(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def _bar_scale(ax, values, label: str) -> None:
-    from rooflow.figures import axis_scale
+    from rooflow.report.figures import axis_scale
 
     scale, why = axis_scale(values)
     ax.set_yscale(scale)

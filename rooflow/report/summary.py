@@ -16,11 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.devices import Device, load_devices
-from rooflow.environment import throttle_reading
 from rooflow.errors import RooflowError
+from rooflow.hardware.devices import Device, load_devices
+from rooflow.hardware.environment import throttle_reading
+from rooflow.hardware.roofs import attainable_flops_per_second, ridge_intensity
 from rooflow.io import read_json
-from rooflow.roofline import attainable_flops_per_second, ridge_intensity
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ COLUMNS = [
     "measured_memory_bytes", "warmup_memory_bytes", "measured_reserved_bytes", "measured_over_predicted_memory",
     "flops_ratio", "bytes_ratio", "reconciliation",
     # the evidence behind the reconciliation (rooflow.profilers.reconcile) and the timed-vs-profiled kernels
-    # (rooflow.timeline), for the checks that test it
+    # (rooflow.measure.timeline), for the checks that test it
     "measured_matmul_flops", "measured_other_flops", "estimated_other_flops", "reconciliation_side",
     "reconciliation_attribution", "timed_kernels", "profiled_kernels", "kernel_algorithms_differ",
     "kernel_mismatch",
@@ -146,7 +146,7 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
     ``reconciliation``: the run's reconcile.json (rooflow.profilers.reconcile over the per-kernel table, with
     the timed-vs-profiled kernel comparison under ``kernels_compared``); without it the FLOPs are reconciled
     here from the ncu totals alone. ``calibration``: the device's time-model calibration
-    (rooflow.calibration.for_device when None)."""
+    (rooflow.estimate.calibration.for_device when None)."""
     row: dict[str, Any] = dict(zip(KEYS, _key(estimate, device.key)))
     row["device_kind"] = device.kind
     row["input_size"] = estimate.get("input_size")
@@ -321,7 +321,7 @@ def build_summary(devices: dict[str, Device], estimates: list[dict], timings: li
         device = devices[device_key]
         calibration = (calibrations or {}).get(device_key)
         if calibration is None:
-            from rooflow.calibration import for_device
+            from rooflow.estimate.calibration import for_device
 
             calibration = for_device(device)
         rows.append(build_row(device, by_run[run], timing_by_key.get(key), ncu_by_key.get(key),
@@ -344,7 +344,7 @@ def summarize_files(devices_file: str | Path, estimates: list[str], timings: lis
                     ceilings: dict[str, str] | None = None, ncu: list[str] = (), nsys: list[str] = (),
                     ops: list[str] = (), imports: list[dict] = (),
                     reconciliations: list[str] = ()) -> pd.DataFrame:
-    from rooflow.calibration import for_device
+    from rooflow.estimate.calibration import for_device
 
     devices = load_devices(devices_file)
     calibrations = {}

@@ -326,7 +326,7 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from rooflow.devices import load_device
+    from rooflow.hardware.devices import load_device
     from rooflow.io import read_json, write_json
 
     device = load_device(args.devices_file, args.device, args.ceilings)
@@ -351,7 +351,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    from rooflow.devices import default_catalogue_path
+    from rooflow.hardware.devices import default_catalogue_path
 
     parser = subparsers.add_parser(
         "calibrate", help="derive the time model's calibration of a device from recorded steps",

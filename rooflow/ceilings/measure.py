@@ -488,7 +488,7 @@ def cpu_microarchitecture(cpuinfo: str) -> dict[str, Any]:
     flops, why = _isa_upper_bound(flags)
     return {"name": "unknown", "fp32_flops_per_cycle": flops, "datapath": why, "source": None, "known": False,
             "how": (f"{identity} ({model_name or 'no model name'}) is not in rooflow's table "
-                    "(rooflow.ceilings.INTEL_FAMILY6, _amd, ARM_PARTS): assumed two FMA units of the widest ISA, "
+                    "(rooflow.ceilings.measure.INTEL_FAMILY6, _amd, ARM_PARTS): assumed two FMA units of the widest ISA, "
                     "an UPPER bound (many cores have one)")}
 
 
@@ -565,7 +565,7 @@ def _dtype(torch: Any, precision: str) -> Any:
 @contextmanager
 def _tf32(torch: Any, enabled: bool) -> Iterator[None]:
     """TF32 for cuBLAS matmuls on or off, restored afterwards. Uses the legacy `allow_tf32` flag, the one
-    rooflow.environment records: torch refuses to read it once the new `fp32_precision` API was used."""
+    rooflow.hardware.environment records: torch refuses to read it once the new `fp32_precision` API was used."""
     matmul = torch.backends.cuda.matmul
     before = matmul.allow_tf32
     matmul.allow_tf32 = enabled
@@ -602,7 +602,7 @@ def is_stable(seconds: list[float], window: int, tolerance: float) -> bool:
     return gain is not None and gain < tolerance
 
 
-# The L2 read kernel (GPU): rooflow/l2_read.py, a Triton grid-stride sum over a resident fp32 buffer,
+# The L2 read kernel (GPU): rooflow/ceilings/l2_read.py, a Triton grid-stride sum over a resident fp32 buffer,
 # `passes` times per launch, with L2-only loads. Triton ships with torch's CUDA wheels; the module is loaded
 # on first use, so a process without Triton still imports this one (and the L2 roof is skipped, with why).
 L2_NUM_WARPS = 8
@@ -610,14 +610,14 @@ _L2_KERNELS: dict[bool, Any] = {}
 
 
 def l2_read_kernel() -> Any:
-    """The Triton L2 read kernel (ImportError where Triton is missing). A fresh copy of rooflow.l2_read is
+    """The Triton L2 read kernel (ImportError where Triton is missing). A fresh copy of rooflow.ceilings.l2_read is
     loaded per mode, compiled or interpreted (TRITON_INTERPRET=1, the tests without a GPU): Triton decides
     which when the decorator runs."""
     import importlib.util
 
     interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
     if interpret not in _L2_KERNELS:
-        spec = importlib.util.find_spec("rooflow.l2_read")
+        spec = importlib.util.find_spec("rooflow.ceilings.l2_read")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         _L2_KERNELS[interpret] = module.l2_read
@@ -888,11 +888,11 @@ def measure_ceilings(kind: str = "cpu", threads: int | None = None, quick: bool 
     microarchitecture and its assumptions), fraction_of_theoretical, stability {case: timings, why it
     stopped, last window's gain, spread}, skipped {what: why}, notes, plan, runs (every timing: test,
     case, precision or level, size, repeat, seconds, flops or bytes, and the rate), seconds_total,
-    environment (rooflow.environment.describe).
+    environment (rooflow.hardware.environment.describe).
     """
     import torch
 
-    from rooflow.environment import describe
+    from rooflow.hardware.environment import describe
 
     started = time.perf_counter()
     previous_threads = torch.get_num_threads()
@@ -916,7 +916,7 @@ def measure_ceilings(kind: str = "cpu", threads: int | None = None, quick: bool 
 
 
 def _measure_cpu(torch: Any, threads: int, quick: bool, plan: Plan | None) -> dict[str, Any]:
-    from rooflow.environment import cpu_model
+    from rooflow.hardware.environment import cpu_model
 
     llc = last_level_cache_bytes()
     plan = plan or default_plan("cpu", quick, llc_bytes=llc, memory_bytes=available_memory_bytes())
@@ -1104,7 +1104,7 @@ def format_table(result: dict[str, Any], datasheet: Any = None) -> str:
 def _cmd_ceilings(args: argparse.Namespace) -> int:
     import torch
 
-    from rooflow.devices import estimate_only_error, load_devices
+    from rooflow.hardware.devices import estimate_only_error, load_devices
 
     device = None
     if args.device:
@@ -1125,8 +1125,8 @@ def _cmd_ceilings(args: argparse.Namespace) -> int:
     result = measure_ceilings(kind, threads=args.threads, quick=args.quick)
     result["device_key"] = args.device
     if args.calibrate:
-        from rooflow.calibration import measure_calibration
-        from rooflow.devices import load_devices
+        from rooflow.estimate.calibration import measure_calibration
+        from rooflow.hardware.devices import load_devices
 
         if device is None and kind == "cuda":
             raise RooflowError("--calibrate on a GPU needs --device (the catalogue key of this GPU): its SM count "
@@ -1151,7 +1151,7 @@ def _cmd_ceilings(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    from rooflow.devices import default_catalogue_path
+    from rooflow.hardware.devices import default_catalogue_path
 
     parser = subparsers.add_parser(
         "ceilings", help="measure this machine's compute and memory roofs (ERT-style microbenchmarks)",
@@ -1171,7 +1171,7 @@ def register(subparsers) -> None:
     parser.set_defaults(func=_cmd_ceilings)
 
 
-if __name__ == "__main__":  # pragma: no cover - `python -m rooflow.ceilings` as a shortcut
+if __name__ == "__main__":  # pragma: no cover - `python -m rooflow.ceilings.measure` as a shortcut
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     from rooflow.cli import main
 

@@ -1,9 +1,9 @@
 """Latency of one model × batch × precision × mode on one device (the one-iteration driver the Nsight
-profilers wrap is rooflow.driver).
+profilers wrap is rooflow.measure.driver).
 
 GPU: CUDA events around forward, backward and optimizer step, after warm-up (allocator, lazy init), with
 cuDNN's deterministic heuristics rather than its per-process autotuner (see Runner), peak memory from
-max_memory_allocated; then, optionally, the kernels of one extra iteration (rooflow.timeline). CPU:
+max_memory_allocated; then, optionally, the kernels of one extra iteration (rooflow.measure.timeline). CPU:
 perf_counter_ns with a fixed thread count and the same warm-up/repeat discipline. Out of memory is a
 result (status "oom"), not a crash.
 """
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from rooflow import MODES, PRECISIONS
-from rooflow.environment import GpuMonitor, describe, gpu_state
 from rooflow.errors import RooflowError
+from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class RunSpec:
 
 
 # A timing whose interquartile range exceeds this share of its median is noisy: it is repeated (up to
-# RunSpec.max_timing_rounds) and flagged in the report if still noisy. Equal to rooflow.summary.NOISY_SPREAD.
+# RunSpec.max_timing_rounds) and flagged in the report if still noisy. Equal to rooflow.report.summary.NOISY_SPREAD.
 NOISY_SPREAD = 0.05
 
 
@@ -297,8 +297,8 @@ class Runner:
     def __init__(self, spec: RunSpec, subset: dict):
         import torch
 
-        from rooflow.dataset import make_batch
-        from rooflow.models import build_model, input_size
+        from rooflow.workload.dataset import make_batch
+        from rooflow.workload.models import build_model, input_size
 
         if spec.mode not in MODES:
             raise RooflowError(f"mode '{spec.mode}' is unknown: use one of {', '.join(MODES)}")
@@ -319,7 +319,7 @@ class Runner:
             # processes run the same kernels; it is PyTorch's default, so the timing is what users get unless
             # they opt into autotuning, which may find faster kernels for some layers. deterministic=True is not
             # needed for that and would exclude fast non-deterministic algorithms. The timing job records its
-            # kernels (rooflow.timeline) and the summary flags any difference from the profiled ones.
+            # kernels (rooflow.measure.timeline) and the summary flags any difference from the profiled ones.
             torch.backends.cudnn.benchmark = False
         self.autocast = configure_precision(spec.precision, self.device.type)
         self.input_size = input_size(spec.model)
@@ -389,7 +389,7 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
     the warm-up's memory peak (cuDNN autotuning) is reported apart from the steady state's.
 
     With ``timeline_path``, on a GPU, one more iteration after the timed ones runs under torch.profiler and
-    its kernels are written there as CSV (rooflow.timeline); the record says what it cost. On a CPU the file
+    its kernels are written there as CSV (rooflow.measure.timeline); the record says what it cost. On a CPU the file
     is written empty: torch.profiler records ops there, not kernels."""
     import torch
 
@@ -481,12 +481,12 @@ def _nvml_uuid() -> str | None:
 
 
 def _record_timeline(runner: Runner, path: str | Path, record: dict[str, Any]) -> None:
-    """The kernels of one more iteration, in this process (rooflow.timeline), after the timed ones."""
+    """The kernels of one more iteration, in this process (rooflow.measure.timeline), after the timed ones."""
     if not runner.cuda:
         _write_timeline(path, None, record, "skipped: a CPU run has no kernel timeline (torch.profiler records "
                                             "ops on a CPU, not kernels)")
         return
-    from rooflow.timeline import capture_iteration
+    from rooflow.measure.timeline import capture_iteration
 
     try:
         timeline, seconds = capture_iteration(runner)
@@ -506,7 +506,7 @@ def _write_timeline(path: str | Path, timeline, record: dict[str, Any], status: 
     import pandas as pd
 
     from rooflow.io import write_csv
-    from rooflow.timeline import TIMELINE_COLUMNS
+    from rooflow.measure.timeline import TIMELINE_COLUMNS
 
     frame = timeline if timeline is not None else pd.DataFrame(columns=TIMELINE_COLUMNS)
     write_csv(path, frame)
@@ -516,9 +516,9 @@ def _write_timeline(path: str | Path, timeline, record: dict[str, Any], status: 
 
 def profile_one_iteration(spec: RunSpec, subset: dict, ncu_mode: str = "exhaustive",
                           plan_path: str | None = None) -> dict[str, Any]:
-    """Moved to :func:`rooflow.driver.profile_one_iteration` (the driver ncu and nsys run); kept here for
+    """Moved to :func:`rooflow.measure.driver.profile_one_iteration` (the driver ncu and nsys run); kept here for
     callers of the old name."""
-    from rooflow.driver import profile_one_iteration as run
+    from rooflow.measure.driver import profile_one_iteration as run
 
     return run(spec, subset, ncu_mode, plan_path)
 
@@ -532,8 +532,8 @@ def _spec_from_args(args: argparse.Namespace) -> RunSpec:
 def _cmd_time(args: argparse.Namespace) -> int:
     import json
 
-    from rooflow.dataset import load_subset
     from rooflow.io import write_json
+    from rooflow.workload.dataset import load_subset
 
     spec = _spec_from_args(args)
     subset = load_subset(args.subset)

@@ -16,15 +16,15 @@ from rooflow.logs import INTERRUPTED_STATUS, describe_failure
 
 # Modules offering sub-commands, in the order ``rooflow --help`` lists them.
 COMMAND_MODULES = (
-    "rooflow.estimate.cli",
-    "rooflow.profilers.cli",
-    "rooflow.ceilings",
-    "rooflow.calibration",
-    "rooflow.devices",
-    "rooflow.dataset",
-    "rooflow.timing",
-    "rooflow.summary",
-    "rooflow.checks",
+    "rooflow.cli.estimate",
+    "rooflow.cli.profilers",
+    "rooflow.ceilings.measure",
+    "rooflow.estimate.calibration",
+    "rooflow.hardware.devices",
+    "rooflow.workload.dataset",
+    "rooflow.measure.timing",
+    "rooflow.report.summary",
+    "rooflow.report.checks",
 )
 
 

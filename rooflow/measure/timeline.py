@@ -145,7 +145,7 @@ def read_timeline(path: str | Path) -> pd.DataFrame:
     missing = [c for c in ("name", "kernel_class", "kind", "seconds") if c not in frame.columns]
     if missing:
         raise ParseError(f"{path}: a kernel timeline needs the columns {', '.join(missing)}; write it with "
-                         f"rooflow.timeline (the timing job's kernels.csv).")
+                         f"rooflow.measure.timeline (the timing job's kernels.csv).")
     return frame
 
 
@@ -169,7 +169,7 @@ class _PhaseRanges:
 
 
 def capture_iteration(runner: Any) -> tuple[pd.DataFrame, float]:
-    """Run ONE iteration of ``runner`` (rooflow.timing.Runner) under torch.profiler with CPU and CUDA
+    """Run ONE iteration of ``runner`` (rooflow.measure.timing.Runner) under torch.profiler with CPU and CUDA
     activities and return (its GPU timeline, the capture's wall-clock cost in seconds: profiling, export and
     parsing). Call it after the timed iterations: the profiler's overhead never touches the timing."""
     import torch

@@ -3,12 +3,12 @@
 A grid-stride sum over a resident fp32 buffer, `passes` times per launch, with `ld.global.cg` loads (cached
 in L2, not in L1): the bytes come from L2, and one launch reads hundreds of MB from a buffer of a few MB, so
 it lasts tens of microseconds and launch overhead does not matter. Each program writes one fp32 partial sum;
-with a buffer of ones their total is passes × elements, which rooflow.ceilings checks before it trusts the
+with a buffer of ones their total is passes × elements, which rooflow.ceilings.measure checks before it trusts the
 byte count.
 
 Builtins only (tl.full, tl.reduce with our own combine function — not tl.zeros or tl.sum): Triton's standard
 library functions are compiled-mode objects when Triton was imported before TRITON_INTERPRET was set, and the
-tests run this kernel in Triton's CPU interpreter (rooflow.ceilings.l2_read_kernel loads a fresh copy of this
+tests run this kernel in Triton's CPU interpreter (rooflow.ceilings.measure.l2_read_kernel loads a fresh copy of this
 module for each mode).
 """
 

@@ -96,13 +96,13 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from rooflow.estimate import estimate, predict_seconds
-    from rooflow.models import check_model_names
+    from rooflow.workload.models import check_model_names
 
     check_model_names(args.models, "MODEL")
     device = calibration = None
     if args.device:
-        from rooflow.calibration import for_device
-        from rooflow.devices import load_device
+        from rooflow.estimate.calibration import for_device
+        from rooflow.hardware.devices import load_device
         from rooflow.io import read_json
 
         device = load_device(args.devices_file, args.device, args.ceilings)
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    from rooflow.devices import default_catalogue_path
+    from rooflow.hardware.devices import default_catalogue_path
 
     parser = subparsers.add_parser(
         "estimate", help="analytic FLOPs, bytes, peak memory (and predicted time) of models",

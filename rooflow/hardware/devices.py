@@ -83,7 +83,7 @@ class Device:
     measured_dram_bytes_per_second: float | None = None
     measured_l2_bytes_per_second: float | None = None
     # Measured cache roofs that failed (at or below the DRAM roof): {level: {bytes_per_second,
-    # dram_bytes_per_second, dram_source, reason}} — never drawn, reported by rooflow.checks.
+    # dram_bytes_per_second, dram_source, reason}} — never drawn, reported by rooflow.report.checks.
     invalid_measured_roofs: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str | None = None
     references: list[str] = field(default_factory=list)
@@ -130,7 +130,7 @@ class Device:
         """This device with the measured roofs of a measure_ceilings JSON merged in. A measured cache roof
         at or below the measured or datasheet DRAM roof is a failed measurement: it is left out (kept in
         `invalid_measured_roofs`), also from JSONs written before rooflow marked it."""
-        from rooflow.ceilings import invalid_cache_roofs
+        from rooflow.ceilings.measure import invalid_cache_roofs
 
         self.measured_peak_flops_per_second = dict(ceilings.get("peak_flops_per_second") or {})
         self.measured_dram_bytes_per_second = ceilings.get("dram_bytes_per_second")
@@ -286,7 +286,7 @@ def load_device(path: str | Path, key: str, ceilings_path: str | Path | None = N
 
 def default_catalogue_path() -> Path:
     """config/devices.yaml of the checkout rooflow runs from."""
-    return Path(__file__).resolve().parent.parent / "config" / "devices.yaml"
+    return Path(__file__).resolve().parents[2] / "config" / "devices.yaml"
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ into each kernel's row of the details page):
 
 - ``phase:forward``, ``phase:loss``, ``phase:backward``, ``phase:optimizer`` around each phase, on the main
   thread (forward and loss by forward hooks on the model and the loss module, backward and optimizer at the
-  phase boundaries :meth:`rooflow.timing.Runner.step` marks);
+  phase boundaries :meth:`rooflow.measure.timing.Runner.step` marks);
 - ``layer:<qualified module name>`` around every call of every module but the root, containers included,
   by forward pre-/post-hooks: a ResNet block's residual add lands inside ``layer:layer1.0``;
 - ``torch.autograd.profiler.emit_nvtx()`` around the step: op ranges such as
@@ -31,7 +31,7 @@ Backward calls are attributed to the layer whose forward op created their autogr
 hook records the layer stack when each node is created; ``torch._C._current_autograd_node()`` names the node
 a backward op runs for) — the ``seq = N`` tie of ``emit_nvtx``, resolved in-process.
 
-    python -m rooflow.driver --model resnet18 --batch 16 --mode training --subset subset.pt \\
+    python -m rooflow.measure.driver --model resnet18 --batch 16 --mode training --subset subset.pt \\
         --ncu-mode distinct --plan ncu_plan.json
 """
 
@@ -265,7 +265,7 @@ def _dispatch_mode_class():
 
 
 def annotated_step(runner, ncu_mode: str = "exhaustive") -> dict[str, Any]:
-    """Run ONE step of ``runner`` (a :class:`rooflow.timing.Runner`) with the phase/layer/op NVTX ranges and
+    """Run ONE step of ``runner`` (a :class:`rooflow.measure.timing.Runner`) with the phase/layer/op NVTX ranges and
     the profiler ranges of ``ncu_mode``; return the plan (``distinct``: every op call by signature)."""
     import torch
 
@@ -297,9 +297,9 @@ def profile_one_iteration(spec, subset: dict, ncu_mode: str = "exhaustive",
     the plan to ``plan_path`` when given."""
     import torch
 
-    from rooflow.environment import describe
+    from rooflow.hardware.environment import describe
     from rooflow.io import write_json
-    from rooflow.timing import Runner, _set_threads
+    from rooflow.measure.timing import Runner, _set_threads
 
     _set_threads(spec.threads)
     runner = Runner(spec, subset)
@@ -319,10 +319,10 @@ def profile_one_iteration(spec, subset: dict, ncu_mode: str = "exhaustive",
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rooflow.dataset import load_subset
-    from rooflow.timing import RunSpec, add_run_arguments
+    from rooflow.measure.timing import RunSpec, add_run_arguments
+    from rooflow.workload.dataset import load_subset
 
-    parser = argparse.ArgumentParser(prog="python -m rooflow.driver", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rooflow.measure.driver", description=__doc__.splitlines()[0])
     add_run_arguments(parser, "cuda", "a cuda device (default: %(default)s)")
     parser.add_argument("--subset", required=True, help="subset .pt written by `rooflow subset`")
     parser.add_argument("--ncu-mode", choices=NCU_MODES, default="exhaustive",

@@ -34,7 +34,7 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 - **out of memory**: a result, not a failure, listed so it is never mistaken for a missing run.
 - **uncounted ops**: aten ops the estimator has no formula for (their FLOPs are not in the estimate).
 - **cache roof at or below DRAM** (per device, from its measured ceilings): a failed cache microbenchmark
-  (it measured DRAM or launch overhead); the roof is not drawn (``rooflow.ceilings.invalid_cache_roofs``).
+  (it measured DRAM or launch overhead); the roof is not drawn (``rooflow.ceilings.measure.invalid_cache_roofs``).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ import pandas as pd
 
 from rooflow.io import read_json
 from rooflow.profilers.reconcile import UNEXPLAINED
-from rooflow.summary import FLOPS_RATIO_BAND, NOISY_SPREAD, RUN_KEYS
+from rooflow.report.summary import FLOPS_RATIO_BAND, NOISY_SPREAD, RUN_KEYS
 
 RUN_COLUMNS = ["device", "model", "batch", "precision", "mode"]
 CHECK_COLUMNS = ["run", *RUN_COLUMNS, "severity", "check", "value", "expected", "likely_cause"]
@@ -405,7 +405,7 @@ def ceilings_checks(ceilings: dict[str, dict], datasheet_dram: dict[str, float |
     """One error per measured cache roof at or below its DRAM roof. ``ceilings``: {device key: its
     measure_ceilings JSON}; ``datasheet_dram``: {device key: datasheet DRAM bytes/s}, where known. The row
     concerns the device, not a run: model "(ceilings)", batch 0."""
-    from rooflow.ceilings import invalid_cache_roofs
+    from rooflow.ceilings.measure import invalid_cache_roofs
 
     out = []
     for device, result in sorted(ceilings.items()):
@@ -487,7 +487,7 @@ def check_files(summary_path: str | Path, totals_paths=(), layers_paths=(), ceil
     ceilings = {Path(p).stem: read_json(p) for p in ceilings_paths}
     datasheet_dram = None
     if devices_file and ceilings:
-        from rooflow.devices import load_devices
+        from rooflow.hardware.devices import load_devices
 
         datasheet_dram = {k: d.dram_bytes_per_second for k, d in load_devices(devices_file).items()}
     return build_checks(pd.read_csv(summary_path), totals, layers, ceilings, datasheet_dram)

@@ -1,6 +1,6 @@
 """The report's companion figures: pure functions, DataFrames in, an SVG out, the plotted data returned.
 
-Every figure uses the encodings of the roofline (rooflow.plots): marker = model, colour = batch size,
+Every figure uses the encodings of the roofline (rooflow.report.plots): marker = model, colour = batch size,
 filled = training step, hollow = inference; a run a self-check flagged keeps its place and gets a ring.
 Axes are linear unless the data span more than ``LOG_SPAN_DECADES`` decades; a log axis says so in its
 label, with the span that justifies it.
@@ -22,8 +22,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from rooflow.devices import Device
-from rooflow.plots import FLAG_STYLES, MODE_SHORT, batch_colours, model_markers, scatter_run
+from rooflow.hardware.devices import Device
+from rooflow.report.plots import FLAG_STYLES, MODE_SHORT, batch_colours, model_markers, scatter_run
 
 # An axis goes logarithmic only when its data span more than this many decades (factor 100): below that,
 # a linear axis shows differences as they are.
@@ -98,7 +98,7 @@ def legend_handles(models, batches, modes=("inference", "training"), flags=()) -
 def _flag(flags: dict | None, row) -> str | None:
     if not flags:
         return None
-    from rooflow.checks import severity_of
+    from rooflow.report.checks import severity_of
 
     return severity_of(flags, row["device"], row["model"], int(row["batch"]), row["precision"], row["mode"])
 
@@ -270,7 +270,7 @@ def correlation_figure(summary: pd.DataFrame, path: str | Path) -> dict[tuple[st
 
 def forward_backward_figure(table: pd.DataFrame, path: str | Path) -> pd.DataFrame:
     """Backward:forward FLOP ratio (estimated, and implied by the layers) and measured latency ratio per
-    model. ``table``: rooflow.checks.forward_backward_table."""
+    model. ``table``: rooflow.report.checks.forward_backward_table."""
     title = "Training: backward vs forward pass, per model"
     if table is None or table.empty:
         _no_data(path, "no training runs", title)
@@ -480,7 +480,7 @@ def predicted_figure(summary: pd.DataFrame, device: str, path: str | Path, flags
     axes[0][0].set_title("outside the band: the Checks name what carries the predicted time", fontsize=10)
     columns = ["device", "model", "batch", "precision", "mode", "predicted_ms", "measured_ms"]
     if has_memory:
-        from rooflow.summary import MEMORY_BAND
+        from rooflow.report.summary import MEMORY_BAND
 
         memory = data[data["measured_memory_bytes"].notna() & data["predicted_memory_bytes"].notna()].copy()
         for column in ("predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high",
