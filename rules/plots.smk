@@ -20,6 +20,7 @@ rule check_runs:
         totals=get_estimate_files("totals.json"),
         layers=get_estimate_files("layers.csv"),
         ceilings=list(get_ceilings_files().values()),
+        ncu=get_aggregate_inputs("ncu"),
     output:
         table="results/checks/checks.csv",
         forward_backward="results/checks/forward_backward.csv",

@@ -5,7 +5,8 @@ from rooflow.report.tables import checks_overview, write_html_table
 
 i, o = snakemake.input, snakemake.output
 with step_logging(snakemake.log[0], "check_runs") as log:
-    checks, forward_backward = check_files(i.summary, i.totals, i.layers, i.ceilings, snakemake.params.devices_file)
+    checks, forward_backward = check_files(i.summary, i.totals, i.layers, i.ceilings, snakemake.params.devices_file,
+                                         i.ncu)
     write_csv(o.table, checks)
     write_csv(o.forward_backward, forward_backward)
     write_html_table(o.report, checks, "Self-checks: one row per failed check",

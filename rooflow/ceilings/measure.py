@@ -843,6 +843,23 @@ def invalid_cache_roofs(ceilings: dict[str, Any], datasheet_dram_bytes_per_secon
     return out
 
 
+def cache_roof_guards(invalid: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Guard records (:mod:`rooflow.guards`) of the invalid cache roofs :func:`invalid_cache_roofs` found: the
+    measured roof is dropped (the figures draw the datasheet's, where the catalogue has one)."""
+    from rooflow.guards import guard
+
+    out = []
+    for level, why in invalid.items():
+        value, floor = why.get("bytes_per_second"), why.get("dram_bytes_per_second")
+        out.append(guard(f"{level.upper()} roof at or below DRAM", "error",
+                         f"{level.upper()} {value / GIGA:.0f} GB/s" if value else level.upper(),
+                         f"> {why.get('dram_source', 'measured')} DRAM {floor / GIGA:.0f} GB/s" if floor else "> DRAM",
+                         f"{why.get('reason', 'a failed cache measurement')}; no measured {level.upper()} roof is "
+                         "written (the datasheet's is drawn where the catalogue has one)",
+                         {k: v for k, v in why.items() if k != "reason"}))
+    return out
+
+
 def _cpu_bf16_probe(session: _Session, budget_seconds: float) -> str | None:
     """Why bf16 should be skipped on this CPU, or None: one 256³ bf16 GEMM must run and be fast enough that
     the planned bf16 sizes, extrapolated by n³, fit in `budget_seconds` (without AMX/AVX512-BF16 it is
@@ -944,6 +961,7 @@ def _measure_cpu(torch: Any, threads: int, quick: bool, plan: Plan | None) -> di
     result = _header("cpu", cpu_model(), quick, threads, llc)
     result.update(session.summary())
     result["invalid_roofs"] = {}
+    result["guards"] = []
     result["theoretical_peak_flops_per_second"] = theory["flops_per_second"]
     result["theoretical_basis"] = theory["basis"]
     result["theoretical"] = theory
@@ -1005,6 +1023,7 @@ def _measure_cuda(torch: Any, quick: bool, plan: Plan | None, cuda: Any) -> dict
     result["theoretical_basis"] = "GPU: compare with the catalogue's datasheet peaks (`rooflow devices`)"
     result["fraction_of_theoretical"] = {}
     _finish(result, session, plan)
+    result["guards"] = cache_roof_guards(result["invalid_roofs"])
     for level, why in result["invalid_roofs"].items():
         result["notes"].append(f"INVALID {level.upper()} roof: {why['reason']}")
     return result

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from rooflow.errors import ParseError
+from rooflow.guards import guard
 from rooflow.io import read_json
 from rooflow.profilers.ncu import TOTAL_KEYS, NcuResult
 
@@ -134,10 +136,14 @@ def apply_plan(result: NcuResult, plan: dict[str, Any] | str | Path | None) -> t
 
     The totals carry ``ncu_mode`` (``distinct`` or ``exhaustive``; no plan, as for imported profiles, counts
     as exhaustive), ``kernels_profiled`` (rows in ncu's CSV) and ``kernels_represented`` (kernel launches of
-    the step they stand for); distinct mode adds ``op_calls`` and ``distinct_signatures``."""
+    the step they stand for); distinct mode adds ``op_calls`` and ``distinct_signatures``; a plan with guard
+    records (a distinct profile the job replaced by an exhaustive one) adds ``guards`` and
+    ``ncu_mode_requested``."""
     where = ", ".join(str(p) for p in result.paths) or "ncu profile"
     plan = load_plan(plan) if plan is not None else None
     totals = dict(result.totals)
+    if plan is not None and plan.get("guards"):  # what the profiling job found and fell back from
+        totals.update(guards=plan["guards"], ncu_mode_requested=plan.get("requested_mode"))
     if plan is None or plan.get("mode") != "distinct":
         totals.update(ncu_mode="exhaustive", kernels_profiled=len(result.kernels),
                       kernels_represented=len(result.kernels))
@@ -150,3 +156,66 @@ def apply_plan(result: NcuResult, plan: dict[str, Any] | str | Path | None) -> t
     totals.update(ncu_mode="distinct", kernels_profiled=len(result.kernels), kernels_represented=len(table),
                   op_calls=plan.get("calls"), distinct_signatures=plan.get("distinct"))
     return table, totals
+
+
+# aten ops every call of which launches at least one kernel on a GPU: a planned signature of one of them without
+# a profiled kernel is a call ncu missed (its FLOPs would be missing from the totals).
+KERNEL_OPS = re.compile(r"^aten\.(convolution|convolution_backward|_convolution|cudnn_convolution|mm|addmm|bmm|"
+                        r"baddbmm)\.")
+FALLBACK = ("so the job profiled the step again in exhaustive mode (every kernel: the verified path) and its "
+            "numbers come from that profile")
+
+
+def check_distinct(kernels: pd.DataFrame, plan: dict[str, Any] | str | Path, reference_kernels: int | None = None,
+                   fallback: str = FALLBACK) -> list[dict[str, Any]]:
+    """Guard records (:func:`rooflow.guards.guard`) where a distinct-mode profile does not match its plan; an
+    empty list where it does, or where the plan is not a distinct one. Checks: the NVTX filter caught kernels
+    at all; every profiled kernel sits inside one planned ``rooflow:sig:<k>`` range; every planned
+    convolution/GEMM signature has a profiled kernel; and, given ``reference_kernels`` (the launches of the
+    same step in an exhaustive profile or a timeline), the expansion represents exactly that many."""
+    plan = load_plan(plan)
+    if plan.get("mode") != "distinct":
+        return []
+    planned = {int(entry["id"]): entry for entry in plan["signatures"]}
+    caught: Counter[int] = Counter()
+    stray: list[Any] = []
+    for record in kernels.to_dict("records"):
+        try:
+            number, _ = _signature_of(record["id"], parse_stack(record.get("nvtx_stack", ""))[1], "")
+        except ParseError:
+            number = None
+        if number in planned:
+            caught[number] += 1
+        else:
+            stray.append(record["id"])
+    evidence = {"kernels_profiled": len(kernels), "planned_signatures": len(planned),
+                "signatures_with_kernels": len(caught)}
+    if not caught:
+        return [guard("NVTX filter caught nothing", "error",
+                      f"{len(kernels)} kernels profiled, none inside a {SIGNATURE_RANGE}<k> range",
+                      f"the kernels of the first call of each of {len(planned)} op signatures",
+                      f"ncu profiled no kernel between the driver's per-signature profiler ranges (ncu without "
+                      f"--nvtx, or a version that ignores cudaProfilerStart/Stop around single ops), {fallback}",
+                      evidence)]
+    out = []
+    if stray:
+        out.append(guard("kernel count differs from the plan", "error",
+                         f"{len(stray)} of {len(kernels)} profiled kernels outside the plan's signatures",
+                         "every profiled kernel inside one planned signature",
+                         f"the profile and the plan disagree (kernels launched outside the dispatch mode, or from "
+                         f"another process), {fallback}", {**evidence, "stray_kernel_ids": stray[:20]}))
+    missed = [entry for number, entry in planned.items() if KERNEL_OPS.match(str(entry.get("op", "")))
+              and not caught[number]]
+    if missed:
+        out.append(guard("kernel count differs from the plan", "error",
+                         f"{len(missed)} planned convolution/GEMM signatures without a profiled kernel",
+                         "at least one kernel for each", f"ncu missed calls whose FLOPs the totals need, {fallback}",
+                         {**evidence, "missed_signatures": [entry["op"] for entry in missed[:20]]}))
+    represented = sum(count * len(planned[number]["occurrences"]) for number, count in caught.items())
+    if reference_kernels is not None and represented != reference_kernels:
+        out.append(guard("kernel count differs from the plan", "error",
+                         f"the distinct profile stands for {represented} kernel launches",
+                         f"{reference_kernels}, as the exhaustive profile of the same step",
+                         f"some op calls launched other kernels than the first call of their signature, {fallback}",
+                         {**evidence, "kernels_represented": represented, "reference_kernels": reference_kernels}))
+    return out

@@ -423,16 +423,40 @@ def ceilings_checks(ceilings: dict[str, dict], datasheet_dram: dict[str, float |
     return out
 
 
+def guard_checks(outputs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per guard record (:mod:`rooflow.guards`) in the jobs' output JSON: ``outputs`` maps a label
+    (the file) to its JSON — ncu.json (whose device/model/batch/precision/mode name the run) or a ceilings
+    result (the device is the label's stem, as in :func:`ceilings_checks`). Each row says what the job found
+    and what it did instead (its fallback)."""
+    out = []
+    for label, data in sorted(outputs.items()):
+        records = data.get("guards") or []
+        if not records:
+            continue
+        if "model" in data:
+            run = {key: data.get(key, "") for key in RUN_COLUMNS}
+        else:
+            run = {"device": Path(label).stem, "model": "(ceilings)", "batch": 0, "precision": "", "mode": ""}
+        for record in records:
+            row = _row(run, record.get("severity", "error"), record["check"], str(record.get("value", "")),
+                       str(record.get("expected", "")), record.get("cause", ""))
+            if "model" not in data:
+                row["run"] = f"{run['device']} ceilings"
+            out.append(row)
+    return out
+
+
 def build_checks(summary: pd.DataFrame, totals: dict[tuple, dict] | None = None,
                  layers: dict[tuple, pd.DataFrame] | None = None, ceilings: dict[str, dict] | None = None,
-                 datasheet_dram: dict[str, float | None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 datasheet_dram: dict[str, float | None] | None = None, guards: dict[str, dict] | None = None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(checks, forward:backward table). Checks: one row per failed check (:data:`CHECK_COLUMNS`), errors
     first, then warnings, then results; within each, by run. ``ceilings``/``datasheet_dram``: see
-    :func:`ceilings_checks`."""
+    :func:`ceilings_checks`; ``guards``: job outputs with guard records, see :func:`guard_checks`."""
     totals, layers = totals or {}, layers or {}
     fb = forward_backward_table(summary, totals, layers)
     rows = summary_checks(summary) + forward_backward_checks(fb) + estimate_checks(totals) + \
-        ceilings_checks(ceilings or {}, datasheet_dram)
+        ceilings_checks(ceilings or {}, datasheet_dram) + guard_checks(guards or {})
     checks = pd.DataFrame(rows, columns=CHECK_COLUMNS)
     if not checks.empty:
         checks["_severity"] = checks["severity"].map({s: i for i, s in enumerate(SEVERITIES)})
@@ -479,10 +503,11 @@ def load_estimates(totals_paths, layers_paths=()) -> tuple[dict[tuple, dict], di
 
 
 def check_files(summary_path: str | Path, totals_paths=(), layers_paths=(), ceilings_paths=(),
-                devices_file: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                devices_file: str | Path | None = None, guard_paths=()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """build_checks over a workflow's files: results/summary.csv, the estimate's totals/layers, and the
     measured ceilings (results/ceilings/{device}.json: the device is the file's stem) with the catalogue's
-    datasheet DRAM roofs where `devices_file` is given."""
+    datasheet DRAM roofs where `devices_file` is given; `guard_paths`: the ncu aggregates (ncu.json), whose
+    guard records become checks."""
     totals, layers = load_estimates(totals_paths, layers_paths)
     ceilings = {Path(p).stem: read_json(p) for p in ceilings_paths}
     datasheet_dram = None
@@ -490,7 +515,8 @@ def check_files(summary_path: str | Path, totals_paths=(), layers_paths=(), ceil
         from rooflow.hardware.devices import load_devices
 
         datasheet_dram = {k: d.dram_bytes_per_second for k, d in load_devices(devices_file).items()}
-    return build_checks(pd.read_csv(summary_path), totals, layers, ceilings, datasheet_dram)
+    guards = {str(p): read_json(p) for p in guard_paths}
+    return build_checks(pd.read_csv(summary_path), totals, layers, ceilings, datasheet_dram, guards)
 
 
 def _cmd_checks(args: argparse.Namespace) -> int:
