@@ -19,6 +19,7 @@ include: "rules/profile.smk"
 include: "rules/aggregate.smk"
 include: "rules/summarize.smk"
 include: "rules/plots.smk"
+include: "rules/doctor.smk"
 
 
 rule all:

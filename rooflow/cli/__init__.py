@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "rooflow.measure.timing",
     "rooflow.report.summary",
     "rooflow.report.checks",
+    "rooflow.cli.doctor",
 )
 
 
