@@ -35,6 +35,8 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 - **uncounted ops**: aten ops the estimator has no formula for (their FLOPs are not in the estimate).
 - **cache roof at or below DRAM** (per device, from its measured ceilings): a failed cache microbenchmark
   (it measured DRAM or launch overhead); the roof is not drawn (``rooflow.ceilings.measure.invalid_cache_roofs``).
+- **guards** (:func:`guard_checks`): what a GPU job found that its tests did not expect and fell back from,
+  as recorded in its output (``guards`` in ncu.json: a distinct-mode profile replaced by an exhaustive one).
 """
 
 from __future__ import annotations
