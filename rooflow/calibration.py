@@ -67,6 +67,12 @@ def for_device(device, ceilings: dict[str, Any] | None = None, catalogue: dict |
                            matmul_efficiency={"fp32": 0.5, "fp32_fast": 0.5}, relative_uncertainty=SCALED_UNCERTAINTY)
     reference_key = "h100-sxm5-80gb"
     reference = shipped_calibration(reference_key)
+    from rooflow.estimate.kernel_calibration import time_model_calibration
+
+    # measured single ops of this GPU, or its family's; the H100's own calibration for its sm_90 siblings
+    kernels = None if device.architecture == "sm_90" else time_model_calibration(device, reference, reference_key)
+    if kernels is not None:
+        return kernels
     return reference.with_(
         source=f"scaled from the {reference_key} calibration ({reference.source}) by {device.key}'s datasheet roofs",
         relative_uncertainty=max(reference.relative_uncertainty, SCALED_UNCERTAINTY),

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "rooflow.profilers.cli",
     "rooflow.ceilings",
     "rooflow.calibration",
+    "rooflow.estimate.kernel_calibration",
     "rooflow.devices",
     "rooflow.dataset",
     "rooflow.timing",

@@ -94,6 +94,9 @@ class Device:
     estimate_only: bool = False
     assumptions: str | None = None
     derivation: dict[str, Any] = field(default_factory=dict)
+    # Datasheet arithmetic of the kernel model (rooflow.estimate.kernel_calibration): L2 size, board power.
+    l2_cache_bytes: float | None = None
+    tdp_watts: float | None = None
 
     @property
     def is_cuda(self) -> bool:
@@ -195,6 +198,8 @@ def _from_entry(key: str, entry: dict[str, Any]) -> Device:
         estimate_only=bool(entry.get("estimate_only")),
         assumptions=entry.get("assumptions"),
         derivation=dict(entry.get("derivation") or {}),
+        l2_cache_bytes=scaled("l2_cache_mbytes", 2**20),
+        tdp_watts=scaled("tdp_watts", 1.0),
     )
 
 

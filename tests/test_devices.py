@@ -277,7 +277,8 @@ def test_devices_command_json(capsys):
 # per SM on sm_60/70/75/80, 128 on sm_86/89/90 (config/DEVICES.md, "Checking the GPU entries").
 GPU_ARITHMETIC = {
     "p100-pcie-16gb": (64, 1303), "v100-sxm2-16gb": (64, 1530), "v100-pcie-16gb": (64, 1380), "t4": (64, 1590),
-    "a100-sxm4-40gb": (64, 1410), "a100-sxm4-80gb": (64, 1410), "a100-pcie-80gb": (64, 1410),
+    "a100-sxm4-40gb": (64, 1410), "a100-pcie-40gb": (64, 1410), "a100-sxm4-80gb": (64, 1410),
+    "a100-pcie-80gb": (64, 1410),
     "a10": (128, 1695), "l4": (128, 2040), "l40s": (128, 2520), "h100-sxm5-80gb": (128, 1980),
     "h100-pcie-80gb": (128, 1755), "h200-sxm-141gb": (128, 1980),
 }

@@ -30,7 +30,7 @@ def test_json_several_models_with_prediction(capsys):
         assert entry["predicted_seconds_low"] < entry["predicted_seconds"] < entry["predicted_seconds_high"]
         assert 0 < entry["roofline_seconds"] < entry["predicted_seconds"]
         assert entry["predicted_bound"] in ("host", "gpu")
-        assert "scaled from the h100-sxm5-80gb calibration" in entry["calibration_source"]  # an A100: not calibrated
+        assert "not measured" in entry["calibration_source"]  # an A100 SXM4: its family's kernels
         assert entry["fits"] is True and entry["predicted_memory_bytes"] > entry["peak_memory_bytes"]
         assert "layers" not in entry
 

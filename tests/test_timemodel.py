@@ -117,8 +117,11 @@ def test_cpu_charges_a_page_fault_per_fresh_large_allocation(h100):
 
 def test_scaled_calibration_says_so_and_widens():
     devices = load_devices(CATALOGUE)
-    a100 = for_device(devices["a100-sxm4-40gb"])
-    assert "scaled from the h100-sxm5-80gb calibration" in a100.source
+    h200 = for_device(devices["h200-sxm-141gb"])  # the H100's sibling: its calibration, scaled
+    assert "scaled from the h100-sxm5-80gb calibration" in h200.source
+    assert h200.relative_uncertainty > shipped_calibration("h100-sxm5-80gb").relative_uncertainty
+    a100 = for_device(devices["a100-sxm4-40gb"])  # measured single ops of its family (test_kernel_calibration)
+    assert "kernel calibration" in a100.source and "h100-sxm5-80gb" in a100.source
     assert a100.relative_uncertainty > shipped_calibration("h100-sxm5-80gb").relative_uncertainty
     assert for_device(devices["h100-sxm5-80gb"]) == shipped_calibration("h100-sxm5-80gb")
     measured = Calibration(source="measured here", kind="cpu")
