@@ -381,6 +381,13 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             values = [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
         if values:
             classes[op_class] = {key: float(statistics.median(v[key] for v in values)) for key in values[0]}
+            if op_class not in ("gemm", "convolution"):
+                # one kernel's floor is the measuring host's dispatch and launch, not the architecture's:
+                # all GPUs'. cuDNN/cuBLAS calls keep their family's (library heuristics, multi-kernel
+                # algorithms such as Winograd's transforms differ by architecture).
+                floors = [measured[name].classes[op_class]["floor_seconds"] for name in measured
+                          if op_class in measured[name].classes]
+                classes[op_class]["floor_seconds"] = float(statistics.median(floors))
         if op_class in ("gemm", "convolution") and same and gpu.tdp_watts and op_class in classes:
             _power_limit(classes[op_class], gpu, [(measured_gpus[name], measured[name].classes[op_class])
                                                   for name in same if op_class in measured[name].classes])
