@@ -17,25 +17,21 @@ import torch
 
 from rooflow import cli
 from rooflow.ceilings import measure as ceilings
-from rooflow.ceilings.measure import (
+from rooflow.ceilings.measure import CpuClock, _Session, is_stable, measure_ceilings, window_gain
+from rooflow.ceilings.plan import (
     ConvShape,
-    CpuClock,
     Plan,
-    _Session,
     conv2d_flops,
     copy_bytes,
-    cpu_microarchitecture,
     default_plan,
     gemm_flops,
-    invalid_cache_roofs,
-    is_stable,
     l2_read_bytes,
-    measure_ceilings,
-    theoretical_cpu_peak,
     triad_bytes,
-    window_gain,
 )
+from rooflow.cli.ceilings import format_table
 from rooflow.errors import RooflowError
+from rooflow.hardware.cpu import cpu_microarchitecture, theoretical_cpu_peak
+from rooflow.hardware.roofs import invalid_cache_roofs
 
 HAS_CUDA = torch.cuda.is_available()
 
@@ -437,7 +433,7 @@ def test_an_l2_roof_at_or_below_dram_is_marked_invalid_with_a_stub(triton_interp
     assert invalid["dram_bytes_per_second"] == pytest.approx(3 * 4 * (1 << 20) / 1e-3)
     assert result["memory_tests_bytes_per_second"]["l2_read"]["best"] == invalid["bytes_per_second"]
     assert any(note.startswith("INVALID L2 roof") for note in result["notes"])
-    assert "INVALID" in ceilings.format_table(result)
+    assert "INVALID" in format_table(result)
 
 
 def test_the_l2_read_kernel_reads_every_element_passes_times(triton_interpreter):
@@ -551,7 +547,7 @@ CANNED = {
 
 def test_ceilings_command_prints_datasheet_roofs_beside_measured(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(ceilings, "measure_ceilings", lambda kind, threads=None, quick=False: dict(CANNED))
+    monkeypatch.setattr("rooflow.cli.ceilings.measure_ceilings", lambda kind, threads=None, quick=False: dict(CANNED))
     out_file = tmp_path / "ceilings" / "a100.json"
     status = cli.main(["ceilings", "--device", "a100-sxm4-40gb", "--quick", "--output", str(out_file)])
     assert status == 0

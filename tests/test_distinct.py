@@ -26,8 +26,10 @@ from conftest import ROOT
 from test_driver import Spy, run_step, tiny_runner
 
 from rooflow.errors import ParseError
-from rooflow.profilers.distinct import apply_plan, expand, format_stack, load_plan, parse_stack, totals_of
+from rooflow.profilers.distinct import apply_plan, expand, load_plan, totals_of
 from rooflow.profilers.ncu import aggregate_ncu
+from rooflow.profilers.nvtx import format_nvtx_stack as format_stack
+from rooflow.profilers.nvtx import parse_nvtx_stack as parse_stack
 
 H100 = ROOT / "tests" / "data" / "real" / "h100-rooflow"
 NVTX_RECORDING = H100 / "resnet18-b16-fp32-training-ncu-nvtx.csv.gz"

@@ -192,8 +192,3 @@ def test_unknown_mode_is_one_clear_error():
     with pytest.raises(driver.RooflowError, match="profiling.ncu.mode"):
         driver.annotated_step(tiny_runner("inference"), "fast")
 
-
-def test_the_old_name_still_runs_the_driver():
-    from rooflow.measure import timing
-
-    assert "rooflow.measure.driver" in timing.profile_one_iteration.__doc__

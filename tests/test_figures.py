@@ -11,7 +11,6 @@ from test_plots import gpu
 
 from rooflow.report.checks import build_checks, flagged_runs
 from rooflow.report.figures import (
-    axis_scale,
     correlation_figure,
     estimated_time_by_layer_type,
     forward_backward_figure,
@@ -20,6 +19,7 @@ from rooflow.report.figures import (
     throughput_figure,
     time_by_layer_figure,
 )
+from rooflow.report.plots import axis_scale
 from rooflow.report.summary import COLUMNS
 
 # model: (GFLOP per image forward, parameters, CPU seconds per image, GPU seconds per image)

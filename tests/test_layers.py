@@ -22,9 +22,9 @@ from rooflow.profilers.layers import (
     has_nvtx,
     layer_table,
     matmul_runs,
-    parse_nvtx_stack,
 )
 from rooflow.profilers.ncu import aggregate_ncu
+from rooflow.profilers.nvtx import parse_nvtx_stack
 
 H100 = Path(__file__).parent / "data" / "real" / "h100-rooflow"
 NVTX_FILE = H100 / "resnet18-b16-fp32-training-ncu-nvtx.csv.gz"

@@ -297,7 +297,7 @@ def test_sweep_memory(sweep):
 def test_cpu_calibration_microbenchmarks_run_here():
     """`rooflow ceilings --calibrate` on this CPU: host costs from a loop of tiny ops, efficiencies from
     microbenchmarks the estimator also counts (no timing asserted: this machine is shared)."""
-    from rooflow.estimate.calibration import measure_calibration
+    from rooflow.ceilings.calibrate import measure_calibration
 
     cpu = load_device(CATALOGUE, "cpu")
     cpu.with_measured({"peak_flops_per_second": {"fp32": 1e11}, "dram_bytes_per_second": 1e10})

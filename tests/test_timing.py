@@ -3,9 +3,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from rooflow.conventions import NOISY_SPREAD
 from rooflow.errors import RooflowError
 from rooflow.measure import timing
-from rooflow.measure.timing import RunSpec, is_out_of_memory, measure, summarize_seconds
+from rooflow.measure.oom import is_out_of_memory, oom_details
+from rooflow.measure.timing import RunSpec, measure, summarize_seconds
 from rooflow.workload.dataset import SubsetSpec, build_subset, load_subset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,18 +161,12 @@ def test_one_round_never_repeats():
     assert info["timing_rounds"] == 1 and info["noisy"]
 
 
-def test_noise_threshold_is_the_reports():
-    from rooflow.report.summary import NOISY_SPREAD
-
-    assert timing.NOISY_SPREAD == NOISY_SPREAD
-
-
 def test_a_real_measurement_records_its_rounds(subset):
     record = measure(RunSpec("squeezenet1_0", 1, "fp32", "inference", "cpu", 1, 4, 1, max_timing_rounds=2), subset)
     assert 1 <= record["timing_rounds"] <= 2 and len(record["rounds"]) == record["timing_rounds"]
     chosen = record["rounds"][record["chosen_round"] - 1]
     assert record["median_seconds"] == chosen["median_seconds"] and len(record["seconds"]) == 4
-    assert record["noisy"] == (chosen["spread"] > timing.NOISY_SPREAD)
+    assert record["noisy"] == (chosen["spread"] > NOISY_SPREAD)
 
 
 # ---- out of memory: a REAL allocation failure on the CPU, as a result with the numbers ----
@@ -206,7 +202,7 @@ def test_cuda_oom_message_gives_asked_and_available_without_a_gpu():
     error = torch.OutOfMemoryError(
         "CUDA out of memory. Tried to allocate 3.06 GiB. GPU 0 has a total capacity of 14.75 GiB of which "
         "1.20 GiB is free. Including non-PyTorch memory, this process has 13.54 GiB memory in use.")
-    details = timing.oom_details(error, cuda=True)
+    details = oom_details(error, cuda=True)
     assert details["memory_requested_bytes"] == int(3.06 * 2**30)
     assert details["memory_available_bytes"] == int(1.20 * 2**30)
     assert details["memory_limit_bytes"] == int(14.75 * 2**30)
@@ -218,7 +214,7 @@ def test_cpu_allocator_message_in_bytes():
     error = RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
                          "you tried to allocate 205520896 bytes. Error code 12 (Cannot allocate memory)")
     assert is_out_of_memory(error)
-    details = timing.oom_details(error, cuda=False)
+    details = oom_details(error, cuda=False)
     assert details["memory_requested_bytes"] == 205520896
     assert details["memory_available_bytes"] > 0  # MemAvailable of this machine
     assert "asked for 196.00 MiB" in details["message"]
@@ -361,7 +357,7 @@ def test_an_oom_timing_reaches_the_summary_with_its_numbers():
     device = load_devices(ROOT / "config" / "devices.yaml")["t4"]
     error = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.06 GiB. GPU 0 has a total capacity of "
                                    "14.75 GiB of which 1.20 GiB is free.")
-    record = {"status": "oom", **timing.oom_details(error, cuda=True)} if not torch.cuda.is_available() else None
+    record = {"status": "oom", **oom_details(error, cuda=True)} if not torch.cuda.is_available() else None
     if record is None:
         pytest.skip("a GPU is present")
     estimate = {"model": "vgg16", "batch": 256, "precision": "fp32", "mode": "training", "total_flops": 1e13}

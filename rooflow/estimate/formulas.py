@@ -31,12 +31,13 @@ from typing import Any
 
 import torch
 
+from rooflow.conventions import OP_CLASSES
+
 aten = torch.ops.aten
 
 COUNTING_CONVENTION = "1 FMA = 2 FLOPs; attention counted as math-path bmm"
 
 # Classes of work; ``memory`` is data movement with no arithmetic (copies, casts, concatenation, padding).
-OP_CLASSES = ("matmul", "attention", "elementwise", "normalization", "pooling", "softmax", "memory", "other")
 
 FlopResult = float | dict[str, float]
 

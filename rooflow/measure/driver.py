@@ -45,15 +45,11 @@ import threading
 from typing import Any
 
 from rooflow.errors import RooflowError
+from rooflow.profilers.nvtx import LAYER_RANGE, PHASE_RANGE, PLAN_FORMAT, SIGNATURE_RANGE
 
 log = logging.getLogger(__name__)
 
 NCU_MODES = ("distinct", "exhaustive")
-PHASES = ("forward", "loss", "backward", "optimizer")
-PLAN_FORMAT = "rooflow-ncu-plan/1"
-PHASE_RANGE = "phase:"
-LAYER_RANGE = "layer:"
-SIGNATURE_RANGE = "rooflow:sig:"
 
 
 def _push(message: str) -> None:
