@@ -15,7 +15,7 @@ them as well and shows both (datasheet roofs solid, measured ones dashed):
   A cache roof at or below the DRAM roof is a failed measurement (:func:`invalid_cache_roofs`): the result
   marks it invalid with its numbers, and figures never draw it.
 
-Conventions (stated once, used everywhere, tested in tests/test_ceilings.py):
+Conventions (stated once, used everywhere, tested in tests/ceilings/test_ceilings.py):
 
 - one FMA = 2 FLOPs, so an n×n by n×n GEMM is ``2·n³`` FLOPs (:func:`gemm_flops`) and a convolution
   ``2·C·R·R·K·Hout·Wout·N`` (:func:`conv2d_flops`);

@@ -19,7 +19,7 @@ Conventions (stated once, here, and reported with every estimate as ``COUNTING_C
 
 We do not reuse ``torch.utils.flop_counter``'s formulas: its convolution weight-gradient ignores ``groups``
 (3.7× too high for resnext50, 19× for mobilenet_v2); the closed-form tests in
-tests/test_estimate_formulas.py pin every formula here instead.
+tests/estimate/test_estimate_formulas.py pin every formula here instead.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ Two ways to profile (``profiling.ncu.mode``):
   lists, per signature, every call with its phase and layer, and :func:`rooflow.profilers.distinct.expand`
   weights each profiled kernel by its signature's calls. Keying by ncu's launch configuration (name, grid,
   block) instead is wrong: the same kernel with the same grid does different work when a GEMM's K differs
-  (tests/test_distinct.py shows −35% to +33% FLOPs on the H100 recordings).
+  (tests/profilers/test_distinct.py shows −35% to +33% FLOPs on the H100 recordings).
 
 Backward calls are attributed to the layer whose forward op created their autograd node (a node-creation
 hook records the layer stack when each node is created; ``torch._C._current_autograd_node()`` names the node

@@ -4,7 +4,7 @@ In distinct mode the driver (:mod:`rooflow.measure.driver`) profiles only the FI
 (inside an NVTX range ``rooflow:sig:<k>``) and writes a plan: per signature, every call of the step with its
 phase and layer. :func:`expand` gives each profiled kernel one row per call of its signature — the table an
 exhaustive profile would have given, if every call of a signature launches the kernels of its first call
-with the same counter values (what tests/test_distinct.py checks on a real per-kernel H100 recording) — and
+with the same counter values (what tests/profilers/test_distinct.py checks on a real per-kernel H100 recording) — and
 :func:`apply_plan` sums it into the totals the workflow writes.
 
 Each expanded row's ``nvtx_stack`` is written in ncu's own format (``<thread>  "<default domain>:<message>:

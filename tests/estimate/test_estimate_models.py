@@ -219,7 +219,7 @@ def test_autocast_layer_norm_stays_fp32():
 @pytest.mark.parametrize("name", CORE_MODELS + ["vit_b_32"])
 def test_published_gmacs_core_models(name):
     """torchvision's weights.meta['_ops'] are GMACs at batch 1 and the model's own input size (the full
-    zoo: tests/test_estimate_zoo.py). Agreement here is a consistency check, not validation (DESIGN.md)."""
+    zoo: tests/estimate/test_estimate_zoo.py). Agreement here is a consistency check, not validation (DESIGN.md)."""
     from rooflow.workload.models import weights_meta
 
     t = estimate(name, 1).totals

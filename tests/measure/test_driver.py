@@ -8,86 +8,11 @@ stack holds none of the main thread's ranges; on the CPU autograd runs them on t
 
 from __future__ import annotations
 
-import contextlib
-from types import SimpleNamespace
-
 import pytest
 import torch
-from conftest import Recorder
-from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
+from support import run_step, tiny_runner
 
 from rooflow.measure import driver
-from rooflow.measure.timing import Runner
-
-
-class Block(nn.Module):
-    """A ResNet basic block without BN: conv, shared ReLU, conv, residual add, the same ReLU again."""
-
-    def __init__(self, channels: int):
-        super().__init__()
-        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
-        self.relu = nn.ReLU()
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
-
-    def forward(self, x):
-        out = self.conv2(self.relu(self.conv1(x)))
-        return self.relu(out + x)
-
-
-class Tiny(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stem = nn.Conv2d(3, 4, 3, padding=1)
-        self.layer = nn.Sequential(Block(4), Block(4))
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(4, 5)
-
-    def forward(self, x):
-        return self.fc(torch.flatten(self.pool(self.layer(self.stem(x))), 1))
-
-
-def tiny_runner(mode: str) -> Runner:
-    """A Runner (rooflow.measure.timing) around the tiny model: Runner.step is exactly what the driver runs."""
-    torch.manual_seed(0)
-    runner = Runner.__new__(Runner)
-    runner.spec = SimpleNamespace(mode=mode, precision="fp32")
-    runner.cuda = False
-    runner.autocast = contextlib.nullcontext()
-    runner.model = Tiny()
-    runner.x, runner.y = torch.randn(2, 3, 8, 8), torch.tensor([1, 3])
-    if mode == "training":
-        runner.model.train()
-        runner.loss_fn = nn.CrossEntropyLoss()
-        # foreach=True: the multi-tensor optimizer ops PyTorch uses on CUDA (on CPU it would loop per tensor)
-        runner.optimizer = torch.optim.SGD(runner.model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4,
-                                           foreach=True)
-        runner.scaler = torch.amp.GradScaler("cpu", enabled=False)
-    else:
-        runner.model.eval()
-    return runner
-
-
-class Spy(TorchDispatchMode):
-    """Sees every aten op after the driver's own mode: (op, NVTX stack, profiling on)."""
-
-    def __init__(self, recorder: Recorder):
-        super().__init__()
-        self.recorder, self.calls, self.signatures = recorder, [], []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls.append((str(func), list(self.recorder.stack), self.recorder.profiling))
-        self.signatures.append(driver.op_signature(func, args, kwargs or {}))
-        return func(*args, **(kwargs or {}))
-
-
-def run_step(runner: Runner, recorder: Recorder, ncu_mode: str, spy: Spy | None = None):
-    runner.step()  # a warm-up step, as the driver does: optimizer state exists, AccumulateGrad nodes too
-    spy = spy or Spy(recorder)
-    with spy:
-        plan = driver.annotated_step(runner, ncu_mode)
-    assert recorder.stack == [] and not recorder.profiling
-    return plan, spy.calls
 
 
 def stacks_of(calls, op):

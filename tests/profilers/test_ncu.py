@@ -23,7 +23,7 @@ from rooflow.errors import ParseError
 from rooflow.profilers.kernels import KERNEL_CLASSES, classify_kernel
 from rooflow.profilers.ncu import KERNEL_COLUMNS, TOTAL_KEYS, aggregate_ncu
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 REAL = DATA / "real"
 MALFORMED = DATA / "malformed"
 ANOUSHKA = "anoushka21-cloudml/proj1"
@@ -710,7 +710,7 @@ def test_bad_input_raises_one_clear_error_naming_the_file(name, tmp_path):
         make, cause = GENERATED_CAUSES[name]
         path = make(tmp_path)
         if name == "unreadable" and os.geteuid() == 0:
-            pytest.skip("root reads any file: tests/test_profiler_commands.py runs this one as another user")
+            pytest.skip("root reads any file: tests/profilers/test_profiler_commands.py runs this one as another user")
     else:
         path, cause = real(H100_TF32), "ncu was asked for lts__t_sectors.sum but the file does not hold it"
         required = ["dram__bytes_read.sum", "lts__t_sectors.sum"]

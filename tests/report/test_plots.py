@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from support import DRAM, L2, PEAK_FP16, PEAK_FP32, PEAK_TF32, gpu
 
 from rooflow.hardware.devices import Device
 from rooflow.report.checks import build_checks, flagged_runs
@@ -23,19 +24,6 @@ from rooflow.report.plots import (
     theoretical_roofs,
 )
 from rooflow.report.summary import COLUMNS
-
-PEAK_FP32, PEAK_TF32, PEAK_FP16 = 20e12, 150e12, 300e12
-DRAM, L2 = 2e12, 6e12
-
-
-def gpu() -> Device:
-    """An A100-like GPU: FP32 20, TF32 150, FP16 = BF16 300 TFLOP/s, FP64 10; DRAM 2 TB/s, L2 6 TB/s; measured
-    FP32 18 TFLOP/s (90%) and DRAM 1.8 TB/s (90%)."""
-    return Device(key="gpu", kind="cuda", name="Test GPU", architecture="sm_80",
-                  peak_flops_per_second={"fp64": 10e12, "fp32": PEAK_FP32, "tf32": PEAK_TF32, "fp16": PEAK_FP16,
-                                         "bf16": PEAK_FP16},
-                  dram_bytes_per_second=DRAM, l2_bytes_per_second=L2,
-                  measured_peak_flops_per_second={"fp32": 0.9 * PEAK_FP32}, measured_dram_bytes_per_second=0.9 * DRAM)
 
 
 def run(model, batch, mode, flops, nbytes, seconds, precision="fp32", device="gpu", **extra) -> dict:
@@ -191,7 +179,7 @@ def test_a_cpu_draws_its_theoretical_peak_solid_beside_the_measured_roofs(tmp_pa
 
 # --- readable at report size: labels never collide, everything inside the figure ----------------------
 
-REAL = Path(__file__).parent / "data" / "real" / "h100-rooflow"
+REAL = Path(__file__).resolve().parents[1] / "data" / "real" / "h100-rooflow"
 
 
 def h100_rooflow_inputs():

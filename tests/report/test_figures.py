@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from test_plots import gpu
+from support import gpu
 
 from rooflow.report.checks import build_checks, flagged_runs
 from rooflow.report.figures import (

@@ -29,7 +29,7 @@ from rooflow.report.checks import build_checks
 from rooflow.report.summary import COLUMNS, _evidence_columns
 from rooflow.workload.dataset import SubsetSpec, build_subset, load_subset
 
-H100 = Path(__file__).parent / "data" / "real" / "h100-rooflow"
+H100 = Path(__file__).resolve().parents[1] / "data" / "real" / "h100-rooflow"
 
 
 def trace(name: str) -> pd.DataFrame:

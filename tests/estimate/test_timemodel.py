@@ -36,8 +36,8 @@ from rooflow.estimate.timemodel import (
 )
 from rooflow.hardware.devices import load_device, load_devices
 
-H100 = Path(__file__).parent / "data" / "real" / "h100-rooflow"
-CATALOGUE = Path(__file__).parent.parent / "config" / "devices.yaml"
+H100 = Path(__file__).resolve().parents[1] / "data" / "real" / "h100-rooflow"
+CATALOGUE = Path(__file__).resolve().parents[2] / "config" / "devices.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from rooflow.profilers.metrics import (
 )
 from rooflow.profilers.ncu import aggregate_ncu
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 MALFORMED = DATA / "malformed"
 A100_LOG = DATA / "real" / "anoushka21-cloudml" / "proj1" / "a100" / "vgg11" / "ncu-log-vgg11.txt"
 A100_TRACE = A100_LOG.with_name("tmp_nsys_gputrace.csv")

@@ -23,7 +23,7 @@ import pytest
 
 from rooflow.io import atomic_path, remove_stale_temporaries, scratch_directory, stale_temporaries
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # ---- temporaries ----
 

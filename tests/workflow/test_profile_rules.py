@@ -6,27 +6,14 @@ side: the command, the error, the aggregation in exhaustive and distinct mode.""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import pytest
-from conftest import ROOT, copy_workflow
+from conftest import copy_workflow
+from support import RECORDED, REPLAY, TARGET, run_with_fake_ncu
 
 pytestmark = pytest.mark.slow
 
-TARGET = "results/aggregate/a100-sxm4-40gb/resnet18/b64-fp32-training/ncu.json"
-RECORDED = ROOT / "tests/data/real/cyanguwa-DeepLearningProfiling/mlperf-deepcam/PT-fp32-O1-AdamW-fw-733731"
 
-REPLAY = """#!/usr/bin/env bash
-# Stand-in for Nsight Compute: record argv, write a recorded ncu CSV to --log-file and, where the driver would
-# have written one, the plan to --plan.
-printf '%s\\n' "$@" > "{argv}"
-while [ $# -gt 0 ]; do [ "$1" = --log-file ] && log="$2"; [ "$1" = --plan ] && plan="$2"; shift; done
-{{ echo "==PROF== Connected to process 4242"; zcat -f "{recorded}"; }} > "$log"
-[ -n "$plan" ] && cp "{plan}" "$plan"
-exit 0
-"""
 
 DENIED = """#!/usr/bin/env bash
 # Stand-in for Nsight Compute on a node without counter permission.
@@ -40,18 +27,6 @@ exit 1
 """
 
 
-def run_with_fake_ncu(workdir: Path, snakemake_exe: str, script: str, ncu_mode: str = "distinct"):
-    bin_dir = workdir / "fake-bin"
-    bin_dir.mkdir(exist_ok=True)
-    fake = bin_dir / "ncu"
-    fake.write_text(script)
-    fake.chmod(0o755)
-    config = workdir / "tests" / "configs" / "gpu-ncu.yaml"
-    config.write_text((workdir / "tests" / "configs" / "gpu.yaml").read_text()
-                      + f"profiling: {{ncu: {{mode: {ncu_mode}}}}}\n")
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run([snakemake_exe, TARGET, "--cores", "2", "--configfile", str(config)],
-                          cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_ncu_rule_in_exhaustive_mode_builds_the_command_and_aggregates(tmp_path, snakemake_exe):
@@ -84,7 +59,7 @@ def test_ncu_rule_in_exhaustive_mode_builds_the_command_and_aggregates(tmp_path,
 
 def test_ncu_rule_in_distinct_mode_aggregates_the_plan(tmp_path, snakemake_exe):
     """The stand-in replays a distinct-mode CSV and plan made from rooflow's real H100 ResNet-18 recording
-    (tests/test_distinct.py: distinct_stand_in); the aggregate represents all 194 launches from 86 profiled."""
+    (tests/profilers/test_distinct.py: distinct_stand_in); the aggregate represents all 194 launches from 86 profiled."""
     from test_distinct import NVTX_RECORDING, distinct_stand_in, module_shapes, signature_groups
 
     from rooflow.profilers.ncu import aggregate_ncu

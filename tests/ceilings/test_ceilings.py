@@ -38,7 +38,7 @@ HAS_CUDA = torch.cuda.is_available()
 TINY_CONV = ConvShape("tiny 3x3 8->16 16x16 b2", 2, 8, 16, 16, 3)
 TINY_CPU = Plan(precisions=("fp32", "bf16"), gemm_sizes=(128, 256), stream_elements=(1 << 20, 1 << 21),
                 conv_shapes=(TINY_CONV,), warmup=1, repeats=3)
-REAL = Path(__file__).parent / "data" / "real" / "h100-rooflow"
+REAL = Path(__file__).resolve().parents[1] / "data" / "real" / "h100-rooflow"
 
 
 # --- counting conventions (closed form) --------------------------------------------------------------

@@ -2,10 +2,10 @@
 forward multiply-adds agree with the figure torchvision publishes (``weights.meta["_ops"]``, GMACs).
 
 Slow: four meta runs per model, 80 models (a few minutes on 2 cores; batch 256 costs what batch 1 costs).
-Run with ``pytest -m slow tests/test_estimate_zoo.py``.
+Run with ``pytest -m slow tests/estimate/test_estimate_zoo.py``.
 
 Agreement with ``_ops`` is a consistency check, not validation (DESIGN.md: torchvision's figure comes from
-a dispatch-level counter like ours; tests/test_estimate_formulas.py is the validation). Measured here:
+a dispatch-level counter like ours; tests/estimate/test_estimate_formulas.py is the validation). Measured here:
 ``forward_macs`` (the forward matmul/conv/attention multiply-adds, bias adds excluded) equals ``_ops`` to
 its printed precision (|Δ| ≤ 0.0005 GMAC, the rounding of 3 decimals) for all 80 models — attention
 included: torchvision's counter also counts the QK^T and AV matmuls of ViT, Swin and MaxViT. The relative

@@ -13,17 +13,20 @@ per-kernel recordings, and the plan/expansion bookkeeping end to end on the CPU.
 from __future__ import annotations
 
 import collections
-import csv
-import dataclasses
-import gzip
-import json
 import math
-import re
 
 import pandas as pd
 import pytest
 from conftest import ROOT
-from test_driver import Spy, run_step, tiny_runner
+from support import (
+    NVTX_RECORDING,
+    Spy,
+    distinct_stand_in,
+    module_shapes,
+    run_step,
+    signature_groups,
+    tiny_runner,
+)
 
 from rooflow.errors import ParseError
 from rooflow.profilers.distinct import apply_plan, expand, load_plan, totals_of
@@ -32,7 +35,6 @@ from rooflow.profilers.nvtx import format_nvtx_stack as format_stack
 from rooflow.profilers.nvtx import parse_nvtx_stack as parse_stack
 
 H100 = ROOT / "tests" / "data" / "real" / "h100-rooflow"
-NVTX_RECORDING = H100 / "resnet18-b16-fp32-training-ncu-nvtx.csv.gz"
 METRICS = ["flops_total", "dram_bytes", "l2_bytes", "l1_bytes"]
 
 
@@ -94,142 +96,14 @@ def test_why_the_same_kernel_and_grid_is_not_the_same_work(recordings):
 # ---------------------------------------------------------------------------------------------------
 # The key that works: the aten op signature, simulated on the recording with NVTX ranges
 
-OP_ITEM = re.compile(r"^(?P<name>[^,]+?)(?:, seq = (?P<seq>\d+))?, op_id = (?P<op_id>\d+)$")
-EVALUATE = "autograd::engine::evaluate_function: "
 
 
-def module_shapes(model_name: str, batch: int) -> dict[str, tuple]:
-    """Per module (first call): type, configuration, input and output shape — on the meta device."""
-    import torch
-
-    from rooflow.workload.models import build_model, parameters_on_meta
-
-    with parameters_on_meta():
-        model = build_model(model_name)
-    shapes: dict[str, tuple] = {}
-
-    def hook(name):
-        def record(module, inputs, output):
-            shapes.setdefault(name, (type(module).__name__, module.extra_repr(), tuple(inputs[0].shape),
-                                     tuple(output.shape)))
-        return record
-
-    for name, module in model.named_modules():
-        if name:
-            module.register_forward_hook(hook(name))
-    model.train()(torch.empty(batch, 3, 224, 224, device="meta"))
-    return shapes
 
 
-@dataclasses.dataclass
-class Call:
-    """One recorded op call: its kernels (in launch order) and where it ran."""
-
-    kernels: list[dict]
-    phase: str | None
-    layers: list[str]
-    node: str | None = None
-    seq: int | None = None
 
 
-def signature_groups(kernels: pd.DataFrame, shapes: dict[str, tuple]) -> dict[tuple, list[Call]]:
-    """The recorded op calls grouped by their aten signature, both in the step's order.
-
-    A call is the outermost op range of a main-thread kernel, or one op of an autograd node's evaluation
-    (the node's own work, or an op the engine ran for it: a gradient accumulation ``aten::add_``). Its
-    signature is what decides its tensors' shapes: the op and its module's type, configuration and shapes;
-    for backward, the node and the module of the forward op with the same ``seq``; a residual or gradient
-    ``add_`` by the shape it adds. Calls nothing identifies (the loss, the optimizer's multi-tensor ops) are
-    their own signature. Modules the recording left without a range (the residual add between a block's
-    leaf layers) take the shape of the block.
-    """
-    seq_layer: dict[int, str | None] = {}
-    evaluate_seq: dict[str, int] = {}
-    parsed = []
-    for kernel in kernels.to_dict("records"):
-        _, messages = parse_stack(kernel["nvtx_stack"])
-        ops = [match for match in map(OP_ITEM.match, messages) if match]
-        layers = [m[len("layer:"):] for m in messages if m.startswith("layer:")]
-        phase = next((m[len("phase:"):] for m in messages if m.startswith("phase:")), None)
-        parsed.append((kernel, ops, layers, phase))
-        for op in ops:
-            if op["seq"] and phase == "forward":
-                seq_layer.setdefault(int(op["seq"]), layers[-1] if layers else None)
-            if op["seq"] and ops[0]["name"].startswith(EVALUATE):
-                evaluate_seq[ops[0]["op_id"]] = int(op["seq"])
-
-    def module(layer):
-        return ("module", *shapes[layer])
-
-    calls: dict[tuple, tuple[tuple, Call]] = collections.OrderedDict()
-    previous_layer = None
-    for kernel, ops, layers, phase in parsed:
-        top, layer, node, seq = ops[0], (layers[-1] if layers else None), None, None
-        if top["name"].startswith(EVALUATE):
-            node, seq = top["name"][len(EVALUATE):], evaluate_seq[top["op_id"]]
-            forward_layer = seq_layer.get(seq)
-            forward = module(forward_layer) if forward_layer else ("seq", seq)
-            phase, layers = "backward", [forward_layer] if forward_layer else []
-            inner = ops[1]
-            if inner["name"] == node:
-                call, key = (top["op_id"], "node"), ("backward", node, forward)
-            elif inner["name"] == "aten::add_":  # gradient accumulation into the layer's input gradient
-                call, key = (top["op_id"], inner["op_id"]), ("add_", shapes[forward_layer][2])
-            else:
-                call, key = (top["op_id"], inner["op_id"]), ("backward", node, inner["name"], forward)
-        elif phase == "forward" and layer:
-            call, key = (top["op_id"],), ("forward", top["name"], module(layer))
-            previous_layer = layer
-        elif phase == "forward" and top["name"] == "aten::add_":  # a block's residual add
-            block = ".".join(previous_layer.split(".")[:2])
-            call, key = (top["op_id"],), ("add_", shapes[block][3])
-        else:
-            call, key = (top["op_id"],), ("call", top["op_id"])
-        calls.setdefault(call, (key, Call([], phase, layers, node, seq)))[1].kernels.append(kernel)
-    groups: dict[tuple, list[Call]] = collections.OrderedDict()
-    for key, found in calls.values():
-        groups.setdefault(key, []).append(found)
-    return groups
 
 
-def distinct_stand_in(kernels: pd.DataFrame, groups: dict[tuple, list[Call]], csv_path, plan_path) -> None:
-    """A STAND-IN for a distinct-mode run, made from the real exhaustive recording: the CSV keeps only the
-    kernels of each signature's first call, with ``rooflow:sig:<k>`` pushed inside its outermost op range
-    (where the driver's dispatch mode pushes it), and the plan lists every call — what the driver and ncu
-    would have written had they profiled this step in distinct mode."""
-    first: dict[int, tuple[int, list[str]]] = {}
-    signatures, order = [], {}
-    for number, (key, members) in enumerate(groups.items()):
-        for kernel in members[0].kernels:
-            thread, messages = parse_stack(kernel["nvtx_stack"])
-            top = next(i for i, m in enumerate(messages) if OP_ITEM.match(m))
-            first[int(kernel["id"])] = (number, format_stack(thread, [*messages[:top + 1], f"rooflow:sig:{number}",
-                                                                       *messages[top + 1:]]))
-        signatures.append({"id": number, "op": str(key[:2]), "signature": repr(key), "count": len(members),
-                           "occurrences": members})
-    for call in sorted((c for members in groups.values() for c in members), key=lambda c: c.kernels[0]["id"]):
-        order[id(call)] = len(order)
-    for entry in signatures:
-        entry["occurrences"] = [{"index": order[id(c)], "phase": c.phase, "layers": c.layers,
-                                 **({"node": c.node, "seq": c.seq} if c.node else {})} for c in entry["occurrences"]]
-    plan = {"format": "rooflow-ncu-plan/1", "mode": "distinct", "calls": len(order), "distinct": len(signatures),
-            "signatures": signatures}
-    plan_path.write_text(json.dumps(plan))
-    with gzip.open(NVTX_RECORDING, "rt") as source, open(csv_path, "w", newline="") as target:
-        writer = csv.writer(target, quoting=csv.QUOTE_ALL, lineterminator="\n")
-        header = None
-        for line in source:
-            if not line.startswith('"'):
-                target.write(line)
-                continue
-            fields = next(csv.reader([line]))
-            if header is None:
-                header = fields
-                nvtx = next(i for i, name in enumerate(header) if name.startswith("thread Domain:Push/Pop_Range"))
-                writer.writerow(fields)
-            elif int(fields[0]) in first:
-                fields[nvtx] = first[int(fields[0])][1] + " "
-                writer.writerow(fields)
 
 
 @pytest.fixture(scope="module")

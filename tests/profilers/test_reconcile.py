@@ -19,7 +19,7 @@ from rooflow.profilers.reconcile import reconcile
 from rooflow.report.checks import build_checks
 from rooflow.report.summary import COLUMNS, build_row
 
-REAL = Path(__file__).parent / "data" / "real" / "anoushka21-cloudml" / "proj1"
+REAL = Path(__file__).resolve().parents[1] / "data" / "real" / "anoushka21-cloudml" / "proj1"
 
 # VGG11 ("A"): 3×3 convolutions, padding 1, (C_in, C_out, H=W) per layer, then three linear layers.
 VGG11_CONVS = [(3, 64, 224), (64, 128, 112), (128, 256, 56), (256, 256, 56), (256, 512, 28), (512, 512, 28),
@@ -262,7 +262,7 @@ def test_pure_function():
 # ---------------------------------------------------------------------------------------------------
 # rooflow's own H100 recordings: the cause each run's reconciliation gives, pinned
 
-H100 = Path(__file__).parent / "data" / "real" / "h100-rooflow"
+H100 = Path(__file__).resolve().parents[1] / "data" / "real" / "h100-rooflow"
 # (model, batch, precision, mode, ncu file, measured/estimated FLOPs)
 H100_RUNS = [
     ("resnet50", 64, "fp32", "training", "resnet50-b64-fp32-training-ncu.csv.gz", 0.9181),
@@ -363,7 +363,7 @@ def h100_summary_row(reconciliation: dict) -> dict:
     result = aggregate_ncu(H100 / "resnet50-b64-tf32-inference-ncu.csv.gz")
     estimate = rooflow_estimate("resnet50", 64, "tf32", "inference")
     timing = dict(read_json(H100 / "resnet50-b64-tf32-inference-timing.json"), device="h100-sxm5-80gb")
-    device = load_devices(Path(__file__).parent.parent / "config" / "devices.yaml")["h100-sxm5-80gb"]
+    device = load_devices(Path(__file__).resolve().parents[2] / "config" / "devices.yaml")["h100-sxm5-80gb"]
     return build_row(device, estimate.totals, timing, dict(result.totals, device="h100-sxm5-80gb"),
                      reconciliation=reconciliation)
 

@@ -26,7 +26,7 @@ from rooflow.profilers.layers import (
 from rooflow.profilers.ncu import aggregate_ncu
 from rooflow.profilers.nvtx import parse_nvtx_stack
 
-H100 = Path(__file__).parent / "data" / "real" / "h100-rooflow"
+H100 = Path(__file__).resolve().parents[1] / "data" / "real" / "h100-rooflow"
 NVTX_FILE = H100 / "resnet18-b16-fp32-training-ncu-nvtx.csv.gz"
 
 

@@ -15,7 +15,7 @@ from rooflow.errors import ParseError
 from rooflow.profilers.kernels import KERNEL_CLASSES
 from rooflow.profilers.nsys import KERNEL_COLUMNS, TOTAL_KEYS, aggregate_nsys
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 REAL = DATA / "real" / "anoushka21-cloudml" / "proj1"
 MALFORMED = DATA / "malformed"
 RUNS = [(gpu, model) for gpu in ("a100", "v100") for model in ("vgg11", "vgg13", "vgg19")]

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 CONFIG = "tests/configs/tiny.yaml"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # Where the screenshots are kept for a person to look at (the temp dir of the run is removed by pytest).
-SCREENSHOTS = Path(os.environ.get("ROOFLOW_SCREENSHOTS", Path(__file__).resolve().parent.parent / ".pytest_cache"
+SCREENSHOTS = Path(os.environ.get("ROOFLOW_SCREENSHOTS", Path(__file__).resolve().parents[2] / ".pytest_cache"
                                   / "report-screenshots"))
 
 

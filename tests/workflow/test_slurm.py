@@ -19,7 +19,7 @@ polls every second and keeps the plugin's logs. Then:
 
 Needs root and apt-get (CI: a fresh Debian as root); elsewhere skipped with the reason. Run:
 
-    .venv/bin/pytest -m slurm tests/test_slurm.py -v
+    .venv/bin/pytest -m slurm tests/workflow/test_slurm.py -v
 
 Environment: ROOFLOW_SLURM_BASE (cluster state, default /tmp/rooflow-slurm), ROOFLOW_SLURM_ACCOUNTING=0
 (no slurmdbd; status via squeue, history from the jobcomp file). A cluster already running under
@@ -42,7 +42,7 @@ import pytest
 import yaml
 from conftest import copy_workflow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CLUSTER_SCRIPT = ROOT / "tests" / "slurm" / "start-cluster.sh"
 BASE = Path(os.environ.get("ROOFLOW_SLURM_BASE", "/tmp/rooflow-slurm"))

@@ -10,7 +10,7 @@ from rooflow.measure.oom import is_out_of_memory, oom_details
 from rooflow.measure.timing import RunSpec, measure, summarize_seconds
 from rooflow.workload.dataset import SubsetSpec, build_subset, load_subset
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -97,7 +97,7 @@ def test_a_run_that_cannot_fit_is_a_result_row_with_the_verdict():
     from rooflow.report.checks import build_checks
     from rooflow.report.summary import build_summary
 
-    devices = load_devices(Path(__file__).parent.parent / "config" / "devices.yaml")
+    devices = load_devices(Path(__file__).resolve().parents[2] / "config" / "devices.yaml")
     totals = estimate("vgg16", 256, "fp32", "training").totals
     record = unfit_record(totals, devices["t4"])
     assert record["status"] == "does-not-fit" and "does not fit: needs 20.5 GB" in record["message"]

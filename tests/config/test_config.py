@@ -19,7 +19,7 @@ from rooflow.config_io import load_schema, validate
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import load_devices
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture()
