@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from rooflow.ceilings import measure_ceilings
+from rooflow.ceilings.measure import measure_ceilings
 
 GIGA = 1e9
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_distinct_ops.py [resnet50 vgg16 mobilenet_v2] [--batch 2]
 
-Runs the profiling driver's distinct-mode step (rooflow.driver.annotated_step) on the CPU, with the CUDA
+Runs the profiling driver's distinct-mode step (rooflow.measure.driver.annotated_step) on the CPU, with the CUDA
 profiler calls replaced by no-ops, and prints per model × mode: the aten op calls of the step, the distinct
 signatures among them (the calls ncu would profile), and the same two counts for the calls that can launch
 a kernel (views, detach and the profiler's record_function ops launch none). The CPU dispatches the same
@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 import torch  # noqa: E402
 
-from rooflow import driver  # noqa: E402
-from rooflow.timing import Runner, RunSpec  # noqa: E402
+from rooflow.measure import driver  # noqa: E402
+from rooflow.measure.timing import Runner, RunSpec  # noqa: E402
 
 
 def launches_no_kernel(op: str) -> bool:

@@ -42,7 +42,7 @@ def main() -> int:
         args.all, args.precision, args.mode = True, ["fp32", "tf32", "fp16", "bf16"], ["inference", "training"]
 
     from rooflow.estimate import estimate
-    from rooflow.models import classification_models
+    from rooflow.workload.models import classification_models
 
     models = list(classification_models()) if args.all else args.models
     estimate("resnet18", 1, mode=args.mode[0])  # warm imports and caches out of the first row

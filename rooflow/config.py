@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from rooflow.config_io import close_matches, load_schema, read_yaml, validate
-from rooflow.devices import MATMUL_ROOF, Device, estimate_only_error, load_devices
 from rooflow.errors import RooflowError
-from rooflow.models import classification_models, closest_models_hint
+from rooflow.hardware.devices import MATMUL_ROOF, Device, estimate_only_error, load_devices
+from rooflow.workload.models import classification_models, closest_models_hint
 
 # Where the catalogue has no peak for a precision's matmul roof, the GPU has no arithmetic of that format,
 # except TF32: a math mode of fp32 storage that GPUs without TF32 tensor cores (V100, T4, P100) ignore, so
@@ -102,7 +102,7 @@ def check_precision(device: Device, precision: str, key: str, source: str = "con
 def check_dataset(dataset: dict[str, Any], workdir: Path, source: str = "config") -> None:
     """dataset.root, when set: a folder of class folders, at least dataset.classes of which hold an image.
     Cheap on ImageNet-sized trees: it stops at the first image of each class folder."""
-    from rooflow.dataset import IMAGE_EXTENSIONS
+    from rooflow.workload.dataset import IMAGE_EXTENSIONS
 
     root = dataset["root"]
     if root is None:

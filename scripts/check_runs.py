@@ -1,7 +1,7 @@
-from rooflow.checks import check_files
 from rooflow.io import atomic_path, write_csv
 from rooflow.logs import step_logging
-from rooflow.tables import checks_overview, write_html_table
+from rooflow.report.checks import check_files
+from rooflow.report.tables import checks_overview, write_html_table
 
 i, o = snakemake.input, snakemake.output
 with step_logging(snakemake.log[0], "check_runs") as log:

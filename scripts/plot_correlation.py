@@ -1,7 +1,7 @@
 import pandas as pd
 
-from rooflow.figures import correlation_figure
 from rooflow.logs import step_logging
+from rooflow.report.figures import correlation_figure
 
 with step_logging(snakemake.log[0], "plot_correlation") as log:
     matrices = correlation_figure(pd.read_csv(snakemake.input.summary), snakemake.output.figure)

@@ -1,8 +1,8 @@
 import pandas as pd
 
-from rooflow.checks import flagged_runs
-from rooflow.figures import latency_figure, predicted_figure, throughput_figure
 from rooflow.logs import step_logging
+from rooflow.report.checks import flagged_runs
+from rooflow.report.figures import latency_figure, predicted_figure, throughput_figure
 
 i, o, device = snakemake.input, snakemake.output, snakemake.wildcards.device
 with step_logging(snakemake.log[0], "plot_latency") as log:

@@ -1,10 +1,10 @@
 import pandas as pd
 
-from rooflow.checks import flagged_runs
-from rooflow.devices import load_device
+from rooflow.hardware.devices import load_device
 from rooflow.io import read_json
 from rooflow.logs import step_logging
-from rooflow.plots import roofline_figure, theoretical_roofs
+from rooflow.report.checks import flagged_runs
+from rooflow.report.plots import roofline_figure, theoretical_roofs
 
 i = snakemake.input
 with step_logging(snakemake.log[0], "plot_roofline") as log:

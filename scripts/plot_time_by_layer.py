@@ -1,10 +1,10 @@
 import pandas as pd
 
-from rooflow.devices import load_device
-from rooflow.figures import estimated_time_by_layer_type, time_by_layer_figure
+from rooflow.hardware.devices import load_device
 from rooflow.io import read_json
 from rooflow.logs import step_logging
-from rooflow.timeline import read_timeline, seconds_by_class
+from rooflow.measure.timeline import read_timeline, seconds_by_class
+from rooflow.report.figures import estimated_time_by_layer_type, time_by_layer_figure
 
 i, device_key = snakemake.input, snakemake.wildcards.device
 with step_logging(snakemake.log[0], "plot_time_by_layer") as log:

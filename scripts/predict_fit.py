@@ -1,5 +1,5 @@
-from rooflow.devices import load_devices
 from rooflow.estimate.predict import fit_table
+from rooflow.hardware.devices import load_devices
 from rooflow.io import read_json, write_json
 from rooflow.logs import step_logging
 

@@ -1,7 +1,7 @@
 from rooflow.errors import RooflowError
 from rooflow.io import atomic_path
 from rooflow.logs import step_logging
-from rooflow.profile_run import driver_argv, require_tool, run_tool
+from rooflow.measure.launch import driver_argv, require_tool, run_tool
 from rooflow.profilers.commands import ncu_command
 from rooflow.profilers.metrics import metrics_for_architecture
 

@@ -4,7 +4,7 @@ from pathlib import Path
 from rooflow.errors import RooflowError
 from rooflow.io import scratch_directory
 from rooflow.logs import step_logging
-from rooflow.profile_run import driver_argv, require_nsys_report, require_tool, run_tool
+from rooflow.measure.launch import driver_argv, require_nsys_report, require_tool, run_tool
 from rooflow.profilers.commands import nsys_commands, nsys_stats_outputs
 
 w, p, out = snakemake.wildcards, snakemake.params, snakemake.output

@@ -1,7 +1,7 @@
-from rooflow.dataset import load_subset
 from rooflow.io import write_json
 from rooflow.logs import step_logging
-from rooflow.timing import RunSpec, measure
+from rooflow.measure.timing import RunSpec, measure
+from rooflow.workload.dataset import load_subset
 
 w, p = snakemake.wildcards, snakemake.params
 with step_logging(snakemake.log[0], "profile_time"):

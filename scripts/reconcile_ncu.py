@@ -2,10 +2,10 @@ import pandas as pd
 
 from rooflow.io import read_json, write_csv, write_json
 from rooflow.logs import step_logging
+from rooflow.measure.timeline import compare_kernels, read_timeline
 from rooflow.profilers.layers import layer_table, layer_table_note, read_kernel_table
 from rooflow.profilers.reconcile import reconcile
-from rooflow.tables import write_html_table
-from rooflow.timeline import compare_kernels, read_timeline
+from rooflow.report.tables import write_html_table
 
 i, o, w = snakemake.input, snakemake.output, snakemake.wildcards
 with step_logging(snakemake.log[0], "reconcile_ncu") as log:

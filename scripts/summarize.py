@@ -1,6 +1,6 @@
 from rooflow.io import write_csv
 from rooflow.logs import step_logging
-from rooflow.summary import format_table, summarize_files
+from rooflow.report.summary import format_table, summarize_files
 
 i = snakemake.input
 with step_logging(snakemake.log[0], "summarize") as log:

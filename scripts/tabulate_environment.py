@@ -1,6 +1,6 @@
 from rooflow.io import read_json
 from rooflow.logs import step_logging
-from rooflow.tables import environment_table, write_html_table
+from rooflow.report.tables import environment_table, write_html_table
 
 with step_logging(snakemake.log[0], "tabulate_environment") as log:
     table = environment_table([read_json(path) for path in snakemake.input.timings])

@@ -1,7 +1,7 @@
 import pandas as pd
 
 from rooflow.logs import step_logging
-from rooflow.tables import write_html_table
+from rooflow.report.tables import write_html_table
 
 w = snakemake.wildcards
 with step_logging(snakemake.log[0], "tabulate_layers"):

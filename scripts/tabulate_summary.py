@@ -1,8 +1,8 @@
 import pandas as pd
 
-from rooflow.checks import flagged_runs, severity_of
 from rooflow.logs import step_logging
-from rooflow.tables import write_html_table
+from rooflow.report.checks import flagged_runs, severity_of
+from rooflow.report.tables import write_html_table
 
 with step_logging(snakemake.log[0], "tabulate_summary"):
     summary = pd.read_csv(snakemake.input.summary)

@@ -101,7 +101,7 @@ def gpu_from_config(data: dict[str, Any], architecture: str, tdp_watts: float | 
 
 
 def gpu_from_device(device) -> Gpu | None:
-    """A :class:`Gpu` from a catalogue :class:`rooflow.devices.Device` (None: not a GPU, or no L2 size)."""
+    """A :class:`Gpu` from a catalogue :class:`rooflow.hardware.devices.Device` (None: not a GPU, or no L2 size)."""
     if not device.is_cuda or not device.sm_count or not getattr(device, "l2_cache_bytes", None):
         return None
     return Gpu(name=device.name, architecture=device.architecture or "", sm_count=int(device.sm_count),
@@ -528,31 +528,3 @@ def format_table(table: pd.DataFrame) -> str:
                          f"{row['within'].iloc[0]:>8.0%} {row['median_abs_error'].iloc[0]:>8.0%} {row['rows'].iloc[0]:>5}")
         lines.append(f"{gpu:24} " + " ".join(cells))
     return "\n".join(lines)
-
-
-def _cmd(args) -> int:
-    if args.held_out:
-        data = load_measurements(args.data)
-        print(format_table(held_one_out(data, load_dataset_gpus(args.data))))
-        return 0
-    result = calibrate_measured(args.data)
-    text = json.dumps(result, indent=1)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
-    else:
-        print(text)
-    return 0
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "calibrate-kernels", help="fit per-GPU kernel calibrations from measured single-op latencies",
-        description="Fit the kernel model (rooflow.estimate.kernel_calibration: GEMM tiles and waves, "
-                    "convolution algorithms, elementwise/reduction bandwidth, launch floor) on measured "
-                    "single-op latencies laid out as <operator>/<GPU>.csv(.gz) with device_configs/<GPU>.json "
-                    "(the public NeuSight data set's layout). rooflow's shipped kernels.json is made this way.")
-    parser.add_argument("--data", required=True, metavar="DIR", help="folder of the measurements")
-    parser.add_argument("--held-out", action="store_true",
-                        help="instead: train on all GPUs but one, predict that one; print the table per class")
-    parser.add_argument("-o", "--output", help="write the calibrations JSON here (default: print)")
-    parser.set_defaults(func=_cmd)

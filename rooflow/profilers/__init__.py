@@ -10,7 +10,7 @@
   the kernels (per class, per layer, the algorithm the names show) or says it is unexplained;
   :mod:`rooflow.profilers.layers` attributes kernels to layers (NVTX ranges, launch order) and builds the
   per-layer measured vs estimated table; :mod:`rooflow.profilers.commands` builds the ncu/nsys command lines and checks their logs;
-  :mod:`rooflow.profilers.cli` adds the ``rooflow ncu`` and ``rooflow nsys`` sub-commands.
+  :mod:`rooflow.cli.profilers` adds the ``rooflow ncu`` and ``rooflow nsys`` sub-commands.
 
 Every parser raises :class:`rooflow.errors.ParseError` (one sentence: file, line, cause, fix) for input it
 does not accept; nothing is silently dropped or guessed.

@@ -35,7 +35,7 @@ _PREFIXED = re.compile(r"^(Ki|Mi|Gi|Ti|K|M|G|T|P)?(" + "|".join(_COUNT_BASES) + 
 _WORD = re.compile(r"^[A-Za-z][A-Za-z_]*$")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?$")
-# rooflow.profile_run logs "running: <executable> profile ..." before each nsys profile.
+# rooflow.measure.launch logs "running: <executable> profile ..." before each nsys profile.
 _RUNNING_NSYS = re.compile(r"running: (\S*nsys) profile ")
 _MISSING = {"", "n/a", "N/A", "(!) n/a", "nan", "NaN", "-"}
 

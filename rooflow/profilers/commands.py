@@ -1,6 +1,6 @@
 """The ncu and nsys command lines the workflow runs, and the check of their logs afterwards.
 
-Both profile exactly one iteration: the driver (:mod:`rooflow.driver`) warms up, then calls
+Both profile exactly one iteration: the driver (:mod:`rooflow.measure.driver`) warms up, then calls
 ``torch.cuda.profiler.start()``/``stop()`` around one step (nsys, and ncu's exhaustive mode) or around the
 first call of each distinct aten op of it (ncu's distinct mode, many start/stop pairs). ncu therefore runs with
 ``--profile-from-start off`` and nsys with ``--capture-range=cudaProfilerApi --capture-range-end=stop``.

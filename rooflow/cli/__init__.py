@@ -1,0 +1,84 @@
+"""The ``rooflow`` command line: one sub-command per step, so every step runs by hand outside Snakemake.
+
+Each module that offers a sub-command has ``register(subparsers)``, which adds its parser and sets
+``func`` (a callable taking the parsed arguments and returning an exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from rooflow import __version__
+from rooflow.logs import INTERRUPTED_STATUS, describe_failure
+
+# Modules offering sub-commands, in the order ``rooflow --help`` lists them.
+COMMAND_MODULES = (
+    "rooflow.cli.estimate",
+    "rooflow.cli.profilers",
+    "rooflow.cli.ceilings",
+    "rooflow.cli.calibrate",
+    "rooflow.cli.calibrate_kernels",
+    "rooflow.cli.devices",
+    "rooflow.cli.subset",
+    "rooflow.cli.time",
+    "rooflow.cli.summary",
+    "rooflow.cli.checks",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rooflow",
+        description=(
+            "Roofline analysis of torchvision models: analytic estimates, measured time, "
+            "Nsight Compute / Nsight Systems aggregation, device ceilings. "
+            "The full pipeline runs as a Snakemake workflow (see README.md); "
+            "these sub-commands run one step by hand."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"rooflow {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as error:  # a step not installed in this build: leave it out of --help
+            if error.name and name.startswith(error.name):
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:  # `rooflow estimate ... | head`
+        return 0
+    except KeyboardInterrupt:
+        print(f"rooflow {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS
+    except Exception as error:
+        # A failure rooflow can foresee (RooflowError, a missing/unreadable/binary file, a full disk) is one
+        # line naming the input and the fix; anything else is a bug and keeps its traceback.
+        message = describe_failure(error)
+        if message is None:
+            raise
+        print(f"rooflow {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

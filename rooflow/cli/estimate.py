@@ -1,0 +1,168 @@
+"""``rooflow estimate``: the analytic estimate of one or more models, as a table, JSON or CSV."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from typing import Any
+
+from rooflow.conventions import MODES, PRECISIONS
+from rooflow.units import format_milliseconds, format_scaled
+
+GIGA, MEGA = 1e9, 1e6
+
+
+
+
+def _flatten(totals: dict[str, Any]) -> dict[str, Any]:
+    """One CSV row: nested dicts become their own columns (peak memory parts) or JSON text."""
+    row = {}
+    for key, value in totals.items():
+        if key == "peak_memory_breakdown":
+            row.update({f"peak_memory_{part}_bytes": v for part, v in value.items()})
+        elif isinstance(value, (dict, list)):
+            row[key] = json.dumps(value, sort_keys=True)
+        else:
+            row[key] = value
+    return row
+
+
+def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
+    out = io.StringIO()
+    header = (f"{'model':22} {'batch':>5} {'prec':4} {'mode':9} {'fwd GFLOP':>10} {'bwd GFLOP':>10} "
+              f"{'total GFLOP':>11} {'params M':>8} {'floor MB':>9} {'fused MB':>10} {'unfused MB':>11} "
+              f"{'AI F/B':>7} {'peak GB':>8} {'bwd/fwd':>7}")
+    has_time = any("predicted_seconds" in totals for totals, _ in results)
+    if has_time:
+        header += f" {'pred ms':>9} {'range ms':>15} {'bound':>5} {'mem GB':>7} {'fits':>4}"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for totals, _ in results:
+        ratio = totals["forward_backward_ratio"]
+        line = (f"{totals['model']:22} {totals['batch']:>5} {totals['precision']:4} {totals['mode']:9} "
+                f"{format_scaled(totals['forward_flops'], GIGA):>10} {format_scaled(totals['backward_flops'], GIGA):>10} "
+                f"{format_scaled(totals['total_flops'], GIGA):>11} {totals['params'] / MEGA:>8.2f} "
+                f"{format_scaled(totals['min_bytes'], MEGA, 0):>9} {format_scaled(totals['fused_bytes'], MEGA, 0):>10} "
+                f"{format_scaled(totals['unfused_bytes'], MEGA, 0):>11} "
+                f"{totals['arithmetic_intensity']:>7.0f} {format_scaled(totals['peak_memory_bytes'], GIGA):>8} "
+                f"{'-' if ratio is None else f'{ratio:.3f}':>7}")
+        if has_time:
+            seconds = totals.get("predicted_seconds")
+            memory = totals.get("predicted_memory_bytes")
+            fits = {True: "yes", False: "NO", None: "-"}[totals.get("fits")]
+            memory_text = "-" if memory is None else f"{memory / GIGA:.2f}"
+            if seconds is None:
+                line += f" {'-':>9} {'no roof':>15} {'-':>5} {memory_text:>7} {fits:>4}"
+            else:
+                span = f"{format_milliseconds(totals['predicted_seconds_low'])}–{format_milliseconds(totals['predicted_seconds_high'])}"
+                line += (f" {format_milliseconds(seconds):>9} {span:>15} {totals['predicted_bound']:>5} {memory_text:>7} "
+                         f"{fits:>4}")
+        print(line, file=out)
+    unsupported = {t["model"]: t["unsupported_ops"] for t, _ in results if t["unsupported_ops"]}
+    print("\nFLOPs: 1 FMA = 2 FLOPs; attention counted as math-path bmm. Bytes: floor = input + weights + "
+          "output (+ gradients, momentum in training); fused = BN folded, ReLU/add in epilogues; unfused = "
+          "every aten op reads its inputs and writes its outputs. AI = total FLOPs / floor bytes.", file=out)
+    if unsupported:
+        print(f"Ops without a FLOP formula (counted as 0 FLOPs, bytes counted): {unsupported}", file=out)
+    for totals, _ in results:
+        if totals.get("fit_verdict"):
+            print(f"{totals['model']} b{totals['batch']} {totals['precision']} {totals['mode']} on "
+                  f"{totals['device']}: {totals['fit_verdict']}.", file=out)
+    sources = {t["calibration_source"] for t, _ in results if t.get("calibration_source")}
+    for source in sorted(sources):
+        print(f"Predicted time: host and GPU work per op, calibration {source}; the range is its uncertainty. "
+              f"roofline ms: every op at its roof (a lower bound).", file=out)
+    if show_layers:
+        for totals, layers in results:
+            print(f"\n{totals['model']} — per layer (GFLOP, MB)", file=out)
+            view = layers[["layer", "type", "output_shape", "forward_flops", "backward_flops", "params",
+                           "activation_bytes", "unfused_bytes"]].copy()
+            for column in ("forward_flops", "backward_flops"):
+                view[column] = view[column] / GIGA
+            for column in ("activation_bytes", "unfused_bytes"):
+                view[column] = view[column] / MEGA
+            print(view.to_string(index=False, float_format=lambda v: f"{v:,.3f}"), file=out)
+    return out.getvalue()
+
+
+def run(args: argparse.Namespace) -> int:
+    from rooflow.estimate import estimate, predict_seconds
+    from rooflow.workload.models import check_model_names
+
+    check_model_names(args.models, "MODEL")
+    device = calibration = None
+    if args.device:
+        from rooflow.estimate.calibration import for_device
+        from rooflow.hardware.devices import load_device
+        from rooflow.io import read_json
+
+        device = load_device(args.devices_file, args.device, args.ceilings)
+        calibration = for_device(device, read_json(args.ceilings) if args.ceilings else None)
+    results = []
+    for name in args.models:
+        est = estimate(name, args.batch, args.precision, args.mode, args.input_size)
+        totals = dict(est.totals)
+        if device is not None:
+            from rooflow.estimate.predict import predict_memory
+            from rooflow.estimate.timemodel import predict_step
+
+            totals["device"] = device.key
+            roofline = predict_seconds(est.ops, device, args.precision, measured=args.measured)
+            totals["roofline_seconds"] = roofline.get("predicted_seconds")
+            if device.bandwidth(True) or device.bandwidth(False):
+                totals.update(predict_step(est.ops, totals, device, calibration).as_dict())
+            totals.update(predict_memory(totals, device))
+        results.append((totals, est.layers))
+
+    if args.format == "json":
+        payload = []
+        for totals, layers in results:
+            if args.layers:
+                totals = {**totals, "layers": json.loads(layers.to_json(orient="records"))}
+            payload.append(totals)
+        json.dump(payload, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif args.format == "csv":
+        import pandas as pd
+
+        if args.layers:
+            frames = [layers.assign(model=totals["model"], batch=totals["batch"], precision=totals["precision"],
+                                    mode=totals["mode"]) for totals, layers in results]
+            pd.concat(frames, ignore_index=True).to_csv(sys.stdout, index=False)
+        else:
+            pd.DataFrame([_flatten(totals) for totals, _ in results]).to_csv(sys.stdout, index=False)
+    else:
+        sys.stdout.write(_table(results, args.layers))
+    return 0
+
+
+def register(subparsers) -> None:
+    from rooflow.hardware.devices import default_catalogue_path
+
+    parser = subparsers.add_parser(
+        "estimate", help="analytic FLOPs, bytes, peak memory (and predicted time) of models",
+        description="Count FLOPs, DRAM bytes and peak memory of one step of torchvision models on the meta "
+                    "device (no memory, no compute: any batch in about a second); with --device, predict its "
+                    "time (host and GPU work per op, from the device's calibration), its steady-state memory "
+                    "and whether it fits the device.")
+    parser.add_argument("models", nargs="+", metavar="MODEL", help="torchvision classification model names")
+    parser.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="fp32; tf32 (fp32 tensors, TF32 matmuls); fp16/bf16 (torch.autocast semantics)")
+    parser.add_argument("--mode", choices=MODES, default="inference",
+                        help="inference (eval, no_grad) or training (forward, loss, backward, SGD step)")
+    parser.add_argument("--input-size", type=int, default=None,
+                        help="square input side (default: the size the model's weights were evaluated at)")
+    parser.add_argument("--device", help="predict the step's time and memory on this device, and whether it fits "
+                                         "(a key of --devices-file; `rooflow devices` lists them)")
+    parser.add_argument("--devices-file", default=str(default_catalogue_path()),
+                        help="device catalogue (default: %(default)s)")
+    parser.add_argument("--ceilings", default=None,
+                        help="measured ceilings JSON of the device (results/ceilings/DEVICE.json) to merge in")
+    parser.add_argument("--measured", action="store_true",
+                        help="predict with the measured roofs instead of the datasheet ones")
+    parser.add_argument("--layers", action="store_true", help="add the per-layer table")
+    parser.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    parser.set_defaults(func=run)

@@ -1,0 +1,330 @@
+"""Calibrations of the time model (rooflow.estimate.timemodel): where they come from, and how they travel.
+
+A :class:`~rooflow.estimate.timemodel.Calibration` holds what a device's roofs do not say: how fast its
+host dispatches ops, and what fraction of its roofs each class of kernel reaches. Three sources, best first:
+
+1. **measured on the device** — the ``calibration`` block that ``rooflow ceilings --calibrate`` (and the
+   workflow's ``measure_ceilings``) writes beside the device's ceilings: GEMM/convolution/depthwise/
+   elementwise shapes timed on it, and a loop of small ops for the host (rooflow.ceilings.measure.calibrate.measure_calibration);
+2. **derived from recordings** of real steps on that device (:func:`derive_from_recordings`: per-kernel
+   times of Nsight Compute or torch.profiler recordings, joined with rooflow's estimate of the same steps,
+   and a back-to-back op loop for the host); rooflow ships one for the H100 SXM5, derived from
+   tests/data/real/h100-rooflow by ``rooflow calibrate --from-recordings`` (reproduced by a test);
+3. **scaled** from a shipped calibration of the same vendor by datasheet ratios (:func:`for_device`):
+   efficiencies are kept, the roofs are the target's; the source says so and the range widens.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rooflow.estimate.timemodel import Calibration, op_terms
+
+SHIPPED = {"h100-sxm5-80gb": "h100-sxm5-80gb.json"}
+# Kernel classes (rooflow.profilers.kernels) → the time model's parts.
+KERNEL_PARTS = {"convolution": "matmul", "gemm": "matmul", "other": "matmul", "memory": "layout",
+                "normalization": "normalization", "elementwise": "elementwise", "pooling": "pooling",
+                "reduction": "reduction"}
+# Under ncu's default --clock-control base the H100's SMs ran at 1.59 GHz, the timed steps at 1.98 GHz
+# (tests/data/real/PROVENANCE.md): compute-bound kernel times scale by the clock, memory-bound ones do not.
+NCU_BASE_CLOCK_RATIO = {"h100-sxm5-80gb": 1.59 / 1.98}
+SCALED_UNCERTAINTY = 0.4
+
+
+def shipped_calibration(device_key: str) -> Calibration | None:
+    name = SHIPPED.get(device_key)
+    if name is None:
+        return None
+    text = resources.files("rooflow.data.calibration").joinpath(name).read_text()
+    return Calibration.from_json(json.loads(text))
+
+
+def for_device(device, ceilings: dict[str, Any] | None = None, catalogue: dict | None = None) -> Calibration:
+    """The best calibration for ``device``: measured (``ceilings['calibration']``), shipped, or a shipped one
+    of another GPU scaled to this one (efficiencies kept, roofs the target's, range widened). A CPU without a
+    measured calibration gets the generic CPU constants, labelled as such."""
+    if ceilings and ceilings.get("calibration"):
+        return Calibration.from_json(ceilings["calibration"])
+    shipped = shipped_calibration(device.key)
+    if shipped is not None:
+        return shipped
+    if not device.is_cuda:
+        return Calibration(source="generic CPU constants (no calibration measured on this CPU: run measure_ceilings)",
+                           kind="cpu", host_op_seconds=6e-6, host_module_seconds=3e-6, host_library_seconds=10e-6,
+                           host_autograd_seconds=3e-6, host_backward_op_seconds=12e-6,
+                           host_optimizer_call_seconds=20e-6, kernel_seconds=0.0, memory_efficiency=0.6,
+                           matmul_efficiency={"fp32": 0.5, "fp32_fast": 0.5}, relative_uncertainty=SCALED_UNCERTAINTY)
+    reference_key = "h100-sxm5-80gb"
+    reference = shipped_calibration(reference_key)
+    from rooflow.estimate.kernel_calibration import time_model_calibration
+
+    # measured single ops of this GPU, or its family's; the H100's own calibration for its sm_90 siblings
+    kernels = None if device.architecture == "sm_90" else time_model_calibration(device, reference, reference_key)
+    if kernels is not None:
+        return kernels
+    return reference.with_(
+        source=f"scaled from the {reference_key} calibration ({reference.source}) by {device.key}'s datasheet roofs",
+        relative_uncertainty=max(reference.relative_uncertainty, SCALED_UNCERTAINTY),
+        notes=(*reference.notes, f"{device.key} was not calibrated: efficiencies and host costs are the "
+                                 f"{reference_key}'s, roofs are {device.key}'s"))
+
+
+# ------------------------------------------------------------------------------------------ recordings
+@dataclass
+class Recording:
+    """Per-kernel times of one recorded step: ``kernels`` has ``kernel_class`` and ``seconds``."""
+
+    model: str
+    batch: int
+    precision: str
+    mode: str
+    kernels: pd.DataFrame
+    source: str  # "ncu" (clock locked to base) or "torch.profiler"
+    path: str
+
+
+def _recording_key(path: Path) -> tuple[str, int, str, str] | None:
+    stem = path.name.split(".")[0].removeprefix("torch-profiler-").removesuffix("-ncu")
+    parts = stem.split("-")
+    if len(parts) < 4 or not parts[1].startswith("b"):
+        return None
+    return parts[0], int(parts[1][1:]), parts[2], parts[3]
+
+
+def load_recordings(folder: str | Path) -> list[Recording]:
+    """The per-kernel recordings of a folder laid out like tests/data/real/h100-rooflow:
+    ``<model>-b<batch>-<precision>-<mode>-ncu.csv(.gz)`` and ``torch-profiler-<...>.json(.gz)``. A step
+    recorded both ways is taken from torch.profiler (real clocks)."""
+    from rooflow.profilers.kernels import classify_kernel
+    from rooflow.profilers.ncu import aggregate_ncu
+
+    folder = Path(folder)
+    found: dict[tuple, Recording] = {}
+    for path in sorted(folder.glob("torch-profiler-*.json*")):
+        key = _recording_key(path)
+        if key is None:
+            continue
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as handle:
+            trace = json.load(handle)
+        rows = [(event["name"], event["dur"] * 1e-6) for event in trace["traceEvents"]
+                if event.get("cat") == "kernel"]
+        kernels = pd.DataFrame(rows, columns=["name", "seconds"])
+        kernels["kernel_class"] = [classify_kernel(name) for name in kernels["name"]]
+        found[key] = Recording(*key, kernels, "torch.profiler", str(path))
+    for path in sorted(folder.glob("*-ncu.csv*")):
+        key = _recording_key(path)
+        if key is None or key in found or "nvtx" in path.name:
+            continue
+        kernels = aggregate_ncu(path).kernels
+        found[key] = Recording(*key, kernels[["name", "kernel_class", "seconds"]].copy(), "ncu", str(path))
+    return list(found.values())
+
+
+def _ideal_parts(recording: Recording, device, unity: Calibration) -> dict[str, float]:
+    """Seconds of each part of the step at efficiency 1 (the model's terms before calibration)."""
+    from rooflow.estimate import estimate
+
+    ops = estimate(recording.model, recording.batch, recording.precision, recording.mode).ops
+    bandwidth = device.bandwidth(True)
+    parts: dict[str, float] = collections.defaultdict(float)
+    training = recording.mode == "training"
+    for _, row in ops[ops["phase"] != "optimizer"].iterrows():
+        terms = op_terms(row, recording.precision, device, unity, int(device.sm_count or 1))
+        calls = int(row["calls"])
+        if terms.get("depthwise"):
+            parts["depthwise"] += calls * terms["bytes"] / bandwidth
+            continue
+        if terms["path"]:
+            for path, seconds in terms["compute"].items():
+                parts[f"matmul:{path}"] += calls * seconds
+            parts[f"layout:{terms['path']}"] += calls * terms["conv_bytes"] / bandwidth
+            parts["elementwise"] += calls * terms["epilogue_bytes"] / bandwidth
+            continue
+        op_class = row["op_class"]
+        key = f"{op_class}_training" if training and op_class in ("normalization", "pooling") else op_class
+        parts[key] += calls * terms["bytes"] / bandwidth
+    return dict(parts)
+
+
+def _measured_parts(recording: Recording, clock_ratio: float) -> dict[str, float]:
+    parts: dict[str, float] = collections.defaultdict(float)
+    kernels = recording.kernels
+    depthwise = kernels["name"].str.contains("depthwise|dwconv", case=False, regex=True)
+    parts["depthwise"] += float(kernels.loc[depthwise, "seconds"].sum())
+    for kernel_class, seconds in kernels[~depthwise].groupby("kernel_class")["seconds"].sum().items():
+        part = KERNEL_PARTS.get(kernel_class, "other")
+        if part == "matmul" and recording.source == "ncu":
+            seconds *= clock_ratio  # compute-bound: at the timed steps' clock
+        parts[part] += float(seconds)
+    return dict(parts)
+
+
+def profiled_host_costs(trace: dict) -> dict[str, float]:
+    """Median CPU seconds, under torch.profiler, of the top-level host work of one recorded step: a
+    one-kernel op (``simple``: aten::relu_ and aten::add_), a convolution and a batch norm call, the gap
+    between two forward ops (Python and nn.Module work), a backward node (AccumulateGrad apart) and a
+    foreach optimizer call."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    step = next(e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("rooflow:"))
+    start, end = step["ts"], step["ts"] + step["dur"]
+    by_thread: dict[Any, list] = collections.defaultdict(list)
+    for e in events:
+        if e.get("cat") == "cpu_op" and start <= e["ts"] <= end:
+            by_thread[e["tid"]].append(e)
+    durations: dict[str, list[float]] = collections.defaultdict(list)
+    forward_gaps: list[float] = []
+    for thread_events in by_thread.values():
+        thread_events.sort(key=lambda e: (e["ts"], -e["dur"]))
+        top, until = [], -math.inf
+        for e in thread_events:
+            if e["ts"] >= until:
+                top.append(e)
+                until = e["ts"] + e["dur"]
+        for e in top:
+            durations[e["name"]].append(e["dur"] * 1e-6)  # the trace's times are microseconds
+        if not any(e["name"].startswith("autograd::engine") for e in top):
+            forward_gaps += [(b["ts"] - a["ts"] - a["dur"]) * 1e-6 for a, b in zip(top, top[1:])]
+
+    def median(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
+
+    pick = lambda *names: [v for name in names for v in durations.get(name, [])]  # noqa: E731
+    costs = {"simple": median(pick("aten::relu_", "aten::add_")), "conv": median(pick("aten::conv2d")),
+             "batch_norm": median(pick("aten::batch_norm")), "forward_gap": median(forward_gaps),
+             "backward": median([v for name, values in durations.items() if name.startswith("autograd::engine")
+                                 and "AccumulateGrad" not in name for v in values]),
+             "foreach": median(pick("aten::_foreach_add_", "aten::_foreach_mul_"))}
+    return {k: v for k, v in costs.items() if v is not None}
+
+
+def host_costs(inference: dict[str, float], training: dict[str, float] | None, op_seconds: float
+               ) -> dict[str, float]:
+    """The model's host costs from profiled ones (:func:`profiled_host_costs` of an inference and a training
+    step on the same host), anchored to ``op_seconds``: the unprofiled time of one plain op (the ceilings'
+    back-to-back small-copy loop). Under the profiler every op runs slower; the RATIOS of the profiled
+    durations are kept and scaled so that a one-kernel inference op costs ``op_seconds``."""
+    scale = op_seconds / inference["simple"]
+    costs = {"host_op_seconds": op_seconds}
+    library = [inference[k] for k in ("conv", "batch_norm") if k in inference]
+    if library:
+        costs["host_library_seconds"] = max(0.0, statistics.mean(library) * scale - op_seconds)
+    if "forward_gap" in inference:
+        costs["host_module_seconds"] = inference["forward_gap"] * scale
+    if training:
+        if "simple" in training:
+            costs["host_autograd_seconds"] = max(0.0, (training["simple"] - inference["simple"]) * scale)
+        if "backward" in training:
+            costs["host_backward_op_seconds"] = training["backward"] * scale
+        if "foreach" in training:
+            costs["host_optimizer_call_seconds"] = training["foreach"] * scale
+    return {k: float(v) for k, v in costs.items()}
+
+
+def copy_loop_seconds(ceilings: dict[str, Any]) -> float | None:
+    """Seconds of one small copy in the ceilings' back-to-back L2 copy loop (median of its smallest size):
+    on a GPU those copies take a microsecond, so the loop measures the host's dispatch and launch of one op."""
+    runs = [r for r in ceilings.get("runs", []) if r.get("test") == "copy" and r.get("level") == "l2"]
+    if not runs:
+        return None
+    smallest = min(r["size"] for r in runs)
+    return statistics.median(r["seconds"] for r in runs if r["size"] == smallest)
+
+
+def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[str, Any],
+                           traces: dict[str, dict] | None = None, source: str = "") -> Calibration:
+    """A calibration of ``device`` from recorded steps on it (module docstring, source 2).
+
+    Each efficiency is a ratio of sums over the recordings — the model's time at efficiency 1 over the time
+    the recorded kernels of that part took — so it says what the device reached on real steps, whatever
+    the model; each matmul path (FP32 direct, FP32 Winograd/FFT-eligible, TF32) from the recordings it dominates. ``traces``
+    (``{"inference": ..., "training": ...}``: torch.profiler traces of one step each) give the host costs,
+    anchored to the ceilings' small-copy loop."""
+    unity = Calibration(source="unity")
+    clock = NCU_BASE_CLOCK_RATIO.get(device.key, 1.0)
+    # Per quantity: (ideal seconds, measured seconds, source) of each recording. torch.profiler's kernel
+    # times are the real ones; ncu's run at a locked base clock on flushed caches (multi-kernel algorithms
+    # such as FFT convolutions lose their L2 reuse), so they only fill in what no profiler trace covers.
+    contributions: dict[str, list[tuple[float, float, str]]] = collections.defaultdict(list)
+    matmul: list[tuple[dict[str, float], float, str]] = []
+    floors = []
+    for recording in recordings:
+        ideal = _ideal_parts(recording, device, unity)
+        measured = _measured_parts(recording, clock)
+        matmul.append(({k.split(":")[1]: v for k, v in ideal.items() if k.startswith("matmul:")},
+                       measured.get("matmul", 0.0), recording.source))
+        layout_measured = measured.get("layout", 0.0)
+        for key, seconds in ideal.items():
+            if key.startswith("layout:"):
+                path = key.split(":")[1]
+                if path in ("tf32", "fp16", "bf16") and seconds:
+                    contributions[f"layout:{path}"].append((seconds, layout_measured, recording.source))
+            elif not key.startswith("matmul:") and seconds:
+                contributions[key].append((seconds, measured.get(key.removesuffix("_training"), 0.0),
+                                           recording.source))
+        if recording.source == "ncu":
+            floors.append(float(recording.kernels["seconds"].min()))
+
+    def preferred(items):
+        real = [item for item in items if item[-1] == "torch.profiler"]
+        return real or items
+
+    ratios = {}
+    for key, items in contributions.items():
+        items = preferred(items)
+        ideal_total, measured_total = sum(i[0] for i in items), sum(i[1] for i in items)
+        if ideal_total > 0 and measured_total > 0:
+            ratios[key] = ideal_total / measured_total
+    memory = {key: round(value, 4) for key, value in ratios.items() if not key.startswith("layout:")}
+    layout = {key.split(":")[1]: round(1.0 / value, 4) for key, value in ratios.items() if key.startswith("layout:")}
+    # Matmul paths: each from the recordings where it carries most of the matmul work (torch.profiler ones
+    # if any), the other paths' share of those recordings removed at their current estimate; a few rounds.
+    paths = sorted({p for row, _, _ in matmul for p in row})
+    chosen = {}
+    for path in paths:
+        dominant = [(row, target, src) for row, target, src in matmul
+                    if row.get(path, 0.0) >= 0.5 * sum(row.values()) and target > 0]
+        chosen[path] = preferred(dominant)
+    efficiency = dict.fromkeys(paths, 1.0)
+    for _ in range(10):
+        for path, items in chosen.items():
+            ideal_total = sum(row[path] for row, _, _ in items)
+            own = sum(target - sum(v / efficiency[q] for q, v in row.items() if q != path) for row, target, _ in items)
+            if ideal_total > 0 and own > 0:
+                efficiency[path] = ideal_total / own
+    matmul_efficiency = {path: round(value, 4) for path, value in efficiency.items() if chosen.get(path)}
+    notes = [f"efficiencies from {len(recordings)} recorded steps: "
+             + ", ".join(f"{r.model} b{r.batch} {r.precision} {r.mode} ({r.source})" for r in recordings),
+             "matmul efficiency: measured convolution/GEMM kernel time vs the shape-factored peak time; "
+             "fp32_fast: FP32 convolutions Winograd/FFT can run (above 1: fewer multiplications)"]
+    values: dict[str, Any] = {"matmul_efficiency": matmul_efficiency, "memory_efficiency_by_class": memory,
+                              "layout_bytes_per_byte": layout}
+    if floors:
+        values["kernel_seconds"] = min(floors)
+        notes.append("kernel_seconds: the shortest recorded kernel")
+    op_seconds = copy_loop_seconds(ceilings)
+    if traces and op_seconds:
+        inference = profiled_host_costs(traces["inference"])
+        training = profiled_host_costs(traces["training"]) if traces.get("training") else None
+        values.update(host_costs(inference, training, op_seconds))
+        notes.append(f"host: one op = {op_seconds * 1e6:.1f} µs (the ceilings' back-to-back small-copy loop); "
+                     "other host costs in proportion to it, from torch.profiler traces of an inference and a "
+                     "training step")
+    missing = [p for p in ("fp16", "bf16") if p not in matmul_efficiency]
+    if missing:
+        notes.append(f"no recording of {'/'.join(missing)} steps: their tensor-core efficiency (of their own "
+                     f"peak) is TF32's")
+        if "tf32" in layout:  # the same NCHW <-> NHWC transpose kernels, on 2-byte elements
+            layout.update({p: layout["tf32"] for p in missing if p not in layout})
+            notes.append(f"{'/'.join(missing)} layout transposes: TF32's per byte")
+    return Calibration(source=source or f"derived from recordings on {device.key}", **values, notes=tuple(notes))

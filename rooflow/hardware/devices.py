@@ -1,0 +1,293 @@
+"""The device catalogue (config/devices.yaml) in SI units, and the roofs a device offers.
+
+Datasheet values live in the catalogue; empirically measured ceilings (results/ceilings/{device}.json,
+written by `measure_ceilings`) are merged in beside them, never over them, so figures show both
+(`Device.roofs()`: datasheet roofs solid, measured ones dashed). config/DEVICES.md explains the catalogue.
+
+Estimate-only devices (``estimate_only: true``: a TPU, a phone SoC, old Xeons, a Xeon Phi) have no SLURM
+resources: rooflow cannot run on them, so the workflow's ``devices:`` rejects them, but ``rooflow estimate
+--device`` and the rooflines of imported profiles use them. Their roofs are datasheet arithmetic, kept in
+``derivation`` and checked on loading (:func:`derived_roofs`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rooflow.config_io import load_schema, read_yaml, validate
+from rooflow.errors import RooflowError
+
+TERA = 1e12
+GIGA = 1e9
+
+# Which datasheet roof bounds the matmul/convolution work of a run at each precision. Elementwise work
+# always runs on CUDA cores at fp32 (or packed fp16), so its roof is `fp32` (see compute_peak).
+MATMUL_ROOF = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16"}
+
+# Compute roofs in the order figures and tables list them, with their display names. `fp64_tensor` is
+# DMMA on sm_80/sm_90; `fp16` is tensor cores with FP32 accumulate where a GPU has them (packed half2 on
+# the CUDA cores of a P100).
+COMPUTE_ROOFS = {
+    "fp64": "FP64",
+    "fp64_tensor": "FP64 tensor",
+    "fp32": "FP32",
+    "tf32": "TF32 tensor",
+    "fp16": "FP16 tensor",
+    "bf16": "BF16 tensor",
+    "fp8": "FP8 tensor",
+}
+MEMORY_LEVELS = ("dram", "l2", "l1")
+
+
+@dataclass(frozen=True)
+class Roof:
+    """One roof of a roofline: a flat compute roof (FLOP/s) or a slanted memory roof (bytes/s)."""
+
+    name: str  # display name: "FP32", "TF32 tensor", "HBM2e", "L2", ...
+    kind: Literal["compute", "memory"]
+    value: float  # FLOP/s for a compute roof, bytes/s for a memory roof (SI units)
+    source: Literal["datasheet", "measured", "theoretical"]
+    precision_or_level: str  # a COMPUTE_ROOFS key (fp32, tf32, ...) or a MEMORY_LEVELS key (dram, l2, l1)
+
+    @property
+    def label(self) -> str:
+        """Legend text, e.g. "TF32 tensor (datasheet)"."""
+        return f"{self.name} ({self.source})"
+
+    @property
+    def linestyle(self) -> str:
+        """Datasheet roofs are drawn solid, measured ones dashed (DESIGN.md, the roofline figure)."""
+        return "-" if self.source == "datasheet" else "--"
+
+
+@dataclass
+class Device:
+    key: str
+    kind: str
+    name: str
+    architecture: str | None = None
+    sm_count: int | None = None
+    memory_bytes: float | None = None
+    memory_type: str | None = None
+    # Datasheet roofs (SI units); empty/None where the datasheet has none (the CPU).
+    peak_flops_per_second: dict[str, float] = field(default_factory=dict)
+    dram_bytes_per_second: float | None = None
+    l2_bytes_per_second: float | None = None
+    l1_bytes_per_second: float | None = None
+    # Measured roofs from measure_ceilings, same keys as the datasheet ones.
+    measured_peak_flops_per_second: dict[str, float] = field(default_factory=dict)
+    measured_dram_bytes_per_second: float | None = None
+    measured_l2_bytes_per_second: float | None = None
+    # Measured cache roofs that failed (at or below the DRAM roof): {level: {bytes_per_second,
+    # dram_bytes_per_second, dram_source, reason}} — never drawn, reported by rooflow.report.checks.
+    invalid_measured_roofs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    source: str | None = None
+    references: list[str] = field(default_factory=list)
+    notes: str | None = None
+    slurm: dict[str, Any] = field(default_factory=dict)
+    # Estimate-only devices: rooflow cannot run there (no SLURM resources); `assumptions` says what their
+    # roofs rest on, `derivation` holds the datasheet arithmetic (sockets, core groups, memory channels).
+    estimate_only: bool = False
+    assumptions: str | None = None
+    derivation: dict[str, Any] = field(default_factory=dict)
+    # Datasheet arithmetic of the kernel model (rooflow.estimate.kernel_calibration): L2 size, board power.
+    l2_cache_bytes: float | None = None
+    tdp_watts: float | None = None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.kind == "cuda"
+
+    @property
+    def compute_capability(self) -> tuple[int, int] | None:
+        if not self.architecture:
+            return None
+        digits = self.architecture.removeprefix("sm_")
+        return int(digits[:-1]), int(digits[-1])
+
+    def compute_peak(self, roof: str, measured: bool = False) -> float | None:
+        """Peak FLOP/s of one compute roof (`fp32`, `tf32`, ...), falling back to fp32 where the device
+        has no such path (a V100 has no TF32: its TF32 runs are fp32 runs). Measured or datasheet."""
+        peaks = self.measured_peak_flops_per_second if measured else self.peak_flops_per_second
+        return peaks.get(roof) or peaks.get("fp32")
+
+    def bandwidth(self, measured: bool = False) -> float | None:
+        return self.measured_dram_bytes_per_second if measured else self.dram_bytes_per_second
+
+    def roof_for_precision(self, precision: str, measured: bool = False) -> tuple[float | None, float | None]:
+        """(peak FLOP/s, DRAM bytes/s) of the roofline a run at `precision` is held to: the matmul roof
+        of that precision, datasheet or measured, falling back to the other when one is missing."""
+        roof = MATMUL_ROOF[precision]
+        peak = self.compute_peak(roof, measured)
+        bandwidth = self.bandwidth(measured)
+        if not measured:
+            peak = peak or self.compute_peak(roof, True)
+            bandwidth = bandwidth or self.bandwidth(True)
+        return peak, bandwidth
+
+    def with_measured(self, ceilings: dict[str, Any]) -> Device:
+        """This device with the measured roofs of a measure_ceilings JSON merged in. A measured cache roof
+        at or below the measured or datasheet DRAM roof is a failed measurement: it is left out (kept in
+        `invalid_measured_roofs`), also from JSONs written before rooflow marked it."""
+        from rooflow.hardware.roofs import invalid_cache_roofs
+
+        self.measured_peak_flops_per_second = dict(ceilings.get("peak_flops_per_second") or {})
+        self.measured_dram_bytes_per_second = ceilings.get("dram_bytes_per_second")
+        self.invalid_measured_roofs = invalid_cache_roofs(ceilings, self.dram_bytes_per_second)
+        self.measured_l2_bytes_per_second = (None if "l2" in self.invalid_measured_roofs
+                                             else ceilings.get("l2_bytes_per_second"))
+        return self
+
+    def ridge_point(self, roof: str = "fp32", measured: bool = False) -> float | None:
+        """Arithmetic intensity (FLOP/byte) where the DRAM roof meets compute roof `roof`: peak / bandwidth."""
+        peak = self.compute_peak(roof, measured)
+        bandwidth = self.bandwidth(measured)
+        if not peak or not bandwidth:
+            return None
+        return peak / bandwidth
+
+    def roofs(self) -> list[Roof]:
+        """Every roof this device has, datasheet first then measured, compute roofs (COMPUTE_ROOFS order,
+        then any other measured precision) before memory roofs (DRAM, L2, L1). Nothing is filled in: a roof
+        the datasheet or the measurement lacks is absent, never borrowed from another precision."""
+        dram_name = self.memory_type or "DRAM"
+        out: list[Roof] = []
+        for source, peaks, levels in (
+            ("datasheet", self.peak_flops_per_second,
+             {"dram": self.dram_bytes_per_second, "l2": self.l2_bytes_per_second, "l1": self.l1_bytes_per_second}),
+            ("measured", self.measured_peak_flops_per_second,
+             {"dram": self.measured_dram_bytes_per_second, "l2": self.measured_l2_bytes_per_second}),
+        ):
+            ordered = [k for k in COMPUTE_ROOFS if k in peaks] + sorted(k for k in peaks if k not in COMPUTE_ROOFS)
+            for key in ordered:
+                if peaks[key]:
+                    out.append(Roof(COMPUTE_ROOFS.get(key, key.upper()), "compute", float(peaks[key]), source, key))
+            for level in MEMORY_LEVELS:
+                value = levels.get(level)
+                if value:
+                    name = dram_name if level == "dram" else level.upper()
+                    out.append(Roof(name, "memory", float(value), source, level))
+        return out
+
+
+def _from_entry(key: str, entry: dict[str, Any]) -> Device:
+    def scaled(name: str, factor: float) -> float | None:
+        value = entry.get(name)
+        return None if value is None else float(value) * factor
+
+    return Device(
+        key=key,
+        kind=entry["kind"],
+        name=entry["name"],
+        architecture=entry.get("architecture"),
+        sm_count=entry.get("sm_count"),
+        memory_bytes=scaled("memory_gbytes", GIGA),
+        memory_type=entry.get("memory_type"),
+        peak_flops_per_second={k: float(v) * TERA for k, v in (entry.get("peak_tflops_per_second") or {}).items()},
+        dram_bytes_per_second=scaled("memory_bandwidth_gbytes_per_second", GIGA),
+        l2_bytes_per_second=scaled("l2_bandwidth_gbytes_per_second", GIGA),
+        l1_bytes_per_second=scaled("l1_bandwidth_gbytes_per_second", GIGA),
+        source=entry.get("source"),
+        references=list(entry.get("references") or []),
+        notes=entry.get("notes"),
+        slurm=dict(entry.get("slurm") or {}),
+        estimate_only=bool(entry.get("estimate_only")),
+        assumptions=entry.get("assumptions"),
+        derivation=dict(entry.get("derivation") or {}),
+        l2_cache_bytes=scaled("l2_cache_mbytes", 2**20),
+        tdp_watts=scaled("tdp_watts", 1.0),
+    )
+
+
+def derived_roofs(derivation: dict[str, Any]) -> tuple[dict[str, float], float | None]:
+    """(peak FLOP/s per precision, DRAM bytes/s or None) of a catalogue `derivation`: peak = sockets × Σ over
+    core groups (count × clock × FLOP per cycle); bandwidth = sockets × channels × transfer rate × bytes per
+    transfer. A precision counts only where every core group gives it (a group without it has no such path)."""
+    sockets = derivation.get("sockets", 1)
+    groups = derivation["core_groups"]
+    precisions = set.intersection(*(set(g["flops_per_cycle"]) for g in groups))
+    peaks = {p: sockets * sum(g["count"] * g["clock_ghz"] * GIGA * g["flops_per_cycle"][p] for g in groups)
+             for p in sorted(precisions)}
+    memory = derivation.get("memory")
+    bandwidth = None
+    if memory:
+        bandwidth = sockets * memory["channels"] * memory["transfer_rate_mts"] * 1e6 * memory["bytes_per_transfer"]
+    return peaks, bandwidth
+
+
+# A listed peak or bandwidth must be its derivation's arithmetic to this relative precision (the listed
+# value is the exact product, written out: a slip such as 61 x 1.238 x 16 = 1207.9 instead of 1208.3 fails).
+DERIVATION_TOLERANCE = 1e-4
+
+
+def _check_derivation(key: str, entry: dict[str, Any], source: str) -> None:
+    peaks, bandwidth = derived_roofs(entry["derivation"])
+    listed = {p: v * TERA for p, v in (entry.get("peak_tflops_per_second") or {}).items()}
+    if set(peaks) != set(listed):
+        raise RooflowError(
+            f"{source}: device '{key}' lists peaks for {', '.join(sorted(listed))} but its derivation gives "
+            f"{', '.join(sorted(peaks)) or 'none'}: list exactly the precisions every core group has")
+    for precision, value in peaks.items():
+        if abs(listed[precision] / value - 1) > DERIVATION_TOLERANCE:
+            raise RooflowError(
+                f"{source}: device '{key}' lists peak_tflops_per_second.{precision} {listed[precision] / TERA:g} "
+                f"but its derivation (sockets × count × clock × FLOP/cycle) gives {value / TERA:.6g}: fix one")
+    listed_bandwidth = entry.get("memory_bandwidth_gbytes_per_second")
+    if bandwidth is not None and abs(listed_bandwidth * GIGA / bandwidth - 1) > DERIVATION_TOLERANCE:
+        raise RooflowError(
+            f"{source}: device '{key}' lists memory_bandwidth_gbytes_per_second {listed_bandwidth:g} but its "
+            f"derivation (sockets × channels × transfer rate × bytes) gives {bandwidth / GIGA:.6g}: fix one")
+
+
+def validate_catalogue(data: Any, source: str) -> dict[str, Any]:
+    validate(data, load_schema("devices.schema.yaml"), source)
+    for key, entry in data.items():
+        if entry["kind"] == "cuda":
+            missing = [k for k in ("architecture", "memory_bandwidth_gbytes_per_second", "peak_tflops_per_second")
+                       if not entry.get(k)]
+            if missing:
+                raise RooflowError(
+                    f"{source}: CUDA device '{key}' lacks {', '.join(missing)}: add the datasheet values")
+        if entry.get("estimate_only") and entry.get("slurm"):
+            raise RooflowError(
+                f"{source}: device '{key}' is estimate_only but has a slurm block: remove the slurm block "
+                "(rooflow cannot run on an estimate-only device) or set estimate_only to false")
+        if entry.get("kind") == "tpu" and not entry.get("estimate_only"):
+            raise RooflowError(f"{source}: TPU device '{key}' must be estimate_only: true (rooflow runs on CUDA "
+                               "GPUs and CPUs only)")
+        if entry.get("derivation"):
+            _check_derivation(key, entry, source)
+    return data
+
+
+def estimate_only_error(key: str, source: str, fix: str = "remove it from devices") -> RooflowError:
+    """The one-sentence error for an estimate-only device where rooflow would have to run on it."""
+    return RooflowError(
+        f"{source}: device '{key}' is estimate-only (no SLURM resources: rooflow cannot run on it), so it "
+        f"cannot be measured or profiled: {fix}, and use it with `rooflow estimate --device {key}` or as the "
+        "device of an imported profile")
+
+
+def load_devices(path: str | Path) -> dict[str, Device]:
+    """All devices of a catalogue file, validated, in SI units."""
+    data = read_yaml(path)
+    validate_catalogue(data, str(path))
+    return {key: _from_entry(key, entry) for key, entry in data.items()}
+
+
+def load_device(path: str | Path, key: str, ceilings_path: str | Path | None = None) -> Device:
+    devices = load_devices(path)
+    if key not in devices:
+        raise RooflowError(f"device '{key}' is not in {path}: use one of {', '.join(sorted(devices))}")
+    device = devices[key]
+    if ceilings_path and Path(ceilings_path).is_file():
+        device.with_measured(json.loads(Path(ceilings_path).read_text()))
+    return device
+
+
+def default_catalogue_path() -> Path:
+    """config/devices.yaml of the checkout rooflow runs from."""
+    return Path(__file__).resolve().parents[2] / "config" / "devices.yaml"

@@ -1,0 +1,396 @@
+"""Latency of one model × batch × precision × mode on one device (the one-iteration driver the Nsight
+profilers wrap is rooflow.measure.driver).
+
+GPU: CUDA events around forward, backward and optimizer step, after warm-up (allocator, lazy init), with
+cuDNN's deterministic heuristics rather than its per-process autotuner (see Runner), peak memory from
+max_memory_allocated; then, optionally, the kernels of one extra iteration (rooflow.measure.timeline). CPU:
+perf_counter_ns with a fixed thread count and the same warm-up/repeat discipline. Out of memory is a
+result (status "oom"), not a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import resource
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rooflow.conventions import MODES, NOISY_SPREAD, PRECISIONS
+from rooflow.errors import RooflowError
+from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
+from rooflow.measure.oom import cpu_memory_limit, is_out_of_memory, oom_details
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSpec:
+    model: str
+    batch: int
+    precision: str = "fp32"
+    mode: str = "inference"
+    device: str = "cpu"  # "cpu" or "cuda"
+    warmup_iterations: int = 10
+    timed_iterations: int = 30
+    threads: int | None = None
+    # a round of timed_iterations noisier than NOISY_SPREAD is repeated, up to this many rounds in all,
+    # while the rounds so far plus one more fit in noise_budget_seconds (config: profiling.*)
+    max_timing_rounds: int = 3
+    noise_budget_seconds: float = 60.0
+    # CPU runs: RLIMIT_AS = the address space mapped before the run + this; None = no limit
+    cpu_memory_limit_bytes: int | None = None
+
+
+# A timing whose interquartile range exceeds this share of its median is noisy: it is repeated (up to
+# RunSpec.max_timing_rounds) and flagged in the report if still noisy. Equal to rooflow.report.summary.NOISY_SPREAD.
+
+
+def configure_precision(precision: str, device_type: str) -> contextlib.AbstractContextManager:
+    """Set TF32 flags and return the autocast context a run executes under.
+
+    fp32 turns TF32 off explicitly (PyTorch's cuDNN default is TF32 ON for convolutions, which is why
+    hand-made "FP32" A100 tables are wrong); tf32 turns it on for matmul and cuDNN; fp16/bf16 use autocast.
+    """
+    import torch
+
+    if precision not in PRECISIONS:
+        raise RooflowError(f"precision '{precision}' is unknown: use one of {', '.join(PRECISIONS)}")
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    if precision in ("fp16", "bf16"):
+        dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+        return torch.autocast(device_type=device_type, dtype=dtype)
+    return contextlib.nullcontext()
+
+
+def timed_rounds(runner: Any, spec: RunSpec, monitor: GpuMonitor | None = None,
+                 clock_class: type | None = None) -> tuple[list[list[float]], dict[str, Any]]:
+    """Time rounds of `spec.timed_iterations` iterations: a round whose spread exceeds NOISY_SPREAD is
+    repeated while rounds are left (`spec.max_timing_rounds`) and the rounds so far plus one more fit in
+    `spec.noise_budget_seconds` of timed iterations. Returns the per-iteration phase intervals of the
+    quietest round and {timing_rounds, rounds (median, spread, seconds of each), chosen_round, noisy}.
+    `monitor` is sampled after every iteration (outside the timed interval); `clock_class` replaces the
+    clock in tests."""
+    clock_class = clock_class or _Clock
+    rounds: list[dict[str, Any]] = []
+    best: tuple[float, int, list[list[float]]] | None = None
+    max_rounds = max(1, spec.max_timing_rounds)
+    for number in range(1, max_rounds + 1):
+        phases: list[list[float]] = []
+        for i in range(spec.timed_iterations):
+            clock = clock_class(runner.cuda)
+            runner.step(clock)
+            intervals = clock.intervals_seconds()
+            phases.append(intervals)
+            if monitor is not None:
+                monitor.sample()
+            if (i + 1) % max(1, spec.timed_iterations // 10) == 0 or i == 0:
+                log.info("round %d, iteration %d/%d: %.4f s", number, i + 1, spec.timed_iterations, sum(intervals))
+        seconds = [sum(p) for p in phases]
+        stats = summarize_seconds(seconds)
+        rounds.append({"round": number, "iterations": len(seconds), "median_seconds": stats["median_seconds"],
+                       "spread": stats["spread"], "seconds_total": sum(seconds)})
+        if best is None or stats["spread"] < best[0]:
+            best = (stats["spread"], number, phases)
+        if stats["spread"] <= NOISY_SPREAD or number == max_rounds:
+            break
+        spent = sum(r["seconds_total"] for r in rounds)
+        if spent + rounds[-1]["seconds_total"] > spec.noise_budget_seconds:
+            log.info("round %d: spread %.1f%%, but another round would pass the %g s noise budget",
+                     number, 100 * stats["spread"], spec.noise_budget_seconds)
+            break
+        log.info("round %d: spread %.1f%% over %.0f%%: timing another round", number, 100 * stats["spread"],
+                 100 * NOISY_SPREAD)
+    spread, chosen, phases = best
+    return phases, {"timing_rounds": len(rounds), "rounds": rounds, "chosen_round": chosen,
+                    "noisy": spread > NOISY_SPREAD}
+
+
+class _Clock:
+    """Marks phase boundaries of one iteration: CUDA events on GPU, perf_counter_ns on CPU."""
+
+    def __init__(self, cuda: bool):
+        self.cuda = cuda
+        self.marks: list[Any] = []
+
+    def mark(self) -> None:
+        if self.cuda:
+            import torch
+
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter_ns())
+
+    def intervals_seconds(self) -> list[float]:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+            return [a.elapsed_time(b) / 1e3 for a, b in zip(self.marks, self.marks[1:])]
+        return [(b - a) / 1e9 for a, b in zip(self.marks, self.marks[1:])]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low, high = int(position), min(int(position) + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize_seconds(values: list[float], prefix: str = "") -> dict[str, float]:
+    """Median and spread of per-iteration seconds; `spread` is the interquartile range over the median."""
+    if not values:
+        return {}
+    median = statistics.median(values)
+    q1, q3 = _percentile(values, 0.25), _percentile(values, 0.75)
+    return {
+        f"{prefix}median_seconds": median,
+        f"{prefix}mean_seconds": statistics.fmean(values),
+        f"{prefix}min_seconds": min(values),
+        f"{prefix}max_seconds": max(values),
+        f"{prefix}stdev_seconds": statistics.stdev(values) if len(values) > 1 else 0.0,
+        f"{prefix}iqr_seconds": q3 - q1,
+        f"{prefix}spread": (q3 - q1) / median if median > 0 else 0.0,
+    }
+
+
+class Runner:
+    """Holds the model, optimizer and batch for one run; `step(clock)` runs one iteration."""
+
+    def __init__(self, spec: RunSpec, subset: dict):
+        import torch
+
+        from rooflow.workload.dataset import make_batch
+        from rooflow.workload.models import build_model, input_size
+
+        if spec.mode not in MODES:
+            raise RooflowError(f"mode '{spec.mode}' is unknown: use one of {', '.join(MODES)}")
+        self.spec = spec
+        self.cuda = spec.device.startswith("cuda")
+        if self.cuda and not torch.cuda.is_available():
+            raise RooflowError(
+                f"device '{spec.device}' asked for but torch sees no CUDA GPU: run this job on a GPU node "
+                f"(the device's slurm partition/gres in config/devices.yaml) with a CUDA build of torch")
+        self.device = torch.device(spec.device)
+        if self.cuda:
+            # cuDNN's heuristics, not its autotuner: the timing job and the ncu job are separate processes, and
+            # benchmark=True times candidate algorithms in each process and keeps the fastest, so two processes
+            # can run different kernels for the same layer (two ncu runs of one ResNet-50 step on an H100
+            # counted 639 and 556 GFLOP of tensor work) and a roofline point would divide one process's FLOPs by
+            # another's time. With benchmark=False cuDNN picks an algorithm deterministically from the shapes,
+            # dtypes and GPU ("Reproducibility", https://pytorch.org/docs/stable/notes/randomness.html), so both
+            # processes run the same kernels; it is PyTorch's default, so the timing is what users get unless
+            # they opt into autotuning, which may find faster kernels for some layers. deterministic=True is not
+            # needed for that and would exclude fast non-deterministic algorithms. The timing job records its
+            # kernels (rooflow.measure.timeline) and the summary flags any difference from the profiled ones.
+            torch.backends.cudnn.benchmark = False
+        self.autocast = configure_precision(spec.precision, self.device.type)
+        self.input_size = input_size(spec.model)
+        self.model = build_model(spec.model).to(self.device)
+        self.params = sum(p.numel() for p in self.model.parameters())
+        x, y = make_batch(subset, spec.batch, self.input_size)
+        self.x, self.y = x.to(self.device), y.to(self.device)
+        if spec.mode == "training":
+            self.model.train()
+            self.loss_fn = torch.nn.CrossEntropyLoss()
+            # PyTorch's ImageNet example: SGD, lr 0.1, momentum 0.9, weight decay 1e-4.
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+            # fp16 autocast training needs loss scaling to be a real training step.
+            self.scaler = torch.amp.GradScaler(self.device.type, enabled=spec.precision == "fp16")
+        else:
+            self.model.eval()
+
+    def _output(self, out):
+        # inception_v3/googlenet return auxiliary logits in training mode; the loss uses the main ones.
+        return out.logits if hasattr(out, "logits") else out
+
+    def step(self, clock: _Clock | None = None) -> None:
+        import torch
+
+        mark = clock.mark if clock else (lambda: None)
+        if self.spec.mode == "inference":
+            mark()
+            with torch.no_grad(), self.autocast:
+                self.model(self.x)
+            mark()
+            return
+        mark()
+        with self.autocast:
+            loss = self.loss_fn(self._output(self.model(self.x)), self.y)
+        mark()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        mark()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        mark()
+
+    def synchronize(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
+
+def _set_threads(threads: int | None) -> int:
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+        with contextlib.suppress(RuntimeError):  # only settable before the first parallel region
+            torch.set_num_interop_threads(1)
+    return torch.get_num_threads()
+
+
+def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None) -> dict[str, Any]:
+    """Warm up, time `timed_iterations` iterations, and return the timing record (status ok or oom).
+
+    Iterations are timed in rounds, repeated while noisy (timed_rounds); an oom record says how much
+    memory was asked for and how much was available (oom_details), and a CPU run may be held to
+    `spec.cpu_memory_limit_bytes` (cpu_memory_limit). On a GPU, NVML is sampled during the timed
+    iterations: `gpu_during_timing`, and `throttled` when the GPU slowed itself down (power, temperature);
+    the warm-up's memory peak (cuDNN autotuning) is reported apart from the steady state's.
+
+    With ``timeline_path``, on a GPU, one more iteration after the timed ones runs under torch.profiler and
+    its kernels are written there as CSV (rooflow.measure.timeline); the record says what it cost. On a CPU the file
+    is written empty: torch.profiler records ops there, not kernels."""
+    import torch
+
+    threads = _set_threads(spec.threads)
+    record: dict[str, Any] = {
+        "status": "ok", "model": spec.model, "batch": spec.batch, "precision": spec.precision,
+        "mode": spec.mode, "device_type": "cuda" if spec.device.startswith("cuda") else "cpu",
+        "threads": threads, "warmup_iterations": spec.warmup_iterations,
+        "timed_iterations": spec.timed_iterations, "max_timing_rounds": spec.max_timing_rounds,
+    }
+    record["environment"] = describe(threads)
+    runner = None
+    # the CPU memory limit and the NVML session end with the try block, before anything else runs
+    limits = contextlib.ExitStack()
+    cpu_limit = None if spec.device.startswith("cuda") else spec.cpu_memory_limit_bytes
+    cap = limits.enter_context(cpu_memory_limit(cpu_limit))
+    monitor = None
+    try:
+        runner = Runner(spec, subset)
+        record.update(input_size=runner.input_size, params=runner.params,
+                      timer="cuda-events" if runner.cuda else "perf_counter_ns")
+        if runner.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        started = time.perf_counter()
+        for i in range(spec.warmup_iterations):
+            runner.step()
+            log.info("warm-up %d/%d", i + 1, spec.warmup_iterations)
+        runner.synchronize()
+        record["warmup_seconds_total"] = time.perf_counter() - started
+        if runner.cuda:
+            # Warm-up includes cuDNN autotuning, which tries algorithms with large workspaces: its peak is
+            # reported apart from the steady state of the timed iterations (what a run needs to fit).
+            record["warmup_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+            record["warmup_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+            torch.cuda.reset_peak_memory_stats()
+        monitor = limits.enter_context(GpuMonitor(uuid=_nvml_uuid())) if runner.cuda else None
+        phases, rounds = timed_rounds(runner, spec, monitor)
+        record.update(rounds)
+    except Exception as error:  # noqa: BLE001 - OOM is a result; anything else propagates
+        if not is_out_of_memory(error):
+            raise
+        record.update(status="oom", **oom_details(error, spec.device.startswith("cuda"), cap, cpu_limit))
+        log.warning("%s", record["message"])
+        del runner
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        if timeline_path:
+            _write_timeline(timeline_path, None, record, "skipped: the run is out of memory")
+        return record
+    finally:
+        limits.close()
+        if monitor is not None:
+            record["gpu_during_timing"] = monitor.summary()
+            record["throttled"] = record["gpu_during_timing"].get("throttled")
+    seconds = [sum(p) for p in phases]
+    record["seconds"] = seconds
+    record.update(summarize_seconds(seconds))
+    if spec.mode == "training":
+        record["forward_seconds"] = [p[0] for p in phases]
+        record["backward_seconds"] = [p[1] for p in phases]
+        record["optimizer_seconds"] = [p[2] for p in phases]
+        record.update(summarize_seconds(record["forward_seconds"], "forward_"))
+        record.update(summarize_seconds(record["backward_seconds"], "backward_"))
+        record.update(summarize_seconds(record["optimizer_seconds"], "optimizer_"))
+    else:
+        record["forward_seconds"] = seconds
+        record.update(summarize_seconds(seconds, "forward_"))
+    record["images_per_second"] = spec.batch / record["median_seconds"]
+    if runner.cuda:
+        record["steady_peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        record["steady_peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+        record["max_memory_allocated_bytes"] = max(record["steady_peak_allocated_bytes"],
+                                                   record.get("warmup_peak_allocated_bytes", 0))
+        record["environment_after"] = gpu_state(torch.cuda.current_device())
+    else:
+        # ru_maxrss is in KiB on Linux: the process's peak, model and batch included.
+        record["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if timeline_path:
+        _record_timeline(runner, timeline_path, record)
+    return record
+
+
+def _nvml_uuid() -> str | None:
+    """NVML's name ("GPU-<uuid>") of the GPU torch runs on: NVML's indices ignore CUDA_VISIBLE_DEVICES."""
+    import torch
+
+    uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
+    return f"GPU-{uuid}" if uuid else None
+
+
+def _record_timeline(runner: Runner, path: str | Path, record: dict[str, Any]) -> None:
+    """The kernels of one more iteration, in this process (rooflow.measure.timeline), after the timed ones."""
+    if not runner.cuda:
+        _write_timeline(path, None, record, "skipped: a CPU run has no kernel timeline (torch.profiler records "
+                                            "ops on a CPU, not kernels)")
+        return
+    from rooflow.measure.timeline import capture_iteration
+
+    try:
+        timeline, seconds = capture_iteration(runner)
+    except Exception as error:  # noqa: BLE001 - a diagnostic: the timing stands without it
+        log.warning("kernel timeline not recorded: %s", error)
+        _write_timeline(path, None, record, f"failed: {str(error).splitlines()[0][:200] if str(error) else error!r}")
+        return
+    record["timeline_capture_seconds"] = seconds
+    record["timeline_kernel_seconds"] = float(timeline.loc[timeline["kind"] == "kernel", "seconds"].sum())
+    _write_timeline(path, timeline, record, "recorded")
+    log.info("kernel timeline: %d kernels, %.4f s of kernel time, recorded in %.2f s (one extra iteration under "
+             "torch.profiler, export and parsing)", record["timeline_kernels"], record["timeline_kernel_seconds"],
+             seconds)
+
+
+def _write_timeline(path: str | Path, timeline, record: dict[str, Any], status: str) -> None:
+    import pandas as pd
+
+    from rooflow.io import write_csv
+    from rooflow.measure.timeline import TIMELINE_COLUMNS
+
+    frame = timeline if timeline is not None else pd.DataFrame(columns=TIMELINE_COLUMNS)
+    write_csv(path, frame)
+    record["timeline_status"] = status
+    record["timeline_kernels"] = int((frame["kind"] == "kernel").sum()) if len(frame) else 0
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help: str) -> None:
+    """The arguments of one run (RunSpec) that `rooflow time` and the profiling driver share."""
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    parser.add_argument("--mode", choices=MODES, default="inference")
+    parser.add_argument("--device", default=device, help=device_help)
+    parser.add_argument("--warmup", type=int, default=10, help="untimed iterations first (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")

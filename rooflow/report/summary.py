@@ -1,0 +1,374 @@
+"""One tidy table: a row per device × model × batch × precision × mode, joining the analytic estimate,
+the measured time, the profiler aggregates (where a GPU was profiled) and the device's roofs.
+
+Which FLOPs and bytes place a point on the roofline: measured ones (ncu) where they exist, else the
+estimate (total FLOPs of the mode; fusion-aware DRAM bytes). `flops_source`/`bytes_source` say which.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rooflow.conventions import NOISY_SPREAD
+from rooflow.errors import RooflowError
+from rooflow.hardware.devices import Device, load_devices
+from rooflow.hardware.environment import throttle_reading
+from rooflow.hardware.roofs import attainable_flops_per_second, ridge_intensity
+from rooflow.io import read_json
+
+log = logging.getLogger(__name__)
+
+KEYS = ["device", "model", "batch", "precision", "mode"]
+RUN_KEYS = KEYS[1:]
+# A measurement whose interquartile range exceeds this share of its median is flagged as noisy.
+# Measured/estimated FLOPs outside this band need an explanation.
+FLOPS_RATIO_BAND = (0.5, 2.0)
+
+COLUMNS = [
+    *KEYS, "device_kind", "status", "input_size", "params",
+    "estimated_flops", "estimated_forward_flops", "estimated_backward_flops", "estimated_optimizer_flops",
+    "estimated_matmul_flops", "estimated_min_bytes", "estimated_fused_bytes", "estimated_unfused_bytes",
+    "estimated_peak_memory_bytes", "forward_backward_flops_ratio",
+    "measured_seconds", "seconds_spread", "forward_seconds", "backward_seconds", "images_per_second",
+    "timing_rounds", "throttle", "memory_requested_bytes", "memory_available_bytes",
+    "measured_flops", "measured_dram_bytes", "measured_tensor_flops", "kernel_seconds", "memcpy_seconds",
+    "memset_seconds", "flops", "flops_source", "bytes", "bytes_source", "arithmetic_intensity",
+    "achieved_flops_per_second", "peak_flops_per_second", "bandwidth_bytes_per_second", "roof_source",
+    "ridge_intensity", "attainable_flops_per_second", "percent_of_roofline", "bound",
+    "measured_peak_flops_per_second", "measured_bandwidth_bytes_per_second",
+    "attainable_flops_per_second_measured_roof", "percent_of_measured_roofline",
+    "predicted_seconds", "predicted_seconds_low", "predicted_seconds_high", "predicted_bound",
+    "predicted_host_seconds", "predicted_device_seconds", "predicted_seconds_by_class", "calibration_source",
+    "measured_over_predicted", "roofline_seconds",
+    "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
+    "measured_memory_bytes", "warmup_memory_bytes", "measured_reserved_bytes", "measured_over_predicted_memory",
+    "flops_ratio", "bytes_ratio", "reconciliation",
+    # the evidence behind the reconciliation (rooflow.profilers.reconcile) and the timed-vs-profiled kernels
+    # (rooflow.measure.timeline), for the checks that test it
+    "measured_matmul_flops", "measured_other_flops", "estimated_other_flops", "reconciliation_side",
+    "reconciliation_attribution", "timed_kernels", "profiled_kernels", "kernel_algorithms_differ",
+    "kernel_mismatch",
+    "checks",
+]
+
+
+def _key(record: dict[str, Any], device: str | None = None) -> tuple:
+    return (device if device is not None else record.get("device"), record["model"], int(record["batch"]),
+            record["precision"], record["mode"])
+
+
+def _roofline_seconds(ops: pd.DataFrame | None, device: Device, precision: str) -> float | None:
+    """The per-op roofline time (every op at its roof): a lower bound, beside the time model's prediction."""
+    if ops is None:
+        return None
+    from rooflow.estimate import predict_seconds
+
+    # Datasheet roofs where the device has them; a CPU has only its measured ones.
+    result = predict_seconds(ops, device, precision, measured=not device.peak_flops_per_second)
+    return result.get("predicted_seconds") if result else None
+
+
+# A prediction is flagged when the measurement lies outside its band: the time model's own range (the
+# calibration's uncertainty), memory ±15%.
+MEMORY_BAND = 0.15
+
+
+def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFrame | None, device: Device,
+                 calibration, checks: list[str], timed_here: bool = True) -> None:
+    """Predicted time (rooflow.estimate.timemodel) and memory (rooflow.estimate.predict), and the checks
+    that compare them with the measurement: outside the band, say which part of the prediction carries
+    most of the time (an op class, the layout transposes, or the host)."""
+    from rooflow.estimate.predict import predict_memory
+    from rooflow.estimate.timemodel import predict_step
+
+    row["roofline_seconds"] = _roofline_seconds(ops, device, row["precision"])
+    seconds = row.get("measured_seconds")
+    if ops is not None and calibration is not None:
+        prediction = predict_step(ops, estimate, device, calibration)
+        values = prediction.as_dict()
+        values["predicted_seconds_by_class"] = json.dumps({k: round(v, 9) for k, v in sorted(
+            prediction.by_class_seconds.items(), key=lambda kv: -kv[1])})
+        row.update(values)
+        if seconds and prediction.seconds:
+            ratio = seconds / prediction.seconds
+            row["measured_over_predicted"] = ratio
+            # an imported profile's time is its kernel time (nsys), not a timed step: no verdict on it
+            if timed_here and not prediction.low_seconds <= seconds <= prediction.high_seconds:
+                if prediction.bound == "host":
+                    carrier = (f"the step is host-bound in the model ({prediction.host_seconds * 1e3:.3g} ms of "
+                               f"host work for {prediction.device_seconds * 1e3:.3g} ms of kernels)")
+                else:
+                    top = sorted(prediction.by_class_seconds.items(), key=lambda kv: -kv[1])[:2]
+                    carrier = "most predicted time is " + " and ".join(
+                        f"{name} ({seconds_ * 1e3:.3g} ms)" for name, seconds_ in top)
+                checks.append(f"predicted time: measured/predicted = {ratio:.2f}, outside the model's "
+                              f"±{100 * calibration.relative_uncertainty:.0f}% band ({prediction.calibration_source}); "
+                              f"{carrier}")
+    memory = predict_memory(estimate, device)
+    row.update(memory)
+    measured = row.get("measured_memory_bytes")
+    predicted = memory.get("predicted_memory_bytes")
+    if measured and predicted and device.is_cuda:
+        ratio = measured / predicted
+        row["measured_over_predicted_memory"] = ratio
+        if abs(ratio - 1) > MEMORY_BAND:
+            low, high = memory["predicted_memory_bytes_low"], memory["predicted_memory_bytes_high"]
+            within = "inside" if low <= measured <= high else "outside"
+            checks.append(f"predicted memory: measured/predicted steady-state peak = {ratio:.2f}, outside "
+                          f"±{100 * MEMORY_BAND:.0f}% ({within} the range {low / 1e9:.2f}–{high / 1e9:.2f} GB: "
+                          f"a cuDNN workspace of an algorithm the autotuner picked, the allocator, or memory the "
+                          f"estimate does not count)")
+
+
+def _reconcile(measured: dict, estimate: dict, precision: str, mode: str, device: Device) -> dict[str, Any]:
+    from rooflow.profilers.reconcile import reconcile
+
+    # Kernel names let the diagnosis cite Winograd/FFT kernels; the aggregate lists them beside its totals.
+    kernels = pd.DataFrame({"name": measured["kernel_names"]}) if measured.get("kernel_names") else None
+    return reconcile(measured, estimate, precision=precision, mode=mode,
+                     tensor_metrics_collected=bool(measured.get("tensor_metrics_collected")),
+                     architecture=device.architecture, kernels=kernels)
+
+
+def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] | None,
+              ncu: dict[str, Any] | None = None, nsys: dict[str, Any] | None = None,
+              ops: pd.DataFrame | None = None, reconciliation: dict[str, Any] | None = None,
+              calibration=None) -> dict[str, Any]:
+    """One summary row; every derived number is computed here, from named inputs, so it can be explained.
+
+    ``reconciliation``: the run's reconcile.json (rooflow.profilers.reconcile over the per-kernel table, with
+    the timed-vs-profiled kernel comparison under ``kernels_compared``); without it the FLOPs are reconciled
+    here from the ncu totals alone. ``calibration``: the device's time-model calibration
+    (rooflow.estimate.calibration.for_device when None)."""
+    row: dict[str, Any] = dict(zip(KEYS, _key(estimate, device.key)))
+    row["device_kind"] = device.kind
+    row["input_size"] = estimate.get("input_size")
+    row["params"] = estimate.get("params")
+    row["estimated_flops"] = estimate.get("total_flops")
+    row["estimated_forward_flops"] = estimate.get("forward_flops")
+    row["estimated_backward_flops"] = estimate.get("backward_flops")
+    row["estimated_optimizer_flops"] = estimate.get("optimizer_flops")
+    row["estimated_matmul_flops"] = (estimate.get("forward_matmul_flops") or 0) + (
+        estimate.get("backward_matmul_flops") or 0)
+    row["estimated_min_bytes"] = estimate.get("min_bytes")
+    row["estimated_fused_bytes"] = estimate.get("fused_bytes")
+    row["estimated_unfused_bytes"] = estimate.get("unfused_bytes")
+    row["estimated_peak_memory_bytes"] = estimate.get("peak_memory_bytes")
+    fwd = estimate.get("forward_flops")
+    row["forward_backward_flops_ratio"] = (estimate.get("backward_flops") / fwd
+                                           if row["mode"] == "training" and fwd else None)
+    checks: list[str] = []
+
+    status = "ok"
+    if timing is not None:
+        status = timing.get("status", "ok")
+        if status == "ok":
+            row["measured_seconds"] = timing["median_seconds"]
+            row["seconds_spread"] = timing.get("spread")
+            row["forward_seconds"] = timing.get("forward_median_seconds")
+            row["backward_seconds"] = timing.get("backward_median_seconds")
+            row["images_per_second"] = timing.get("images_per_second")
+            row["measured_memory_bytes"] = timing.get("steady_peak_allocated_bytes")
+            row["warmup_memory_bytes"] = timing.get("warmup_peak_allocated_bytes")
+            row["measured_reserved_bytes"] = timing.get("steady_peak_reserved_bytes")
+            row["timing_rounds"] = timing.get("timing_rounds")
+            if (row["seconds_spread"] or 0) > NOISY_SPREAD:
+                rounds = timing.get("timing_rounds")
+                after = f" after {rounds} round{'s' if rounds > 1 else ''}" if rounds else ""
+                checks.append(
+                    f"noisy: interquartile range is {100 * row['seconds_spread']:.0f}% of the median time "
+                    f"(over {100 * NOISY_SPREAD:.0f}%){after}: other load on the machine, too few iterations, "
+                    f"or clock changes; rerun on an idle node or raise profiling.timed_iterations")
+            if timing.get("throttled"):
+                row["throttle"] = throttle_reading(timing.get("gpu_during_timing"))
+                checks.append(
+                    f"throttled: {row['throttle']}: the GPU lowered its clocks while it was timed (power cap, "
+                    f"temperature), so the time is longer than the device's roof assumes; rerun on an idle, "
+                    f"cooled GPU or hold the point against a measured roof taken under the same conditions")
+        elif status == "oom":
+            row["memory_requested_bytes"] = timing.get("memory_requested_bytes")
+            row["memory_available_bytes"] = timing.get("memory_available_bytes")
+            message = str(timing.get("message") or "the run did not fit in device memory")
+            checks.append(f"out of memory: {message.removeprefix('out of memory: ')}")
+        elif status == "does-not-fit":
+            checks.append(f"does not fit: {timing.get('message', 'the memory prediction says it cannot fit')}")
+    elif nsys is None and ncu is None:
+        status = "not-measured"
+    row["status"] = status
+
+    if ncu:
+        row["measured_flops"] = ncu.get("flops_total")
+        row["measured_dram_bytes"] = ncu.get("dram_bytes")
+        row["measured_tensor_flops"] = ncu.get("flops_tensor")
+    if nsys:
+        row["kernel_seconds"] = nsys.get("kernel_seconds")
+        row["memcpy_seconds"] = nsys.get("memcpy_seconds")
+        row["memset_seconds"] = nsys.get("memset_seconds")
+        if row.get("measured_seconds") is None and nsys.get("kernel_seconds"):
+            # Imported profiles without an event timing: the kernel time of the one profiled iteration.
+            row["measured_seconds"] = nsys["kernel_seconds"]
+            row["status"] = "ok"
+
+    if row.get("measured_flops"):
+        row["flops"], row["flops_source"] = row["measured_flops"], "ncu"
+    else:
+        row["flops"], row["flops_source"] = row["estimated_flops"], "estimate"
+    if row.get("measured_dram_bytes"):
+        row["bytes"], row["bytes_source"] = row["measured_dram_bytes"], "ncu-dram"
+    else:
+        fused = row["estimated_fused_bytes"] or row["estimated_min_bytes"]
+        row["bytes"] = fused
+        row["bytes_source"] = "estimate-fused" if row["estimated_fused_bytes"] else "estimate-floor"
+    if row["flops"] and row["bytes"]:
+        row["arithmetic_intensity"] = row["flops"] / row["bytes"]
+
+    if ncu:
+        if reconciliation is None:
+            reconciliation = _reconcile(ncu, estimate, row["precision"], row["mode"], device)
+        _evidence_columns(row, reconciliation)
+        row["flops_ratio"] = reconciliation.get("flops_ratio")
+        row["bytes_ratio"] = reconciliation.get("bytes_ratio")
+        row["reconciliation"] = reconciliation.get("cause")
+        ratio = row["flops_ratio"]
+        if ratio and not FLOPS_RATIO_BAND[0] <= ratio <= FLOPS_RATIO_BAND[1]:
+            checks.append(f"measured/estimated FLOPs = {ratio:.2f}, outside "
+                          f"[{FLOPS_RATIO_BAND[0]}, {FLOPS_RATIO_BAND[1]}]: "
+                          f"{reconciliation.get('cause') or 'no explanation found'}")
+
+    seconds = row.get("measured_seconds")
+    if seconds and row["flops"]:
+        row["achieved_flops_per_second"] = row["flops"] / seconds
+
+    for measured in (False, True):
+        peak, bandwidth = device.roof_for_precision(row["precision"], measured=measured)
+        if not (peak and bandwidth):
+            continue
+        intensity = row.get("arithmetic_intensity")
+        attainable = attainable_flops_per_second(intensity, peak, bandwidth) if intensity else None
+        achieved = row.get("achieved_flops_per_second")
+        percent = 100 * achieved / attainable if achieved and attainable else None
+        if not measured:
+            row["peak_flops_per_second"], row["bandwidth_bytes_per_second"] = peak, bandwidth
+            row["roof_source"] = "datasheet" if device.peak_flops_per_second else "measured"
+            row["ridge_intensity"] = ridge_intensity(peak, bandwidth)
+            row["attainable_flops_per_second"] = attainable
+            row["percent_of_roofline"] = percent
+            if intensity:
+                row["bound"] = "memory-bound" if intensity < row["ridge_intensity"] else "compute-bound"
+            if percent and percent > 100:
+                checks.append(
+                    f"above the roof: {percent:.0f}% of the attainable {attainable / 1e12:.3g} TFLOP/s "
+                    f"({row['roof_source']} {row['precision']} roof): a wrong peak (a sparse headline?), "
+                    f"over-counted FLOPs, an under-measured time, or FLOPs of a precision this roof does not cover")
+        else:
+            row["measured_peak_flops_per_second"] = peak
+            row["measured_bandwidth_bytes_per_second"] = bandwidth
+            row["attainable_flops_per_second_measured_roof"] = attainable
+            row["percent_of_measured_roofline"] = percent
+
+    timed_here = timing is not None and timing.get("timer") in ("cuda-events", "perf_counter_ns")
+    _predictions(row, estimate, ops, device, calibration, checks, timed_here)
+    row["checks"] = "; ".join(checks)
+    return row
+
+
+def _evidence_columns(row: dict[str, Any], reconciliation: dict[str, Any]) -> None:
+    """The per-class FLOPs behind the reconciliation, and the timed-vs-profiled kernel comparison."""
+    from rooflow.profilers.reconcile import MATMUL_SIDE, OTHER_SIDE
+
+    sides = reconciliation.get("sides") or {}
+    if sides:
+        row["measured_matmul_flops"] = sides[MATMUL_SIDE]["measured"]
+        row["measured_other_flops"] = sides[OTHER_SIDE]["measured"]
+        row["estimated_other_flops"] = sides[OTHER_SIDE]["estimated"]
+    row["reconciliation_side"] = reconciliation.get("side")
+    row["reconciliation_attribution"] = reconciliation.get("attribution")
+    compared = reconciliation.get("kernels_compared")
+    if compared:
+        row["timed_kernels"] = compared["timed_kernels"]
+        row["profiled_kernels"] = compared["profiled_kernels"]
+        row["kernel_algorithms_differ"] = compared["algorithms_differ"]
+        row["kernel_mismatch"] = compared["message"] or None
+
+
+def build_summary(devices: dict[str, Device], estimates: list[dict], timings: list[dict],
+                  ncu: list[dict] = (), nsys: list[dict] = (),
+                  ops: dict[tuple, pd.DataFrame] | None = None,
+                  reconciliations: list[dict] = (), calibrations: dict | None = None) -> pd.DataFrame:
+    """Join everything on (device, model, batch, precision, mode). Timings and aggregates carry a `device`
+    key; estimates are device-independent and joined to every device that measured the run."""
+    by_run = {_key(e, "")[1:]: e for e in estimates}
+    timing_by_key = {_key(t): t for t in timings}
+    ncu_by_key = {_key(r): r for r in ncu}
+    nsys_by_key = {_key(r): r for r in nsys}
+    reconciliation_by_key = {_key(r): r for r in reconciliations}
+    keys = sorted(set(timing_by_key) | set(ncu_by_key) | set(nsys_by_key),
+                  key=lambda k: (k[0], k[1], k[2], k[3], k[4]))
+    rows = []
+    for key in keys:
+        device_key, run = key[0], key[1:]
+        if device_key not in devices:
+            raise RooflowError(f"a measurement names device '{device_key}', which is not in the catalogue")
+        if run not in by_run:
+            raise RooflowError(f"no estimate for {run}: the estimate_model step must run for every measured run")
+        device = devices[device_key]
+        calibration = (calibrations or {}).get(device_key)
+        if calibration is None:
+            from rooflow.estimate.calibration import for_device
+
+            calibration = for_device(device)
+        rows.append(build_row(device, by_run[run], timing_by_key.get(key), ncu_by_key.get(key),
+                              nsys_by_key.get(key), (ops or {}).get(run), reconciliation_by_key.get(key),
+                              calibration))
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return frame
+
+
+def imported_timings(imports: list[dict]) -> list[dict]:
+    """Timing records for imported runs whose config entry gives the measured seconds per iteration."""
+    return [
+        {**{k: entry[k] for k in KEYS}, "status": "ok", "median_seconds": entry["seconds"],
+         "images_per_second": entry["batch"] / entry["seconds"], "timer": "imported"}
+        for entry in imports if entry.get("seconds")
+    ]
+
+
+def summarize_files(devices_file: str | Path, estimates: list[str], timings: list[str],
+                    ceilings: dict[str, str] | None = None, ncu: list[str] = (), nsys: list[str] = (),
+                    ops: list[str] = (), imports: list[dict] = (),
+                    reconciliations: list[str] = ()) -> pd.DataFrame:
+    from rooflow.estimate.calibration import for_device
+
+    devices = load_devices(devices_file)
+    calibrations = {}
+    for key, path in (ceilings or {}).items():
+        if key in devices and Path(path).is_file():
+            measured = read_json(path)
+            devices[key].with_measured(measured)
+            calibrations[key] = for_device(devices[key], measured)
+    estimate_records = [read_json(p) for p in estimates]
+    ops_tables = {}
+    for estimate, path in zip(estimate_records, ops):
+        ops_tables[_key(estimate, "")[1:]] = pd.read_csv(path)
+    return build_summary(devices, estimate_records, [read_json(p) for p in timings] + imported_timings(imports),
+                         [read_json(p) for p in ncu], [read_json(p) for p in nsys], ops_tables,
+                         [read_json(p) for p in reconciliations], calibrations)
+
+
+def format_table(frame: pd.DataFrame) -> str:
+    """A terminal view of the summary with display units (the CSV keeps SI base units)."""
+    view = pd.DataFrame({
+        "device": frame["device"], "model": frame["model"], "batch": frame["batch"],
+        "prec": frame["precision"], "mode": frame["mode"], "status": frame["status"],
+        "GFLOP": frame["flops"] / 1e9, "ms": frame["measured_seconds"] * 1e3,
+        "GFLOP/s": frame["achieved_flops_per_second"] / 1e9,
+        "AI FLOP/B": frame["arithmetic_intensity"], "% roof": frame["percent_of_roofline"],
+        "bound": frame["bound"],
+    })
+    return view.to_string(index=False, float_format=lambda v: "-" if math.isnan(v) else f"{v:,.3g}")

@@ -1,0 +1,157 @@
+"""A small, reproducible image subset: from any ImageFolder tree, or generated when none is configured.
+
+Output: one `.pt` file holding a uint8 tensor [N, 3, S, S] (after the standard evaluation transform:
+resize the shorter side, center crop) with labels, plus a manifest CSV (source path, class, SHA-256).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from rooflow.errors import RooflowError
+from rooflow.io import atomic_path, write_csv
+
+log = logging.getLogger(__name__)
+
+IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".tif", ".tiff", ".webp"}
+# ImageNet's mean and std, for turning the uint8 subset into model input.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass
+class SubsetSpec:
+    root: str | None = None
+    classes: int = 4
+    images_per_class: int = 8
+    resize: int = 256
+    image_size: int = 224
+    seed: int = 0
+
+
+def _evaluation_transform(image, spec: SubsetSpec):
+    """Resize the shorter side to `resize`, center crop `image_size` (torchvision's evaluation preset)."""
+    from torchvision.transforms.v2 import functional as F
+
+    image = F.resize(image, spec.resize, antialias=True)
+    return F.center_crop(image, [spec.image_size, spec.image_size])
+
+
+def _pick_files(spec: SubsetSpec) -> list[tuple[str, Path]]:
+    root = Path(spec.root)
+    if not root.is_dir():
+        raise RooflowError(f"dataset root '{root}' is not a directory: point dataset.root at an ImageFolder tree")
+    class_dirs = sorted(p for p in root.iterdir() if p.is_dir())
+    if len(class_dirs) < spec.classes:
+        raise RooflowError(
+            f"dataset root '{root}' has {len(class_dirs)} class folder(s), fewer than dataset.classes="
+            f"{spec.classes}: lower dataset.classes or use the ImageNet train/ or val/ folder (one folder per class)")
+    rng = random.Random(spec.seed)
+    chosen = sorted(rng.sample(class_dirs, spec.classes))
+    picked = []
+    for class_dir in chosen:
+        images = sorted(p for p in class_dir.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS)
+        if len(images) < spec.images_per_class:
+            raise RooflowError(
+                f"class folder '{class_dir}' holds {len(images)} image(s), fewer than dataset.images_per_class="
+                f"{spec.images_per_class}: lower images_per_class")
+        picked += [(class_dir.name, p) for p in sorted(rng.sample(images, spec.images_per_class))]
+    return picked
+
+
+def _load_image(path: Path):
+    from PIL import Image, UnidentifiedImageError
+    from torchvision.transforms.v2 import functional as F
+
+    try:
+        with Image.open(path) as image:
+            return F.pil_to_tensor(image.convert("RGB"))
+    except (UnidentifiedImageError, OSError) as error:
+        raise RooflowError(f"image '{path}' cannot be read ({error}): remove it or fix the dataset") from None
+
+
+def _generated_image(label: int, index: int, spec: SubsetSpec):
+    """A deterministic stand-in photo: smooth per-class colour fields plus noise, 320×400 before the
+    transform so the same resize/crop path runs as for real images."""
+    import torch
+
+    generator = torch.Generator().manual_seed(spec.seed * 1_000_003 + label * 10_007 + index)
+    coarse = torch.rand(3, 5, 6, generator=generator) * 0.6 + 0.2 * (label % 3)
+    smooth = torch.nn.functional.interpolate(coarse[None], size=(320, 400), mode="bicubic", align_corners=False)[0]
+    noise = torch.rand(3, 320, 400, generator=generator) * 0.15
+    return ((smooth + noise).clamp(0, 1) * 255).to(torch.uint8)
+
+
+def build_subset(spec: SubsetSpec, tensor_path: str | Path, manifest_path: str | Path) -> dict:
+    """Pick, transform and write the subset; return a short description for logs and the report."""
+    import pandas as pd
+    import torch
+
+    rows, images, labels = [], [], []
+    if spec.root is None:
+        class_names = [f"generated_{i:03d}" for i in range(spec.classes)]
+        for label, name in enumerate(class_names):
+            for index in range(spec.images_per_class):
+                raw = _generated_image(label, index, spec)
+                images.append(_evaluation_transform(raw, spec))
+                labels.append(label)
+                digest = hashlib.sha256(raw.numpy().tobytes()).hexdigest()
+                rows.append({"source_path": f"generated://{name}/{index:04d}", "class_name": name,
+                             "label": label, "sha256": digest,
+                             "source_height": raw.shape[1], "source_width": raw.shape[2]})
+    else:
+        picked = _pick_files(spec)
+        class_names = sorted({name for name, _ in picked})
+        for done, (name, path) in enumerate(picked, 1):
+            raw = _load_image(path)
+            images.append(_evaluation_transform(raw, spec))
+            labels.append(class_names.index(name))
+            rows.append({"source_path": str(path), "class_name": name, "label": class_names.index(name),
+                         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                         "source_height": raw.shape[1], "source_width": raw.shape[2]})
+            if done % 50 == 0:
+                log.info("subset: %d/%d images", done, len(picked))
+    data = {
+        "images": torch.stack(images).contiguous(),
+        "labels": torch.tensor(labels, dtype=torch.int64),
+        "classes": class_names,
+        "generated": spec.root is None,
+        "spec": vars(spec),
+    }
+    with atomic_path(tensor_path) as tmp:
+        torch.save(data, tmp)
+    manifest = pd.DataFrame(rows)
+    manifest.insert(0, "index", range(len(manifest)))
+    write_csv(manifest_path, manifest)
+    summary = {"images": len(rows), "classes": len(class_names), "generated": spec.root is None,
+               "shape": list(data["images"].shape)}
+    log.info("subset written: %s", summary)
+    return summary
+
+
+def load_subset(path: str | Path) -> dict:
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise RooflowError(f"dataset subset '{path}' does not exist: run the subset_dataset step first")
+    return torch.load(path, weights_only=True)
+
+
+def make_batch(subset: dict, batch: int, image_size: int | None = None):
+    """A float batch of `batch` images (cycling through the subset), normalised with ImageNet's statistics,
+    resized when a model wants another input size (inception_v3: 299)."""
+    import torch
+
+    images, labels = subset["images"], subset["labels"]
+    index = torch.arange(batch) % images.shape[0]
+    x = images[index].float().div_(255)
+    if image_size and image_size != x.shape[-1]:
+        x = torch.nn.functional.interpolate(x, size=(image_size, image_size), mode="bilinear", antialias=True)
+    mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    return (x - mean) / std, labels[index]

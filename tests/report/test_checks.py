@@ -1,0 +1,197 @@
+"""The self-checks table, from summaries and estimates built by hand with closed-form expected values."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from rooflow.io import write_csv, write_json
+from rooflow.report.checks import (
+    CHECK_COLUMNS,
+    FB_LATENCY_FACTOR,
+    build_checks,
+    check_files,
+    flagged_runs,
+    forward_backward_table,
+    implied_backward_forward_ratio,
+    severity_of,
+)
+from rooflow.report.summary import COLUMNS
+from rooflow.report.tables import checks_overview
+
+
+def run_row(**values) -> dict:
+    """A summary row: every column NaN/None unless given; a healthy measured run by default."""
+    row = {c: math.nan for c in COLUMNS}
+    row.update(device="cpu", model="resnet18", batch=8, precision="fp32", mode="inference", device_kind="cpu",
+               status="ok", checks="", measured_seconds=0.1, seconds_spread=0.01, percent_of_roofline=40.0,
+               roof_source="measured", params=11_689_512, estimated_flops=8 * 3.64e9)
+    row.update(values)
+    return row
+
+
+def summary(*rows) -> pd.DataFrame:
+    return pd.DataFrame(list(rows), columns=COLUMNS)
+
+
+def layers(first: float, rest: list[float]) -> pd.DataFrame:
+    """A layers.csv in execution order: a BatchNorm before nothing, the first conv, then the others."""
+    names = ["conv1", "bn1"] + [f"layer{i}" for i in range(len(rest))]
+    types = ["Conv2d", "BatchNorm2d"] + ["Conv2d"] * len(rest)
+    flops = [first, 0.0] + rest
+    return pd.DataFrame({"layer": names, "type": types, "forward_matmul_flops": flops})
+
+
+def test_a_healthy_summary_fails_no_check():
+    checks, _ = build_checks(summary(run_row(), run_row(model="alexnet")))
+    assert checks.empty
+    assert list(checks.columns) == CHECK_COLUMNS
+    assert "all passed" in checks_overview(checks)
+
+
+def test_a_point_above_its_roof_is_an_error_with_the_summary_cause():
+    wrong = run_row(model="vgg11", percent_of_roofline=180.0,
+                    checks="above the roof: 180% of the attainable 1 TFLOP/s (measured fp32 roof): a wrong peak")
+    checks, _ = build_checks(summary(run_row(), wrong))
+    assert len(checks) == 1
+    row = checks.iloc[0]
+    assert (row["severity"], row["check"], row["model"]) == ("error", "above the roof", "vgg11")
+    assert row["run"] == "cpu vgg11 b8 fp32 inference"
+    assert row["value"].startswith("180%")
+    assert "wrong peak" in row["likely_cause"]
+
+
+def test_noisy_oom_and_flop_ratio_checks_with_their_severities():
+    noisy = run_row(model="alexnet", seconds_spread=0.12,
+                    checks="noisy: interquartile range is 12% of the median time (over 5%): other load on the "
+                           "machine, too few iterations, or clock changes; rerun on an idle node or raise "
+                           "profiling.timed_iterations; above the roof: 101% of the attainable")
+    oom = run_row(model="vgg16", batch=256, status="oom", measured_seconds=math.nan,
+                  checks="out of memory: CUDA out of memory. Tried to allocate 3 GiB")
+    unexplained = run_row(device="a100", model="resnet50", flops_ratio=0.05, reconciliation=math.nan)
+    explained = run_row(device="a100", model="resnet18", flops_ratio=2.6,
+                        reconciliation="cuDNN runs Winograd: fewer multiplies than direct convolution")
+    in_band = run_row(device="a100", model="alexnet", flops_ratio=1.9)
+    checks, _ = build_checks(summary(noisy, oom, unexplained, explained, in_band))
+    by_model = {r["model"]: r for _, r in checks.iterrows()}
+    assert set(by_model) == {"alexnet", "vgg16", "resnet50", "resnet18"}
+    assert by_model["alexnet"]["check"] == "noisy" and by_model["alexnet"]["severity"] == "warning"
+    # the summary's message is split at the next check, not at its own "; "
+    assert by_model["alexnet"]["likely_cause"].endswith("raise profiling.timed_iterations")
+    assert by_model["vgg16"]["severity"] == "result" and "Tried to allocate" in by_model["vgg16"]["likely_cause"]
+    assert by_model["resnet50"]["severity"] == "error" and "no explanation" in by_model["resnet50"]["likely_cause"]
+    assert by_model["resnet18"]["severity"] == "warning" and "Winograd" in by_model["resnet18"]["likely_cause"]
+    # errors sort first
+    assert list(checks["severity"]) == sorted(checks["severity"], key=["error", "warning", "result"].index)
+
+
+def test_above_the_measured_roof_is_a_warning_only_beside_a_datasheet_roof():
+    gpu = run_row(device="a100", roof_source="datasheet", percent_of_roofline=80.0,
+                  percent_of_measured_roofline=104.0)
+    cpu = run_row(roof_source="measured", percent_of_roofline=80.0, percent_of_measured_roofline=104.0)
+    checks, _ = build_checks(summary(gpu, cpu))
+    assert list(checks["check"]) == ["above the measured roof"] and checks.iloc[0]["device"] == "a100"
+
+
+def test_implied_ratio_is_two_minus_the_first_layers_share():
+    # first conv 10 of 100 forward matmul FLOPs: backward = 2 × 100 − 10 = 190 → ratio 1.9
+    name, share, implied = implied_backward_forward_ratio(layers(10.0, [40.0, 50.0]))
+    assert (name, share, implied) == ("conv1", pytest.approx(0.1), pytest.approx(1.9))
+    # the totals' forward matmul FLOPs are the denominator where given
+    assert implied_backward_forward_ratio(layers(10.0, [40.0, 50.0]), 200.0)[2] == pytest.approx(1.95)
+
+
+def training_estimate(ratio: float, model: str = "resnet18") -> tuple[dict, dict]:
+    key = (model, 8, "fp32", "training")
+    total = {"model": model, "batch": 8, "precision": "fp32", "mode": "training", "forward_matmul_flops": 100.0,
+             "backward_matmul_flops": 100.0 * ratio, "matmul_backward_forward_ratio": ratio,
+             "forward_flops": 110.0, "backward_flops": 100.0 * ratio + 12, "unsupported_ops": {}}
+    return {key: total}, {key: layers(10.0, [40.0, 50.0])}
+
+
+def test_forward_backward_flops_matching_the_layers_pass():
+    totals, layer_tables = training_estimate(1.9)
+    run = run_row(mode="training", forward_seconds=0.05, backward_seconds=0.1)
+    checks, table = build_checks(summary(run), totals, layer_tables)
+    assert checks.empty
+    row = table.iloc[0]
+    assert row["implied_flops_ratio"] == pytest.approx(1.9)
+    assert row["latency_ratio"] == pytest.approx(2.0)
+    assert row["latency_ratio_low"] == pytest.approx(1.9 / FB_LATENCY_FACTOR)
+    assert row["latency_ratio_high"] == pytest.approx(1.9 * FB_LATENCY_FACTOR)
+
+
+def test_forward_backward_flops_of_the_grouped_conv_bug_are_an_error_once_per_run():
+    # FlopCounterMode's depthwise weight-gradient bug: mobilenet_v2's ratio came out 19 (DESIGN.md)
+    totals, layer_tables = training_estimate(19.0, "mobilenet_v2")
+    runs = [run_row(device=d, model="mobilenet_v2", mode="training", forward_seconds=0.05, backward_seconds=0.1)
+            for d in ("cpu", "a100")]
+    checks, _ = build_checks(summary(*runs), totals, layer_tables)
+    flops = checks[checks["check"] == "forward:backward FLOPs"]
+    assert len(flops) == 1 and flops.iloc[0]["severity"] == "error"
+    assert flops.iloc[0]["device"] == "" and flops.iloc[0]["run"] == "mobilenet_v2 b8 fp32 training"
+    assert "groups" in flops.iloc[0]["likely_cause"] and "1.900" in flops.iloc[0]["expected"]
+    # an estimate-level flag rings the run on every device
+    flags = flagged_runs(checks)
+    assert severity_of(flags, "a100", "mobilenet_v2", 8, "fp32", "training") == "error"
+    assert severity_of(flags, "cpu", "mobilenet_v2", 8, "fp32", "inference") is None
+
+
+@pytest.mark.parametrize("ratio, cause", [(0.4, "over twice"), (1.9 * 2.5, "under half")])
+def test_forward_backward_latency_outside_its_band_is_a_warning(ratio, cause):
+    # band: implied 1.9 ÷/× 2 = [0.95, 3.8]
+    totals, layer_tables = training_estimate(1.9)
+    run = run_row(mode="training", forward_seconds=0.1, backward_seconds=0.1 * ratio)
+    checks, _ = build_checks(summary(run), totals, layer_tables)
+    assert list(checks["check"]) == ["forward:backward latency"]
+    assert checks.iloc[0]["severity"] == "warning" and cause in checks.iloc[0]["likely_cause"]
+
+
+def test_uncounted_ops_are_listed():
+    totals, layer_tables = training_estimate(1.9)
+    next(iter(totals.values()))["unsupported_ops"] = {"aten._fft_r2c": 2}
+    checks, _ = build_checks(summary(run_row(mode="training")), totals, layer_tables)
+    assert list(checks["check"]) == ["uncounted ops"] and "aten._fft_r2c" in checks.iloc[0]["likely_cause"]
+
+
+def test_inference_runs_have_no_forward_backward_row():
+    assert forward_backward_table(summary(run_row()), {}, {}).empty
+
+
+def test_check_files_reads_a_workflows_outputs(tmp_path):
+    totals, layer_tables = training_estimate(3.7, "resnext50_32x4d")
+    (key, total), = totals.items()
+    run_dir = tmp_path / "estimate" / "resnext50_32x4d" / "b8-fp32-training"
+    write_json(run_dir / "totals.json", total)
+    write_csv(run_dir / "layers.csv", layer_tables[key])
+    write_csv(tmp_path / "summary.csv", summary(run_row(model="resnext50_32x4d", mode="training")))
+    checks, _ = check_files(tmp_path / "summary.csv", [run_dir / "totals.json"], [run_dir / "layers.csv"])
+    assert list(checks["check"]) == ["forward:backward FLOPs"]
+    overview = checks_overview(checks)
+    assert "1 flagged" in overview and "resnext50_32x4d b8 fp32 training" in overview
+
+
+def test_an_fp32_run_whose_estimate_sits_above_the_fp32_roof_is_flagged():
+    # A100 VGG11 training, b16, as recorded (tests/data/real/anoushka21-cloudml): ncu saw 11.8 GFLOP (no
+    # tensor metrics), the estimate counts 734 GFLOP; 20.95 ms of kernels. FP32 roof 19.5 TFLOP/s at
+    # 1,555 GB/s; estimated bytes 10 GB → AI 73.4, attainable 19.5 TFLOP/s; 734e9 / 0.02095 = 35 TFLOP/s: 180%.
+    run = run_row(device="a100-sxm4-40gb", model="vgg11", batch=16, mode="training", roof_source="datasheet",
+                  flops_source="ncu", bytes_source="ncu-dram", percent_of_roofline=30.0, flops_ratio=0.016,
+                  reconciliation="no tensor-core metric was collected", estimated_flops=734e9,
+                  estimated_fused_bytes=10e9, measured_seconds=0.02095, peak_flops_per_second=19.5e12,
+                  bandwidth_bytes_per_second=1555e9)
+    checks, _ = build_checks(summary(run))
+    row = checks[checks["check"] == "estimate above the roof"].iloc[0]
+    assert row["severity"] == "warning" and row["value"].endswith("= 180% of the attainable FLOP/s")
+    assert row["likely_cause"] == ("the counters saw 0.02× the estimated FLOPs, and the FLOP reconciliation says "
+                                   "why: no tensor-core metric was collected")
+    # without a reconciliation the cause can only list what may be behind it
+    bare = build_checks(summary({**run, "reconciliation": None}))[0]
+    assert "TF32" in bare.loc[bare["check"] == "estimate above the roof", "likely_cause"].iloc[0]
+    # the same run placed by the estimate itself: the plain above-the-roof check covers it, not this one
+    plain = run_row(estimated_flops=734e9, estimated_fused_bytes=10e9, measured_seconds=0.02095,
+                    peak_flops_per_second=19.5e12, bandwidth_bytes_per_second=1555e9,
+                    flops_source="estimate", bytes_source="estimate-fused")
+    assert build_checks(summary(plain))[0].empty

@@ -1,0 +1,77 @@
+import hashlib
+
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+from rooflow.errors import RooflowError
+from rooflow.workload.dataset import SubsetSpec, build_subset, load_subset, make_batch
+
+
+def _build(tmp_path, spec, name="a"):
+    tensor, manifest = tmp_path / f"{name}.pt", tmp_path / f"{name}.csv"
+    build_subset(spec, tensor, manifest)
+    return load_subset(tensor), pd.read_csv(manifest)
+
+
+def test_generated_subset_is_deterministic_and_shaped(tmp_path):
+    spec = SubsetSpec(None, classes=3, images_per_class=2, resize=80, image_size=64, seed=7)
+    first, manifest = _build(tmp_path, spec, "a")
+    second, manifest2 = _build(tmp_path, spec, "b")
+    assert first["images"].shape == (6, 3, 64, 64) and first["images"].dtype == torch.uint8
+    assert first["labels"].tolist() == [0, 0, 1, 1, 2, 2]
+    assert torch.equal(first["images"], second["images"])
+    assert manifest["sha256"].tolist() == manifest2["sha256"].tolist()
+    assert first["generated"] is True
+    assert manifest["source_path"].str.startswith("generated://").all()
+    other, _ = _build(tmp_path, SubsetSpec(None, 3, 2, 80, 64, seed=8), "c")
+    assert not torch.equal(first["images"], other["images"])
+
+
+def _image_folder(root, classes=5, per_class=4):
+    for c in range(classes):
+        folder = root / f"n{c:08d}"
+        folder.mkdir(parents=True)
+        for i in range(per_class):
+            colour = (40 * c % 255, 30 * i % 255, 100)
+            Image.new("RGB", (300 + 10 * i, 260), colour).save(folder / f"img_{i}.JPEG", format="JPEG")
+    return root
+
+
+def test_image_folder_subset_picks_seeded_sample_with_checksums(tmp_path):
+    root = _image_folder(tmp_path / "imagenet" / "val")
+    spec = SubsetSpec(str(root), classes=2, images_per_class=3, resize=256, image_size=224, seed=1)
+    data, manifest = _build(tmp_path, spec)
+    assert data["images"].shape == (6, 3, 224, 224)
+    assert len(set(manifest["class_name"])) == 2
+    for _, row in manifest.iterrows():  # the checksum is of the source file's bytes
+        assert hashlib.sha256(open(row["source_path"], "rb").read()).hexdigest() == row["sha256"]
+    again, manifest_again = _build(tmp_path, spec, "again")
+    assert manifest["source_path"].tolist() == manifest_again["source_path"].tolist()
+    # resize 256 of a 260-high image then a 224 crop keeps the solid colour of the source
+    first = manifest.iloc[0]
+    assert data["images"][0, 2].float().mean().item() == pytest.approx(100, abs=3)
+    assert first["source_height"] == 260
+
+
+def test_too_few_classes_is_one_clear_error(tmp_path):
+    root = _image_folder(tmp_path / "tree", classes=2, per_class=2)
+    with pytest.raises(RooflowError, match="fewer than dataset.classes=3"):
+        build_subset(SubsetSpec(str(root), classes=3, images_per_class=1), tmp_path / "x.pt", tmp_path / "x.csv")
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_missing_root_is_one_clear_error(tmp_path):
+    with pytest.raises(RooflowError, match="not a directory"):
+        build_subset(SubsetSpec(str(tmp_path / "nope")), tmp_path / "x.pt", tmp_path / "x.csv")
+
+
+def test_make_batch_cycles_and_normalises(tmp_path):
+    data, _ = _build(tmp_path, SubsetSpec(None, 2, 2, 40, 32, 0))
+    x, y = make_batch(data, 6)
+    assert x.shape == (6, 3, 32, 32) and x.dtype == torch.float32
+    assert y.tolist() == [0, 0, 1, 1, 0, 0]
+    assert torch.equal(x[0], x[4])
+    x_big, _ = make_batch(data, 2, image_size=48)
+    assert x_big.shape == (2, 3, 48, 48)
