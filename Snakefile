@@ -1,5 +1,6 @@
 # rooflow: where a network's time goes on a machine, and how far it is from the roofline.
-# Stages (one rule file each): dataset → estimate → ceilings → profile → aggregate → summarize → plots.
+# Stages (one rule file each): dataset → estimate → ceilings → profile → aggregate → summarize → plots;
+# common.smk holds the config checks and input functions, resources.smk the per-job resources.
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -12,6 +13,8 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+include: "rules/resources.smk"
+include: "rules/hooks.smk"
 include: "rules/dataset.smk"
 include: "rules/estimate.smk"
 include: "rules/ceilings.smk"

@@ -6,5 +6,6 @@ adapters over it, and ``python -m rooflow`` / ``rooflow`` gives the same steps o
 
 __version__ = "0.1.0"
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-MODES = ("inference", "training")
+from rooflow.conventions import MODES, PRECISIONS
+
+__all__ = ["MODES", "PRECISIONS", "__version__"]

@@ -25,22 +25,6 @@ except RooflowError as error:
     sys.exit(1)
 
 
-onstart:
-    # A job killed with SIGKILL (node loss, OOM killer, scancel after KillWait) cannot remove the
-    # `.<output>.<random>.tmp` temporaries rooflow.io writes beside its outputs. Remove those beside the
-    # outputs this run is about to make: Snakemake's lock (held while onstart runs) keeps every other
-    # run of this workflow from writing them. Not run in dry-runs or inside cluster jobs (--no-hooks).
-    from rooflow.io import remove_stale_temporaries
-
-    for stale in remove_stale_temporaries(
-        str(f) for f in workflow.persistence.all_outputfiles()
-    ):
-        print(
-            f"rooflow: removed {stale}, left by a job that was killed",
-            file=sys.stderr,
-        )
-
-
 def sorted_dicts(value):
     """The same data with every mapping's keys sorted, so params compare equal whatever the key order of
     the YAML (a re-dumped config must not re-run anything)."""
@@ -82,6 +66,13 @@ localrules:
 
 def run_path(run):
     return RUN_PATTERN.format(**run)
+
+
+def fill(pattern, run, device=None):
+    """A rule's output pattern (`rules.<name>.output.<item>`) for one run (and device): the input functions
+    below take every path from the rule that writes it, never from a second copy of the pattern.
+    """
+    return str(pattern).format(device=device, **run)
 
 
 # The config `imports` by device × run: one dictionary lookup per job instead of a scan of the list
@@ -136,7 +127,7 @@ def get_fit_pairs():
 def get_fit_estimates():
     return sorted(
         {
-            f"results/estimate/{run_path(run)}/totals.json"
+            fill(rules.estimate_model.output.totals, run)
             for device, run in measured_runs()
             if _memory_checked(device)
         }
@@ -163,8 +154,15 @@ def run_fits(device, run):
 def get_timing_files(wildcards=None):
     """Each device × run's timing.json, or the record of a run that does not fit (record_unfit)."""
     return [
-        f"results/profile/{device}/{run_path(run)}/"
-        + ("timing.json" if run_fits(device, run) else "unfit.json")
+        fill(
+            (
+                rules.profile_time.output.timing
+                if run_fits(device, run)
+                else rules.record_unfit.output.unfit
+            ),
+            run,
+            device,
+        )
         for device, run in measured_runs()
     ]
 
@@ -187,10 +185,19 @@ def _profiled_runs(tool):
     return pairs
 
 
-def get_aggregate_files(tool):
+def _aggregate_output(tool):
+    return {
+        "ncu": rules.aggregate_ncu.output.totals,
+        "nsys": rules.aggregate_nsys.output.totals,
+    }[tool]
+
+
+def get_aggregate_files(tool, device=None):
+    """The `tool` aggregates of every profiled run (of one device, where given)."""
     return [
-        f"results/aggregate/{device}/{run_path(run)}/{tool}.json"
-        for device, run in _profiled_runs(tool)
+        fill(_aggregate_output(tool), run, d)
+        for d, run in _profiled_runs(tool)
+        if device in (None, d)
     ]
 
 
@@ -206,7 +213,7 @@ def get_aggregate_inputs(tool):
 def get_reconcile_files(wildcards=None):
     """reconcile.json of every ncu-profiled run (rooflow's own and imported ones)."""
     return [
-        f"results/aggregate/{device}/{run_path(run)}/reconcile.json"
+        fill(rules.reconcile_ncu.output.reconciliation, run, device)
         for device, run in _profiled_runs("ncu")
     ]
 
@@ -214,7 +221,7 @@ def get_reconcile_files(wildcards=None):
 def get_layer_tables(wildcards=None):
     """The per-layer measured vs estimated table (HTML) of every ncu-profiled run."""
     return [
-        f"results/tables/layers_measured/{device}/{run_path(run)}.html"
+        fill(rules.reconcile_ncu.output.table, run, device)
         for device, run in _profiled_runs("ncu")
     ]
 
@@ -236,10 +243,7 @@ def get_timeline_input(wildcards):
     """The timing job's kernel timeline of this run (for the timed vs profiled kernels), where rooflow timed it."""
     if not _timed_run(wildcards):
         return []
-    return [
-        f"results/profile/{wildcards.device}/{wildcards.model}/"
-        f"b{wildcards.batch}-{wildcards.precision}-{wildcards.mode}/kernels.csv"
-    ]
+    return [rules.profile_time.output.kernels.format(**wildcards)]
 
 
 def get_device_timelines(wildcards):
@@ -247,18 +251,22 @@ def get_device_timelines(wildcards):
     if wildcards.device not in CUDA_DEVICES:
         return []
     return [
-        f"results/profile/{wildcards.device}/{run_path(run)}/kernels.csv"
+        fill(rules.profile_time.output.kernels, run, wildcards.device)
         for run in RUNS
         if run_fits(wildcards.device, run)
     ]
 
 
-def get_estimate_files(kind):
-    return [f"results/estimate/{run_path(run)}/{kind}" for run in estimated_runs()]
+def get_estimate_files(item):
+    """One output (totals, layers, ops) of every run's estimate."""
+    return [fill(rules.estimate_model.output[item], run) for run in estimated_runs()]
 
 
 def get_ceilings_files():
-    return {device: f"results/ceilings/{device}.json" for device in MEASURED_DEVICES}
+    return {
+        device: rules.measure_ceilings.output.ceilings.format(device=device)
+        for device in MEASURED_DEVICES
+    }
 
 
 def get_ncu_inputs(wildcards):
@@ -288,79 +296,13 @@ def get_plot_devices():
 
 def get_final_outputs(wildcards=None):
     """The targets of the default rule: the summary and every report item (get_report_outputs)."""
-    return ["results/summary.csv", *get_report_outputs()]
-
-
-# SLURM resources: each device's `slurm:` block in the catalogue; runtime and memory grow with the
-# attempt number, so a job killed for time or memory is retried with more (--retries in the profile).
-
-
-def device_slurm(wildcards):
-    return DEVICES[wildcards.device].slurm
-
-
-def device_kind(wildcards):
-    return DEVICES[wildcards.device].kind
-
-
-def slurm_option(key):
-    """Input function for one resource from the device's `slurm:` block (None, i.e. unset, when absent).
-
-    None outright where no configured device sets the key (qos and constraint, usually): Snakemake then
-    evaluates nothing for it, where a callable costs about a millisecond per job and resource (a 2,000-job
-    DAG evaluates thousands)."""
-    if not any(key in DEVICES[device].slurm for device in MEASURED_DEVICES):
-        return None
-
-    def option(wildcards):
-        return device_slurm(wildcards).get(key)
-
-    return option
-
-
-def runtime_minutes(wildcards, attempt):
-    return device_slurm(wildcards).get("runtime", 60) * attempt
-
-
-def mem_mb(wildcards, attempt):
-    return device_slurm(wildcards).get("mem_mb", 8000) * attempt
-
-
-def _device_threads(wildcards):
-    """CPU threads for a device's jobs: all local cores in a local run (timing jobs then run one at a
-    time, so they never share cores); the device's slurm cpus_per_task on a cluster, both where the job
-    is submitted (sbatch --cpus-per-task) and inside the job (torch threads). workflow.cores is not
-    defined when submitting to a cluster, and inside a job it would be the whole node.
-    """
-    if workflow.local_exec and not workflow.remote_exec:
-        return workflow.cores
-    return device_slurm(wildcards).get("cpus_per_task") or 1
-
-
-def _local_cores():
-    """workflow.cores in a local run where it is a number; None elsewhere (on a cluster, and inside a cluster
-    job, where reading workflow.cores raises)."""
-    if not (workflow.local_exec and not workflow.remote_exec):
-        return None
-    try:
-        cores = workflow.cores
-    except WorkflowError:
-        return None
-    return cores if isinstance(cores, int) else None
-
-
-# In a local run every device's jobs get all cores: a number, not a function evaluated per job.
-device_threads = _local_cores() or _device_threads
-
-
-def device_architecture(wildcards):
-    return DEVICES[wildcards.device].architecture
+    return [rules.summarize.output.summary, *get_report_outputs()]
 
 
 def get_plot_ceilings(wildcards):
     """The device's measured ceilings, when this workflow measures them (not for import-only devices)."""
     if wildcards.device in MEASURED_DEVICES:
-        return [f"results/ceilings/{wildcards.device}.json"]
+        return [rules.measure_ceilings.output.ceilings.format(device=wildcards.device)]
     return []
 
 
@@ -378,15 +320,15 @@ def get_report_outputs():
         rules.tabulate_environment.output.table,
     ]
     for pattern in (
-        "results/plots/roofline/{device}.svg",
-        "results/plots/latency/{device}.svg",
-        "results/plots/throughput/{device}.svg",
-        "results/plots/predicted/{device}.svg",
-        "results/plots/time_by_layer/{device}.svg",
+        rules.plot_roofline.output.figure,
+        rules.plot_latency.output.latency,
+        rules.plot_latency.output.throughput,
+        rules.plot_latency.output.predicted,
+        rules.plot_time_by_layer.output.figure,
     ):
         outputs += expand(pattern, device=devices)
     outputs += [
-        f"results/tables/layers/{run_path(run)}.html" for run in estimated_runs()
+        fill(rules.tabulate_layers.output.table, run) for run in estimated_runs()
     ]
     outputs += get_layer_tables()
     return outputs
@@ -396,7 +338,6 @@ def get_device_aggregates(tool):
     """Input function: the `tool` (ncu or nsys) aggregates of the runs profiled on this device."""
 
     def inputs(wildcards):
-        prefix = f"results/aggregate/{wildcards.device}/"
-        return [path for path in get_aggregate_files(tool) if path.startswith(prefix)]
+        return get_aggregate_files(tool, wildcards.device)
 
     return inputs

@@ -17,8 +17,8 @@ localrules:
 rule check_runs:
     input:
         summary=rules.summarize.output.summary,
-        totals=get_estimate_files("totals.json"),
-        layers=get_estimate_files("layers.csv"),
+        totals=get_estimate_files("totals"),
+        layers=get_estimate_files("layers"),
         ceilings=list(get_ceilings_files().values()),
         ncu=get_aggregate_inputs("ncu"),
     output:
@@ -164,7 +164,7 @@ rule plot_forward_backward:
 rule plot_time_by_layer:
     input:
         summary=rules.summarize.output.summary,
-        ops=get_estimate_files("ops.csv"),
+        ops=get_estimate_files("ops"),
         nsys=get_device_aggregates("nsys"),
         timelines=get_device_timelines,
         ceilings=get_plot_ceilings,

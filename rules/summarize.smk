@@ -1,7 +1,7 @@
 rule summarize:
     input:
-        estimates=get_estimate_files("totals.json"),
-        ops=get_estimate_files("ops.csv"),
+        estimates=get_estimate_files("totals"),
+        ops=get_estimate_files("ops"),
         timings=get_timing_files,
         ceilings=list(get_ceilings_files().values()),
         ncu=get_aggregate_inputs("ncu"),

@@ -1,5 +1,5 @@
+from rooflow.ceilings.calibrate import measure_calibration
 from rooflow.ceilings.measure import measure_ceilings
-from rooflow.estimate.calibration import measure_calibration
 from rooflow.hardware.devices import load_devices
 from rooflow.io import write_json
 from rooflow.logs import step_logging

@@ -89,3 +89,28 @@ def recorder(monkeypatch):
     monkeypatch.setattr(torch.cuda.profiler, "start", recorder.start)
     monkeypatch.setattr(torch.cuda.profiler, "stop", recorder.stop)
     return recorder
+
+
+# The resnet18 b16 training step recorded on the H100 with NVTX ranges: its exhaustive aggregate, and a
+# distinct-mode stand-in built from it (the guard rails and the doctor check them).
+@pytest.fixture(scope="session")
+def exhaustive():
+    import support
+
+    from rooflow.profilers.ncu import aggregate_ncu
+
+    return aggregate_ncu(support.NVTX_RECORDING)
+
+
+@pytest.fixture(scope="session")
+def stand_in(exhaustive, tmp_path_factory):
+    """(distinct CSV, plan) as the driver and ncu would write them for the recorded step."""
+    import json
+
+    import support
+
+    folder = tmp_path_factory.mktemp("distinct")
+    csv_path, plan_path = folder / "ncu.csv", folder / "ncu_plan.json"
+    groups = support.signature_groups(exhaustive.kernels, support.module_shapes("resnet18", 16))
+    support.distinct_stand_in(exhaustive.kernels, groups, csv_path, plan_path)
+    return csv_path, json.loads(plan_path.read_text())

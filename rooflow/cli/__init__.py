@@ -18,13 +18,14 @@ from rooflow.logs import INTERRUPTED_STATUS, describe_failure
 COMMAND_MODULES = (
     "rooflow.cli.estimate",
     "rooflow.cli.profilers",
-    "rooflow.ceilings.measure",
-    "rooflow.estimate.calibration",
-    "rooflow.hardware.devices",
-    "rooflow.workload.dataset",
-    "rooflow.measure.timing",
-    "rooflow.report.summary",
-    "rooflow.report.checks",
+    "rooflow.cli.ceilings",
+    "rooflow.cli.calibrate",
+    "rooflow.cli.calibrate_kernels",
+    "rooflow.cli.devices",
+    "rooflow.cli.subset",
+    "rooflow.cli.time",
+    "rooflow.cli.summary",
+    "rooflow.cli.checks",
     "rooflow.cli.doctor",
 )
 

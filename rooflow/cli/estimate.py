@@ -8,19 +8,12 @@ import json
 import sys
 from typing import Any
 
-from rooflow.estimate.core import MODES, PRECISIONS
+from rooflow.conventions import MODES, PRECISIONS
+from rooflow.units import format_milliseconds, format_scaled
 
 GIGA, MEGA = 1e9, 1e6
 
 
-def _display(value: float | None, scale: float, digits: int = 2) -> str:
-    return "-" if value is None else f"{value / scale:,.{digits}f}"
-
-
-def _ms(seconds: float) -> str:
-    """Milliseconds with 3 significant digits, without exponents: 0.123, 12.3, 3,610."""
-    value = seconds * 1e3
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def _flatten(totals: dict[str, Any]) -> dict[str, Any]:
@@ -49,11 +42,11 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
     for totals, _ in results:
         ratio = totals["forward_backward_ratio"]
         line = (f"{totals['model']:22} {totals['batch']:>5} {totals['precision']:4} {totals['mode']:9} "
-                f"{_display(totals['forward_flops'], GIGA):>10} {_display(totals['backward_flops'], GIGA):>10} "
-                f"{_display(totals['total_flops'], GIGA):>11} {totals['params'] / MEGA:>8.2f} "
-                f"{_display(totals['min_bytes'], MEGA, 0):>9} {_display(totals['fused_bytes'], MEGA, 0):>10} "
-                f"{_display(totals['unfused_bytes'], MEGA, 0):>11} "
-                f"{totals['arithmetic_intensity']:>7.0f} {_display(totals['peak_memory_bytes'], GIGA):>8} "
+                f"{format_scaled(totals['forward_flops'], GIGA):>10} {format_scaled(totals['backward_flops'], GIGA):>10} "
+                f"{format_scaled(totals['total_flops'], GIGA):>11} {totals['params'] / MEGA:>8.2f} "
+                f"{format_scaled(totals['min_bytes'], MEGA, 0):>9} {format_scaled(totals['fused_bytes'], MEGA, 0):>10} "
+                f"{format_scaled(totals['unfused_bytes'], MEGA, 0):>11} "
+                f"{totals['arithmetic_intensity']:>7.0f} {format_scaled(totals['peak_memory_bytes'], GIGA):>8} "
                 f"{'-' if ratio is None else f'{ratio:.3f}':>7}")
         if has_time:
             seconds = totals.get("predicted_seconds")
@@ -63,8 +56,8 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
             if seconds is None:
                 line += f" {'-':>9} {'no roof':>15} {'-':>5} {memory_text:>7} {fits:>4}"
             else:
-                span = f"{_ms(totals['predicted_seconds_low'])}–{_ms(totals['predicted_seconds_high'])}"
-                line += (f" {_ms(seconds):>9} {span:>15} {totals['predicted_bound']:>5} {memory_text:>7} "
+                span = f"{format_milliseconds(totals['predicted_seconds_low'])}–{format_milliseconds(totals['predicted_seconds_high'])}"
+                line += (f" {format_milliseconds(seconds):>9} {span:>15} {totals['predicted_bound']:>5} {memory_text:>7} "
                          f"{fits:>4}")
         print(line, file=out)
     unsupported = {t["model"]: t["unsupported_ops"] for t, _ in results if t["unsupported_ops"]}

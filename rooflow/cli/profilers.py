@@ -12,28 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from typing import Any
 
 from rooflow.profilers.ncu import aggregate_ncu
 from rooflow.profilers.nsys import aggregate_nsys
-
-_PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
-
-
-def format_quantity(value: float | None, unit: str) -> str:
-    """12_345_678_900, "FLOP" -> "12.35 GFLOP"; seconds as s/ms/µs; None -> "not collected"."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "not collected"
-    if unit == "s":
-        for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-            if abs(value) >= scale:
-                return f"{value / scale:.4g} {name}"
-        return f"{value / 1e-9:.4g} ns"
-    for scale, prefix in _PREFIXES:
-        if abs(value) >= scale:
-            return f"{value / scale:.4g} {prefix}{unit}"
-    return f"{value:.4g} {unit}"
+from rooflow.units import format_quantity
 
 
 def _ncu_table(result) -> str:

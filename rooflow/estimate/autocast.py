@@ -20,7 +20,7 @@ autocast's policies itself, at the two levels where autocast acts:
 
 The policy lists are CUDA autocast's own (``AT_FORALL_LOWER_PRECISION_FP``, ``AT_FORALL_FP32``,
 ``AT_FORALL_FP32_SET_OPT_DTYPE``, ``AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE`` and the promote list of
-aten/src/ATen/autocast_mode.{h,cpp}); ``tests/test_autocast.py`` checks that every op the installed torch
+aten/src/ATen/autocast_mode.{h,cpp}); ``tests/estimate/test_autocast.py`` checks that every op the installed torch
 registers an ``AutocastCUDA`` kernel for has a policy here.
 https://pytorch.org/docs/stable/amp.html#cuda-ops-that-can-autocast-to-float16
 """

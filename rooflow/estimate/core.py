@@ -31,14 +31,12 @@ from typing import Any
 
 import pandas as pd
 
+from rooflow.conventions import MATMUL_OP_CLASSES, MODES, PRECISIONS
 from rooflow.estimate import formulas
 from rooflow.estimate.counter import LOSS, Trace, run_step, trace_step
 from rooflow.estimate.memory import layout_workspace_bytes, peak_memory, peak_with_workspace
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-MODES = ("inference", "training")
 FLOP_CLASSES = ("matmul", "elementwise", "normalization", "pooling", "softmax", "attention")
-MATMUL_CLASSES = ("matmul", "attention")
 FUSIBLE_CONSUMERS = {"elementwise"}
 FUSIBLE_MEMORY = {"_to_copy"}
 # Reductions (global average pooling as ``mean``, sums) are not fused into a producer's epilogue.
@@ -101,7 +99,7 @@ class Estimate:
 def compute_precision(precision: str, op_class: str, dtype: str) -> str:
     """The roof an op hits: matmul-class ops in fp32 tensors run on TF32 tensor cores in tf32 mode; under
     autocast they run in their (cast) dtype; every other op runs in the dtype of its output."""
-    if op_class in MATMUL_CLASSES and precision == "tf32" and dtype == "fp32":
+    if op_class in MATMUL_OP_CLASSES and precision == "tf32" and dtype == "fp32":
         return "tf32"
     return dtype
 
@@ -247,7 +245,7 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
         return float(raw.loc[mask, "flops"].sum())
 
     phase = raw["phase"]
-    matmul = raw["op_class"].isin(MATMUL_CLASSES)
+    matmul = raw["op_class"].isin(MATMUL_OP_CLASSES)
     forward_flops = flops_where(phase == "forward")
     backward_flops = flops_where(phase == "backward")
     loss_flops = flops_where(phase == "loss")
@@ -330,7 +328,7 @@ def _layers_table(trace: Trace, raw: pd.DataFrame) -> pd.DataFrame:
         "backward_weight_flops": raw["backward_weight_flops"],
         "backward_flops": raw["flops"].where(raw["phase"] == "backward", 0.0),
         "optimizer_flops": raw["flops"].where(raw["phase"] == "optimizer", 0.0),
-        "forward_matmul_flops": raw["flops"].where(forward & raw["op_class"].isin(MATMUL_CLASSES), 0.0),
+        "forward_matmul_flops": raw["flops"].where(forward & raw["op_class"].isin(MATMUL_OP_CLASSES), 0.0),
         "activation_bytes": raw["bytes_written"].where(forward, 0),
         "fused_bytes": raw["fused_bytes_read"] + raw["fused_bytes_written"],
         "unfused_bytes": raw["bytes_read"] + raw["bytes_written"],

@@ -19,7 +19,7 @@ Conventions (stated once, here, and reported with every estimate as ``COUNTING_C
 
 We do not reuse ``torch.utils.flop_counter``'s formulas: its convolution weight-gradient ignores ``groups``
 (3.7× too high for resnext50, 19× for mobilenet_v2); the closed-form tests in
-tests/test_estimate_formulas.py pin every formula here instead.
+tests/estimate/test_estimate_formulas.py pin every formula here instead.
 """
 
 from __future__ import annotations
@@ -31,12 +31,13 @@ from typing import Any
 
 import torch
 
+from rooflow.conventions import OP_CLASSES
+
 aten = torch.ops.aten
 
 COUNTING_CONVENTION = "1 FMA = 2 FLOPs; attention counted as math-path bmm"
 
 # Classes of work; ``memory`` is data movement with no arithmetic (copies, casts, concatenation, padding).
-OP_CLASSES = ("matmul", "attention", "elementwise", "normalization", "pooling", "softmax", "memory", "other")
 
 FlopResult = float | dict[str, float]
 

@@ -21,7 +21,7 @@ context and cuDNN workspaces).
 
 Under fp16/bf16 the autocast emulation casts above autograd (rooflow.estimate.autocast), as autocast does:
 an op saves the low-precision copy of its input for backward, and the fp32 tensor it was cast from is freed
-when nothing else holds it (tests/test_autocast.py pins this for a LayerNorm feeding a linear).
+when nothing else holds it (tests/estimate/test_autocast.py pins this for a LayerNorm feeding a linear).
 """
 
 from __future__ import annotations

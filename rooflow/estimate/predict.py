@@ -20,12 +20,13 @@ from typing import Any
 
 import pandas as pd
 
-MATMUL_CLASSES = ("matmul", "attention")
+from rooflow.conventions import MATMUL_OP_CLASSES
+
 BYTES_COLUMNS = {"unfused": ("bytes_read", "bytes_written"), "fused": ("fused_bytes_read", "fused_bytes_written")}
 
 
 def _roof(device, op_class: str, compute_precision: str, measured: bool) -> float | None:
-    roof = compute_precision if op_class in MATMUL_CLASSES else "fp32"
+    roof = compute_precision if op_class in MATMUL_OP_CLASSES else "fp32"
     if roof not in ("fp32", "tf32", "fp16", "bf16"):
         roof = "fp32"
     return device.compute_peak(roof, measured)

@@ -48,9 +48,9 @@ from typing import Any
 
 import pandas as pd
 
+from rooflow.conventions import MATMUL_OP_CLASSES
 from rooflow.estimate.core import parse_gemms
 
-MATMUL_CLASSES = ("matmul", "attention")
 # Ops that call cuDNN/cuBLAS (host: descriptors, heuristics and plan-cache lookups).
 LIBRARY_OPS = {"convolution", "_convolution", "convolution_backward", "mm", "addmm", "bmm", "baddbmm",
                "native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
@@ -227,7 +227,7 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
     bytes_moved = (float(row["bytes_read"]) + float(row["bytes_written"])) / calls
     terms: dict[str, Any] = {"compute": {}, "bytes": bytes_moved, "conv_bytes": 0.0, "epilogue_bytes": 0.0,
                              "kernels": 0.0 if row["op"] in NO_KERNEL_OPS else 1.0, "path": ""}
-    if row["op_class"] not in MATMUL_CLASSES:
+    if row["op_class"] not in MATMUL_OP_CLASSES:
         return terms
     path = _path(row["compute_precision"], precision)
     terms["path"] = path

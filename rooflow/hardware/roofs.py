@@ -7,6 +7,7 @@ Williams, Waterman, Patterson, "Roofline: an insightful visual performance model
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -46,3 +47,38 @@ def intensity_range(intensities, ridges, pad_decades: float = 1.0) -> tuple[floa
         return 0.01, 1e4
     low, high = min(values), max(values)
     return 10 ** (math.floor(math.log10(low)) - pad_decades), 10 ** (math.ceil(math.log10(high)) + pad_decades)
+
+
+GIGA = 1e9
+
+CACHE_LEVELS = ("l2", "l1")
+
+
+def invalid_cache_roofs(ceilings: dict[str, Any], datasheet_dram_bytes_per_second: float | None = None
+                        ) -> dict[str, dict[str, Any]]:
+    """The cache roofs of a measure_ceilings result that are failed measurements, {level: why, with the
+    numbers}: a cache is faster than the DRAM behind it, so a cache roof at or below the measured DRAM roof
+    (or the datasheet's, where given) measured DRAM or launch overhead, not the cache. Levels the result
+    already marks invalid (`invalid_roofs`) are returned as marked. Such a roof is never drawn."""
+    marked = dict(ceilings.get("invalid_roofs") or {})
+    out: dict[str, dict[str, Any]] = {}
+    floors = [(ceilings.get("dram_bytes_per_second"), "measured"), (datasheet_dram_bytes_per_second, "datasheet")]
+    for level in CACHE_LEVELS:
+        if level in marked:
+            out[level] = marked[level]
+            continue
+        value = ceilings.get(f"{level}_bytes_per_second")
+        if not value:
+            continue
+        for floor, source in floors:
+            if floor and value <= floor:
+                out[level] = {
+                    "bytes_per_second": value, "dram_bytes_per_second": floor, "dram_source": source,
+                    "reason": (f"the measured {level.upper()} roof ({value / GIGA:.0f} GB/s) is at or below the "
+                               f"{source} DRAM roof ({floor / GIGA:.0f} GB/s): its microbenchmark measured DRAM "
+                               "or launch overhead, not the cache (a working set that did not stay in the cache, "
+                               "or kernels too short to time), so it is a failed measurement and is not drawn"),
+                }
+                break
+    return out
+

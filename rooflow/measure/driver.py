@@ -25,7 +25,7 @@ Two ways to profile (``profiling.ncu.mode``):
   lists, per signature, every call with its phase and layer, and :func:`rooflow.profilers.distinct.expand`
   weights each profiled kernel by its signature's calls. Keying by ncu's launch configuration (name, grid,
   block) instead is wrong: the same kernel with the same grid does different work when a GEMM's K differs
-  (tests/test_distinct.py shows −35% to +33% FLOPs on the H100 recordings).
+  (tests/profilers/test_distinct.py shows −35% to +33% FLOPs on the H100 recordings).
 
 Backward calls are attributed to the layer whose forward op created their autograd node (a node-creation
 hook records the layer stack when each node is created; ``torch._C._current_autograd_node()`` names the node
@@ -45,15 +45,11 @@ import threading
 from typing import Any
 
 from rooflow.errors import RooflowError
+from rooflow.profilers.nvtx import LAYER_RANGE, PHASE_RANGE, PLAN_FORMAT, SIGNATURE_RANGE
 
 log = logging.getLogger(__name__)
 
 NCU_MODES = ("distinct", "exhaustive")
-PHASES = ("forward", "loss", "backward", "optimizer")
-PLAN_FORMAT = "rooflow-ncu-plan/1"
-PHASE_RANGE = "phase:"
-LAYER_RANGE = "layer:"
-SIGNATURE_RANGE = "rooflow:sig:"
 
 
 def _push(message: str) -> None:

@@ -37,6 +37,7 @@ from rooflow.profilers.kernels import (
     classify_kernel,
     short_kernel_name,
 )
+from rooflow.profilers.nvtx import PHASE_RANGE
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,8 @@ LISTED_NAMES = 4
 
 
 def _phase_of_annotation(name: str) -> str | None:
-    if name.startswith("phase:"):
-        return name[len("phase:"):]
+    if name.startswith(PHASE_RANGE):
+        return name[len(PHASE_RANGE):]
     if name.startswith("Optimizer.step"):
         return "optimizer"
     return None

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import re
 import resource
 import statistics
 import time
@@ -21,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rooflow import MODES, PRECISIONS
+from rooflow.conventions import MODES, NOISY_SPREAD, PRECISIONS
 from rooflow.errors import RooflowError
 from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
+from rooflow.measure.oom import cpu_memory_limit, is_out_of_memory, oom_details
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,6 @@ class RunSpec:
 
 # A timing whose interquartile range exceeds this share of its median is noisy: it is repeated (up to
 # RunSpec.max_timing_rounds) and flagged in the report if still noisy. Equal to rooflow.report.summary.NOISY_SPREAD.
-NOISY_SPREAD = 0.05
 
 
 def configure_precision(precision: str, device_type: str) -> contextlib.AbstractContextManager:
@@ -68,134 +67,6 @@ def configure_precision(precision: str, device_type: str) -> contextlib.Abstract
         dtype = torch.float16 if precision == "fp16" else torch.bfloat16
         return torch.autocast(device_type=device_type, dtype=dtype)
     return contextlib.nullcontext()
-
-
-def is_out_of_memory(error: BaseException) -> bool:
-    import torch
-
-    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
-        return True
-    text = str(error).lower()
-    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text
-                                                or "failed to allocate" in text or "bad_alloc" in text)
-
-
-_UNITS = {"": 1, "b": 1, "bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-          "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}
-
-
-def _bytes_in(text: str, pattern: str) -> int | None:
-    """The size `pattern` (one group: '<number> <unit>') captures in an allocator's message, in bytes."""
-    match = re.search(pattern + r"\s*([0-9][0-9.,]*)\s*(bytes|[KMGT]i?B|B)?", text, re.IGNORECASE)
-    if not match:
-        return None
-    return int(float(match.group(1).replace(",", "")) * _UNITS[(match.group(2) or "").lower()])
-
-
-def _format_bytes(value: float | None) -> str:
-    if value is None:
-        return "an unknown amount"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(value) >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{int(value)} bytes"
-
-
-def _proc_status_bytes(field: str) -> int | None:
-    """A kB field of /proc/self/status (VmSize: address space, VmRSS: resident memory), in bytes."""
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def _mem_available_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def oom_details(error: BaseException, cuda: bool, address_space_cap: int | None = None,
-                cpu_limit: int | None = None) -> dict[str, Any]:
-    """The memory an out-of-memory run asked for and the memory it had: `memory_requested_bytes` (the
-    allocation that failed, from the allocator's message), `memory_available_bytes` (CUDA: free device
-    memory then; CPU under a limit: address space left under it at the process's peak, i.e. when the
-    allocation failed; CPU without: MemAvailable),
-    `memory_limit_bytes` (device capacity, or the configured CPU limit), `memory_in_use_bytes`, and a
-    `message` that says all of it in one line."""
-    text = str(error)
-    first = text.strip().splitlines()[0][:300] if text.strip() else type(error).__name__
-    requested = _bytes_in(text, r"(?:you tried to allocate|tried to allocate)")
-    details: dict[str, Any] = {"memory_requested_bytes": requested}
-    if cuda:
-        import torch
-
-        try:
-            free, total = torch.cuda.mem_get_info()
-            in_use = torch.cuda.memory_reserved()
-        except RuntimeError:  # the message still says it
-            free = _bytes_in(text, r"of which")
-            total = _bytes_in(text, r"total capacity of")
-            in_use = _bytes_in(text, r"this process has")
-        details.update(memory_available_bytes=free, memory_limit_bytes=total, memory_in_use_bytes=in_use)
-        where = f"free on the GPU of {_format_bytes(total)}"
-    elif address_space_cap:
-        # By now the failed step's tensors are freed; the high-water mark of the address space (VmPeak)
-        # is where the run stood when the allocation failed (a job's process peaks there, not before).
-        peak = _proc_status_bytes("VmPeak")
-        available = max(address_space_cap - peak, 0) if peak is not None else None
-        details.update(memory_available_bytes=available, memory_limit_bytes=cpu_limit,
-                       memory_in_use_bytes=_proc_status_bytes("VmRSS"))
-        where = f"left under profiling.cpu_memory_limit_bytes = {_format_bytes(cpu_limit)}"
-    else:
-        details.update(memory_available_bytes=_mem_available_bytes(), memory_limit_bytes=None,
-                       memory_in_use_bytes=_proc_status_bytes("VmRSS"))
-        where = "available on this machine"
-    details["message"] = (f"out of memory: asked for {_format_bytes(requested)} with "
-                          f"{_format_bytes(details['memory_available_bytes'])} {where} ({first})")
-    return details
-
-
-def _address_space_bytes() -> int:
-    import os
-
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-
-
-@contextlib.contextmanager
-def cpu_memory_limit(limit_bytes: int | None):
-    """Within the block, the process may map at most `limit_bytes` more address space than it has now
-    (RLIMIT_AS, soft limit only, restored on exit), so an allocation beyond it fails as out-of-memory
-    instead of swapping or drawing the kernel's OOM killer. Yields the cap, or None without a limit.
-
-    Address space counts what is mapped, a little more than what is touched; torch, torchvision and the
-    intra-op thread pool (stacks, malloc arenas) are mapped before the baseline is taken."""
-    if not limit_bytes:
-        yield None
-        return
-    import torch
-    import torchvision  # noqa: F401 - mapped now, not counted against the run
-
-    torch.ones(64, 64) @ torch.ones(64, 64)  # starts the intra-op threads
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = _address_space_bytes() + int(limit_bytes)
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        yield cap
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def timed_rounds(runner: Any, spec: RunSpec, monitor: GpuMonitor | None = None,
@@ -514,38 +385,6 @@ def _write_timeline(path: str | Path, timeline, record: dict[str, Any], status: 
     record["timeline_kernels"] = int((frame["kind"] == "kernel").sum()) if len(frame) else 0
 
 
-def profile_one_iteration(spec: RunSpec, subset: dict, ncu_mode: str = "exhaustive",
-                          plan_path: str | None = None) -> dict[str, Any]:
-    """Moved to :func:`rooflow.measure.driver.profile_one_iteration` (the driver ncu and nsys run); kept here for
-    callers of the old name."""
-    from rooflow.measure.driver import profile_one_iteration as run
-
-    return run(spec, subset, ncu_mode, plan_path)
-
-
-def _spec_from_args(args: argparse.Namespace) -> RunSpec:
-    return RunSpec(args.model, args.batch, args.precision, args.mode, args.device,
-                   args.warmup, args.iterations, args.threads, max_timing_rounds=args.rounds,
-                   noise_budget_seconds=args.noise_budget, cpu_memory_limit_bytes=args.cpu_memory_limit)
-
-
-def _cmd_time(args: argparse.Namespace) -> int:
-    import json
-
-    from rooflow.io import write_json
-    from rooflow.workload.dataset import load_subset
-
-    spec = _spec_from_args(args)
-    subset = load_subset(args.subset)
-    record = profile_one_iteration(spec, subset) if args.one_iteration else measure(spec, subset, args.timeline)
-    if args.output:
-        write_json(args.output, record)
-    else:
-        print(json.dumps({k: v for k, v in record.items() if not k.endswith("seconds") or
-                          not isinstance(v, list)}, indent=2))
-    return 0
-
-
 def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help: str) -> None:
     """The arguments of one run (RunSpec) that `rooflow time` and the profiling driver share."""
     parser.add_argument("--model", required=True)
@@ -555,25 +394,3 @@ def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help:
     parser.add_argument("--device", default=device, help=device_help)
     parser.add_argument("--warmup", type=int, default=10, help="untimed iterations first (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "time", help="measure latency of one model × batch × precision × mode",
-        description="Warm up, then time iterations with CUDA events (GPU) or perf_counter_ns (CPU). "
-                    "--one-iteration instead runs the single profiled iteration for ncu/nsys.")
-    add_run_arguments(parser, "cpu", "cpu or cuda[:N]")
-    parser.add_argument("--iterations", type=int, default=30, help="timed iterations (default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="rounds of iterations at most while the spread exceeds 5%% (default: %(default)s)")
-    parser.add_argument("--noise-budget", type=float, default=60.0,
-                        help="seconds of timed iterations for repeated rounds (default: %(default)s)")
-    parser.add_argument("--cpu-memory-limit", type=int, default=None,
-                        help="bytes a CPU run may map beyond what the process holds; more ends as status oom")
-    parser.add_argument("--subset", required=True, help="subset .pt written by `rooflow subset`")
-    parser.add_argument("--one-iteration", action="store_true",
-                        help="profile exactly one iteration between cudaProfilerStart/Stop (for ncu/nsys)")
-    parser.add_argument("--output", help="timing JSON to write (default: print)")
-    parser.add_argument("--timeline", help="CSV to write the kernels of one extra, profiled iteration to (GPU; "
-                                           "empty on a CPU)")
-    parser.set_defaults(func=_cmd_time)

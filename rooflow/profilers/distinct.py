@@ -4,7 +4,7 @@ In distinct mode the driver (:mod:`rooflow.measure.driver`) profiles only the FI
 (inside an NVTX range ``rooflow:sig:<k>``) and writes a plan: per signature, every call of the step with its
 phase and layer. :func:`expand` gives each profiled kernel one row per call of its signature — the table an
 exhaustive profile would have given, if every call of a signature launches the kernels of its first call
-with the same counter values (what tests/test_distinct.py checks on a real per-kernel H100 recording) — and
+with the same counter values (what tests/profilers/test_distinct.py checks on a real per-kernel H100 recording) — and
 :func:`apply_plan` sums it into the totals the workflow writes.
 
 Each expanded row's ``nvtx_stack`` is written in ncu's own format (``<thread>  "<default domain>:<message>:
@@ -29,34 +29,12 @@ from rooflow.errors import ParseError
 from rooflow.guards import guard
 from rooflow.io import read_json
 from rooflow.profilers.ncu import TOTAL_KEYS, NcuResult
+from rooflow.profilers.nvtx import PLAN_FORMAT, SIGNATURE_RANGE, format_nvtx_stack, parse_nvtx_stack
 
-PLAN_FORMAT = "rooflow-ncu-plan/1"  # the driver's rooflow.measure.driver.PLAN_FORMAT (not imported: no torch here)
-SIGNATURE_RANGE = "rooflow:sig:"
-DEFAULT_DOMAIN = "<default domain>"
-NVTX_ITEM_TAIL = ":none:none:none:none:none:none"  # PL_Type … Msg of a push/pop item without payload or color
 EXTRA_COLUMNS = ["profiled_id", "signature", "occurrence", "weight"]
 
-_ITEM = re.compile(r'"([^"]*)"')
 
 
-def parse_stack(text: str) -> tuple[str, list[str]]:
-    """``1360  "<default domain>:phase:forward:none:…"  "…"`` -> ("1360", ["phase:forward", …]): the thread
-    and the messages of its open push/pop ranges, outermost first."""
-    text = (text or "").strip()
-    if not text:
-        return "", []
-    thread = text.split(None, 1)[0] if not text.startswith('"') else ""
-    messages = []
-    for item in _ITEM.findall(text):
-        head = item.rsplit(":", 6)[0] if item.count(":") >= 7 else item  # drop PL_Type … Msg
-        messages.append(head.partition(":")[2] if ":" in head else head)  # drop the domain
-    return thread, messages
-
-
-def format_stack(thread: str, messages: list[str], domain: str = DEFAULT_DOMAIN) -> str:
-    """The inverse of :func:`parse_stack`, as ncu writes the column (two spaces between items)."""
-    items = "  ".join(f'"{domain}:{message}{NVTX_ITEM_TAIL}"' for message in messages)
-    return f"{thread}  {items}" if thread else items
 
 
 def load_plan(plan: dict[str, Any] | str | Path) -> dict[str, Any]:
@@ -100,7 +78,7 @@ def expand(kernels: pd.DataFrame, plan: dict[str, Any] | str | Path, where: str 
     signatures = {int(entry["id"]): entry for entry in plan["signatures"]}
     rows: list[dict[str, Any]] = []
     for record in kernels.to_dict("records"):
-        thread, messages = parse_stack(record.get("nvtx_stack", ""))
+        thread, messages = parse_nvtx_stack(record.get("nvtx_stack", ""))
         number, inner = _signature_of(record["id"], messages, where)
         entry = signatures.get(number)
         if entry is None:
@@ -109,7 +87,7 @@ def expand(kernels: pd.DataFrame, plan: dict[str, Any] | str | Path, where: str 
         occurrences = entry["occurrences"]
         for occurrence in occurrences:
             row = dict(record)
-            row.update(nvtx_stack=format_stack(thread, _occurrence_stack(occurrence, number, inner)),
+            row.update(nvtx_stack=format_nvtx_stack(thread, _occurrence_stack(occurrence, number, inner)),
                        profiled_id=record["id"], signature=number, occurrence=int(occurrence["index"]),
                        weight=len(occurrences))
             rows.append(row)
@@ -181,7 +159,7 @@ def check_distinct(kernels: pd.DataFrame, plan: dict[str, Any] | str | Path, ref
     stray: list[Any] = []
     for record in kernels.to_dict("records"):
         try:
-            number, _ = _signature_of(record["id"], parse_stack(record.get("nvtx_stack", ""))[1], "")
+            number, _ = _signature_of(record["id"], parse_nvtx_stack(record.get("nvtx_stack", ""))[1], "")
         except ParseError:
             number = None
         if number in planned:

@@ -34,14 +34,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rooflow.conventions import MATMUL_OP_CLASSES
 from rooflow.profilers.kernels import GLUE_KERNEL_CLASSES, MATMUL_KERNEL_CLASSES, short_kernel_name
+from rooflow.profilers.nvtx import LAYER_RANGE, PHASE_RANGE, innermost, parse_nvtx_stack
 
 OUTSIDE = "(outside layers)"
 LOSS = "(loss)"
 OPTIMIZER = "(optimizer)"
-PHASES = ("forward", "loss", "backward", "optimizer")
 # The estimate's op classes that count as convolution/matmul work.
-MATMUL_OP_CLASSES = ("matmul", "attention")
 
 LAYER_TABLE_COLUMNS = [
     "layer", "type", "phase", "kernels", "estimated_flops", "estimated_matmul_flops", "measured_flops",
@@ -49,44 +49,11 @@ LAYER_TABLE_COLUMNS = [
     "estimated_unfused_bytes", "measured_dram_bytes", "bytes_ratio", "top_kernel", "attribution", "note",
 ]
 
-_ITEM = re.compile(r'"([^"]*)"')
 _SEQ = re.compile(r"\bseq\s*=\s*(\d+)")
 _BACKWARD_NODE = re.compile(r"^([\w:]+Backward\d*)\s*,\s*seq\s*=\s*(\d+)")
 _LOSS_OP = re.compile(r"loss|log_softmax|cross_entropy", re.IGNORECASE)
 
 
-def parse_nvtx_stack(text: Any) -> tuple[str, list[str]]:
-    """(thread id, messages outermost first) of one ncu ``thread Domain:Push/Pop_Range`` cell.
-
-    An item is ``<domain>:<message>:<payload>:...``: the domain (``<default domain>`` or a name) is cut at
-    its first colon, the trailing payload/category/colour fields (``:none``...) at the last colons; the
-    message keeps its own colons (``layer:features.0``, ``autograd::engine::evaluate_function: ...``)."""
-    if not isinstance(text, str) or not text.strip():
-        return "", []
-    text = text.strip()
-    thread = "" if text.startswith('"') else text.split(None, 1)[0]
-    messages = []
-    for item in _ITEM.findall(text):
-        if item.startswith("<") and ">:" in item:
-            body = item[item.index(">:") + 2:]
-        else:
-            body = item.split(":", 1)[1] if ":" in item else item
-        # ncu appends six fields (payload type, payload, category, colour, ...), "none" where unset
-        parts = body.rsplit(":", 6)
-        if len(parts) == 7 and parts[1:] == ["none"] * 6:
-            body = parts[0]
-        else:
-            while body.endswith(":none"):
-                body = body[:-5]
-        messages.append(body.strip())
-    return thread, messages
-
-
-def _innermost(messages: list[str], prefix: str) -> str | None:
-    for message in reversed(messages):
-        if message.startswith(prefix):
-            return message[len(prefix):].strip()
-    return None
 
 
 def attribute_by_nvtx(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -100,8 +67,8 @@ def attribute_by_nvtx(kernels: pd.DataFrame) -> pd.DataFrame:
     # seq with the next op that does, so the last op seen with a seq is the one whose node carries it.
     seq_layer: dict[str, str] = {}
     for _, messages in stacks:
-        layer = _innermost(messages, "layer:")
-        phase = _innermost(messages, "phase:")
+        layer = innermost(messages, LAYER_RANGE)
+        phase = innermost(messages, PHASE_RANGE)
         for message in messages:
             match = _SEQ.search(message)
             if match and not _BACKWARD_NODE.match(message):
@@ -111,8 +78,8 @@ def attribute_by_nvtx(kernels: pd.DataFrame) -> pd.DataFrame:
                     seq_layer[match.group(1)] = LOSS
     rows = []
     for _, messages in stacks:
-        layer = _innermost(messages, "layer:")
-        phase = _innermost(messages, "phase:")
+        layer = innermost(messages, LAYER_RANGE)
+        phase = innermost(messages, PHASE_RANGE)
         node = next((m for m in (_BACKWARD_NODE.match(message) for message in messages) if m), None)
         in_autograd = node is not None or any(m.startswith("autograd::engine::evaluate_function") for m in messages)
         if layer:  # (a backward hook's range on autograd's thread has no phase item: it is the backward)

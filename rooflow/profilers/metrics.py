@@ -8,7 +8,7 @@ Conventions (DESIGN.md, "FLOPs from counters"):
   so non-tensor FP16 = 2·hadd + 2·hmul + 4·hfma (the weights of Nsight Compute's own half-precision
   roofline section). Older tools name the same counters ``sm__sass_...``; both spellings are accepted.
   (NERSC's DeepCAM tables count one FLOP per half instruction, hadd + hmul + 2·hfma; rooflow does not —
-  tests/test_ncu.py recomputes their number from the parsed counters to show both.)
+  tests/profilers/test_ncu.py recomputes their number from the parsed counters to show both.)
 - Tensor-core FLOPs on sm_75 and newer: ``sm__ops_path_tensor_src_*`` already count FLOPs (an RTX 4090
   fp8 GEMM of M·N·K = 4096·3072·768 reads 19,327,352,832 = 2·M·N·K in a public study), so they are summed
   as they are, base names only: the ``_sparsity_on``/``_sparsity_off`` variants split the same work again.

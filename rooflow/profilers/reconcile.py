@@ -50,6 +50,7 @@ from rooflow.profilers.kernels import (
     short_kernel_name,
     uses_tensor_cores,
 )
+from rooflow.units import format_flops
 
 TENSOR_PRECISIONS = {"tf32", "fp16", "bf16"}
 DEFAULT_TOLERANCE = 0.2
@@ -93,15 +94,9 @@ def _cc(architecture: Any) -> int | None:
     return int(match.group(1)) * 10 + int(match.group(2)) if match else None
 
 
-def _g(flops: float) -> str:
-    """FLOPs for a sentence, 4 significant digits: '523.4 GFLOP', '60 GFLOP', '93.2 MFLOP'."""
-    if abs(flops) >= 1e9:
-        return f"{flops / 1e9:.4g} GFLOP"
-    return f"{flops / 1e6:.4g} MFLOP"
-
 
 def _signed(flops: float) -> str:
-    return ("+" if flops >= 0 else "−") + _g(abs(flops))
+    return ("+" if flops >= 0 else "−") + format_flops(abs(flops))
 
 
 def estimated_sides(estimated: dict) -> tuple[float | None, float | None]:
@@ -297,12 +292,12 @@ class _Evidence:
 
     def side_sentence(self) -> str:
         matmul, other = self.sides[MATMUL_SIDE], self.sides[OTHER_SIDE]
-        tensor = (f", of which {_g(self.tensor)} on tensor cores"
-                  f"{f' and {_g(self.matmul_cuda_core)} on CUDA cores' if self.matmul_cuda_core >= 1e9 else ''}"
+        tensor = (f", of which {format_flops(self.tensor)} on tensor cores"
+                  f"{f' and {format_flops(self.matmul_cuda_core)} on CUDA cores' if self.matmul_cuda_core >= 1e9 else ''}"
                   if self.tensor else "")
-        return (f"Per class: convolution/matmul kernels {_g(matmul['measured'])}{tensor} vs {_g(matmul['estimated'])} "
+        return (f"Per class: convolution/matmul kernels {format_flops(matmul['measured'])}{tensor} vs {format_flops(matmul['estimated'])} "
                 f"of convolution/matmul in the estimate ({_signed(matmul['difference'])}); other kernels "
-                f"{_g(other['measured'])} vs {_g(other['estimated'])} of elementwise, normalization, pooling, softmax, "
+                f"{format_flops(other['measured'])} vs {format_flops(other['estimated'])} of elementwise, normalization, pooling, softmax, "
                 f"loss and optimizer ops ({_signed(other['difference'])}).")
 
     def carrier(self, gap: float) -> str | None:
@@ -345,7 +340,7 @@ def _short(name: str) -> str:
 
 
 def _describe_kernels(summary: list[dict[str, Any]], limit: int = 2) -> str:
-    parts = [f"{k['class']} {abbreviate_kernel_name(k['name'])} ×{k['count']} ({_g(k['flops'])})"
+    parts = [f"{k['class']} {abbreviate_kernel_name(k['name'])} ×{k['count']} ({format_flops(k['flops'])})"
              for k in summary[:limit] if k["flops"] or len(summary) == 1]
     return ", ".join(parts) if parts else ", ".join(f"{k['class']} {abbreviate_kernel_name(k['name'])} ×{k['count']}"
                                                     for k in summary[:limit])
@@ -506,8 +501,8 @@ def _other_side(evidence: _Evidence, gap: float) -> tuple[str, float]:
     label, got, est, delta, mask = rows[0]
     share = delta / difference if difference else 0.0
     summary = _kernel_summary(kernels[mask], cuda_core[mask])
-    text = (f"The other kernels carry the gap: {label} kernels compute {_g(got)} where the estimate's {label} "
-            f"ops count {_g(est)} ({_signed(delta)}; {_describe_kernels(summary, 3)}) — these kernels do a "
+    text = (f"The other kernels carry the gap: {label} kernels compute {format_flops(got)} where the estimate's {label} "
+            f"ops count {format_flops(est)} ({_signed(delta)}; {_describe_kernels(summary, 3)}) — these kernels do a "
             f"different amount of arithmetic per element than the estimate's formulas.")
     return text, share
 
@@ -548,7 +543,7 @@ def _by_layer(evidence: _Evidence, difference: float) -> tuple[str, float]:
         best = max(group["details"]) if group["details"] else None
         detail = "" if best is None else f"; {best[2]}" if len(group["layers"]) == 1 else f"; {best[1]}: {best[2]}"
         parts.append(f"{mechanism} — {_layer_list(group['layers'])} {phase}: {_signed(group['difference'])} "
-                     f"({_g(group['estimated'])} → {_g(group['measured'])}, ×{ratio:.2f}{detail}) in "
+                     f"({format_flops(group['estimated'])} → {format_flops(group['measured'])}, ×{ratio:.2f}{detail}) in "
                      f"{_describe_kernels(kernels, 3 if mechanism in ('FFT convolution', 'Winograd convolution') else 2)}")
     rest = difference - sum(g["difference"] for _, g in ordered[:3])
     tail = f"; other layers {_signed(rest)}" if abs(rest) >= 0.05 * abs(difference) else ""

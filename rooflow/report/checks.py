@@ -25,7 +25,7 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   matmul FLOPs (every conv/linear backward computes an input gradient and a weight gradient, each the
   forward's cost, except the first layer, whose input needs no gradient — DESIGN.md); and the measured
   backward:forward latency ratio against the same implied ratio.
-- **noisy**: interquartile range over ``summary.NOISY_SPREAD`` of the median time.
+- **noisy**: interquartile range over ``rooflow.conventions.NOISY_SPREAD`` of the median time.
 - **predicted vs measured time / memory**: the measurement outside the time model's band, or the memory
   prediction off by more than 15% (a warning naming what carries most of the predicted time: an op class,
   cuDNN's layout transposes, or the host).
@@ -34,14 +34,13 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 - **out of memory**: a result, not a failure, listed so it is never mistaken for a missing run.
 - **uncounted ops**: aten ops the estimator has no formula for (their FLOPs are not in the estimate).
 - **cache roof at or below DRAM** (per device, from its measured ceilings): a failed cache microbenchmark
-  (it measured DRAM or launch overhead); the roof is not drawn (``rooflow.ceilings.measure.invalid_cache_roofs``).
+  (it measured DRAM or launch overhead); the roof is not drawn (``rooflow.hardware.roofs.invalid_cache_roofs``).
 - **guards** (:func:`guard_checks`): what a GPU job found that its tests did not expect and fell back from,
   as recorded in its output (``guards`` in ncu.json: a distinct-mode profile replaced by an exhaustive one).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 from pathlib import Path
@@ -49,9 +48,10 @@ from typing import Any
 
 import pandas as pd
 
+from rooflow.conventions import NOISY_SPREAD
 from rooflow.io import read_json
 from rooflow.profilers.reconcile import UNEXPLAINED
-from rooflow.report.summary import FLOPS_RATIO_BAND, NOISY_SPREAD, RUN_KEYS
+from rooflow.report.summary import FLOPS_RATIO_BAND, RUN_KEYS
 
 RUN_COLUMNS = ["device", "model", "batch", "precision", "mode"]
 CHECK_COLUMNS = ["run", *RUN_COLUMNS, "severity", "check", "value", "expected", "likely_cause"]
@@ -407,7 +407,7 @@ def ceilings_checks(ceilings: dict[str, dict], datasheet_dram: dict[str, float |
     """One error per measured cache roof at or below its DRAM roof. ``ceilings``: {device key: its
     measure_ceilings JSON}; ``datasheet_dram``: {device key: datasheet DRAM bytes/s}, where known. The row
     concerns the device, not a run: model "(ceilings)", batch 0."""
-    from rooflow.ceilings.measure import invalid_cache_roofs
+    from rooflow.hardware.roofs import invalid_cache_roofs
 
     out = []
     for device, result in sorted(ceilings.items()):
@@ -520,34 +520,3 @@ def check_files(summary_path: str | Path, totals_paths=(), layers_paths=(), ceil
     guards = {str(p): read_json(p) for p in guard_paths}
     return build_checks(pd.read_csv(summary_path), totals, layers, ceilings, datasheet_dram, guards)
 
-
-def _cmd_checks(args: argparse.Namespace) -> int:
-    root = Path(args.estimates)
-    totals_paths = sorted(root.glob("*/*/totals.json"))
-    layers_paths = [p.with_name("layers.csv") for p in totals_paths]
-    checks, _ = check_files(args.summary, totals_paths, [p if p.is_file() else None for p in layers_paths],
-                            sorted(Path(args.ceilings).glob("*.json")), args.devices_file)
-    if checks.empty:
-        print("all self-checks passed")
-        return 0
-    for _, row in checks.iterrows():
-        print(f"{row['severity']:7} {row['run']}: {row['check']}: {row['value']} (expected {row['expected']})"
-              f"\n        likely cause: {row['likely_cause']}")
-    return 1 if (checks["severity"] == "error").any() else 0
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "checks", help="list the self-checks a workflow's results fail",
-        description="Self-checks over results/summary.csv and the estimates: points above their roof, "
-                    "unexplained measured/estimated FLOP ratios, forward:backward ratios outside what the "
-                    "layers imply, noisy measurements, out-of-memory runs, measured cache roofs at or below DRAM. "
-                    "Exit status 1 when any is an error.")
-    parser.add_argument("summary", nargs="?", default="results/summary.csv")
-    parser.add_argument("--estimates", default="results/estimate",
-                        help="the estimate folder (MODEL/bBATCH-PRECISION-MODE/{totals.json,layers.csv})")
-    parser.add_argument("--ceilings", default="results/ceilings",
-                        help="the measured ceilings folder ({device}.json): cache roofs at or below DRAM")
-    parser.add_argument("--devices-file", default=None,
-                        help="device catalogue, to compare measured cache roofs with the datasheet DRAM roof too")
-    parser.set_defaults(func=_cmd_checks)

@@ -2,16 +2,14 @@
 
 Every figure uses the encodings of the roofline (rooflow.report.plots): marker = model, colour = batch size,
 filled = training step, hollow = inference; a run a self-check flagged keeps its place and gets a ring.
-Axes are linear unless the data span more than ``LOG_SPAN_DECADES`` decades; a log axis says so in its
+Axes are linear unless the data span more than ``rooflow.report.plots.LOG_SPAN_DECADES`` decades; a log axis says so in its
 label, with the span that justifies it.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -23,25 +21,20 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 
 from rooflow.hardware.devices import Device
-from rooflow.report.plots import FLAG_STYLES, MODE_SHORT, batch_colours, model_markers, scatter_run
+from rooflow.report.plots import (
+    FLAG_STYLES,
+    axis_scale,
+    batch_colours,
+    model_markers,
+    scatter_run,
+)
 
 # An axis goes logarithmic only when its data span more than this many decades (factor 100): below that,
 # a linear axis shows differences as they are.
-LOG_SPAN_DECADES = 2.0
 # Layer types the time-by-layer-type figures name; the rest of a run's time is "other".
 MAX_LAYER_TYPES = 9
 
 
-def axis_scale(values) -> tuple[str, str]:
-    """('log', 'log scale: data span 3.2 decades') when the positive values span more than
-    LOG_SPAN_DECADES decades, else ('linear', '')."""
-    finite = [float(v) for v in values if v is not None and np.isfinite(v) and v > 0]
-    if len(finite) < 2:
-        return "linear", ""
-    span = math.log10(max(finite) / min(finite))
-    if span > LOG_SPAN_DECADES:
-        return "log", f"log scale: data span {span:.1f} decades"
-    return "linear", ""
 
 
 def _apply_scale(ax, axis: str, values, label: str) -> str:
@@ -499,7 +492,3 @@ def predicted_figure(summary: pd.DataFrame, device: str, path: str | Path, flags
     handles += legend_handles(summary["model"], data["batch"], data["mode"], sorted(set(flagged)))
     _finish(fig, handles, path, title)
     return data[columns]
-
-
-def run_label(model: str, batch: Any, precision: str, mode: str) -> str:
-    return f"{model} b{int(batch)} {precision} {MODE_SHORT.get(mode, mode)}"

@@ -25,6 +25,7 @@ from matplotlib.ticker import EngFormatter
 
 from rooflow.hardware.devices import COMPUTE_ROOFS, MATMUL_ROOF, Device, Roof
 from rooflow.hardware.roofs import intensity_range, roof_polyline
+from rooflow.units import format_si
 
 # SVG text stays text (small files, searchable, crisp at any zoom), not paths.
 plt.rcParams["svg.fonttype"] = "none"
@@ -44,6 +45,21 @@ FLAG_STYLES = {
 }
 # The compute roofs a roofline draws by default; FP64 only where asked (no run of rooflow computes in FP64).
 DEFAULT_COMPUTE_ROOFS = ("fp32", "tf32", "fp16", "bf16")
+
+
+LOG_SPAN_DECADES = 2.0
+
+
+def axis_scale(values) -> tuple[str, str]:
+    """('log', 'log scale: data span 3.2 decades') when the positive values span more than
+    LOG_SPAN_DECADES decades, else ('linear', '')."""
+    finite = [float(v) for v in values if v is not None and np.isfinite(v) and v > 0]
+    if len(finite) < 2:
+        return "linear", ""
+    span = math.log10(max(finite) / min(finite))
+    if span > LOG_SPAN_DECADES:
+        return "log", f"log scale: data span {span:.1f} decades"
+    return "linear", ""
 
 
 def model_markers(models) -> dict[str, str]:
@@ -73,14 +89,10 @@ def scatter_run(ax, x, y, marker, colour, filled: bool, severity: str | None = N
                    linewidths=2.0, linestyle=style["linestyle"], zorder=zorder + 1)
 
 
-def _si(value: float, unit: str) -> str:
-    """3 significant digits with an SI prefix: 19.5 TFLOP/s, 1.56 TB/s."""
-    return EngFormatter(unit=unit, places=None, sep=" ")(float(f"{value:.3g}"))
-
 
 def _gap_label(roof: Roof, roofs: list[Roof], name: str | None = None) -> str:
     """'FP32 1.1 TFLOP/s (87% of datasheet)' — the share where a datasheet roof of the same kind exists."""
-    text = f"{name or roof.name} {_si(roof.value, 'FLOP/s' if roof.kind == 'compute' else 'B/s')}"
+    text = f"{name or roof.name} {format_si(roof.value, 'FLOP/s' if roof.kind == 'compute' else 'B/s')}"
     if roof.source == "measured":
         twin = [r for r in roofs if r.source in ("datasheet", "theoretical") and r.kind == roof.kind
                 and r.precision_or_level == roof.precision_or_level]
@@ -460,7 +472,6 @@ def _per_model(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def _bar_scale(ax, values, label: str) -> None:
-    from rooflow.report.figures import axis_scale
 
     scale, why = axis_scale(values)
     ax.set_yscale(scale)

@@ -7,7 +7,6 @@ estimate (total FLOPs of the mode; fusion-aware DRAM bytes). `flops_source`/`byt
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -16,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from rooflow.conventions import NOISY_SPREAD
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import Device, load_devices
 from rooflow.hardware.environment import throttle_reading
@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 KEYS = ["device", "model", "batch", "precision", "mode"]
 RUN_KEYS = KEYS[1:]
 # A measurement whose interquartile range exceeds this share of its median is flagged as noisy.
-NOISY_SPREAD = 0.05
 # Measured/estimated FLOPs outside this band need an explanation.
 FLOPS_RATIO_BAND = (0.5, 2.0)
 
@@ -373,17 +372,3 @@ def format_table(frame: pd.DataFrame) -> str:
         "bound": frame["bound"],
     })
     return view.to_string(index=False, float_format=lambda v: "-" if math.isnan(v) else f"{v:,.3g}")
-
-
-def _cmd_summarize(args: argparse.Namespace) -> int:
-    frame = pd.read_csv(args.summary)
-    print(format_table(frame))
-    return 0
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("summary", help="print results/summary.csv with display units",
-                                   description="Print a workflow's summary table (SI units in the file) "
-                                               "with display units: GFLOP, ms, GFLOP/s, % of roofline.")
-    parser.add_argument("summary", nargs="?", default="results/summary.csv")
-    parser.set_defaults(func=_cmd_summarize)

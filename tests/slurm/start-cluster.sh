@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real one-node SLURM (Debian 12: Slurm 22.05, munge, MariaDB + slurmdbd) on loopback, for
-# rooflow's cluster tests (tests/test_slurm.py) and for trying profiles/slurm/ by hand.
+# rooflow's cluster tests (tests/workflow/test_slurm.py) and for trying profiles/slurm/ by hand.
 #
 #   tests/slurm/start-cluster.sh install        apt packages (once per machine; needs root)
 #   tests/slurm/start-cluster.sh up [--fresh]   start munged, mariadbd, slurmdbd, slurmctld, slurmd

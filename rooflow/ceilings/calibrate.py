@@ -1,0 +1,187 @@
+"""The time model's calibration measured on this machine: the microbenchmarks `rooflow ceilings --calibrate`
+(and the workflow's measure_ceilings) run — one module each, timed on the device, estimated by rooflow on
+meta; each efficiency is the model's time at efficiency 1 over the measured one (the same ratio
+rooflow.estimate.calibration.derive_from_recordings takes over whole steps). Batch per device kind."""
+
+from __future__ import annotations
+
+import collections
+import math
+from typing import Any
+
+from rooflow.estimate.timemodel import Calibration
+
+
+def _microbenchmarks(torch) -> list[tuple[str, Any, tuple[int, ...], str]]:
+    nn = torch.nn
+    return [
+        ("conv3x3", lambda: nn.Conv2d(64, 64, 3, padding=1, bias=False), (64, 56, 56), "inference"),
+        ("conv3x3", lambda: nn.Conv2d(64, 64, 3, padding=1, bias=False), (64, 56, 56), "training"),
+        ("conv1x1", lambda: nn.Conv2d(256, 64, 1, bias=False), (256, 56, 56), "inference"),
+        ("conv1x1", lambda: nn.Conv2d(256, 64, 1, bias=False), (256, 56, 56), "training"),
+        ("depthwise", lambda: nn.Conv2d(96, 96, 3, padding=1, groups=96, bias=False), (96, 56, 56), "inference"),
+        ("batchnorm", lambda: nn.BatchNorm2d(64), (64, 56, 56), "inference"),
+        ("batchnorm", lambda: nn.BatchNorm2d(64), (64, 56, 56), "training"),
+        ("relu", lambda: nn.ReLU(), (64, 56, 56), "inference"),
+        ("maxpool", lambda: nn.MaxPool2d(3, 2, 1), (64, 112, 112), "inference"),
+        ("maxpool", lambda: nn.MaxPool2d(3, 2, 1), (64, 112, 112), "training"),
+    ]
+
+
+def _timer(torch, cuda: bool):
+    import time
+
+    def run(fn, seconds: float = 0.3, warmup: int = 3) -> float:
+        for _ in range(warmup):
+            fn()
+        if cuda:
+            torch.cuda.synchronize()
+        count, start = 0, time.perf_counter()
+        while True:
+            fn()
+            count += 1
+            if cuda and count % 8 == 0:
+                torch.cuda.synchronize()
+            if time.perf_counter() - start >= seconds and (not cuda or count % 8 == 0):
+                break
+        if cuda:
+            torch.cuda.synchronize()
+        return (time.perf_counter() - start) / count
+
+    return run
+
+
+def measure_host_costs(torch, device: str) -> dict[str, float]:
+    """Host costs of the time model, measured with tiny tensors (the kernels take next to nothing, so the
+    loop times the host: Python, dispatcher, autograd, the launch)."""
+    cuda = device.startswith("cuda")
+    timer = _timer(torch, cuda)
+    x = torch.randn(8, 8, device=device)
+    image = torch.randn(1, 8, 8, 8, device=device)
+    relu, conv = torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, padding=1, bias=False).to(device)
+    grad_x = x.clone().requires_grad_(True)
+    tensors = [torch.randn(16, device=device) for _ in range(16)]
+    with torch.no_grad():
+        op = timer(lambda: torch.relu(x))
+        module = timer(lambda: relu(x)) - op
+        library = timer(lambda: conv(image)) - op - module
+    autograd = timer(lambda: torch.relu(grad_x)) - op
+    chain = 8
+
+    def backward():
+        y = grad_x
+        for _ in range(chain):
+            y = torch.relu(y)
+        y.sum().backward()
+
+    backward_op = (timer(backward) - (chain + 1) * (op + autograd)) / (chain + 1)
+    foreach = timer(lambda: torch._foreach_add_(tensors, tensors))
+    return {"host_op_seconds": op, "host_module_seconds": max(module, 0.0), "host_library_seconds": max(library, 0.0),
+            "host_autograd_seconds": max(autograd, 0.0), "host_backward_op_seconds": max(backward_op, op),
+            "host_optimizer_call_seconds": foreach}
+
+
+def _step(torch, module, x, training: bool):
+    if training:
+        def step():
+            module(x).sum().backward()
+    else:
+        def step():
+            with torch.no_grad():
+                module(x)
+    return step
+
+
+MEMORY_BENCHMARKS = {"depthwise", "batchnorm", "relu", "maxpool"}
+PARTS = {"conv3x3": "matmul:fp32_fast", "conv1x1": "matmul:fp32", "depthwise": "depthwise",
+         "batchnorm": "normalization", "relu": "elementwise", "maxpool": "pooling"}
+
+
+def measure_page_fault_seconds_per_byte(torch) -> float:
+    """Seconds per byte of writing a freshly allocated 64 MiB tensor beyond writing an existing one: the page
+    faults of memory glibc maps anew for every large allocation (CPU only)."""
+    timer = _timer(torch, False)
+    elements = 16 * 2**20
+    existing = torch.empty(elements)
+    fresh = timer(lambda: torch.empty(elements).fill_(1.0), seconds=0.3)
+    reused = timer(lambda: existing.fill_(1.0), seconds=0.3)
+    return max(fresh - reused, 0.0) / (4 * elements)
+
+
+def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | None = None,
+                        threads: int | None = None) -> Calibration:
+    """Calibrate ``device_entry`` (a catalogue Device whose measured ceilings are merged in) by running the
+    microbenchmarks on this machine: torch's CPU, or its first CUDA GPU for a cuda device.
+
+    Convolutions at one batch; the memory-bound classes twice: with tensors that fit in the last-level cache
+    (an eighth of it) and with tensors four times its size (DRAM), so that an op is held to the speed its
+    size gets. On a CPU also the page faults of a freshly mapped large tensor."""
+    import torch
+
+    from rooflow.estimate import estimate_module
+    from rooflow.estimate.timemodel import device_op_seconds
+
+    cuda = device_entry.is_cuda
+    device = "cuda" if cuda else "cpu"
+    if threads and not cuda:
+        torch.set_num_threads(threads)
+    batch = batch or (32 if cuda else 2)
+    cache = ceilings.get("l2_cache_bytes") if cuda else ceilings.get("last_level_cache_bytes")
+    cache = float(cache) if cache else None
+    timer = _timer(torch, cuda)
+    host = measure_host_costs(torch, device)
+    faults = 0.0 if cuda else measure_page_fault_seconds_per_byte(torch)
+    unity = Calibration(source="unity", kind="cuda" if cuda else "cpu", kernel_seconds=0.0, memory_efficiency=1.0,
+                         matmul_efficiency=dict.fromkeys(("fp32", "fp32_fast", "tf32", "fp16", "bf16"), 1.0))
+    ideal: dict[str, float] = collections.defaultdict(float)
+    measured: dict[str, float] = collections.defaultdict(float)
+    for name, factory, shape, mode in _microbenchmarks(torch):
+        training = mode == "training"
+        sizes = {"": batch}
+        if name in MEMORY_BENCHMARKS and cache:
+            per_image = 4 * math.prod(shape) * 2  # read and written once, at least
+            sizes = {"cache:": max(1, int(cache / 8 // per_image)),
+                     "": max(batch, min(int(4 * cache // per_image) + 1, int(256e6 // per_image)))}
+        for prefix, size in sizes.items():
+            module = factory().to(device).train(training)
+            x = torch.randn(size, *shape, device=device, requires_grad=training)
+            seconds = timer(_step(torch, module, x, training))
+            est = estimate_module(factory(), torch.empty(size, *shape, device="meta", requires_grad=training),
+                                  mode=mode, name=name)
+            ops = est.ops[est.ops["phase"].isin(["forward", "backward"])]
+            # what the model charges apart: the host's dispatch (a CPU runs the kernels itself) and the page
+            # faults of freshly mapped large outputs
+            host_seconds = sum(int(r["calls"]) * (host["host_op_seconds"]
+                                                  + (host["host_autograd_seconds"] if training else 0.0))
+                               for _, r in ops.iterrows())
+            host_seconds += float(ops["large_allocated_bytes"].sum()) * faults
+            work = 0.0
+            for _, row in ops.iterrows():
+                _, _, parts = device_op_seconds(row, "fp32", mode, device_entry, unity,
+                                                int(device_entry.sm_count or 1))
+                work += int(row["calls"]) * sum(v for k, v in parts.items() if k != "page faults")
+            part = PARTS[name]
+            if training and part in ("normalization", "pooling"):
+                part += "_training"
+            ideal[prefix + part] += work
+            # on a CPU the host runs the kernels: its dispatch time is not kernel time
+            measured[prefix + part] += max(seconds - (0 if cuda else host_seconds), seconds * 0.05)
+    matmul = {key.split(":")[1]: round(ideal[key] / measured[key], 4) for key in ideal if key.startswith("matmul:")}
+    memory = {key: round(ideal[key] / measured[key], 4) for key in ideal if ":" not in key}
+    cached = {key.split(":")[1]: round(ideal[key] / measured[key], 4) for key in ideal if key.startswith("cache:")}
+    if cuda and "fp32" in matmul:
+        matmul.setdefault("tf32", matmul["fp32"])
+    notes = [f"measured by rooflow's calibration microbenchmarks on {'this GPU' if cuda else 'this CPU'} "
+             f"(3×3 and 1×1 convolutions at batch {batch}; depthwise, batch norm, ReLU, max-pool with tensors "
+             f"inside and four times the {'L2' if cuda else 'last-level cache'}; a loop of tiny ops for the host)"]
+    extra: dict[str, Any] = {}
+    if not cuda:
+        extra["page_fault_seconds_per_byte"] = faults
+        notes.append("page faults: writing a fresh 64 MiB tensor against writing an existing one")
+    else:
+        notes.append("tensor-core paths (TF32/FP16/BF16) not benchmarked: TF32 takes FP32's efficiency")
+    return Calibration(source=f"measured on {device_entry.key} by rooflow's calibration microbenchmarks",
+                        kind="cuda" if cuda else "cpu", **{k: float(v) for k, v in host.items()},
+                        kernel_seconds=0.0 if not cuda else 2.5e-6, matmul_efficiency=matmul,
+                        memory_efficiency_by_class=memory, memory_efficiency=memory.get("elementwise", 0.8),
+                        cache_bytes=cache, cache_memory_efficiency_by_class=cached, notes=tuple(notes), **extra)

@@ -1,0 +1,53 @@
+"""`rooflow calibrate`: derive a device's time-model calibration from recorded steps."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+from pathlib import Path
+
+from rooflow.estimate.calibration import derive_from_recordings, load_recordings
+from rooflow.hardware.devices import default_catalogue_path, load_device
+from rooflow.io import read_json, write_json
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    device = load_device(args.devices_file, args.device, args.ceilings)
+    ceilings = read_json(args.ceilings)
+    folder = Path(args.from_recordings)
+    recordings = load_recordings(folder)
+    traces = {}
+    for mode in ("inference", "training"):
+        candidates = sorted(folder.glob(f"torch-profiler-*-{mode}.json*"))
+        if candidates:
+            opener = gzip.open if candidates[0].suffix == ".gz" else open
+            with opener(candidates[0], "rt") as handle:
+                traces[mode] = json.load(handle)
+    calibration = derive_from_recordings(recordings, device, ceilings, traces,
+                                         source=args.source or f"derived from the recordings in {folder.name}/")
+    data = calibration.to_json()
+    if args.output:
+        write_json(args.output, data)
+    else:
+        print(json.dumps(data, indent=2))
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "calibrate", help="derive the time model's calibration of a device from recorded steps",
+        description="Derive a device's time-model calibration (kernel efficiencies by class, host costs) from "
+                    "per-kernel recordings of real steps on it (Nsight Compute CSVs, torch.profiler traces) and "
+                    "its measured ceilings. rooflow's shipped H100 calibration is made this way.")
+    parser.add_argument("--from-recordings", required=True, metavar="DIR",
+                        help="folder of <model>-b<batch>-<precision>-<mode>-ncu.csv(.gz) and "
+                             "torch-profiler-<...>.json(.gz) files")
+    parser.add_argument("--device", required=True, help="catalogue key of the recorded device")
+    parser.add_argument("--ceilings", required=True, help="the device's measured ceilings JSON")
+    parser.add_argument("--devices-file", default=str(default_catalogue_path()))
+    parser.add_argument("--source", help="the calibration's source text")
+    parser.add_argument("-o", "--output", help="write the calibration JSON here (default: print)")
+    parser.set_defaults(func=_cmd_calibrate)
+
+

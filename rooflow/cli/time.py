@@ -1,0 +1,54 @@
+"""`rooflow time`: the latency of one model × batch × precision × mode (or, with --one-iteration, the
+single profiled iteration that ncu and nsys wrap)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rooflow.io import write_json
+from rooflow.measure.driver import profile_one_iteration
+from rooflow.measure.timing import RunSpec, add_run_arguments, measure
+from rooflow.workload.dataset import load_subset
+
+
+def _spec_from_args(args: argparse.Namespace) -> RunSpec:
+    return RunSpec(args.model, args.batch, args.precision, args.mode, args.device,
+                   args.warmup, args.iterations, args.threads, max_timing_rounds=args.rounds,
+                   noise_budget_seconds=args.noise_budget, cpu_memory_limit_bytes=args.cpu_memory_limit)
+
+
+def _cmd_time(args: argparse.Namespace) -> int:
+
+
+    spec = _spec_from_args(args)
+    subset = load_subset(args.subset)
+    record = profile_one_iteration(spec, subset) if args.one_iteration else measure(spec, subset, args.timeline)
+    if args.output:
+        write_json(args.output, record)
+    else:
+        print(json.dumps({k: v for k, v in record.items() if not k.endswith("seconds") or
+                          not isinstance(v, list)}, indent=2))
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "time", help="measure latency of one model × batch × precision × mode",
+        description="Warm up, then time iterations with CUDA events (GPU) or perf_counter_ns (CPU). "
+                    "--one-iteration instead runs the single profiled iteration for ncu/nsys.")
+    add_run_arguments(parser, "cpu", "cpu or cuda[:N]")
+    parser.add_argument("--iterations", type=int, default=30, help="timed iterations (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of iterations at most while the spread exceeds 5%% (default: %(default)s)")
+    parser.add_argument("--noise-budget", type=float, default=60.0,
+                        help="seconds of timed iterations for repeated rounds (default: %(default)s)")
+    parser.add_argument("--cpu-memory-limit", type=int, default=None,
+                        help="bytes a CPU run may map beyond what the process holds; more ends as status oom")
+    parser.add_argument("--subset", required=True, help="subset .pt written by `rooflow subset`")
+    parser.add_argument("--one-iteration", action="store_true",
+                        help="profile exactly one iteration between cudaProfilerStart/Stop (for ncu/nsys)")
+    parser.add_argument("--output", help="timing JSON to write (default: print)")
+    parser.add_argument("--timeline", help="CSV to write the kernels of one extra, profiled iteration to (GPU; "
+                                           "empty on a CPU)")
+    parser.set_defaults(func=_cmd_time)

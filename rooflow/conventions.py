@@ -1,0 +1,14 @@
+"""Names and thresholds every stage shares, defined once: the experiment's precisions and modes, the
+estimator's op classes, and when a timing counts as noisy."""
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+MODES = ("inference", "training")
+
+# The estimator's op classes (rooflow.estimate.formulas registers each aten op under one of them).
+OP_CLASSES = ("matmul", "attention", "elementwise", "normalization", "pooling", "softmax", "memory", "other")
+# The classes that run as GEMMs/convolutions on tensor cores or at the matmul roof.
+MATMUL_OP_CLASSES = ("matmul", "attention")
+
+# A timing whose interquartile range exceeds this fraction of its median is noisy: the timing job repeats
+# its rounds, the checks flag what stays noisy.
+NOISY_SPREAD = 0.05

@@ -1,0 +1,530 @@
+"""Per-GPU calibration from measured single-op latencies: what one nn.Conv2d / nn.Linear / torch.bmm /
+elementwise / LayerNorm / softmax call costs on a GPU, as a function of its shape and the GPU's datasheet.
+
+This module owns the **kernel model** (:func:`predict_seconds`), its **fit** from measurements
+(:func:`fit_gpu`), the **architecture-family** calibration a GPU without measurements gets
+(:func:`family_calibration`), and the reader of the measurement files (:func:`load_measurements`: the
+public NeuSight data set's CSV layout, which ``rooflow ceilings --calibrate``-style microbenchmarks can
+write too).
+
+The model, per op class, is datasheet arithmetic times a few physically meaningful parameters:
+
+- **gemm** (nn.Linear, torch.bmm) and **convolution** (implicit GEMM view m = N·Ho·Wo, n = Cout,
+  k = Cin·kh·kw): ``flops / (fp32 peak × efficiency × shape factor)``. The shape factor is the best FP32
+  SGEMM tile (cuBLAS's 128×128 … 32×32; a tile of fewer outputs reuses fewer operands:
+  quality = (intensity / largest intensity) ** ``tile_exponent``) for tile padding × wave quantisation over
+  the SMs (the last wave runs partly empty) × mainloop fill ``k / (k + fill_k)`` (split-K across idle SMs
+  where k is long). Against it the memory time ``bytes / (DRAM bandwidth × memory_efficiency)``: a GEMV
+  (small m or n) is bound by reading its weights. Convolutions: cuDNN's autotuner also tries Winograd
+  (3×3, stride 1), which does fewer multiplications; its ``winograd_efficiency`` (of the direct FLOPs,
+  above 1 when it wins) is a parameter of its own, and the faster of the two is taken.
+- **elementwise** (add, mul, div, pow, their scalar forms, relu, gelu, tanh), **normalization**
+  (LayerNorm) and **softmax**: ``bytes / (bandwidth × memory_efficiency)``, where a working set that fits
+  in L2 (and so stays there between back-to-back calls) moves at ``cache_speedup`` × that; the reductions
+  parallelise over rows (a warp or a block per row): fewer rows than ``rows_per_sm`` × SMs leave the GPU
+  partly idle.
+- Every call adds the **launch floor** ``floor_seconds`` of its class: the time between the CUDA events
+  around one eager call that no kernel fills (host dispatch, launch).
+
+A GPU with measurements gets its parameters fitted on them (:func:`fit_gpu`). A GPU without gets, per
+class, the median of the measured GPUs of its architecture family (Pascal, Volta/Turing, Ampere/Ada/Hopper
+— :data:`FAMILIES`), else of all measured GPUs (:func:`family_calibration`), with its own datasheet
+(SMs, FP32 peak, bandwidth, L2 size); its range is wider and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+FP32_BYTES = 4
+# The files of the measurement set, by the operator's folder name: (op class, operand count). Operands:
+# tensors read (the output is written once more).
+OPERATORS = {"conv": ("convolution", 0), "linear": ("gemm", 0), "bmm": ("gemm", 0),
+             "add": ("elementwise", 2), "mul": ("elementwise", 2), "div": ("elementwise", 2),
+             "pow": ("elementwise", 2), "addu": ("elementwise", 1), "mulu": ("elementwise", 1),
+             "divu": ("elementwise", 1), "powu": ("elementwise", 1), "relu": ("elementwise", 1),
+             "gelu": ("elementwise", 1), "tanh": ("elementwise", 1), "ln": ("normalization", 1),
+             "softmax": ("softmax", 1)}
+CLASSES = ("convolution", "gemm", "elementwise", "normalization", "softmax")
+# FP32 SGEMM tiles cuBLAS/cuDNN pick among (sm_50 … sm_90 "sgemm_128x128", "…_32x128", ...).
+SGEMM_TILES = ((128, 128), (128, 64), (64, 128), (128, 32), (32, 128), (64, 64), (64, 32), (32, 64), (32, 32))
+# Architecture families: a GPU without measurements takes the parameters of measured GPUs of its family —
+# one SM design on one process node: Pascal (16 nm), Volta and Turing (12 nm, 64 FP32 lanes and 4
+# sub-cores per SM), Ampere (7/8 nm), Ada and Hopper (4N). The node sets the energy of a FLOP, so a family's
+# FP32 GEMM throughput per watt carries over to a board with another power limit (a T4 at 70 W sustains
+# far less than its boost-clock datasheet peak; a V100 at 250 W nearly all of it).
+FAMILIES = {"sm_60": "pascal", "sm_61": "pascal", "sm_70": "volta-turing", "sm_72": "volta-turing",
+            "sm_75": "volta-turing", "sm_80": "ampere", "sm_86": "ampere", "sm_87": "ampere",
+            "sm_89": "ada-hopper", "sm_90": "ada-hopper"}
+# The measured GPUs: the data set's name → (catalogue key or None, architecture). The data set's
+# device_configs/*.json give SMs, clock, FP32 peak, bandwidth and L2 of each.
+# Board power from the datasheets (P4: 75 W; the others are in config/devices.yaml).
+DATASET_GPUS = {"Tesla P100-PCIE-16GB": ("p100-pcie-16gb", "sm_60", 250.0), "Tesla P4": (None, "sm_61", 75.0),
+                "Tesla T4": ("t4", "sm_75", 70.0), "Tesla V100-PCIE-32GB": ("v100-pcie-16gb", "sm_70", 250.0),
+                "NVIDIA A100-PCIE-40GB": ("a100-pcie-40gb", "sm_80", 250.0)}
+MEASURED_UNCERTAINTY = 0.25  # a GPU whose own kernels were measured
+FAMILY_UNCERTAINTY = 0.4  # a GPU predicted from its family's measurements and its datasheet
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """What the kernel model reads from a GPU's datasheet (SI units)."""
+
+    name: str
+    architecture: str
+    sm_count: int
+    fp32_flops_per_second: float
+    dram_bytes_per_second: float
+    l2_bytes: float
+    tdp_watts: float | None = None
+
+    @property
+    def family(self) -> str:
+        return FAMILIES.get(self.architecture, "ampere+")
+
+
+def gpu_from_config(data: dict[str, Any], architecture: str, tdp_watts: float | None = None) -> Gpu:
+    """A :class:`Gpu` from a NeuSight ``device_configs/*.json`` (MB, GB/s, GFLOP/s units)."""
+    return Gpu(name=data["Device"], architecture=architecture, sm_count=int(data["Num_Sm"]),
+               fp32_flops_per_second=float(data["SingleFLOPs"]) * 1e9,
+               dram_bytes_per_second=float(data["Mem_Bw"]) * 1e9, l2_bytes=float(data["L2Cache"]) * 2**20,
+               tdp_watts=tdp_watts)
+
+
+def gpu_from_device(device) -> Gpu | None:
+    """A :class:`Gpu` from a catalogue :class:`rooflow.hardware.devices.Device` (None: not a GPU, or no L2 size)."""
+    if not device.is_cuda or not device.sm_count or not getattr(device, "l2_cache_bytes", None):
+        return None
+    return Gpu(name=device.name, architecture=device.architecture or "", sm_count=int(device.sm_count),
+               fp32_flops_per_second=float(device.peak_flops_per_second["fp32"]),
+               dram_bytes_per_second=float(device.dram_bytes_per_second), l2_bytes=float(device.l2_cache_bytes),
+               tdp_watts=getattr(device, "tdp_watts", None))
+
+
+# ------------------------------------------------------------------------------------------ measurements
+def load_measurements(root: str | Path, gpus: list[str] | None = None) -> pd.DataFrame:
+    """All measured rows under ``root`` (``<operator>/<GPU>.csv(.gz)``, NeuSight's layout): one row per call
+    with ``operator``, ``op_class``, ``gpu`` (the data set's device name), ``seconds`` and the shape
+    columns (conv: B, Input_Channel, Output_Channel, Kernel_Szie, Input_Size, Stride, Padding; linear/bmm:
+    B, M, N, K; the others: B, H)."""
+    frames = []
+    for operator in OPERATORS:
+        for path in sorted((Path(root) / operator).glob("*.csv*")):
+            frame = pd.read_csv(path, usecols=lambda c: c not in ("Kernels", "Kernel Name"))
+            if gpus is not None and not frame["Device"].isin(gpus).any():
+                continue
+            frame["operator"] = operator
+            frames.append(frame)
+    data = pd.concat(frames, ignore_index=True)
+    data["op_class"] = data["operator"].map(lambda o: OPERATORS[o][0])
+    data["gpu"] = data["Device"]
+    data["seconds"] = data["Latency"] * 1e-3  # the data set's latencies are milliseconds
+    return data
+
+
+def load_dataset_gpus(root: str | Path) -> dict[str, Gpu]:
+    """The :class:`Gpu` of each measured GPU, from the data set's ``device_configs``."""
+    gpus = {}
+    for path in sorted((Path(root) / "device_configs").glob("*.json")):
+        data = json.loads(path.read_text())
+        _, architecture, tdp_watts = DATASET_GPUS.get(data["Device"], (None, "sm_80", None))
+        gpus[data["Device"]] = gpu_from_config(data, architecture, tdp_watts)
+    return gpus
+
+
+# ------------------------------------------------------------------------------------------ work of a call
+def _gemm_views(rows: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """(m, n, k, count, bytes) of each linear/bmm/conv row as a GEMM (conv: its implicit-GEMM view)."""
+    operator = rows["operator"].to_numpy()
+    b = rows["B"].to_numpy(float)
+    m = np.zeros(len(rows))
+    n, k, count, moved = m.copy(), m.copy(), np.ones(len(rows)), m.copy()
+    linear, bmm, conv = operator == "linear", operator == "bmm", operator == "conv"
+    if linear.any() or bmm.any():
+        mm, nn_, kk = (rows[c].to_numpy(float) for c in ("M", "N", "K"))
+        # nn.Linear(N, K) on (B, M, N): one GEMM of B·M rows, K outputs, N deep (+ the bias row)
+        m[linear], n[linear], k[linear] = (b * mm)[linear], kk[linear], nn_[linear]
+        moved[linear] = FP32_BYTES * (b * mm * nn_ + nn_ * kk + b * mm * kk + kk)[linear]
+        # torch.bmm (B, M, N) @ (B, N, K): B GEMMs of M × K outputs, N deep
+        m[bmm], n[bmm], k[bmm], count[bmm] = mm[bmm], kk[bmm], nn_[bmm], b[bmm]
+        moved[bmm] = FP32_BYTES * (b * (mm * nn_ + nn_ * kk + mm * kk))[bmm]
+    if conv.any():
+        cin, cout, kernel, size, stride, padding = (rows[c].to_numpy(float) for c in (
+            "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"))
+        out = np.floor((size + 2 * padding - kernel) / stride) + 1
+        m[conv], n[conv], k[conv] = (b * out * out)[conv], cout[conv], (cin * kernel * kernel)[conv]
+        moved[conv] = FP32_BYTES * (b * cin * size * size + cout * cin * kernel * kernel + b * cout * out * out)[conv]
+    return m, n, k, count, moved
+
+
+@dataclass
+class _ShapeTable:
+    """Per candidate (tile, split-K) of each row: padding × waves × reduction cost, and k per part."""
+
+    intensity: list[float]  # per candidate: the tile's outputs per operand element, relative to the largest
+    base: np.ndarray  # candidates × rows
+    k_part: np.ndarray
+
+
+def _shape_table(m, n, k, count, sm_count: int) -> _ShapeTable:
+    largest = max(tm * tn / (tm + tn) for tm, tn in SGEMM_TILES)
+    intensity, bases, parts = [], [], []
+    for tm, tn in SGEMM_TILES:
+        tiles_m, tiles_n = np.ceil(m / tm), np.ceil(n / tn)
+        padding = (m * n) / (tiles_m * tm * tiles_n * tn)
+        tiles = tiles_m * tiles_n * count
+        for split in (1, 2, 4, 8, 16):
+            if split > 1:
+                useful = (tiles * split <= 2 * sm_count) & (k / split >= 128)
+            else:
+                useful = np.ones(len(m), bool)
+            slots = tiles * split
+            waves = np.ceil(slots / sm_count)
+            occupancy = slots / (waves * sm_count)  # the last wave runs partly empty
+            reduction = 1.0 / (1.0 + 0.02 * math.log2(split))
+            intensity.append(tm * tn / (tm + tn) / largest)
+            bases.append(np.where(useful, padding * occupancy * reduction, 0.0))
+            parts.append(k / split)
+    return _ShapeTable(intensity, np.array(bases), np.array(parts))
+
+
+def _shape_factor(table: _ShapeTable, tile_exponent: float, fill_k: float) -> np.ndarray:
+    quality = np.array(table.intensity)[:, None] ** tile_exponent
+    return (quality * table.base * table.k_part / (table.k_part + fill_k)).max(axis=0)
+
+
+# ------------------------------------------------------------------------------------------ parameters
+@dataclass(frozen=True)
+class KernelCalibration:
+    """The kernel model's parameters of one GPU (or one family), per op class; where they came from."""
+
+    source: str
+    gpu: str
+    relative_uncertainty: float = FAMILY_UNCERTAINTY
+    # per class: efficiency, memory_efficiency, floor_seconds, tile_exponent, fill_k, winograd_efficiency,
+    # cache_speedup, rows_per_sm — each class uses the ones its formula has
+    classes: dict[str, dict[str, float]] = field(default_factory=dict)
+    rows: int = 0  # measurements fitted
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> KernelCalibration:
+        return cls(**data)
+
+
+DEFAULTS = {
+    "gemm": {"efficiency": 0.8, "memory_efficiency": 0.7, "floor_seconds": 30e-6, "tile_exponent": 0.5,
+             "fill_k": 64.0},
+    "convolution": {"efficiency": 0.7, "memory_efficiency": 0.7, "floor_seconds": 30e-6, "tile_exponent": 0.5,
+                    "fill_k": 64.0, "winograd_efficiency": 1.3},
+    "elementwise": {"memory_efficiency": 0.8, "floor_seconds": 30e-6, "cache_speedup": 1.5},
+    "normalization": {"memory_efficiency": 0.7, "floor_seconds": 40e-6, "cache_speedup": 1.5, "rows_per_sm": 4.0},
+    "softmax": {"memory_efficiency": 0.7, "floor_seconds": 30e-6, "cache_speedup": 1.5, "rows_per_sm": 4.0},
+}
+# What a fit adjusts, per class, and how (coordinate search in log space, then the floor in closed form).
+FITTED = {"gemm": ("efficiency", "memory_efficiency", "tile_exponent", "fill_k"),
+          "convolution": ("efficiency", "memory_efficiency", "tile_exponent", "fill_k", "winograd_efficiency"),
+          "elementwise": ("memory_efficiency", "cache_speedup"),
+          "normalization": ("memory_efficiency", "cache_speedup", "rows_per_sm"),
+          "softmax": ("memory_efficiency", "cache_speedup", "rows_per_sm")}
+BOUNDS = {"efficiency": (0.05, 1.5), "memory_efficiency": (0.05, 1.5), "tile_exponent": (0.0, 3.0),
+          "fill_k": (0.0, 1024.0), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 6.0),
+          "rows_per_sm": (0.25, 64.0), "floor_seconds": (2e-6, 5e-4)}
+
+
+# ------------------------------------------------------------------------------------------ the model
+class _Prepared:
+    """The parameter-free work of each row on one GPU, computed once (a fit evaluates many parameters)."""
+
+    def __init__(self, rows: pd.DataFrame, gpu: Gpu):
+        self.gpu = gpu
+        self.op_class = rows["op_class"].to_numpy()
+        self.index = {c: np.flatnonzero(self.op_class == c) for c in CLASSES}
+        self.work: dict[str, dict[str, Any]] = {}
+        for op_class, idx in self.index.items():
+            if not len(idx):
+                continue
+            part = rows.iloc[idx]
+            if op_class in ("gemm", "convolution"):
+                m, n, k, count, moved = _gemm_views(part)
+                work = {"flops": 2 * m * n * k * count, "bytes": moved,
+                        "table": _shape_table(m, n, k, count, gpu.sm_count)}
+                if op_class == "convolution":
+                    kernel, stride = part["Kernel_Szie"].to_numpy(), part["Stride"].to_numpy()
+                    work["winograd"] = (kernel == 3) & (stride == 1)
+                    # non-fused Winograd F(4×4, 3×3): 36 GEMMs (one per point of a 6×6 input tile) of
+                    # tiles × Cout × Cin, 4× fewer multiplications than direct; its transforms write and
+                    # read the input and output 36/16 times over, the filter 36/9 times
+                    tiles = part["B"].to_numpy(float) * np.ceil(np.sqrt(m / part["B"].to_numpy(float)) / 4) ** 2
+                    cin = part["Input_Channel"].to_numpy(float)
+                    work["nonfused_flops"] = 2 * 36 * tiles * n * cin
+                    work["nonfused_table"] = _shape_table(tiles, n, cin, np.full(len(m), 36.0), gpu.sm_count)
+                    activations = moved - FP32_BYTES * n * k
+                    work["nonfused_bytes"] = 2 * 36 / 16 * activations + 2 * 36 / 9 * FP32_BYTES * n * k + moved
+                self.work[op_class] = work
+            else:
+                elements = part["B"].to_numpy(float) * part["H"].to_numpy(float)
+                operands = part["operator"].map(lambda o: OPERATORS[o][1]).to_numpy(float)
+                moved = FP32_BYTES * elements * (operands + 1)
+                if op_class == "normalization":  # weight and bias read, mean and rstd written
+                    moved = moved + FP32_BYTES * (2 * part["H"].to_numpy(float) + 2 * part["B"].to_numpy(float))
+                self.work[op_class] = {"bytes": moved, "rows": part["B"].to_numpy(float),
+                                       "cached": moved <= gpu.l2_bytes / 2}
+
+    def seconds(self, op_class: str, p: dict[str, float]) -> np.ndarray:
+        """Predicted seconds of this class's rows with parameters ``p``."""
+        gpu, work = self.gpu, self.work[op_class]
+        if op_class in ("gemm", "convolution"):
+            shape = np.maximum(_shape_factor(work["table"], p["tile_exponent"], p["fill_k"]), 1e-4)
+            compute = work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * shape)
+            bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
+            seconds = np.maximum(compute, work["bytes"] / bandwidth)
+            if op_class == "convolution":  # cuDNN's autotuner: the fastest algorithm that applies
+                fused = np.maximum(work["flops"] / (gpu.fp32_flops_per_second * p["winograd_efficiency"] * shape),
+                                   work["bytes"] / bandwidth)
+                nonfused_shape = np.maximum(_shape_factor(work["nonfused_table"], p["tile_exponent"], p["fill_k"]), 1e-4)
+                nonfused = (work["nonfused_flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * nonfused_shape)
+                            + work["nonfused_bytes"] / bandwidth)
+                seconds = np.where(work["winograd"], np.minimum(seconds, np.minimum(fused, nonfused)), seconds)
+            return p["floor_seconds"] + seconds
+        bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"] * np.where(work["cached"], p["cache_speedup"], 1.0)
+        if "rows_per_sm" in p:
+            bandwidth = bandwidth * np.minimum(1.0, work["rows"] / (p["rows_per_sm"] * gpu.sm_count))
+        return p["floor_seconds"] + work["bytes"] / bandwidth
+
+
+def predict_seconds(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) -> np.ndarray:
+    """Predicted seconds of each measured-layout row (:func:`load_measurements`) on ``gpu``."""
+    prepared = _Prepared(rows, gpu)
+    result = np.full(len(rows), np.nan)
+    for op_class, idx in prepared.index.items():
+        if len(idx):
+            params = {**DEFAULTS[op_class], **calibration.classes.get(op_class, {})}
+            result[idx] = prepared.seconds(op_class, params)
+    return result
+
+
+# ------------------------------------------------------------------------------------------ fitting
+def _fit_class(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, floors: list[float],
+               rounds: int = 3) -> dict[str, float]:
+    """Parameters of one class minimising the squared log error over ``prepared`` (one entry per GPU:
+    its rows and their measured seconds); each GPU's launch floor is its own (``floors``, fixed)."""
+    params = dict(DEFAULTS[op_class])
+    fitted = FITTED[op_class] + (("floor_seconds",) if len(floors) == 1 else ())
+    if len(floors) == 1:
+        params["floor_seconds"] = floors[0]
+
+    def loss(candidate: dict[str, float]) -> float:
+        errors = []
+        for (prep, measured), floor in zip(prepared, floors):
+            predicted = prep.seconds(op_class, candidate if len(floors) == 1 else {**candidate, "floor_seconds": floor})
+            errors.append(np.log(predicted / measured))
+        error = np.concatenate(errors)
+        return float(np.mean(np.abs(error)))  # L1 in log space: a few odd rows do not steer the fit
+
+    for _ in range(rounds):
+        for name in fitted:
+            low, high = BOUNDS[name]
+            grid = np.geomspace(low, high, 25) if low > 0 else np.concatenate([[0.0], np.geomspace(0.05, high, 24)])
+            best = min(grid, key=lambda value: loss({**params, name: float(value)}))
+            # refine around the best grid point
+            fine = np.linspace(max(low, best * 0.8), min(high, best * 1.25 if best else 0.05), 11)
+            params[name] = float(min(fine, key=lambda value: loss({**params, name: float(value)})))
+    return params
+
+
+def _floor(prepared: _Prepared, op_class: str, measured: np.ndarray) -> float:
+    """A class's launch floor on one GPU: the median of its fastest tenth of calls, less their small
+    predicted work (the work at default efficiencies)."""
+    fastest = np.argsort(measured)[: max(5, len(measured) // 10)]
+    work = prepared.seconds(op_class, {**DEFAULTS[op_class], "floor_seconds": 0.0})[fastest]
+    return float(max(np.median(measured[fastest] - work), np.min(measured) * 0.5))
+
+
+def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
+    """The kernel calibration of one GPU from its measured rows (all classes it has)."""
+    prepared = _Prepared(rows, gpu)
+    measured = rows["seconds"].to_numpy(float)
+    classes = {}
+    for op_class, idx in prepared.index.items():
+        if not len(idx):
+            continue
+        floor = _floor(prepared, op_class, measured[idx])
+        params = _fit_class([(prepared, measured[idx])], op_class, [floor])
+        classes[op_class] = {k: round(v, 9 if k == "floor_seconds" else 4) for k, v in params.items()}
+    return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
+                             classes=classes, rows=len(rows))
+
+
+def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measured_gpus: dict[str, Gpu]
+                       ) -> KernelCalibration:
+    """The calibration of ``gpu`` (not measured) from measured GPUs' calibrations: per class and parameter,
+    the median over the measured GPUs of its architecture family, or over all of them where its family has
+    none. Efficiencies are against each GPU's own roofs, so ``gpu``'s datasheet carries them over."""
+    same = [name for name in measured if measured_gpus[name].family == gpu.family]
+    donors = same or list(measured)
+    classes: dict[str, dict[str, float]] = {}
+    for op_class in CLASSES:
+        values = [measured[name].classes[op_class] for name in donors if op_class in measured[name].classes]
+        if not values:
+            values = [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
+        if values:
+            classes[op_class] = {key: float(statistics.median(v[key] for v in values)) for key in values[0]}
+            if op_class not in ("gemm", "convolution"):
+                # one kernel's floor is the measuring host's dispatch and launch, not the architecture's:
+                # all GPUs'. cuDNN/cuBLAS calls keep their family's (library heuristics, multi-kernel
+                # algorithms such as Winograd's transforms differ by architecture).
+                floors = [measured[name].classes[op_class]["floor_seconds"] for name in measured
+                          if op_class in measured[name].classes]
+                classes[op_class]["floor_seconds"] = float(statistics.median(floors))
+        if op_class in ("gemm", "convolution") and same and gpu.tdp_watts and op_class in classes:
+            _power_limit(classes[op_class], gpu, [(measured_gpus[name], measured[name].classes[op_class])
+                                                  for name in same if op_class in measured[name].classes])
+    which = "its family's" if same else "all"
+    source = (f"{gpu.name}: not measured; {which} measured GPUs' kernel calibrations "
+              f"({', '.join(sorted(donors))}), median per class, with its datasheet (SMs, FP32 peak, "
+              f"bandwidth, L2)")
+    return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes)
+
+
+def _power_limit(params: dict[str, float], gpu: Gpu, donors: list[tuple[Gpu, dict[str, float]]]) -> None:
+    """Hold ``gpu``'s FP32 GEMM efficiency to what its board power sustains at its family's FP32 GEMM
+    FLOPs per watt (the best measured donor's: a donor below its power limit understates it), scaling the
+    Winograd efficiency alike. In place."""
+    per_watt = [d.fp32_flops_per_second * p["efficiency"] / d.tdp_watts for d, p in donors if d.tdp_watts]
+    if not per_watt:
+        return
+    sustained = gpu.tdp_watts * max(per_watt) / gpu.fp32_flops_per_second
+    if sustained < params["efficiency"]:
+        if "winograd_efficiency" in params:
+            params["winograd_efficiency"] *= sustained / params["efficiency"]
+        params["efficiency"] = sustained
+
+
+# ------------------------------------------------------------------------------------------ checking
+def held_one_out(data: pd.DataFrame, gpus: dict[str, Gpu], band: float = 0.25) -> pd.DataFrame:
+    """Train on all GPUs but one, predict the one left out (its family's or all GPUs' parameters with its
+    datasheet): per held-out GPU and class, rows, the fraction within ±``band`` and the median |error|."""
+    calibrations = {name: fit_gpu(rows, gpus[name], source=f"fitted on {name}")
+                    for name, rows in data.groupby("gpu")}
+    table = []
+    for name, rows in data.groupby("gpu"):
+        others = {other: cal for other, cal in calibrations.items() if other != name}
+        calibration = family_calibration(gpus[name], others, gpus)
+        predicted = predict_seconds(rows, gpus[name], calibration)
+        table += _score(rows, predicted, name, band)
+    return pd.DataFrame(table)
+
+
+def _score(rows: pd.DataFrame, predicted: np.ndarray, gpu: str, band: float) -> list[dict[str, Any]]:
+    ratio = predicted / rows["seconds"].to_numpy(float)
+    result = []
+    for op_class in CLASSES:
+        mask = (rows["op_class"] == op_class).to_numpy()
+        if mask.any():
+            error = np.abs(ratio[mask] - 1)
+            result.append({"gpu": gpu, "op_class": op_class, "rows": int(mask.sum()),
+                           "within": float(np.mean(error <= band)), "median_abs_error": float(np.median(error))})
+    return result
+
+
+# ------------------------------------------------------------------------------------------ shipped
+SHIPPED_FILE = "kernels.json"
+
+
+def calibrate_measured(root: str | Path) -> dict[str, Any]:
+    """The kernel calibration of every GPU measured under ``root`` (the shipped file's content): per GPU
+    its datasheet (:class:`Gpu`), catalogue key (where the catalogue has it) and fitted parameters."""
+    data = load_measurements(root)
+    gpus = load_dataset_gpus(root)
+    measured = {}
+    for name, rows in data.groupby("gpu"):
+        operators = ", ".join(sorted(rows["operator"].unique()))
+        source = (f"fitted on {len(rows)} measured single-op latencies of the {name} ({operators}; FP32, "
+                  f"the public NeuSight data set, {Path(root).name}/)")
+        measured[name] = {"catalogue": DATASET_GPUS.get(name, (None,))[0], "gpu": asdict(gpus[name]),
+                          "calibration": fit_gpu(rows, gpus[name], source).to_json()}
+    return {"about": "rooflow calibrate-kernels: per-GPU kernel-model parameters fitted on measured single ops "
+                     "(rooflow.estimate.kernel_calibration)", "measured": measured}
+
+
+def load_shipped(path: str | Path | None = None) -> tuple[dict[str, KernelCalibration], dict[str, Gpu], dict[str, str]]:
+    """(calibrations, datasheets, catalogue keys) of the measured GPUs in ``path`` (default: the shipped
+    rooflow/data/calibration/kernels.json), by the GPU's name."""
+    if path is None:
+        text = resources.files("rooflow.data.calibration").joinpath(SHIPPED_FILE).read_text()
+    else:
+        text = Path(path).read_text()
+    data = json.loads(text)["measured"]
+    calibrations = {name: KernelCalibration.from_json(v["calibration"]) for name, v in data.items()}
+    gpus = {name: Gpu(**v["gpu"]) for name, v in data.items()}
+    keys = {name: v["catalogue"] for name, v in data.items() if v.get("catalogue")}
+    return calibrations, gpus, keys
+
+
+def for_gpu(device) -> tuple[KernelCalibration, Gpu] | None:
+    """The kernel calibration of a catalogue device: its own measured one where rooflow ships it, else its
+    architecture family's with its datasheet (None: not a GPU, or the catalogue lacks its L2 size)."""
+    gpu = gpu_from_device(device)
+    if gpu is None:
+        return None
+    calibrations, gpus, keys = load_shipped()
+    for name, key in keys.items():
+        if key == device.key:
+            return calibrations[name], gpu
+    return family_calibration(gpu, calibrations, gpus), gpu
+
+
+def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80gb"):
+    """A time-model :class:`~rooflow.estimate.timemodel.Calibration` of ``device`` from its kernel
+    calibration: FP32 GEMM/convolution and elementwise/normalization efficiencies from the kernels (the time
+    model holds them against 80% of the datasheet FLOP/s and 90% of its bandwidth, the kernel model against
+    100%); host costs, tensor-core paths and the other classes from ``reference`` (a measured calibration
+    of another GPU), as the source says. None where the device has no kernel calibration."""
+    found = for_gpu(device)
+    if found is None:
+        return None
+    kernels, _ = found
+    gemm, conv = kernels.classes.get("gemm", {}), kernels.classes.get("convolution", {})
+    matmul = dict(reference.matmul_efficiency)
+    if gemm:
+        matmul["fp32"] = round(gemm["efficiency"] / 0.8, 4)
+    if conv:
+        matmul["fp32_fast"] = round(conv["winograd_efficiency"] / 0.8, 4)
+    memory = dict(reference.memory_efficiency_by_class)
+    for op_class, key in (("elementwise", "elementwise"), ("normalization", "normalization")):
+        if op_class in kernels.classes:
+            memory[key] = round(kernels.classes[op_class]["memory_efficiency"] / 0.9, 4)
+    source = (f"kernel calibration — {kernels.source}; host costs, tensor-core paths and other classes from "
+              f"the {reference_key} calibration (range ±{max(reference.relative_uncertainty, kernels.relative_uncertainty):.0%})")
+    return reference.with_(source=source, matmul_efficiency=matmul, memory_efficiency_by_class=memory,
+                           memory_efficiency=memory.get("elementwise", reference.memory_efficiency),
+                           relative_uncertainty=max(reference.relative_uncertainty, kernels.relative_uncertainty),
+                           notes=(*reference.notes, f"FP32 GEMM/convolution, elementwise and normalization "
+                                                    f"efficiencies: {kernels.source}"))
+
+
+# ------------------------------------------------------------------------------------------ the command
+def format_table(table: pd.DataFrame) -> str:
+    """The held-one-GPU-out table: per GPU and class, within ±25% (fraction) and median |error|."""
+    lines = [f"{'held-out GPU':24} " + " ".join(f"{c:>22}" for c in CLASSES),
+             f"{'':24} " + " ".join(f"{'within25%  med|err|  n':>22}" for _ in CLASSES)]
+    for gpu, rows in table.groupby("gpu"):
+        cells = []
+        for op_class in CLASSES:
+            row = rows[rows["op_class"] == op_class]
+            cells.append(f"{'-':>22}" if row.empty else
+                         f"{row['within'].iloc[0]:>8.0%} {row['median_abs_error'].iloc[0]:>8.0%} {row['rows'].iloc[0]:>5}")
+        lines.append(f"{gpu:24} " + " ".join(cells))
+    return "\n".join(lines)

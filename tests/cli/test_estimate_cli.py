@@ -1,0 +1,97 @@
+"""`rooflow estimate` through the real dispatcher (rooflow.cli.main), output parsed back."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from rooflow.cli import main
+
+
+def run(capsys, *argv):
+    status = main(["estimate", *argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_json_several_models_with_prediction(capsys):
+    status, out, _ = run(capsys, "resnet18", "alexnet", "--batch", "4", "--mode", "training",
+                         "--precision", "tf32", "--device", "a100-sxm4-40gb", "--format", "json")
+    assert status == 0
+    payload = json.loads(out)
+    assert [entry["model"] for entry in payload] == ["resnet18", "alexnet"]
+    for entry in payload:
+        assert entry["batch"] == 4 and entry["mode"] == "training" and entry["precision"] == "tf32"
+        assert entry["device"] == "a100-sxm4-40gb"
+        # the time model's prediction, its range, and the per-op roofline beneath it (every op at its roof)
+        assert entry["predicted_seconds_low"] < entry["predicted_seconds"] < entry["predicted_seconds_high"]
+        assert 0 < entry["roofline_seconds"] < entry["predicted_seconds"]
+        assert entry["predicted_bound"] in ("host", "gpu")
+        assert "not measured" in entry["calibration_source"]  # an A100 SXM4: its family's kernels
+        assert entry["fits"] is True and entry["predicted_memory_bytes"] > entry["peak_memory_bytes"]
+        assert "layers" not in entry
+
+
+def test_json_layers(capsys):
+    status, out, _ = run(capsys, "alexnet", "--format", "json", "--layers")
+    assert status == 0
+    (entry,) = json.loads(out)
+    layers = {row["layer"]: row for row in entry["layers"]}
+    assert layers["features.0"]["type"] == "Conv2d"
+    assert layers["features.0"]["output_shape"] == [1, 64, 55, 55]
+    assert sum(row["forward_flops"] for row in entry["layers"]) == pytest.approx(entry["forward_flops"])
+
+
+def test_cpu_without_ceilings_has_no_prediction(capsys):
+    status, out, _ = run(capsys, "alexnet", "--device", "cpu", "--format", "json")
+    assert status == 0
+    (entry,) = json.loads(out)
+    assert entry["roofline_seconds"] is None and "predicted_seconds" not in entry  # no measured roofs yet
+    assert entry["predicted_memory_bytes"] == entry["peak_memory_bytes"] and entry["fits"] is None
+
+
+def test_vgg16_training_b256_does_not_fit_a_t4(capsys):
+    """The issue's example: 32.4 GB measured on an H100; the prediction says it cannot fit a 16 GB T4."""
+    status, out, _ = run(capsys, "vgg16", "--batch", "256", "--mode", "training", "--device", "t4")
+    assert status == 0
+    assert "vgg16 b256 fp32 training on t4: does not fit: needs 20.5 GB" in out
+    status, out, _ = run(capsys, "vgg16", "--batch", "256", "--mode", "training", "--device", "h100-sxm5-80gb")
+    assert "on h100-sxm5-80gb: fits" in out
+
+
+def test_csv_one_row_per_model(capsys):
+    status, out, _ = run(capsys, "resnet18", "mobilenet_v2", "--format", "csv")
+    assert status == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [row["model"] for row in rows] == ["resnet18", "mobilenet_v2"]
+    assert float(rows[0]["forward_flops"]) > 3e9
+    assert "peak_memory_activations_bytes" in rows[0]
+
+
+def test_csv_layers(capsys):
+    status, out, _ = run(capsys, "alexnet", "--format", "csv", "--layers")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert status == 0 and rows[0]["model"] == "alexnet" and rows[0]["layer"] == "features.0"
+
+
+def test_table_has_units(capsys):
+    status, out, _ = run(capsys, "resnet18", "--batch", "2", "--layers")
+    assert status == 0
+    assert "GFLOP" in out and "MB" in out and "peak GB" in out
+    assert "resnet18" in out and "layer1.0.conv1" in out
+
+
+def test_unknown_model_is_one_clear_error(capsys):
+    status, _, err = run(capsys, "resnet19", "alexnet")
+    assert status == 2
+    assert "resnet19" in err and "resnet18" in err  # the valid names are listed
+    assert "(closest: resnet18, " in err  # ... the nearest first
+    assert "Traceback" not in err
+
+
+def test_unknown_device(capsys):
+    status, _, err = run(capsys, "alexnet", "--device", "tpu-v9")
+    assert status == 2 and "tpu-v9" in err

@@ -1,0 +1,300 @@
+"""Config validation (issue 14): every bad input is rejected before any job starts, in one sentence that
+names the key and the fix -- through rooflow.config.validate_config and through a real `snakemake -n`
+(stderr holds the sentence and no traceback). And config values never reach a shell: the schema rejects
+names that are not wildcard-safe, and nothing in rooflow, its scripts or its rules runs a shell."""
+
+import ast
+import copy
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rooflow.config import experiment_matrix, lacking_precision, load_config, validate_config
+from rooflow.config_io import load_schema, validate
+from rooflow.errors import RooflowError
+from rooflow.hardware.devices import load_devices
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def config(root):
+    return yaml.safe_load((root / "config" / "config.yaml").read_text())
+
+
+def test_default_config_is_valid_and_gets_defaults(config, root):
+    validated = validate_config(copy.deepcopy(config), root)
+    assert validated["profiling"]["ncu"]["executable"] == "ncu"
+    assert validated["profiling"]["max_timing_rounds"] == 3
+    assert validated["profiling"]["noise_budget_seconds"] == 60
+    assert validated["profiling"]["cpu_memory_limit_bytes"] is None
+    runs = experiment_matrix(validated)
+    assert len(runs) == len(config["models"]) * len(config["batch_sizes"]) * len(config["modes"])
+
+
+def image_tree(folder: Path, classes: int, images: int, suffix: str = ".JPEG") -> Path:
+    from PIL import Image
+
+    for c in range(classes):
+        (folder / f"n{c:08d}").mkdir(parents=True)
+        for i in range(images):
+            Image.new("RGB", (8, 8), (c * 40, i * 40, 0)).save(folder / f"n{c:08d}" / f"img{i}{suffix}", "JPEG")
+    return folder
+
+
+def empty_tree(folder: Path) -> Path:
+    """Class folders, but no images in them (a README and a labels file)."""
+    for c in range(3):
+        (folder / f"class{c}").mkdir(parents=True)
+        (folder / f"class{c}" / "README.txt").write_text("no images here")
+    return folder
+
+
+# (name, change to config/config.yaml, words the one-sentence error must contain: the key, then the fix)
+FAULTS = [
+    ("unknown top-level key", {"batch_size": [1]}, ["'batch_size'", "did you mean 'batch_sizes'"]),
+    ("unknown nested key", {"profiling": {"timed_iteration": 3}},
+     ["'profiling/timed_iteration'", "did you mean 'profiling/timed_iterations'"]),
+    ("wrong type: string for a list", {"batch_sizes": "4"}, ["'batch_sizes'", "not a list"]),
+    ("wrong type: text for an integer", {"profiling": {"timed_iterations": "ten"}},
+     ["'profiling/timed_iterations'", "not an integer"]),
+    ("wrong type: a float batch", {"batch_sizes": [2.0]}, ["'batch_sizes/0'", "not an integer"]),
+    ("wrong type: yes for a boolean", {"profiling": {"ceilings_quick": "yes"}},
+     ["'profiling/ceilings_quick'", "not true or false"]),
+    ("zero batch size", {"batch_sizes": [0]}, ["'batch_sizes/0'", "at least 1"]),
+    ("negative batch size", {"batch_sizes": [-8]}, ["'batch_sizes/0'", "at least 1"]),
+    ("negative per-model batch size", {"model_batch_sizes": {"resnet18": [-2]}},
+     ["'model_batch_sizes/resnet18/0'", "at least 1"]),
+    ("zero timed iterations", {"profiling": {"timed_iterations": 0}}, ["'profiling/timed_iterations'", "at least 1"]),
+    ("zero timing rounds", {"profiling": {"max_timing_rounds": 0}}, ["'profiling/max_timing_rounds'", "at least 1"]),
+    ("unknown model", {"models": ["resnet18", "resnet19"]},
+     ["'models'", "'resnet19'", "closest: resnet18", "resnet50"]),
+    ("misspelt model", {"models": ["mobilenetv2"]}, ["'models'", "closest: mobilenet_v2"]),
+    ("model name with shell syntax", {"models": ["resnet18; rm -rf ~"]},
+     ["'models/0'", "'resnet18; rm -rf ~'", "lowercase letters and digits"]),
+    ("model name with a path", {"models": ["../../etc"]}, ["'models/0'", "lowercase letters and digits"]),
+    ("unknown device", {"devices": ["a100"]}, ["'devices/0'", "'a100'", "rooflow devices"]),
+    ("device key with shell syntax", {"devices": ["cpu && reboot"]}, ["'devices/0'", "dashes"]),
+    ("unknown precision", {"precisions": ["fp64"]}, ["'precisions/0'", "fp32, tf32, fp16, bf16"]),
+    ("fp8 is not a run precision", {"precisions": ["fp8"]}, ["'precisions/0'", "FP8 is not a run precision"]),
+    ("upper-case precision", {"precisions": ["FP16"]}, ["'precisions/0'", "did you mean 'fp16'"]),
+    ("bf16 on a V100", {"devices": ["cpu", "v100-sxm2-16gb"], "precisions": ["fp32", "bf16"]},
+     ["'precisions'", "bf16", "v100-sxm2-16gb", "no bf16 arithmetic", "remove bf16"]),
+    ("bf16 on a T4", {"devices": ["t4"], "precisions": ["bf16"]}, ["'precisions'", "Tesla T4", "no bf16"]),
+    ("bf16 on an imported V100 profile", {"imports": [{
+        "device": "v100-sxm2-16gb", "model": "vgg11", "batch": 16, "precision": "bf16", "mode": "training",
+        "ncu": ["tests/data/real/anoushka21-cloudml/proj1/v100/vgg11/ncu-log-vgg11.txt.gz"]}]},
+     ["'imports/0/precision'", "no bf16"]),
+    ("dataset root that does not exist", {"dataset": {"root": "/nonexistent/imagenet"}},
+     ["'dataset/root'", "not a directory", "null"]),
+    ("dataset root without images", {"dataset": {"root": "EMPTY_TREE"}}, ["'dataset/root'", "holds no images"]),
+    ("dataset root with too few classes", {"dataset": {"root": "SMALL_TREE", "classes": 4}},
+     ["'dataset/root'", "only 2 class folder(s)", "lower dataset.classes"]),
+    ("import naming no files", {"imports": [{"device": "a100-sxm4-40gb", "model": "vgg11", "batch": 16,
+                                             "precision": "fp32", "mode": "training"}]},
+     ["'imports/0'", "names no ncu or nsys files"]),
+    ("import whose file is missing", {"imports": [{"device": "a100-sxm4-40gb", "model": "vgg11", "batch": 16,
+                                                   "precision": "fp32", "mode": "training",
+                                                   "ncu": ["nowhere/ncu.csv"]}]},
+     ["'nowhere/ncu.csv'", "fix the path"]),
+]
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory):
+    base = tmp_path_factory.mktemp("datasets")
+    return {"EMPTY_TREE": str(empty_tree(base / "empty")), "SMALL_TREE": str(image_tree(base / "small", 2, 2))}
+
+
+def apply(config: dict, change: dict, trees: dict) -> dict:
+    config = copy.deepcopy(config)
+    for key, value in change.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key].update({k: trees.get(v, v) if isinstance(v, str) else v for k, v in value.items()})
+        else:
+            config[key] = value
+    return config
+
+
+@pytest.mark.parametrize("name,change,words", FAULTS, ids=[f[0] for f in FAULTS])
+def test_each_fault_is_one_sentence_naming_key_and_fix(config, root, trees, name, change, words):
+    with pytest.raises(RooflowError) as error:
+        validate_config(apply(config, change, trees), root)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("config: "), message
+    for word in words:
+        assert word in message, (word, message)
+    # key, then ": " and what to do about it
+    assert re.search(r"key '[^']+'|profiler file", message) and message.count(": ") >= 2, message
+
+
+def test_close_matches_come_first_and_the_whole_list_follows(config, root):
+    config["models"] = ["resnet19"]
+    with pytest.raises(RooflowError) as error:
+        validate_config(config, root)
+    message = str(error.value)
+    closest = re.search(r"\(closest: ([^)]*)\)", message).group(1).split(", ")
+    assert closest[0] == "resnet18" and len(closest) <= 3
+    assert "wide_resnet101_2" in message  # and every valid name after it
+
+
+def test_what_lacking_a_precision_means(root):
+    """The catalogue's peaks decide: no peak for the precision's matmul roof = no such arithmetic. TF32 is
+    the exception that falls back (a math mode of fp32 storage: a V100 ignores the flag), and the CPU has
+    no datasheet peaks at all (its roofs are measured), so it lacks nothing."""
+    devices = load_devices(root / "config" / "devices.yaml")
+    lacking = {(key, p) for key, d in devices.items() for p in ("fp32", "tf32", "fp16", "bf16")
+               if lacking_precision(d, p)}
+    assert lacking == {("p100-pcie-16gb", "bf16"), ("v100-sxm2-16gb", "bf16"), ("v100-pcie-16gb", "bf16"),
+                       ("t4", "bf16")}
+    assert lacking_precision(devices["v100-sxm2-16gb"], "tf32") is None
+    assert lacking_precision(devices["cpu"], "bf16") is None
+
+
+def test_dataset_with_images_passes(config, root, tmp_path):
+    config["dataset"] = {"root": str(image_tree(tmp_path / "imgs", 3, 1)), "classes": 3, "images_per_class": 1}
+    assert validate_config(config, root)["dataset"]["classes"] == 3
+
+
+def test_model_batch_sizes_override_one_model(config, root):
+    config["model_batch_sizes"] = {"alexnet": [32]}
+    runs = experiment_matrix(validate_config(config, root))
+    assert {r["batch"] for r in runs if r["model"] == "alexnet"} == {32}
+    assert {r["batch"] for r in runs if r["model"] == "resnet18"} == set(config["batch_sizes"])
+    config["model_batch_sizes"] = {"vgg19": [2]}
+    with pytest.raises(RooflowError, match="'model_batch_sizes' names vgg19"):
+        validate_config(config, root)
+
+
+def test_invalid_yaml_is_one_line(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("models: [resnet18\n")
+    with pytest.raises(RooflowError, match="not valid YAML at line"):
+        load_config(path, tmp_path)
+
+
+# ---- through a real `snakemake -n`: the same sentence on stderr, no traceback, no job started ----
+
+# a handful (each is a Snakemake start-up, a few seconds): the rest share validate_config with these
+SNAKEMAKE_FAULTS = ["unknown top-level key", "zero batch size", "unknown model", "model name with shell syntax",
+                    "bf16 on a V100", "dataset root without images"]
+
+
+@pytest.mark.parametrize("name", SNAKEMAKE_FAULTS)
+def test_snakemake_dry_run_prints_the_sentence_and_no_traceback(config, root, trees, tmp_path, snakemake_exe, name):
+    change, words = next((c, w) for n, c, w in FAULTS if n == name)
+    bad = apply(config, change, trees)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(RooflowError) as error:
+        validate_config(copy.deepcopy(bad), root)
+    result = subprocess.run([snakemake_exe, "-n", "--cores", "1", "--configfile", str(path)], cwd=root,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    assert f"rooflow: {error.value}" in result.stderr.splitlines(), result.stderr
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output and 'File "' not in output and "Error in" not in output, output
+    assert "Job stats" not in output and "rule " not in output  # no job was planned, none ran
+
+
+# ---- config values never reach a shell ----
+
+def test_schema_rejects_names_that_are_not_wildcard_safe():
+    """The schema alone (before any other check) rejects a model or device name that could mean something
+    to a shell or a path; its patterns are the workflow's own wildcard constraints."""
+    schema = load_schema("config.schema.yaml")
+    common = (ROOT / "rules" / "common.smk").read_text()
+    model_wildcard = re.search(r'model="([^"]+)"', common).group(1)
+    device_wildcard = re.search(r'device="([^"]+)"', common).group(1)
+    # (?!\n): Python's `$` would also match before a final newline
+    assert schema["properties"]["models"]["items"]["pattern"] == f"^{model_wildcard}(?!\\n)$"
+    assert schema["properties"]["devices"]["items"]["pattern"] == f"^{device_wildcard}(?!\\n)$"
+    for hostile in ["resnet18; rm -rf ~", "resnet18 && reboot", "$(reboot)", "`id`", "a|b", "../x", "x/y",
+                    "resnet18\n", "Resnet18", "resnet18 ", "_resnet", "resnet__18"]:
+        for key in ("models", "devices"):
+            config = {"models": ["resnet18"], "devices": ["cpu"], key: [hostile]}
+            with pytest.raises(RooflowError, match=f"key '{key}/0'"):
+                validate(config, schema, "config")
+
+
+SUBPROCESS_CALLS = {"run", "Popen", "call", "check_call", "check_output", "getoutput", "getstatusoutput"}
+
+
+def python_sources():
+    for folder in ("rooflow", "scripts", "benchmarks"):
+        yield from sorted((ROOT / folder).rglob("*.py"))
+
+
+def test_no_shell_anywhere_in_the_code():
+    """Audit: every process rooflow starts gets an argv list (never a string, never shell=True), and there
+    is no os.system / os.popen / subprocess.getoutput. Names then arrive as single arguments."""
+    starts = []
+    for path in python_sources():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            assert not (owner == "os" and name in {"system", "popen", "execl", "execlp", "spawnl"}), where
+            if owner == "subprocess" and name in SUBPROCESS_CALLS:
+                assert name not in {"getoutput", "getstatusoutput"}, where
+                starts.append(where)
+                assert node.args and not isinstance(node.args[0], (ast.Constant, ast.JoinedStr)), where
+                assert not any(k.arg == "shell" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+                               for k in node.keywords), where
+    assert any(s.startswith("rooflow/measure/launch.py") for s in starts), starts  # the audit sees the one that exists
+
+
+def test_rules_run_scripts_not_shell_commands():
+    """Every rule runs a Python script (script:), so no config value is ever interpolated into a command
+    line; a `shell:` or `run:` directive added later fails here and must be audited."""
+    files = [ROOT / "Snakefile", *sorted((ROOT / "rules").glob("*.smk"))]
+    directives = {}
+    for path in files:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            match = re.match(r"\s+(shell|run|script|wrapper|notebook|cwl):", line)
+            if match:
+                directives[f"{path.name}:{number}"] = match.group(1)
+    assert directives and set(directives.values()) == {"script"}, directives
+
+
+def test_a_hostile_name_past_the_schema_stays_one_harmless_argument(tmp_path):
+    """Were the schema bypassed, a model name with shell syntax would still reach the profiler driver as ONE
+    argv element and do nothing: the driver rejects it as an unknown model, and the command in it never runs."""
+    from rooflow.measure.launch import driver_argv
+    from rooflow.workload.dataset import SubsetSpec, build_subset
+
+    marker = tmp_path / "pwned"
+    hostile = f"resnet18; touch {marker}"
+    subset = tmp_path / "subset.pt"
+    build_subset(SubsetSpec(None, 1, 1, 32, 28, 0), subset, tmp_path / "manifest.csv")
+    argv = driver_argv(hostile, 1, "fp32", "inference", str(subset), 1, 1)
+    assert argv[argv.index("--model") + 1] == hostile
+    argv[argv.index("--device") + 1] = "cpu"  # the driver builds its model before it needs the GPU
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert result.returncode != 0 and "unknown model" in result.stderr, result.stderr[-2000:]
+    assert not marker.exists()
+
+
+def test_a_hostile_target_matches_no_rule(root, tmp_path, snakemake_exe):
+    """The wildcard constraints refuse a path with shell syntax in the model slot: no job, no file."""
+    marker = tmp_path / "pwned"
+    target = f"results/estimate/resnet18;touch {marker}/b1-fp32-inference/totals.json"
+    result = subprocess.run([snakemake_exe, "-n", "--cores", "1", target], cwd=root, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode != 0 and "MissingRuleException" in result.stdout + result.stderr
+    assert not marker.exists()
+
+
+def test_python_executable_is_the_venv(snakemake_exe):
+    # the subprocess tests above run this checkout's snakemake and python
+    assert Path(snakemake_exe).parent == Path(sys.executable).parent

@@ -1,0 +1,369 @@
+from pathlib import Path
+
+import pytest
+import torch
+
+from rooflow.conventions import NOISY_SPREAD
+from rooflow.errors import RooflowError
+from rooflow.measure import timing
+from rooflow.measure.oom import is_out_of_memory, oom_details
+from rooflow.measure.timing import RunSpec, measure, summarize_seconds
+from rooflow.workload.dataset import SubsetSpec, build_subset, load_subset
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def subset(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("subset")
+    build_subset(SubsetSpec(None, 2, 2, 64, 56, 0), folder / "s.pt", folder / "m.csv")
+    return load_subset(folder / "s.pt")
+
+
+def test_summarize_seconds_closed_form():
+    stats = summarize_seconds([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert stats["median_seconds"] == 3.0
+    assert stats["min_seconds"] == 1.0 and stats["max_seconds"] == 5.0
+    assert stats["iqr_seconds"] == pytest.approx(2.0)  # q3 4 - q1 2
+    assert stats["spread"] == pytest.approx(2.0 / 3.0)
+    assert summarize_seconds([0.5], "forward_")["forward_median_seconds"] == 0.5
+
+
+def test_cpu_training_measurement_records_phases_and_environment(subset):
+    record = measure(RunSpec("squeezenet1_0", 2, "fp32", "training", "cpu", 1, 3, 1), subset)
+    assert record["status"] == "ok" and record["timer"] == "perf_counter_ns"
+    assert len(record["seconds"]) == 3 and all(s > 0 for s in record["seconds"])
+    # the iteration is the sum of its phases
+    for total, f, b, o in zip(record["seconds"], record["forward_seconds"], record["backward_seconds"],
+                              record["optimizer_seconds"]):
+        assert total == pytest.approx(f + b + o)
+    assert record["threads"] == 1
+    assert record["images_per_second"] == pytest.approx(2 / record["median_seconds"])
+    assert record["environment"]["torch"] == torch.__version__
+    assert record["params"] == 1_248_424  # squeezenet1_0, 1000 classes
+
+
+def test_inference_runs_without_grad(subset):
+    record = measure(RunSpec("squeezenet1_0", 1, "fp32", "inference", "cpu", 0, 2, 1), subset)
+    assert record["status"] == "ok" and "backward_seconds" not in record
+    assert record["forward_seconds"] == record["seconds"]
+
+
+def test_out_of_memory_becomes_a_result_row(subset, monkeypatch):
+    def explode(self, clock=None):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.06 GiB")
+
+    monkeypatch.setattr(timing.Runner, "step", explode)
+    record = measure(RunSpec("squeezenet1_0", 1, "fp32", "training", "cpu", 1, 2, 1), subset)
+    assert record["status"] == "oom"
+    assert "Tried to allocate" in record["message"]
+    assert "seconds" not in record
+
+
+def test_other_errors_are_not_swallowed(subset, monkeypatch):
+    def explode(self, clock=None):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(timing.Runner, "step", explode)
+    with pytest.raises(ValueError):
+        measure(RunSpec("squeezenet1_0", 1, "fp32", "training", "cpu", 1, 2, 1), subset)
+
+
+def test_is_out_of_memory_recognises_cpu_and_cuda_messages():
+    assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate"))
+    assert is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory"))
+    assert not is_out_of_memory(RuntimeError("shape mismatch"))
+
+
+def test_cuda_run_without_gpu_says_what_to_do(subset):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: this checks the message on machines without one")
+    with pytest.raises(RooflowError, match="no CUDA GPU"):
+        measure(RunSpec("squeezenet1_0", 1, "fp32", "inference", "cuda", 0, 1, 1), subset)
+
+
+def test_fp32_turns_tf32_off_and_tf32_turns_it_on():
+    timing.configure_precision("tf32", "cuda")
+    assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+    timing.configure_precision("fp32", "cuda")
+    assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+
+
+# ---- noisy timings are repeated (issue 14) ----
+
+class ScriptedClock:
+    """Stand-in for timing._Clock: each iteration's phases take the next scripted number of seconds (one
+    phase per mark pair), so the rounds' spreads are known exactly."""
+
+    script: list[float] = []
+
+    def __init__(self, cuda):
+        self.marks = 0
+
+    def mark(self):
+        self.marks += 1
+
+    def intervals_seconds(self):
+        return [ScriptedClock.script.pop(0)] + [0.0] * (self.marks - 2)
+
+
+class StandInRunner:
+    cuda = False
+
+    def step(self, clock=None):
+        clock.mark()
+        clock.mark()
+
+
+QUIET = [1.0] * 8  # spread 0
+NOISY = [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0]  # q1 1, q3 2, median 1.5: spread 2/3
+
+
+def rounds_of(script, max_rounds=3, budget=1000.0):
+    ScriptedClock.script = list(script)
+    spec = RunSpec("squeezenet1_0", 1, timed_iterations=8, max_timing_rounds=max_rounds, noise_budget_seconds=budget)
+    phases, info = timing.timed_rounds(StandInRunner(), spec, clock_class=ScriptedClock)
+    assert not ScriptedClock.script or max_rounds == 1 or info["timing_rounds"] < max_rounds
+    return [sum(p) for p in phases], info
+
+
+def test_a_quiet_first_round_is_not_repeated():
+    seconds, info = rounds_of(QUIET + NOISY)
+    assert seconds == QUIET and info["timing_rounds"] == 1 and not info["noisy"]
+    assert info["rounds"] == [{"round": 1, "iterations": 8, "median_seconds": 1.0, "spread": 0.0, "seconds_total": 8.0}]
+
+
+def test_a_noisy_round_is_repeated_and_the_quietest_round_is_reported():
+    seconds, info = rounds_of(NOISY + QUIET + NOISY)
+    assert info["timing_rounds"] == 2 and info["chosen_round"] == 2 and not info["noisy"]
+    assert seconds == QUIET
+    assert [r["spread"] for r in info["rounds"]] == [pytest.approx(2 / 3), 0.0]
+
+
+def test_still_noisy_after_every_round_is_flagged_with_the_rounds():
+    slightly = [1.0] * 6 + [1.3, 1.3]  # q3 = 1.075: spread 7.5%, quieter than NOISY
+    seconds, info = rounds_of(NOISY + slightly + NOISY, max_rounds=3)
+    assert info["timing_rounds"] == 3 and info["noisy"] and info["chosen_round"] == 2
+    assert seconds == slightly
+    assert [r["round"] for r in info["rounds"]] == [1, 2, 3]
+
+
+def test_the_noise_budget_stops_repeating():
+    # each round takes 12 s of timed iterations: a second round fits in 25 s, a third would not
+    seconds, info = rounds_of(NOISY + NOISY + QUIET, max_rounds=5, budget=25.0)
+    assert info["timing_rounds"] == 2 and info["noisy"]
+    seconds, info = rounds_of(NOISY + QUIET, max_rounds=5, budget=11.0)
+    assert info["timing_rounds"] == 1 and info["noisy"]
+
+
+def test_one_round_never_repeats():
+    _, info = rounds_of(NOISY, max_rounds=1)
+    assert info["timing_rounds"] == 1 and info["noisy"]
+
+
+def test_a_real_measurement_records_its_rounds(subset):
+    record = measure(RunSpec("squeezenet1_0", 1, "fp32", "inference", "cpu", 1, 4, 1, max_timing_rounds=2), subset)
+    assert 1 <= record["timing_rounds"] <= 2 and len(record["rounds"]) == record["timing_rounds"]
+    chosen = record["rounds"][record["chosen_round"] - 1]
+    assert record["median_seconds"] == chosen["median_seconds"] and len(record["seconds"]) == 4
+    assert record["noisy"] == (chosen["spread"] > NOISY_SPREAD)
+
+
+# ---- out of memory: a REAL allocation failure on the CPU, as a result with the numbers ----
+
+def test_a_real_cpu_allocation_failure_is_an_oom_row_with_asked_and_available(subset):
+    """resnet18 training at batch 64 (224x224 input: ~39 MB of input alone, ~1.5 GB of activations) under a
+    200 MB address-space limit: the model is built, the forward pass fails to allocate. The limit is lifted
+    again afterwards (this test process goes on)."""
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    limit = 200 * 2**20
+    record = measure(RunSpec("resnet18", 64, "fp32", "training", "cpu", 1, 2, 1, cpu_memory_limit_bytes=limit),
+                     subset)
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    assert record["status"] == "oom", record.get("message")
+    assert record["memory_limit_bytes"] == limit
+    assert 0 < record["memory_requested_bytes"] and 0 <= record["memory_available_bytes"] < limit
+    # the allocation that failed did not fit in what was left
+    assert record["memory_requested_bytes"] > record["memory_available_bytes"]
+    assert record["message"].startswith("out of memory: asked for ") and "cpu_memory_limit_bytes" in record["message"]
+    assert "seconds" not in record and "\n" not in record["message"]
+    # and the process is fine: the same run without the limit works
+    ok = measure(RunSpec("resnet18", 1, "fp32", "inference", "cpu", 0, 1, 1), subset)
+    assert ok["status"] == "ok"
+
+
+def test_cuda_oom_message_gives_asked_and_available_without_a_gpu():
+    """torch's CUDA allocator message (as printed on a T4); torch.cuda.mem_get_info cannot run without a GPU,
+    so the numbers come from the message."""
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: mem_get_info would answer instead of the message")
+    error = torch.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 3.06 GiB. GPU 0 has a total capacity of 14.75 GiB of which "
+        "1.20 GiB is free. Including non-PyTorch memory, this process has 13.54 GiB memory in use.")
+    details = oom_details(error, cuda=True)
+    assert details["memory_requested_bytes"] == int(3.06 * 2**30)
+    assert details["memory_available_bytes"] == int(1.20 * 2**30)
+    assert details["memory_limit_bytes"] == int(14.75 * 2**30)
+    assert details["memory_in_use_bytes"] == int(13.54 * 2**30)
+    assert details["message"].startswith("out of memory: asked for 3.06 GiB with 1.20 GiB free on the GPU of 14.75 GiB")
+
+
+def test_cpu_allocator_message_in_bytes():
+    error = RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+                         "you tried to allocate 205520896 bytes. Error code 12 (Cannot allocate memory)")
+    assert is_out_of_memory(error)
+    details = oom_details(error, cuda=False)
+    assert details["memory_requested_bytes"] == 205520896
+    assert details["memory_available_bytes"] > 0  # MemAvailable of this machine
+    assert "asked for 196.00 MiB" in details["message"]
+
+
+# ---- throttling seen during the timed iterations ----
+
+class StandInNVML:
+    """STAND-IN for pynvml (no GPU here): the functions GpuMonitor calls, answering from a script of samples
+    (clocks-event reason mask, SM clock MHz, temperature °C, power mW)."""
+
+    NVML_CLOCK_SM = 0
+    NVML_TEMPERATURE_GPU = 0
+
+    def __init__(self, samples):
+        self.samples = list(samples)
+        self.current = None
+        self.calls = []
+
+    def nvmlInit(self):
+        self.calls.append("init")
+
+    def nvmlShutdown(self):
+        self.calls.append("shutdown")
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        self.calls.append(uuid)
+        return "handle"
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        self.calls.append(index)
+        return "handle"
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, kind):
+        return 1980
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle):
+        return 700_000
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        self.current = self.samples.pop(0)
+        return self.current[0]
+
+    def nvmlDeviceGetClockInfo(self, handle, kind):
+        return self.current[1]
+
+    def nvmlDeviceGetTemperature(self, handle, kind):
+        return self.current[2]
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return self.current[3]
+
+
+def monitor_over(samples, **kwargs):
+    from rooflow.hardware.environment import GpuMonitor
+
+    nvml = StandInNVML(samples)
+    with GpuMonitor(uuid="GPU-1234", nvml=nvml, min_interval_seconds=0, **kwargs) as monitor:
+        for _ in samples:
+            monitor.sample()
+    assert nvml.calls[0] == "init" and nvml.calls[1] == "GPU-1234" and nvml.calls[-1] == "shutdown"
+    return monitor.summary()
+
+
+def test_a_gpu_at_full_clock_is_not_throttled():
+    # GpuIdle (0x1) and SyncBoost (0x10) are no slowdown of a busy GPU
+    summary = monitor_over([(0x0, 1980, 60, 300_000), (0x1, 1980, 61, 310_000), (0x10, 1980, 62, 320_000)])
+    assert summary["throttled"] is False and summary["reasons"] == [] and summary["samples"] == 3
+
+
+def test_power_cap_and_thermal_slowdown_are_flagged_with_the_reading():
+    from rooflow.hardware.environment import throttle_reading
+
+    summary = monitor_over([(0x0, 1980, 70, 650_000), (0x4, 1755, 81, 699_000), (0x4 | 0x20, 1410, 87, 700_000),
+                            (0x0, 1980, 84, 640_000)])
+    assert summary["throttled"] is True
+    assert summary["reasons"] == ["sw_power_cap", "sw_thermal_slowdown"]
+    assert summary["throttled_samples"] == 2 and summary["samples"] == 4
+    assert (summary["sm_clock_mhz_min"], summary["sm_clock_mhz_max"], summary["max_sm_clock_mhz"]) == (1410, 1980, 1980)
+    assert summary["temperature_celsius_max"] == 87 and summary["power_watts_max"] == 700.0
+    assert throttle_reading(summary) == ("sw_power_cap, sw_thermal_slowdown in 2 of 4 samples; SM clock 1410-1980 "
+                                         "MHz (max 1980); up to 87 °C; up to 700 W of 700 W")
+
+
+def test_sampling_is_rate_limited():
+    from rooflow.hardware.environment import GpuMonitor
+
+    ticks = iter([0.0, 0.001, 0.002, 0.05, 0.051])
+    nvml = StandInNVML([(0x0, 1980, 60, 1000)] * 5)
+    with GpuMonitor(nvml=nvml, min_interval_seconds=0.02, clock=lambda: next(ticks)) as monitor:
+        for _ in range(5):
+            monitor.sample()
+    assert monitor.summary()["samples"] == 2
+
+
+def test_no_nvml_means_unknown_not_unthrottled():
+    from rooflow.hardware.environment import GpuMonitor
+
+    class Broken(StandInNVML):
+        def nvmlInit(self):
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    with GpuMonitor(nvml=Broken([])) as monitor:
+        monitor.sample()
+    summary = monitor.summary()
+    assert summary["throttled"] is None and "NVML unavailable" in summary["nvml_error"]
+
+
+def test_a_throttled_timing_is_flagged_in_summary_and_checks():
+    """A timing record as measure() writes it for a throttled GPU run reaches the summary's `throttle`
+    column and the report's checks with the reading."""
+    from rooflow.hardware.devices import load_devices
+    from rooflow.report.checks import summary_checks
+    from rooflow.report.summary import build_row
+
+    device = load_devices(ROOT / "config" / "devices.yaml")["h100-sxm5-80gb"]
+    gpu = monitor_over([(0x4, 1500, 83, 699_000), (0x0, 1980, 80, 650_000)])
+    timing_record = {"status": "ok", "median_seconds": 0.01, "spread": 0.01, "timing_rounds": 1,
+                     "images_per_second": 6400.0, "throttled": True, "gpu_during_timing": gpu}
+    estimate = {"model": "resnet50", "batch": 64, "precision": "tf32", "mode": "inference",
+                "total_flops": 5.3e11, "fused_bytes": 3e9}
+    row = build_row(device, estimate, timing_record)
+    assert row["throttle"].startswith("sw_power_cap in 1 of 2 samples; SM clock 1500-1980 MHz")
+    assert row["checks"].startswith("throttled: sw_power_cap")
+    import pandas as pd
+
+    checks = summary_checks(pd.DataFrame([row]))
+    throttled = [c for c in checks if c["check"] == "throttled"]
+    assert len(throttled) == 1 and throttled[0]["severity"] == "warning"
+    assert throttled[0]["value"] == row["throttle"] and "power cap" in throttled[0]["likely_cause"]
+
+
+def test_an_oom_timing_reaches_the_summary_with_its_numbers():
+    import pandas as pd
+
+    from rooflow.hardware.devices import load_devices
+    from rooflow.report.checks import summary_checks
+    from rooflow.report.summary import build_row
+
+    device = load_devices(ROOT / "config" / "devices.yaml")["t4"]
+    error = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.06 GiB. GPU 0 has a total capacity of "
+                                   "14.75 GiB of which 1.20 GiB is free.")
+    record = {"status": "oom", **oom_details(error, cuda=True)} if not torch.cuda.is_available() else None
+    if record is None:
+        pytest.skip("a GPU is present")
+    estimate = {"model": "vgg16", "batch": 256, "precision": "fp32", "mode": "training", "total_flops": 1e13}
+    row = build_row(device, estimate, record)
+    assert row["status"] == "oom"
+    assert row["memory_requested_bytes"] == int(3.06 * 2**30) and row["memory_available_bytes"] == int(1.2 * 2**30)
+    assert row["checks"].startswith("out of memory: asked for 3.06 GiB with 1.20 GiB free")
+    oom = [c for c in summary_checks(pd.DataFrame([row])) if c["check"] == "out of memory"]
+    assert len(oom) == 1 and "asked for 3.06 GiB" in oom[0]["likely_cause"]

@@ -1,0 +1,109 @@
+"""Summary math on hand-built inputs: every derived column is checked against its closed form."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rooflow.hardware.devices import Device
+from rooflow.report.summary import build_row, build_summary
+
+GPU = Device(key="gpu", kind="cuda", name="Test GPU", architecture="sm_80",
+             peak_flops_per_second={"fp32": 10e12, "tf32": 100e12}, dram_bytes_per_second=1e12)
+CPU = Device(key="cpu", kind="cpu", name="Test CPU").with_measured(
+    {"peak_flops_per_second": {"fp32": 100e9}, "dram_bytes_per_second": 10e9})
+
+
+def estimate(**overrides):
+    base = dict(model="toy", batch=4, precision="fp32", mode="inference", input_size=224, params=1000,
+                total_flops=4e9, forward_flops=4e9, backward_flops=0, optimizer_flops=0,
+                forward_matmul_flops=3.8e9, backward_matmul_flops=0, min_bytes=1e7, fused_bytes=1e8,
+                unfused_bytes=3e8, peak_memory_bytes=5e8)
+    base.update(overrides)
+    return base
+
+
+def timing(seconds, spread=0.01, status="ok", device="cpu", **overrides):
+    base = dict(device=device, model="toy", batch=4, precision="fp32", mode="inference", status=status,
+                median_seconds=seconds, spread=spread, images_per_second=4 / seconds if seconds else None)
+    base.update(overrides)
+    return base
+
+
+def test_cpu_row_uses_measured_roofs_and_estimated_fused_bytes():
+    row = build_row(CPU, estimate(), timing(0.1))
+    assert row["flops"] == 4e9 and row["flops_source"] == "estimate"
+    assert row["bytes"] == 1e8 and row["bytes_source"] == "estimate-fused"
+    assert row["arithmetic_intensity"] == pytest.approx(40)
+    assert row["achieved_flops_per_second"] == pytest.approx(40e9)
+    assert row["ridge_intensity"] == pytest.approx(10)  # 100 GFLOP/s over 10 GB/s
+    assert row["attainable_flops_per_second"] == pytest.approx(100e9)
+    assert row["percent_of_roofline"] == pytest.approx(40)
+    assert row["bound"] == "compute-bound"
+    assert row["roof_source"] == "measured"
+    assert row["checks"] == ""
+
+
+def test_memory_bound_point_percent_is_against_the_slanted_roof():
+    row = build_row(CPU, estimate(fused_bytes=2e9), timing(1.0))  # AI = 2 FLOP/B < ridge 10
+    assert row["bound"] == "memory-bound"
+    assert row["attainable_flops_per_second"] == pytest.approx(20e9)
+    assert row["percent_of_roofline"] == pytest.approx(100 * 4e9 / 20e9)
+
+
+def test_point_above_its_roof_is_flagged_with_a_cause():
+    # 4 GFLOP in 10 ms = 400 GFLOP/s on a CPU whose roof is 100 GFLOP/s: impossible, so flagged.
+    row = build_row(CPU, estimate(), timing(0.01))
+    assert row["percent_of_roofline"] == pytest.approx(400)
+    assert "above the roof" in row["checks"] and "wrong peak" in row["checks"]
+
+
+def test_noisy_measurement_is_flagged():
+    row = build_row(CPU, estimate(), timing(0.1, spread=0.2))
+    assert "noisy" in row["checks"] and "20%" in row["checks"]
+
+
+def test_oom_is_a_row_not_a_crash():
+    row = build_row(GPU, estimate(), timing(None, status="oom", device="gpu", message="CUDA out of memory"))
+    assert row["status"] == "oom"
+    assert "out of memory" in row["checks"]
+    assert row.get("achieved_flops_per_second") is None
+
+
+def test_gpu_row_prefers_ncu_counts_and_uses_the_precision_roof():
+    ncu = dict(device="gpu", model="toy", batch=4, precision="tf32", mode="inference", flops_total=3.9e9,
+               dram_bytes=5e8, flops_tensor=3.5e9, tensor_metrics_collected=True)
+    row = build_row(GPU, estimate(precision="tf32"), timing(0.001, device="gpu", precision="tf32"), ncu=ncu)
+    assert row["flops_source"] == "ncu" and row["bytes_source"] == "ncu-dram"
+    assert row["arithmetic_intensity"] == pytest.approx(3.9e9 / 5e8)
+    assert row["peak_flops_per_second"] == 100e12  # the TF32 roof, not the FP32 one
+    assert row["roof_source"] == "datasheet"
+    assert row["attainable_flops_per_second"] == pytest.approx(1e12 * 7.8)
+
+
+def test_build_summary_joins_estimates_to_every_device_that_measured_them():
+    frame = build_summary({"cpu": CPU, "gpu": GPU}, [estimate()],
+                          [timing(0.1), timing(0.001, device="gpu")])
+    assert sorted(frame["device"]) == ["cpu", "gpu"]
+    assert frame.set_index("device").loc["gpu", "roof_source"] == "datasheet"
+
+
+def test_a_run_that_cannot_fit_is_a_result_row_with_the_verdict():
+    """The workflow's record_unfit row (rooflow.estimate.predict.unfit_record): status does-not-fit, the
+    prediction's verdict as a 'result' check, no time, no roofline point."""
+    from rooflow.estimate import estimate
+    from rooflow.estimate.predict import unfit_record
+    from rooflow.hardware.devices import load_devices
+    from rooflow.report.checks import build_checks
+    from rooflow.report.summary import build_summary
+
+    devices = load_devices(Path(__file__).resolve().parents[2] / "config" / "devices.yaml")
+    totals = estimate("vgg16", 256, "fp32", "training").totals
+    record = unfit_record(totals, devices["t4"])
+    assert record["status"] == "does-not-fit" and "does not fit: needs 20.5 GB" in record["message"]
+    summary = build_summary(devices, [totals], [record])
+    row = summary.iloc[0]
+    assert row["status"] == "does-not-fit" and pd.isna(row["measured_seconds"]) and row["fits"] == False  # noqa: E712
+    checks, _ = build_checks(summary)
+    unfit = checks[checks["check"] == "does not fit (not submitted)"]
+    assert list(unfit["severity"]) == ["result"] and "20.5 GB" in unfit["likely_cause"].iloc[0]

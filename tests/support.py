@@ -1,0 +1,287 @@
+"""Helpers several test modules share (not tests themselves)."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import csv
+import dataclasses
+import gzip
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import torch
+from conftest import ROOT, Recorder
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from rooflow.hardware.devices import Device
+from rooflow.measure import driver
+from rooflow.measure.timing import Runner
+from rooflow.profilers.nvtx import format_nvtx_stack as format_stack
+from rooflow.profilers.nvtx import parse_nvtx_stack as parse_stack
+
+H100 = ROOT / "tests" / "data" / "real" / "h100-rooflow"
+
+
+class Block(nn.Module):
+    """A ResNet basic block without BN: conv, shared ReLU, conv, residual add, the same ReLU again."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        out = self.conv2(self.relu(self.conv1(x)))
+        return self.relu(out + x)
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, padding=1)
+        self.layer = nn.Sequential(Block(4), Block(4))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(4, 5)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.pool(self.layer(self.stem(x))), 1))
+
+
+def tiny_runner(mode: str) -> Runner:
+    """A Runner (rooflow.measure.timing) around the tiny model: Runner.step is exactly what the driver runs."""
+    torch.manual_seed(0)
+    runner = Runner.__new__(Runner)
+    runner.spec = SimpleNamespace(mode=mode, precision="fp32")
+    runner.cuda = False
+    runner.autocast = contextlib.nullcontext()
+    runner.model = Tiny()
+    runner.x, runner.y = torch.randn(2, 3, 8, 8), torch.tensor([1, 3])
+    if mode == "training":
+        runner.model.train()
+        runner.loss_fn = nn.CrossEntropyLoss()
+        # foreach=True: the multi-tensor optimizer ops PyTorch uses on CUDA (on CPU it would loop per tensor)
+        runner.optimizer = torch.optim.SGD(runner.model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4,
+                                           foreach=True)
+        runner.scaler = torch.amp.GradScaler("cpu", enabled=False)
+    else:
+        runner.model.eval()
+    return runner
+
+
+class Spy(TorchDispatchMode):
+    """Sees every aten op after the driver's own mode: (op, NVTX stack, profiling on)."""
+
+    def __init__(self, recorder: Recorder):
+        super().__init__()
+        self.recorder, self.calls, self.signatures = recorder, [], []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls.append((str(func), list(self.recorder.stack), self.recorder.profiling))
+        self.signatures.append(driver.op_signature(func, args, kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+
+def run_step(runner: Runner, recorder: Recorder, ncu_mode: str, spy: Spy | None = None):
+    runner.step()  # a warm-up step, as the driver does: optimizer state exists, AccumulateGrad nodes too
+    spy = spy or Spy(recorder)
+    with spy:
+        plan = driver.annotated_step(runner, ncu_mode)
+    assert recorder.stack == [] and not recorder.profiling
+    return plan, spy.calls
+
+
+
+NVTX_RECORDING = H100 / "resnet18-b16-fp32-training-ncu-nvtx.csv.gz"
+
+
+OP_ITEM = re.compile(r"^(?P<name>[^,]+?)(?:, seq = (?P<seq>\d+))?, op_id = (?P<op_id>\d+)$")
+
+
+EVALUATE = "autograd::engine::evaluate_function: "
+
+
+def module_shapes(model_name: str, batch: int) -> dict[str, tuple]:
+    """Per module (first call): type, configuration, input and output shape — on the meta device."""
+    import torch
+
+    from rooflow.workload.models import build_model, parameters_on_meta
+
+    with parameters_on_meta():
+        model = build_model(model_name)
+    shapes: dict[str, tuple] = {}
+
+    def hook(name):
+        def record(module, inputs, output):
+            shapes.setdefault(name, (type(module).__name__, module.extra_repr(), tuple(inputs[0].shape),
+                                     tuple(output.shape)))
+        return record
+
+    for name, module in model.named_modules():
+        if name:
+            module.register_forward_hook(hook(name))
+    model.train()(torch.empty(batch, 3, 224, 224, device="meta"))
+    return shapes
+
+
+@dataclasses.dataclass
+class Call:
+    """One recorded op call: its kernels (in launch order) and where it ran."""
+
+    kernels: list[dict]
+    phase: str | None
+    layers: list[str]
+    node: str | None = None
+    seq: int | None = None
+
+
+def signature_groups(kernels: pd.DataFrame, shapes: dict[str, tuple]) -> dict[tuple, list[Call]]:
+    """The recorded op calls grouped by their aten signature, both in the step's order.
+
+    A call is the outermost op range of a main-thread kernel, or one op of an autograd node's evaluation
+    (the node's own work, or an op the engine ran for it: a gradient accumulation ``aten::add_``). Its
+    signature is what decides its tensors' shapes: the op and its module's type, configuration and shapes;
+    for backward, the node and the module of the forward op with the same ``seq``; a residual or gradient
+    ``add_`` by the shape it adds. Calls nothing identifies (the loss, the optimizer's multi-tensor ops) are
+    their own signature. Modules the recording left without a range (the residual add between a block's
+    leaf layers) take the shape of the block.
+    """
+    seq_layer: dict[int, str | None] = {}
+    evaluate_seq: dict[str, int] = {}
+    parsed = []
+    for kernel in kernels.to_dict("records"):
+        _, messages = parse_stack(kernel["nvtx_stack"])
+        ops = [match for match in map(OP_ITEM.match, messages) if match]
+        layers = [m[len("layer:"):] for m in messages if m.startswith("layer:")]
+        phase = next((m[len("phase:"):] for m in messages if m.startswith("phase:")), None)
+        parsed.append((kernel, ops, layers, phase))
+        for op in ops:
+            if op["seq"] and phase == "forward":
+                seq_layer.setdefault(int(op["seq"]), layers[-1] if layers else None)
+            if op["seq"] and ops[0]["name"].startswith(EVALUATE):
+                evaluate_seq[ops[0]["op_id"]] = int(op["seq"])
+
+    def module(layer):
+        return ("module", *shapes[layer])
+
+    calls: dict[tuple, tuple[tuple, Call]] = collections.OrderedDict()
+    previous_layer = None
+    for kernel, ops, layers, phase in parsed:
+        top, layer, node, seq = ops[0], (layers[-1] if layers else None), None, None
+        if top["name"].startswith(EVALUATE):
+            node, seq = top["name"][len(EVALUATE):], evaluate_seq[top["op_id"]]
+            forward_layer = seq_layer.get(seq)
+            forward = module(forward_layer) if forward_layer else ("seq", seq)
+            phase, layers = "backward", [forward_layer] if forward_layer else []
+            inner = ops[1]
+            if inner["name"] == node:
+                call, key = (top["op_id"], "node"), ("backward", node, forward)
+            elif inner["name"] == "aten::add_":  # gradient accumulation into the layer's input gradient
+                call, key = (top["op_id"], inner["op_id"]), ("add_", shapes[forward_layer][2])
+            else:
+                call, key = (top["op_id"], inner["op_id"]), ("backward", node, inner["name"], forward)
+        elif phase == "forward" and layer:
+            call, key = (top["op_id"],), ("forward", top["name"], module(layer))
+            previous_layer = layer
+        elif phase == "forward" and top["name"] == "aten::add_":  # a block's residual add
+            block = ".".join(previous_layer.split(".")[:2])
+            call, key = (top["op_id"],), ("add_", shapes[block][3])
+        else:
+            call, key = (top["op_id"],), ("call", top["op_id"])
+        calls.setdefault(call, (key, Call([], phase, layers, node, seq)))[1].kernels.append(kernel)
+    groups: dict[tuple, list[Call]] = collections.OrderedDict()
+    for key, found in calls.values():
+        groups.setdefault(key, []).append(found)
+    return groups
+
+
+def distinct_stand_in(kernels: pd.DataFrame, groups: dict[tuple, list[Call]], csv_path, plan_path) -> None:
+    """A STAND-IN for a distinct-mode run, made from the real exhaustive recording: the CSV keeps only the
+    kernels of each signature's first call, with ``rooflow:sig:<k>`` pushed inside its outermost op range
+    (where the driver's dispatch mode pushes it), and the plan lists every call — what the driver and ncu
+    would have written had they profiled this step in distinct mode."""
+    first: dict[int, tuple[int, list[str]]] = {}
+    signatures, order = [], {}
+    for number, (key, members) in enumerate(groups.items()):
+        for kernel in members[0].kernels:
+            thread, messages = parse_stack(kernel["nvtx_stack"])
+            top = next(i for i, m in enumerate(messages) if OP_ITEM.match(m))
+            first[int(kernel["id"])] = (number, format_stack(thread, [*messages[:top + 1], f"rooflow:sig:{number}",
+                                                                       *messages[top + 1:]]))
+        signatures.append({"id": number, "op": str(key[:2]), "signature": repr(key), "count": len(members),
+                           "occurrences": members})
+    for call in sorted((c for members in groups.values() for c in members), key=lambda c: c.kernels[0]["id"]):
+        order[id(call)] = len(order)
+    for entry in signatures:
+        entry["occurrences"] = [{"index": order[id(c)], "phase": c.phase, "layers": c.layers,
+                                 **({"node": c.node, "seq": c.seq} if c.node else {})} for c in entry["occurrences"]]
+    plan = {"format": "rooflow-ncu-plan/1", "mode": "distinct", "calls": len(order), "distinct": len(signatures),
+            "signatures": signatures}
+    plan_path.write_text(json.dumps(plan))
+    with gzip.open(NVTX_RECORDING, "rt") as source, open(csv_path, "w", newline="") as target:
+        writer = csv.writer(target, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        header = None
+        for line in source:
+            if not line.startswith('"'):
+                target.write(line)
+                continue
+            fields = next(csv.reader([line]))
+            if header is None:
+                header = fields
+                nvtx = next(i for i, name in enumerate(header) if name.startswith("thread Domain:Push/Pop_Range"))
+                writer.writerow(fields)
+            elif int(fields[0]) in first:
+                fields[nvtx] = first[int(fields[0])][1] + " "
+                writer.writerow(fields)
+
+TARGET = "results/aggregate/a100-sxm4-40gb/resnet18/b64-fp32-training/ncu.json"
+
+
+RECORDED = ROOT / "tests/data/real/cyanguwa-DeepLearningProfiling/mlperf-deepcam/PT-fp32-O1-AdamW-fw-733731"
+
+
+REPLAY = """#!/usr/bin/env bash
+# Stand-in for Nsight Compute: record argv, write a recorded ncu CSV to --log-file and, where the driver would
+# have written one, the plan to --plan.
+printf '%s\\n' "$@" > "{argv}"
+while [ $# -gt 0 ]; do [ "$1" = --log-file ] && log="$2"; [ "$1" = --plan ] && plan="$2"; shift; done
+{{ echo "==PROF== Connected to process 4242"; zcat -f "{recorded}"; }} > "$log"
+[ -n "$plan" ] && cp "{plan}" "$plan"
+exit 0
+"""
+
+
+def run_with_fake_ncu(workdir: Path, snakemake_exe: str, script: str, ncu_mode: str = "distinct"):
+    bin_dir = workdir / "fake-bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "ncu"
+    fake.write_text(script)
+    fake.chmod(0o755)
+    config = workdir / "tests" / "configs" / "gpu-ncu.yaml"
+    config.write_text((workdir / "tests" / "configs" / "gpu.yaml").read_text()
+                      + f"profiling: {{ncu: {{mode: {ncu_mode}}}}}\n")
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run([snakemake_exe, TARGET, "--cores", "2", "--configfile", str(config)],
+                          cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+
+
+PEAK_FP32, PEAK_TF32, PEAK_FP16 = 20e12, 150e12, 300e12
+DRAM, L2 = 2e12, 6e12
+
+
+
+def gpu() -> Device:
+    """An A100-like GPU: FP32 20, TF32 150, FP16 = BF16 300 TFLOP/s, FP64 10; DRAM 2 TB/s, L2 6 TB/s; measured
+    FP32 18 TFLOP/s (90%) and DRAM 1.8 TB/s (90%)."""
+    return Device(key="gpu", kind="cuda", name="Test GPU", architecture="sm_80",
+                  peak_flops_per_second={"fp64": 10e12, "fp32": PEAK_FP32, "tf32": PEAK_TF32, "fp16": PEAK_FP16,
+                                         "bf16": PEAK_FP16},
+                  dram_bytes_per_second=DRAM, l2_bytes_per_second=L2,
+                  measured_peak_flops_per_second={"fp32": 0.9 * PEAK_FP32}, measured_dram_bytes_per_second=0.9 * DRAM)
