@@ -157,7 +157,7 @@ def test_a_sigkilled_job_leaves_nothing_a_rerun_trusts_and_its_temporary_is_remo
     stand-in: no GPU here). The output does not exist, a dry run plans the job again, and the 2 MB
     `.ncu.csv.<random>.tmp` it leaves is removed when the next run starts; that run then succeeds."""
     from conftest import copy_workflow
-    from test_profile_rules import RECORDED, REPLAY, TARGET, run_with_fake_ncu
+    from support import RECORDED, REPLAY, TARGET, run_with_fake_ncu
 
     workdir = copy_workflow(tmp_path / "wf")
     csv = workdir / "results/profile/a100-sxm4-40gb/resnet18/b64-fp32-training/ncu.csv"
