@@ -112,19 +112,23 @@ def _map_tensors(value, fn):
     return value
 
 
-def _tensors(value, found: list) -> list:
+def tensors_in(value, found: list) -> list:
+    """The tensors in an op's arguments or results (lists/tuples/dicts nested), in order, appended to `found`."""
     if isinstance(value, torch.Tensor):
         found.append(value)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            _tensors(item, found)
+            tensors_in(item, found)
+    elif isinstance(value, dict):
+        for item in value.values():
+            tensors_in(item, found)
     return found
 
 
 def widest_dtype(args, kwargs) -> torch.dtype | None:
     """The widest floating dtype among the tensors of a call (autocast's promote policy)."""
     order = {torch.float16: 0, torch.bfloat16: 0, torch.float32: 1, torch.float64: 2}
-    found = [t.dtype for t in _tensors(list(args) + list(kwargs.values()), []) if t.dtype in order]
+    found = [t.dtype for t in tensors_in(list(args) + list(kwargs.values()), []) if t.dtype in order]
     return max(found, key=order.__getitem__) if found else None
 
 
@@ -195,7 +199,7 @@ class AutocastEmulation(TorchFunctionMode):
                              for k, v in kwargs.items()})
         elif policy == FP32_SET_OPT_DTYPE:
             has_dtype = kwargs.get("dtype") is not None or any(isinstance(a, torch.dtype) for a in args)
-            if not has_dtype and any(t.dtype in FLOATING for t in _tensors(list(args), [])):
+            if not has_dtype and any(t.dtype in FLOATING for t in tensors_in(list(args), [])):
                 kwargs = {**kwargs, "dtype": torch.float32}
         elif policy == PROMOTE:
             widest = widest_dtype(args, kwargs)

@@ -33,7 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from rooflow.estimate import formulas
-from rooflow.estimate.autocast import FP32, LOWER, AutocastEmulation, aten_policy
+from rooflow.estimate.autocast import FP32, LOWER, AutocastEmulation, aten_policy, tensors_in
 
 aten = torch.ops.aten
 
@@ -103,19 +103,6 @@ class Trace:
     unsupported: dict[str, int] = field(default_factory=dict)
     module_calls: dict[str, int] = field(default_factory=dict)  # phase -> nn.Module forward calls (host work)
     param_tensors: int = 0  # parameter tensors that require grad (the optimizer's tensor lists)
-
-
-def _tensors(value, found: list) -> list:
-    """The tensors in an op's arguments or results (lists/tuples/dicts nested), in order."""
-    if isinstance(value, torch.Tensor):
-        found.append(value)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _tensors(item, found)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _tensors(item, found)
-    return found
 
 
 def _touched_bytes(t: torch.Tensor) -> int:
@@ -290,7 +277,7 @@ class OpRecorder(TorchDispatchMode):
             # Autocast is off in backward and in the optimizer step. A matmul whose operands mix the low
             # dtype and fp32 there can only come from a forward op cast below autograd (the aten-level
             # fallback): cast like its forward did, so the step stays runnable.
-            dtypes = {t.dtype for t in _tensors(kwargs, _tensors(args, [])) if t.is_floating_point()}
+            dtypes = {t.dtype for t in tensors_in(kwargs, tensors_in(args, [])) if t.is_floating_point()}
             if policy != LOWER or not (self.autocast_dtype in dtypes and torch.float32 in dtypes):
                 return args, kwargs
         if policy == LOWER:
@@ -353,8 +340,8 @@ class OpRecorder(TorchDispatchMode):
 
     def _record(self, func, args, kwargs, out, layer: str, phase: str, signature=None) -> OpRecord:
         packet = func.overloadpacket
-        flat_args = _tensors(kwargs, _tensors(args, []))
-        flat_out = _tensors(out, [])
+        flat_args = tensors_in(kwargs, tensors_in(args, []))
+        flat_out = tensors_in(out, [])
         reads: dict[tuple, tuple[int, int]] = {}
         param_operand = False
         write_only = packet in WRITE_ONLY_OPS
