@@ -34,6 +34,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from rooflow.errors import RooflowError
 
@@ -218,3 +222,101 @@ def tensor_flop_metrics(columns: Iterable[str]) -> list[str]:
         stems.append(stem)
     kept = [s for s in stems if not any(s != other and s.startswith(other + "_") for other in stems)]
     return [f"{stem}.sum" for stem in kept]
+
+
+# --------------------------------------------------------------------------------------------------
+# Counters -> FLOPs, bytes, seconds
+
+
+def _weighted(wide: pd.DataFrame, weights: dict[str, float]) -> pd.Series | None:
+    """Σ weight × metric per kernel over the metrics present; NaN for a kernel where all of them are NaN."""
+    present = {name: weight for name, weight in weights.items() if name in wide.columns}
+    if not present:
+        return None
+    values = wide[list(present)]
+    total = sum(values[name].fillna(0.0) * weight for name, weight in present.items())
+    return total.where(~values.isna().all(axis=1))
+
+
+def derive_quantities(wide: pd.DataFrame, cc: pd.Series) -> tuple[pd.DataFrame, dict[str, Any], list[str]]:
+    """Per kernel (rows of `wide`: one column per collected metric, SI values; `cc`: compute capability),
+    the FLOPs per precision, DRAM/L2/L1 bytes and seconds by the conventions above; with what was used
+    (`info`) and how each quantity was formed (`notes`)."""
+    columns = set(wide.columns)
+    derived = pd.DataFrame(index=wide.index)
+    used: list[str] = []
+    notes: list[str] = []
+
+    for precision, weights in CUDA_CORE_FLOP_WEIGHTS.items():
+        names = {sass_metric(columns, op): weight for op, weight in weights.items()}
+        names = {name: weight for name, weight in names.items() if name}
+        series = _weighted(wide, names)
+        derived[f"flops_{precision}"] = series if series is not None else np.nan
+        used += list(names)
+        missing = [op for op in weights if not sass_metric(columns, op)]
+        if names and missing:
+            notes.append(f"flops_{precision} lacks the {', '.join(missing)} counters: it undercounts.")
+        if names and precision == "fp16":
+            notes.append("fp16 CUDA-core FLOPs count half2 instructions: 2·hadd + 2·hmul + 4·hfma.")
+
+    tensor_names = tensor_flop_metrics(columns)
+    tensor_collected = bool(tensor_names)
+    if tensor_names:
+        derived["flops_tensor"] = _weighted(wide, {name: 1 for name in tensor_names})
+        used += tensor_names
+        notes.append(f"Tensor-core FLOPs = Σ {', '.join(tensor_names)} (these counters count FLOPs).")
+    elif VOLTA_TENSOR_INSTRUCTIONS in columns:
+        capabilities = {str(value) for value in cc.dropna()}
+        if capabilities and not all(value.startswith(("7.0", "7.2")) for value in capabilities):
+            derived["flops_tensor"] = np.nan
+            notes.append(f"{VOLTA_TENSOR_INSTRUCTIONS} was collected on compute capability "
+                         f"{', '.join(sorted(capabilities))}, where 512 FLOPs per instruction does not hold: "
+                         f"tensor-core FLOPs not counted; collect sm__ops_path_tensor_src_* instead.")
+        else:
+            derived["flops_tensor"] = wide[VOLTA_TENSOR_INSTRUCTIONS] * VOLTA_FLOPS_PER_TENSOR_INSTRUCTION
+            used.append(VOLTA_TENSOR_INSTRUCTIONS)
+            tensor_collected = True
+            notes.append(f"Tensor-core FLOPs = {VOLTA_FLOPS_PER_TENSOR_INSTRUCTION} × "
+                         f"{VOLTA_TENSOR_INSTRUCTIONS} (Volta HMMA, FP32 accumulate).")
+    else:
+        derived["flops_tensor"] = np.nan
+        notes.append("No tensor-core metric was collected: tensor-core work (TF32/FP16/BF16 convolutions and "
+                     "GEMMs) is invisible to these totals.")
+
+    flop_columns = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]
+    derived["flops_total"] = derived[flop_columns].sum(axis=1, min_count=1)
+
+    def pick(label: str, options: list[tuple[dict[str, float], str]]) -> None:
+        for weights, how in options:
+            if all(name in columns for name in weights):
+                derived[label] = _weighted(wide, weights)
+                used.extend(weights)
+                notes.append(f"{label} = {how}.")
+                return
+        derived[label] = np.nan
+
+    pick("dram_bytes", [({DRAM_BYTES: 1}, DRAM_BYTES),
+                        ({DRAM_BYTES_READ: 1, DRAM_BYTES_WRITE: 1}, f"{DRAM_BYTES_READ} + {DRAM_BYTES_WRITE}"),
+                        ({DRAM_SECTORS: SECTOR_BYTES}, f"{SECTOR_BYTES} × {DRAM_SECTORS}"),
+                        ({DRAM_SECTORS_READ: SECTOR_BYTES, DRAM_SECTORS_WRITE: SECTOR_BYTES},
+                         f"{SECTOR_BYTES} × ({DRAM_SECTORS_READ} + {DRAM_SECTORS_WRITE})")])
+    pick("l2_bytes", [({L2_BYTES: 1}, L2_BYTES), ({L2_SECTORS: SECTOR_BYTES}, f"{SECTOR_BYTES} × {L2_SECTORS}")])
+    pick("l1_bytes", [({L1_BYTES: 1}, L1_BYTES), ({L1_SECTORS: SECTOR_BYTES}, f"{SECTOR_BYTES} × {L1_SECTORS}")])
+
+    has_seconds = True
+    if DURATION in columns:
+        derived["seconds"] = wide[DURATION]
+        used.append(DURATION)
+        notes.append(f"seconds = {DURATION} (ncu locks clocks to base: use nsys or CUDA events for time).")
+    elif CYCLES in columns and CYCLES_PER_SECOND in columns:
+        # Per kernel, then summed: a rate is never added across kernels.
+        derived["seconds"] = wide[CYCLES] / wide[CYCLES_PER_SECOND]
+        used += [CYCLES, CYCLES_PER_SECOND]
+        notes.append(f"seconds = {CYCLES} / {CYCLES_PER_SECOND} per kernel.")
+    else:
+        derived["seconds"] = np.nan
+        has_seconds = False
+
+    info = {"tensor_metrics_collected": tensor_collected, "has_seconds": has_seconds,
+            "metrics_collected": sorted(set(used))}
+    return derived, info, notes

@@ -584,103 +584,6 @@ def _check_separate_runs(runs: list[_Run], notes: list[str]) -> None:
                          f"counted once.")
 
 
-# --------------------------------------------------------------------------------------------------
-# Derived quantities
-
-
-def _weighted(wide: pd.DataFrame, weights: dict[str, float]) -> pd.Series | None:
-    """Σ weight × metric per kernel over the metrics present; NaN for a kernel where all of them are NaN."""
-    present = {name: weight for name, weight in weights.items() if name in wide.columns}
-    if not present:
-        return None
-    values = wide[list(present)]
-    total = sum(values[name].fillna(0.0) * weight for name, weight in present.items())
-    return total.where(~values.isna().all(axis=1))
-
-
-def _derive(wide: pd.DataFrame, cc: pd.Series, bad_units: dict[str, tuple[str, int, Path]]
-            ) -> tuple[pd.DataFrame, dict[str, Any], list[str]]:
-    columns = set(wide.columns)
-    derived = pd.DataFrame(index=wide.index)
-    used: list[str] = []
-    notes: list[str] = []
-
-    for precision, weights in m.CUDA_CORE_FLOP_WEIGHTS.items():
-        names = {m.sass_metric(columns, op): weight for op, weight in weights.items()}
-        names = {name: weight for name, weight in names.items() if name}
-        series = _weighted(wide, names)
-        derived[f"flops_{precision}"] = series if series is not None else np.nan
-        used += list(names)
-        missing = [op for op in weights if not m.sass_metric(columns, op)]
-        if names and missing:
-            notes.append(f"flops_{precision} lacks the {', '.join(missing)} counters: it undercounts.")
-        if names and precision == "fp16":
-            notes.append("fp16 CUDA-core FLOPs count half2 instructions: 2·hadd + 2·hmul + 4·hfma.")
-
-    tensor_names = m.tensor_flop_metrics(columns)
-    tensor_collected = bool(tensor_names)
-    if tensor_names:
-        derived["flops_tensor"] = _weighted(wide, {name: 1 for name in tensor_names})
-        used += tensor_names
-        notes.append(f"Tensor-core FLOPs = Σ {', '.join(tensor_names)} (these counters count FLOPs).")
-    elif m.VOLTA_TENSOR_INSTRUCTIONS in columns:
-        capabilities = {str(value) for value in cc.dropna()}
-        if capabilities and not all(value.startswith(("7.0", "7.2")) for value in capabilities):
-            derived["flops_tensor"] = np.nan
-            notes.append(f"{m.VOLTA_TENSOR_INSTRUCTIONS} was collected on compute capability "
-                         f"{', '.join(sorted(capabilities))}, where 512 FLOPs per instruction does not hold: "
-                         f"tensor-core FLOPs not counted; collect sm__ops_path_tensor_src_* instead.")
-        else:
-            derived["flops_tensor"] = wide[m.VOLTA_TENSOR_INSTRUCTIONS] * m.VOLTA_FLOPS_PER_TENSOR_INSTRUCTION
-            used.append(m.VOLTA_TENSOR_INSTRUCTIONS)
-            tensor_collected = True
-            notes.append(f"Tensor-core FLOPs = {m.VOLTA_FLOPS_PER_TENSOR_INSTRUCTION} × "
-                         f"{m.VOLTA_TENSOR_INSTRUCTIONS} (Volta HMMA, FP32 accumulate).")
-    else:
-        derived["flops_tensor"] = np.nan
-        notes.append("No tensor-core metric was collected: tensor-core work (TF32/FP16/BF16 convolutions and "
-                     "GEMMs) is invisible to these totals.")
-
-    flop_columns = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]
-    derived["flops_total"] = derived[flop_columns].sum(axis=1, min_count=1)
-
-    def pick(label: str, options: list[tuple[dict[str, float], str]]) -> None:
-        for weights, how in options:
-            if all(name in columns for name in weights):
-                derived[label] = _weighted(wide, weights)
-                used.extend(weights)
-                notes.append(f"{label} = {how}.")
-                return
-        derived[label] = np.nan
-
-    pick("dram_bytes", [({m.DRAM_BYTES: 1}, m.DRAM_BYTES),
-                        ({m.DRAM_BYTES_READ: 1, m.DRAM_BYTES_WRITE: 1}, f"{m.DRAM_BYTES_READ} + {m.DRAM_BYTES_WRITE}"),
-                        ({m.DRAM_SECTORS: m.SECTOR_BYTES}, f"{m.SECTOR_BYTES} × {m.DRAM_SECTORS}"),
-                        ({m.DRAM_SECTORS_READ: m.SECTOR_BYTES, m.DRAM_SECTORS_WRITE: m.SECTOR_BYTES},
-                         f"{m.SECTOR_BYTES} × ({m.DRAM_SECTORS_READ} + {m.DRAM_SECTORS_WRITE})")])
-    pick("l2_bytes", [({m.L2_BYTES: 1}, m.L2_BYTES), ({m.L2_SECTORS: m.SECTOR_BYTES}, f"{m.SECTOR_BYTES} × {m.L2_SECTORS}")])
-    pick("l1_bytes", [({m.L1_BYTES: 1}, m.L1_BYTES), ({m.L1_SECTORS: m.SECTOR_BYTES}, f"{m.SECTOR_BYTES} × {m.L1_SECTORS}")])
-
-    has_seconds = True
-    if m.DURATION in columns:
-        derived["seconds"] = wide[m.DURATION]
-        used.append(m.DURATION)
-        notes.append(f"seconds = {m.DURATION} (ncu locks clocks to base: use nsys or CUDA events for time).")
-    elif m.CYCLES in columns and m.CYCLES_PER_SECOND in columns:
-        # Per kernel, then summed: a rate is never added across kernels.
-        derived["seconds"] = wide[m.CYCLES] / wide[m.CYCLES_PER_SECOND]
-        used += [m.CYCLES, m.CYCLES_PER_SECOND]
-        notes.append(f"seconds = {m.CYCLES} / {m.CYCLES_PER_SECOND} per kernel.")
-    else:
-        derived["seconds"] = np.nan
-        has_seconds = False
-
-    _check_units(bad_units)
-    info = {"tensor_metrics_collected": tensor_collected, "has_seconds": has_seconds,
-            "metrics_collected": sorted(set(used))}
-    return derived, info, notes
-
-
 def _check_units(bad_units: dict[str, tuple[str, int, Path]]) -> None:
     for metric, (unit, number, path) in bad_units.items():
         if m.is_used_metric(metric):
@@ -757,7 +660,8 @@ def aggregate_ncu(paths: list[str | Path] | str | Path, required_metrics: Iterab
     columns = list(dict.fromkeys(column for run in runs for column in run.wide.columns))
     tables, info, derived_notes = [], None, []
     for run in runs:
-        derived, run_info, run_notes = _derive(run.wide.reindex(columns=columns), run.info["cc"], bad)
+        derived, run_info, run_notes = m.derive_quantities(run.wide.reindex(columns=columns), run.info["cc"])
+        _check_units(bad)
         if info is None:
             info, derived_notes = run_info, run_notes
         tables.append(_table(run.info, derived))
