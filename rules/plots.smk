@@ -21,6 +21,7 @@ rule check_runs:
         layers=get_estimate_files("layers.csv"),
         ceilings=list(get_ceilings_files().values()),
     output:
+        records="results/checks/checks.json",
         table="results/checks/checks.csv",
         forward_backward="results/checks/forward_backward.csv",
         overview="results/checks/overview.html",
