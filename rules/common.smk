@@ -242,6 +242,15 @@ def get_timeline_input(wildcards):
     ]
 
 
+def get_device_timings(wildcards):
+    """The timing records of the runs timed on this device (their measured time per layer)."""
+    return [
+        f"results/profile/{wildcards.device}/{run_path(run)}/timing.json"
+        for run in RUNS
+        if wildcards.device in MEASURED_DEVICES and run_fits(wildcards.device, run)
+    ]
+
+
 def get_device_timelines(wildcards):
     """The kernel timelines of the runs timed on this GPU (the time by kernel class when nsys is off)."""
     if wildcards.device not in CUDA_DEVICES:

@@ -20,6 +20,7 @@ rule check_runs:
         totals=get_estimate_files("totals.json"),
         layers=get_estimate_files("layers.csv"),
         ceilings=list(get_ceilings_files().values()),
+        timings=get_timing_files,
     output:
         records="results/checks/checks.json",
         table="results/checks/checks.csv",
@@ -167,6 +168,7 @@ rule plot_time_by_layer:
         ops=get_estimate_files("ops.csv"),
         nsys=get_device_aggregates("nsys"),
         timelines=get_device_timelines,
+        timings=get_device_timings,
         ceilings=get_plot_ceilings,
     output:
         figure=report(

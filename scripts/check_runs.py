@@ -7,7 +7,7 @@ from rooflow.report.tables import checks_overview, write_html_table
 i, o = snakemake.input, snakemake.output
 with step_logging(snakemake.log[0], "check_runs") as log:
     records, forward_backward = check_file_records(i.summary, i.totals, i.layers, i.ceilings,
-                                                   snakemake.params.devices_file)
+                                                   snakemake.params.devices_file, i.timings)
     write_checks(o.records, records)
     checks = checks_frame(records)
     write_csv(o.table, checks)

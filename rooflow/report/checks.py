@@ -24,7 +24,9 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   ratio the layers imply, ``2 − s`` where ``s`` is the first conv/linear layer's share of the forward
   matmul FLOPs (every conv/linear backward computes an input gradient and a weight gradient, each the
   forward's cost, except the first layer, whose input needs no gradient — DESIGN.md); and the measured
-  backward:forward latency ratio against the same implied ratio.
+  backward:forward latency ratio against the same implied ratio; its cause names the layers whose measured
+  backward carries the excess (the timing job's profiled iteration, rooflow.measure.optime), or says
+  "unexplained".
 - **noisy**: interquartile range over ``summary.NOISY_SPREAD`` of the median time.
 - **predicted vs measured time / memory**: the measurement outside the time model's band, or the memory
   prediction off by more than 15% (a warning naming what carries most of the predicted time: an op class,
@@ -146,7 +148,35 @@ def summary_checks(summary: pd.DataFrame) -> list[Check]:
     return [check for _, run in summary.iterrows() for check in run_checks(run)]
 
 
-def forward_backward_checks(table: pd.DataFrame) -> list[Check]:
+def latency_cause(latency: float, implied: float, low: float, high: float, ops: pd.DataFrame | None
+                  ) -> tuple[str, str]:
+    """(cause, evidence) of a backward:forward latency ratio outside [low, high], from the measured time per
+    layer of the run's profiled iteration (rooflow.measure.optime): the layers whose backward carries the
+    excess over ``implied`` × their forward, or "unexplained" where that iteration does not show it."""
+    from rooflow.measure.optime import backward_excess
+
+    pace = "under half" if latency > high else "over twice"
+    what = f"the backward ran at {pace} the forward's FLOP/s"
+    profiled, carriers = backward_excess(ops, implied)
+    if profiled is None:
+        return (f"unexplained: {what}, and no per-op time of this run was recorded (the timing job records one "
+                "profiled iteration; rerun it)"), ""
+    if not low <= profiled <= high and (profiled > high) == (latency > high) and carriers:
+        named = ", ".join(f"{c['name']} {c['excess_seconds'] * 1e3:+.3g} ms" for c in carriers)
+        share = sum(c["share"] for c in carriers if c["share"] is not None)
+        evidence = "; ".join(f"{c['name']}: backward {c['backward_seconds'] * 1e3:.3g} ms, forward "
+                             f"{c['forward_seconds'] * 1e3:.3g} ms" for c in carriers)
+        return (f"{what}; in the profiled iteration (backward/forward {profiled:.2f}) the excess over "
+                f"{implied:.2f} × forward is in {named} ({100 * share:.0f}% of it)"), evidence
+    return (f"unexplained: {what} in the timed iterations, but the profiled iteration's ops give backward/forward "
+            f"{profiled:.2f}, inside [{low:.2f}, {high:.2f}]: the excess is not in the ops (noise, or one-off work "
+            f"in the timing)"), ""
+
+
+def forward_backward_checks(table: pd.DataFrame, op_times: dict[tuple, pd.DataFrame] | None = None
+                            ) -> list[Check]:
+    """The forward:backward FLOP check (once per run) and latency check (per device). ``op_times``: {(device,
+    model, batch, precision, mode): measured time per layer of the run's profiled iteration}."""
     out = []
     seen_flops: set[tuple] = set()
     for _, run in table.iterrows():
@@ -171,17 +201,11 @@ def forward_backward_checks(table: pd.DataFrame) -> list[Check]:
         latency = run.get("latency_ratio")
         low, high = run.get("latency_ratio_low"), run.get("latency_ratio_high")
         if _finite(latency) and _finite(low) and _finite(high) and not low <= latency <= high:
-            if latency > high:
-                cause = ("the backward ran at under half the forward's FLOP/s: memory-bound gradient kernels "
-                         "(BatchNorm/ReLU/pooling backward dominate at small batch), slow depthwise or "
-                         "first-layer weight-gradient kernels, or a noisy backward timing")
-            else:
-                cause = ("the backward ran at over twice the forward's FLOP/s: the forward timing includes "
-                         "one-off work (allocation, autotuning after warm-up) or the backward timer does not "
-                         "wait for its kernels")
+            ops = (op_times or {}).get(tuple(run[k] for k in RUN_COLUMNS))
+            cause, evidence = latency_cause(latency, implied, low, high, ops)
             out.append(for_run(run, "warning", "forward:backward latency", f"backward/forward time {latency:.2f}",
                                f"[{low:.2f}, {high:.2f}] (implied FLOP ratio {run['implied_flops_ratio']:.3f} "
-                               f"÷/× {FB_LATENCY_FACTOR:g})", cause))
+                               f"÷/× {FB_LATENCY_FACTOR:g})", cause, evidence))
     return out
 
 
@@ -221,12 +245,14 @@ def ceilings_checks(ceilings: dict[str, dict], datasheet_dram: dict[str, float |
 
 def check_records(summary: pd.DataFrame, totals: dict[tuple, dict] | None = None,
                   layers: dict[tuple, pd.DataFrame] | None = None, ceilings: dict[str, dict] | None = None,
-                  datasheet_dram: dict[str, float | None] | None = None) -> tuple[list[Check], pd.DataFrame]:
+                  datasheet_dram: dict[str, float | None] | None = None,
+                  op_times: dict[tuple, pd.DataFrame] | None = None) -> tuple[list[Check], pd.DataFrame]:
     """(every failed check as a record, forward:backward table): errors first, then warnings, then results;
-    within each, by run. ``ceilings``/``datasheet_dram``: see :func:`ceilings_checks`."""
+    within each, by run. ``ceilings``/``datasheet_dram``: see :func:`ceilings_checks`; ``op_times``: see
+    :func:`forward_backward_checks`."""
     totals, layers = totals or {}, layers or {}
     fb = forward_backward_table(summary, totals, layers)
-    records = summary_checks(summary) + forward_backward_checks(fb) + estimate_checks(totals) + \
+    records = summary_checks(summary) + forward_backward_checks(fb, op_times) + estimate_checks(totals) + \
         ceilings_checks(ceilings or {}, datasheet_dram)
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     records.sort(key=lambda c: (rank[c.severity], c.device, c.model, c.batch, c.precision, c.mode, c.check))
@@ -235,10 +261,11 @@ def check_records(summary: pd.DataFrame, totals: dict[tuple, dict] | None = None
 
 def build_checks(summary: pd.DataFrame, totals: dict[tuple, dict] | None = None,
                  layers: dict[tuple, pd.DataFrame] | None = None, ceilings: dict[str, dict] | None = None,
-                 datasheet_dram: dict[str, float | None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 datasheet_dram: dict[str, float | None] | None = None,
+                 op_times: dict[tuple, pd.DataFrame] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(checks table, forward:backward table): :func:`check_records` as one row per failed check
     (:data:`CHECK_COLUMNS`)."""
-    records, fb = check_records(summary, totals, layers, ceilings, datasheet_dram)
+    records, fb = check_records(summary, totals, layers, ceilings, datasheet_dram, op_times)
     return checks_frame(records), fb
 
 
@@ -280,17 +307,32 @@ def load_estimates(totals_paths, layers_paths=()) -> tuple[dict[tuple, dict], di
 
 
 def check_files(summary_path: str | Path, totals_paths=(), layers_paths=(), ceilings_paths=(),
-                devices_file: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                devices_file: str | Path | None = None, timings_paths=()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """build_checks over a workflow's files (:func:`check_file_records`, as tables)."""
-    records, fb = check_file_records(summary_path, totals_paths, layers_paths, ceilings_paths, devices_file)
+    records, fb = check_file_records(summary_path, totals_paths, layers_paths, ceilings_paths, devices_file,
+                                     timings_paths)
     return checks_frame(records), fb
 
 
+def load_op_times(timings_paths) -> dict[tuple, pd.DataFrame]:
+    """{(device, model, batch, precision, mode): measured time per layer} from the timing records that hold
+    one (rooflow.measure.optime)."""
+    from rooflow.measure.optime import from_record
+
+    out = {}
+    for path in timings_paths:
+        record = read_json(path)
+        if record.get("op_times") and record.get("device"):
+            key = (record["device"], record["model"], int(record["batch"]), record["precision"], record["mode"])
+            out[key] = from_record(record)
+    return out
+
+
 def check_file_records(summary_path: str | Path, totals_paths=(), layers_paths=(), ceilings_paths=(),
-                       devices_file: str | Path | None = None) -> tuple[list[Check], pd.DataFrame]:
-    """check_records over a workflow's files: results/summary.csv, the estimate's totals/layers, and the
-    measured ceilings (results/ceilings/{device}.json: the device is the file's stem) with the catalogue's
-    datasheet DRAM roofs where `devices_file` is given."""
+                       devices_file: str | Path | None = None, timings_paths=()) -> tuple[list[Check], pd.DataFrame]:
+    """check_records over a workflow's files: results/summary.csv, the estimate's totals/layers, the measured
+    ceilings (results/ceilings/{device}.json: the device is the file's stem) with the catalogue's datasheet
+    DRAM roofs where `devices_file` is given, and the timing records (their measured time per layer)."""
     totals, layers = load_estimates(totals_paths, layers_paths)
     ceilings = {Path(p).stem: read_json(p) for p in ceilings_paths}
     datasheet_dram = None
@@ -298,7 +340,8 @@ def check_file_records(summary_path: str | Path, totals_paths=(), layers_paths=(
         from rooflow.hardware.devices import load_devices
 
         datasheet_dram = {k: d.dram_bytes_per_second for k, d in load_devices(devices_file).items()}
-    return check_records(pd.read_csv(summary_path), totals, layers, ceilings, datasheet_dram)
+    return check_records(pd.read_csv(summary_path), totals, layers, ceilings, datasheet_dram,
+                         load_op_times(timings_paths))
 
 
 def records_path(summary_path: str | Path) -> Path:
@@ -319,7 +362,8 @@ def _cmd_checks(args: argparse.Namespace) -> int:
         layers_paths = [p.with_name("layers.csv") for p in totals_paths]
         records, _ = check_file_records(args.summary, totals_paths,
                                         [p if p.is_file() else None for p in layers_paths],
-                                        sorted(Path(args.ceilings).glob("*.json")), args.devices_file)
+                                        sorted(Path(args.ceilings).glob("*.json")), args.devices_file,
+                                        sorted(Path(args.profiles).glob("*/*/*/timing.json")))
     if not records:
         print("all self-checks passed")
         return 0
@@ -341,6 +385,9 @@ def register(subparsers) -> None:
                         help="the estimate folder (MODEL/bBATCH-PRECISION-MODE/{totals.json,layers.csv})")
     parser.add_argument("--ceilings", default="results/ceilings",
                         help="the measured ceilings folder ({device}.json): cache roofs at or below DRAM")
+    parser.add_argument("--profiles", default="results/profile",
+                        help="the timing records (DEVICE/MODEL/bBATCH-PRECISION-MODE/timing.json): the measured "
+                             "time per layer that explains a forward:backward latency ratio")
     parser.add_argument("--records", default=None,
                         help="a checks file written by the workflow (results/checks/checks.json, read by default "
                              "when it is newer than the summary); without one, the checks are computed")

@@ -45,6 +45,7 @@ COLUMNS = [
     "attainable_flops_per_second_measured_roof", "percent_of_measured_roofline",
     "predicted_seconds", "predicted_seconds_low", "predicted_seconds_high", "predicted_bound",
     "predicted_host_seconds", "predicted_device_seconds", "predicted_seconds_by_class", "calibration_source",
+    "top_time", "top_time_source",
     "measured_over_predicted", "roofline_seconds",
     "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
     "measured_memory_bytes", "warmup_memory_bytes", "measured_reserved_bytes", "measured_over_predicted_memory",
@@ -97,6 +98,20 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
     predicted = memory.get("predicted_memory_bytes")
     if measured and predicted and device.is_cuda:
         row["measured_over_predicted_memory"] = measured / predicted
+
+
+def _top_time(row: dict[str, Any], timing: dict[str, Any] | None) -> None:
+    """What takes most of the step's time, and its share: the layer type, measured (the timing job's profiled
+    iteration) where it was recorded, else the op class the time model predicts."""
+    from rooflow.measure.optime import from_record, seconds_by
+
+    source, seconds = "measured", seconds_by(from_record(timing)) if timing else {}
+    if not seconds:
+        source, seconds = "predicted", json.loads(row.get("predicted_seconds_by_class") or "{}")
+    total = math.fsum(seconds.values())
+    if total > 0:
+        name, value = max(seconds.items(), key=lambda kv: kv[1])
+        row["top_time"], row["top_time_source"] = f"{name} {100 * value / total:.0f}%", source
 
 
 def _reconcile(measured: dict, estimate: dict, precision: str, mode: str, device: Device) -> dict[str, Any]:
@@ -223,6 +238,7 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["percent_of_measured_roofline"] = percent
 
     _predictions(row, estimate, ops, device, calibration)
+    _top_time(row, timing)
     # the checks as records (rooflow.report.findings); the column is their rendering, for people
     row["checks"] = render(run_checks(row))
     return row
