@@ -240,6 +240,33 @@ def ceilings_checks(ceilings: dict[str, dict], datasheet_dram: dict[str, float |
                 f"> {why.get('dram_source', 'measured')} DRAM {floor / 1e9:.0f} GB/s" if _finite(floor) else "> DRAM",
                 f"{why.get('reason', 'a failed cache measurement')}; re-measure with `rooflow ceilings` on the device "
                 "(its L2 test reads an L2-resident buffer many times per kernel)", label=f"{device} {level.upper()} ceiling"))
+        out += theoretical_roof_checks(device, result)
+    return out
+
+
+def theoretical_roof_checks(device: str, ceilings: dict) -> list[Check]:
+    """One warning per theoretical compute roof (a CPU's cores × clock × FLOP/cycle) below the roof the
+    ceilings job measured: a "theoretical" roof the machine beats is not a roof."""
+    out = []
+    theory = ceilings.get("theoretical") or {}
+    measured = ceilings.get("peak_flops_per_second") or {}
+    for key, peak in sorted((ceilings.get("theoretical_peak_flops_per_second") or {}).items()):
+        reached = measured.get(key)
+        if not (_finite(peak) and _finite(reached) and reached > peak):
+            continue
+        clock = theory.get("clock_hz")
+        why = ("the clock was measured under load, so the microarchitecture does more FP32 FLOP per cycle than "
+               f"assumed ({theory.get('fp32_flops_per_cycle_per_core')} for {theory.get('microarchitecture')}), "
+               "or the clock rose after it was measured" if theory.get("clock_measured") else
+               f"the cores ran above the {clock / 1e9:.3g} GHz it assumes (turbo: /proc/cpuinfo gives the nominal "
+               "clock, and no clock was measured under load here)" if _finite(clock) else
+               "the clock or FLOP/cycle it assumes is too low")
+        run = {"device": device, "model": "(ceilings)", "batch": 0, "precision": key, "mode": ""}
+        out.append(for_run(run, "warning", "theoretical roof below a measured one",
+                           f"measured {key.upper()} {reached / 1e9:.4g} GFLOP/s = {100 * reached / peak:.0f}% of "
+                           f"the theoretical {peak / 1e9:.4g} GFLOP/s", "≤ 100% of the theoretical roof",
+                           f"{why}; the theoretical roof is not a roof here: read the runs against the measured "
+                           "one (dashed)", theory.get("basis") or "", label=f"{device} theoretical {key.upper()} roof"))
     return out
 
 
