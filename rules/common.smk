@@ -295,6 +295,16 @@ def get_plot_devices():
     return sorted(set(MEASURED_DEVICES) | {e["device"] for e in IMPORTS})
 
 
+def get_home_rooflines(wildcards=None):
+    """Each device's roofline for the home page: the devices this workflow measures first, in the config's
+    order, then those of imported profiles."""
+    imported = sorted({e["device"] for e in IMPORTS} - set(MEASURED_DEVICES))
+    return [
+        f"results/plots/roofline/{device}.svg"
+        for device in [*MEASURED_DEVICES, *imported]
+    ]
+
+
 def get_final_outputs(wildcards=None):
     """The targets of the default rule: the summary and every report item (get_report_outputs)."""
     return ["results/summary.csv", *get_report_outputs()]
@@ -379,6 +389,7 @@ def get_report_outputs():
     outputs = [
         rules.check_runs.output.report,
         rules.check_runs.output.overview,
+        rules.tabulate_home.output.page,
         rules.plot_costs.output.flops,
         rules.plot_costs.output.params,
         rules.plot_correlation.output.figure,

@@ -5,6 +5,7 @@
 
 localrules:
     check_runs,
+    tabulate_home,
     plot_latency,
     plot_correlation,
     plot_forward_backward,
@@ -63,6 +64,21 @@ rule plot_roofline:
         devices_file=config["devices_file"],
     script:
         "../scripts/plot_roofline.py"
+
+
+rule tabulate_home:
+    input:
+        summary=rules.summarize.output.summary,
+        checks=rules.check_runs.output.table,
+        rooflines=get_home_rooflines,
+    output:
+        page="results/report/home.html",
+    log:
+        "logs/report/home.log",
+    conda:
+        "../envs/rooflow.yaml"
+    script:
+        "../scripts/tabulate_home.py"
 
 
 rule plot_costs:
