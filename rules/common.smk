@@ -389,6 +389,7 @@ def get_report_outputs():
     outputs = [
         rules.check_runs.output.report,
         rules.check_runs.output.overview,
+        rules.check_runs.output.records,
         rules.tabulate_home.output.page,
         rules.plot_costs.output.flops,
         rules.plot_costs.output.params,

@@ -131,6 +131,9 @@ def test_a_cpu_timing_records_the_time_of_each_layer(tmp_path):
     # squeezenet1_0: 26 convolutions, each with a forward and a backward row under its module's name
     assert convolutions.groupby("phase")["layer"].nunique().to_dict() == {"backward": 26, "forward": 26}
     assert set(ops["phase"]) == {"forward", "backward", "optimizer"}
+    # a Fire block's own op (the concatenation of its expands) is booked to the block, forward and backward
+    fire = ops[ops["layer_type"] == "Fire"]
+    assert fire.groupby("phase")["layer"].nunique().to_dict() == {"backward": 8, "forward": 8}
     assert record["op_times_source"] == "torch.profiler: CPU time of each op"
 
 

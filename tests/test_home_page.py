@@ -3,6 +3,7 @@ roofline — from the real H100 summary (tests/data/real/h100-rooflow/summary-tf
 
 from __future__ import annotations
 
+import base64
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -59,6 +60,8 @@ def test_the_home_page_puts_each_devices_table_beside_its_roofline(tmp_path):
     header, *rows = [r for r in parser.rows if r]
     assert header == ANSWER_COLUMNS
     assert len(rows) == 4 + 1  # 3 shown, the header of the folded table, and the one folded run
-    assert page.index(DEVICE) < page.index("<details><summary>1 more runs") < page.index("<svg")
-    assert "<?xml" not in page and 'style="width:100%;height:auto"' in page  # inlined, scaled to its column
+    assert page.index(DEVICE) < page.index("<details><summary>1 more runs") < page.index("<img")
+    # the figure as an image of its own (its ids apart from the other figures'), scaled to its column
+    uri = page.split('src="data:image/svg+xml;base64,', 1)[1].split('"', 1)[0]
+    assert base64.b64decode(uri) == svg.read_bytes() and 'style="width:100%;height:auto"' in page
     assert "No run was measured" in home_page(summary, {"cpu": svg})

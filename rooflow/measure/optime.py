@@ -8,7 +8,7 @@ The trace's top-level ``cpu_op`` events on each thread are the ops a step runs: 
 optimizer's ops inside ``Optimizer.step#...``. An op's time is the GPU time of the kernels it launched (CUPTI's
 correlation ids) where the trace has kernels, else its own CPU duration (a CPU run: the op IS the work).
 
-Its layer: the ``module:<name>:<type>`` range the capture pushes around every leaf module's forward
+Its layer: the innermost ``module:<name>:<type>`` range the capture pushes around every module's forward
 (:func:`module_ranges`); a backward node carries the forward op's sequence number (``Sequence number``, as
 ``torch.autograd.profiler.emit_nvtx`` numbers them), which names the layer of its forward op. Where no module
 range was recorded (older traces), the layer type comes from the op's name (:data:`OP_LAYER_TYPES`); an op no
@@ -55,8 +55,9 @@ _LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
 
 @contextlib.contextmanager
 def module_ranges(model: Any) -> Iterator[None]:
-    """Push a ``module:<name>:<type>`` profiler range around every leaf module's forward, so the trace names
-    each op's layer."""
+    """Push a ``module:<name>:<type>`` profiler range around every module's forward (the model itself aside),
+    so the trace names each op's layer: the innermost range, a leaf module's for its ops, a block's (a
+    residual add, squeezenet's concatenation) for the ops it runs itself."""
     import torch
 
     open_ranges: list[Any] = []
@@ -74,7 +75,7 @@ def module_ranges(model: Any) -> Iterator[None]:
             open_ranges.pop().__exit__(None, None, None)
 
     for name, module in model.named_modules():
-        if name and not any(True for _ in module.children()):
+        if name:
             handles.append(module.register_forward_pre_hook(enter(name, type(module).__name__)))
             handles.append(module.register_forward_hook(leave))
     try:

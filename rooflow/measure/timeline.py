@@ -170,7 +170,7 @@ class _PhaseRanges:
 
 def capture_iteration(runner: Any) -> tuple[pd.DataFrame, float, pd.DataFrame]:
     """Run ONE iteration of ``runner`` (rooflow.measure.timing.Runner) under torch.profiler (CPU activity, and
-    CUDA on a GPU), every leaf module in a ``module:`` range, and return (its GPU timeline — empty on a CPU —,
+    CUDA on a GPU), every module in a ``module:`` range, and return (its GPU timeline — empty on a CPU —,
     the capture's wall-clock cost in seconds: profiling, export and parsing, and the measured time per op
     and layer: rooflow.measure.optime). Call it after the timed iterations: the profiler's overhead never
     touches the timing."""

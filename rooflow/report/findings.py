@@ -260,7 +260,11 @@ def _flop_checks(run: Any) -> list[Check]:
     ratio = run.get("flops_ratio")
     explanation = _text(run.get("reconciliation"))
     unexplained = bool(explanation) and explanation.startswith(UNEXPLAINED)
-    evidence = _text(run.get("reconciliation_attribution")) or ""
+    counts = [run.get(k) for k in ("measured_matmul_flops", "measured_other_flops", "estimated_matmul_flops",
+                                   "estimated_other_flops")]
+    evidence = (f"convolution/matmul kernels {counts[0] / 1e9:.4g} GFLOP measured vs {counts[2] / 1e9:.4g} estimated (all phases); other kernels "
+                f"{counts[1] / 1e9:.4g} vs {counts[3] / 1e9:.4g}"
+                if all(_finite(v) for v in counts) else "")
     if _finite(ratio) and not low <= ratio <= high:
         explained = bool(explanation) and not unexplained
         out.append(for_run(run, "warning" if explained else "error", "measured/estimated FLOPs", f"{ratio:.2f}",

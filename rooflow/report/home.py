@@ -5,9 +5,9 @@ device's roofline. An HTML fragment that ``report/workflow.rst`` includes above 
 
 from __future__ import annotations
 
+import base64
 import html
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -68,16 +68,14 @@ def answer_table(summary: pd.DataFrame, device: str, checks: pd.DataFrame | None
     return frame.sort_values("_percent", kind="stable").reset_index(drop=True)
 
 
-def _svg(path: str | Path | None) -> str:
-    """An SVG file's markup to inline (its XML prologue dropped); '' where there is none."""
+def _svg(path: str | Path | None, device: str = "") -> str:
+    """An SVG file as an image (a data URI: its ids and styles stay its own, apart from the page's and the
+    other figures'), scaled to the column it sits in; '' where there is none."""
     if not path or not Path(path).is_file():
         return ""
-    text = Path(path).read_text(encoding="utf-8")
-    text = re.sub(r"^\s*<\?xml[^>]*\?>\s*", "", text)
-    text = re.sub(r"^\s*<!DOCTYPE[^>]*>\s*", "", text)
-    # scale to the column it sits in: the figure keeps its aspect ratio
-    return re.sub(r'<svg([^>]*?)\swidth="[^"]*"([^>]*?)\sheight="[^"]*"', r'<svg\1\2 style="width:100%;height:auto"',
-                  text, count=1)
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return (f'<img alt="roofline of {html.escape(device)}" style="width:100%;height:auto" '
+            f'src="data:image/svg+xml;base64,{data}">')
 
 
 def _rows_html(frame: pd.DataFrame) -> str:
@@ -113,9 +111,9 @@ def home_page(summary: pd.DataFrame, rooflines: dict[str, str | Path], checks: p
             f'<div style="margin:6px 0 14px"><h3 style="margin:4px 0">{html.escape(device)} '
             f'<span style="font-weight:normal;color:#555;font-size:85%">({html.escape(note)}; furthest from the '
             f'roof first)</span></h3><div style="display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start">'
-            f'<div style="flex:1 1 430px;min-width:360px;font-size:85%;overflow-x:auto">'
+            f'<div style="flex:1 1 430px;min-width:360px;font-size:80%;overflow-x:auto">'
             f'<table style="border-collapse:collapse"><tr>{head}</tr>{_rows_html(first)}</table>{folded}</div>'
-            f'<div style="flex:1 1 420px;max-width:620px">{_svg(figure)}</div></div></div>')
+            f'<div style="flex:1 1 420px;max-width:620px">{_svg(figure, device)}</div></div></div>')
     if not sections:
         return "<p><strong>No run was measured</strong>: the summary has no row with a time.</p>\n"
     return ('<div><p style="margin:2px 0 6px">Per device: how fast each run went (achieved FLOP/s), how far it is '
