@@ -246,6 +246,15 @@ def get_timeline_input(wildcards):
     return [rules.profile_time.output.kernels.format(**wildcards)]
 
 
+def get_device_timings(wildcards):
+    """The timing records of the runs timed on this device (their measured time per layer)."""
+    return [
+        f"results/profile/{wildcards.device}/{run_path(run)}/timing.json"
+        for run in RUNS
+        if wildcards.device in MEASURED_DEVICES and run_fits(wildcards.device, run)
+    ]
+
+
 def get_device_timelines(wildcards):
     """The kernel timelines of the runs timed on this GPU (the time by kernel class when nsys is off)."""
     if wildcards.device not in CUDA_DEVICES:
@@ -294,6 +303,16 @@ def get_plot_devices():
     return sorted(set(MEASURED_DEVICES) | {e["device"] for e in IMPORTS})
 
 
+def get_home_rooflines(wildcards=None):
+    """Each device's roofline for the home page: the devices this workflow measures first, in the config's
+    order, then those of imported profiles."""
+    imported = sorted({e["device"] for e in IMPORTS} - set(MEASURED_DEVICES))
+    return [
+        f"results/plots/roofline/{device}.svg"
+        for device in [*MEASURED_DEVICES, *imported]
+    ]
+
+
 def get_final_outputs(wildcards=None):
     """The targets of the default rule: the summary and every report item (get_report_outputs)."""
     return [rules.summarize.output.summary, *get_report_outputs()]
@@ -312,6 +331,8 @@ def get_report_outputs():
     outputs = [
         rules.check_runs.output.report,
         rules.check_runs.output.overview,
+        rules.check_runs.output.records,
+        rules.tabulate_home.output.page,
         rules.plot_costs.output.flops,
         rules.plot_costs.output.params,
         rules.plot_correlation.output.figure,

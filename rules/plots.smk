@@ -5,6 +5,7 @@
 
 localrules:
     check_runs,
+    tabulate_home,
     plot_latency,
     plot_correlation,
     plot_forward_backward,
@@ -21,7 +22,9 @@ rule check_runs:
         layers=get_estimate_files("layers"),
         ceilings=list(get_ceilings_files().values()),
         ncu=get_aggregate_inputs("ncu"),
+        timings=get_timing_files,
     output:
+        records="results/checks/checks.json",
         table="results/checks/checks.csv",
         forward_backward="results/checks/forward_backward.csv",
         overview="results/checks/overview.html",
@@ -62,6 +65,21 @@ rule plot_roofline:
         devices_file=config["devices_file"],
     script:
         "../scripts/plot_roofline.py"
+
+
+rule tabulate_home:
+    input:
+        summary=rules.summarize.output.summary,
+        checks=rules.check_runs.output.table,
+        rooflines=get_home_rooflines,
+    output:
+        page="results/report/home.html",
+    log:
+        "logs/report/home.log",
+    conda:
+        "../envs/rooflow.yaml"
+    script:
+        "../scripts/tabulate_home.py"
 
 
 rule plot_costs:
@@ -167,6 +185,7 @@ rule plot_time_by_layer:
         ops=get_estimate_files("ops"),
         nsys=get_device_aggregates("nsys"),
         timelines=get_device_timelines,
+        timings=get_device_timings,
         ceilings=get_plot_ceilings,
     output:
         figure=report(

@@ -1,12 +1,16 @@
 from rooflow.io import atomic_path, write_csv
 from rooflow.logs import step_logging
-from rooflow.report.checks import check_files
+from rooflow.report.checks import check_file_records
+from rooflow.report.findings import checks_frame, write_checks
 from rooflow.report.tables import checks_overview, write_html_table
 
 i, o = snakemake.input, snakemake.output
 with step_logging(snakemake.log[0], "check_runs") as log:
-    checks, forward_backward = check_files(i.summary, i.totals, i.layers, i.ceilings, snakemake.params.devices_file,
-                                         i.ncu)
+    records, forward_backward = check_file_records(i.summary, i.totals, i.layers, i.ceilings,
+                                                   snakemake.params.devices_file, i.timings,
+                                                   i.ncu)
+    write_checks(o.records, records)
+    checks = checks_frame(records)
     write_csv(o.table, checks)
     write_csv(o.forward_backward, forward_backward)
     write_html_table(o.report, checks, "Self-checks: one row per failed check",

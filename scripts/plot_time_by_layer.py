@@ -3,6 +3,7 @@ import pandas as pd
 from rooflow.hardware.devices import load_device
 from rooflow.io import read_json
 from rooflow.logs import step_logging
+from rooflow.measure.optime import from_record, seconds_by
 from rooflow.measure.timeline import read_timeline, seconds_by_class
 from rooflow.report.figures import estimated_time_by_layer_type, time_by_layer_figure
 
@@ -38,11 +39,21 @@ with step_logging(snakemake.log[0], "plot_time_by_layer") as log:
             kernels[key] = by_class
             sources.add("torch.profiler")
 
+    measured = {}
+    for path in i.timings:
+        # results/profile/{device}/{model}/b{batch}-{precision}-{mode}/timing.json: the measured time per layer
+        # of the timing job's profiled iteration
+        record = read_json(path)
+        key = (record.get("model"), int(record.get("batch", 0)), record.get("precision"), record.get("mode"))
+        if key in wanted and record.get("op_times"):
+            measured[key] = seconds_by(from_record(record))
+
     def label(key):
         return f"{key[0]} b{key[1]} {key[2]} {key[3]}"
 
     shares = time_by_layer_figure({label(k): v for k, v in sorted(estimated.items())},
                                   {label(k): v for k, v in sorted(kernels.items())}, device_key,
-                                  snakemake.output.figure, " / ".join(sorted(sources)) or "Nsight Systems")
+                                  snakemake.output.figure, " / ".join(sorted(sources)) or "Nsight Systems",
+                                  {label(k): v for k, v in sorted(measured.items())})
     for name, table in shares.items():
         log.info("%s shares [%%]:\n%s", name, table.round(1).to_string())

@@ -494,7 +494,11 @@ def _measure_cpu(torch: Any, threads: int, quick: bool, plan: Plan | None) -> di
         cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
         cpuinfo = ""
-    theory = theoretical_cpu_peak(cpuinfo, threads)
+    from rooflow.ceilings.clock import sustained_clock
+
+    # the clock the cores hold under load, on as many threads as the GEMM used: the theoretical roof's clock
+    clock = sustained_clock(threads, seconds=0.05 if quick else 0.2, repeats=3 if quick else 5)
+    theory = theoretical_cpu_peak(cpuinfo, threads, clock)
     result = _header("cpu", cpu_model(), quick, threads, llc)
     result.update(session.summary())
     result["invalid_roofs"] = {}
@@ -510,8 +514,9 @@ def _measure_cpu(torch: Any, threads: int, quick: bool, plan: Plan | None) -> di
         if fraction > 1.0:  # the "theory" is the roof that is wrong here, not the measurement
             result["notes"].append(
                 f"measured {key} peak is {100 * fraction:.0f}% of the theoretical one: the cores ran above the "
-                f"clock read from /proc/cpuinfo (turbo), or the microarchitecture ({theory['microarchitecture']}) "
-                "does more per cycle than assumed, so the theoretical peak is not a roof here")
+                f"clock it assumes ({theory['basis'].split('clock from ')[-1]}), or the microarchitecture "
+                f"({theory['microarchitecture']}) does more per cycle than assumed, so the theoretical peak is not "
+                "a roof here")
     return result
 
 

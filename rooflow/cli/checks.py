@@ -5,22 +5,32 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rooflow.report.checks import check_files
+from rooflow.report.checks import check_file_records, records_path
+from rooflow.report.findings import read_checks
 
 
 def _cmd_checks(args: argparse.Namespace) -> int:
-    root = Path(args.estimates)
-    totals_paths = sorted(root.glob("*/*/totals.json"))
-    layers_paths = [p.with_name("layers.csv") for p in totals_paths]
-    checks, _ = check_files(args.summary, totals_paths, [p if p.is_file() else None for p in layers_paths],
-                            sorted(Path(args.ceilings).glob("*.json")), args.devices_file)
-    if checks.empty:
+    records_file = Path(args.records) if args.records else records_path(args.summary)
+    summary = Path(args.summary)
+    if records_file.is_file() and (args.records or not summary.is_file()
+                                   or records_file.stat().st_mtime >= summary.stat().st_mtime):
+        # the records the workflow's check_runs step wrote: exactly what the report shows
+        records = read_checks(records_file)
+    else:
+        root = Path(args.estimates)
+        totals_paths = sorted(root.glob("*/*/totals.json"))
+        layers_paths = [p.with_name("layers.csv") for p in totals_paths]
+        records, _ = check_file_records(args.summary, totals_paths,
+                                        [p if p.is_file() else None for p in layers_paths],
+                                        sorted(Path(args.ceilings).glob("*.json")), args.devices_file,
+                                        sorted(Path(args.profiles).glob("*/*/*/timing.json")))
+    if not records:
         print("all self-checks passed")
         return 0
-    for _, row in checks.iterrows():
-        print(f"{row['severity']:7} {row['run']}: {row['check']}: {row['value']} (expected {row['expected']})"
-              f"\n        likely cause: {row['likely_cause']}")
-    return 1 if (checks["severity"] == "error").any() else 0
+    for check in records:
+        print(f"{check.severity:7} {check.run}: {check.check}: {check.value} (expected {check.expected})"
+              f"\n        likely cause: {check.cause}" + (f"\n        evidence: {check.evidence}" if check.evidence else ""))
+    return 1 if any(c.severity == "error" for c in records) else 0
 
 
 def register(subparsers) -> None:
@@ -35,6 +45,12 @@ def register(subparsers) -> None:
                         help="the estimate folder (MODEL/bBATCH-PRECISION-MODE/{totals.json,layers.csv})")
     parser.add_argument("--ceilings", default="results/ceilings",
                         help="the measured ceilings folder ({device}.json): cache roofs at or below DRAM")
+    parser.add_argument("--profiles", default="results/profile",
+                        help="the timing records (DEVICE/MODEL/bBATCH-PRECISION-MODE/timing.json): the measured "
+                             "time per layer that explains a forward:backward latency ratio")
+    parser.add_argument("--records", default=None,
+                        help="a checks file written by the workflow (results/checks/checks.json, read by default "
+                             "when it is newer than the summary); without one, the checks are computed")
     parser.add_argument("--devices-file", default=None,
                         help="device catalogue, to compare measured cache roofs with the datasheet DRAM roof too")
     parser.set_defaults(func=_cmd_checks)

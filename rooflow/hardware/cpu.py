@@ -180,14 +180,16 @@ def cpu_microarchitecture(cpuinfo: str) -> dict[str, Any]:
                     "an UPPER bound (many cores have one)")}
 
 
-def theoretical_cpu_peak(cpuinfo: str, cores: int) -> dict[str, Any]:
+def theoretical_cpu_peak(cpuinfo: str, cores: int, sustained: dict[str, Any] | None = None) -> dict[str, Any]:
     """fp32 peak of `cores` cores from a /proc/cpuinfo text: cores × clock × FP32 FLOP/cycle/core of the
     core's microarchitecture (:func:`cpu_microarchitecture`: AMD Zen 4 runs AVX-512 on 256-bit datapaths,
     32 FLOP/cycle, not 64; a Xeon Silver has one 512-bit FMA unit, a Platinum two; Ivy Bridge has no FMA).
 
-    Clock: the nominal (base) clock in the model name ("@ 2.60GHz") where there is one, else the highest
-    `cpu MHz` (a VM's model name often has none); turbo and AVX frequency licences are not modelled, so a
-    measured peak above this one means the cores ran above that clock. `cores` beyond the physical cores
+    Clock: the clock the cores sustain under load where it was measured (``sustained``:
+    rooflow.ceilings.clock.sustained_clock, a chain of dependent adds on every thread), else the nominal (base)
+    clock in the model name ("@ 2.60GHz") where there is one, else the highest `cpu MHz` (a VM's model name
+    often has none); with a nominal clock, turbo is not modelled, so a measured peak above this one means the
+    cores ran above that clock (a check flags it). `cores` beyond the physical cores
     (SMT siblings) are not counted: a sibling thread shares its core's FMA units. Returns
     {"flops_per_second": {"fp32": x} or {}, "basis": how it was derived, "microarchitecture": name, ...}.
     """
@@ -209,6 +211,11 @@ def theoretical_cpu_peak(cpuinfo: str, cores: int) -> dict[str, Any]:
         clock_hz, clock_from = max(mhz) * 1e6, "the highest 'cpu MHz' in /proc/cpuinfo"
     else:
         clock_hz, clock_from = None, None
+    nominal_clock_hz = clock_hz
+    if sustained and sustained.get("clock_hz"):
+        clock_hz = float(sustained["clock_hz"])
+        clock_from = (f"the clock the cores sustained under load ({sustained.get('how', 'measured')}"
+                      + (f"; nominal {nominal_clock_hz / 1e9:.3f} GHz" if nominal_clock_hz else "") + ")")
 
     counted, smt_note = cores, ""
     siblings, per_package = _number(fields.get("siblings")), _number(fields.get("cpu cores"))
@@ -224,7 +231,8 @@ def theoretical_cpu_peak(cpuinfo: str, cores: int) -> dict[str, Any]:
 
     flops_per_cycle = uarch["fp32_flops_per_cycle"]
     result: dict[str, Any] = {
-        "cores": counted, "threads": cores, "clock_hz": clock_hz, "model_name": model or None,
+        "cores": counted, "threads": cores, "clock_hz": clock_hz, "nominal_clock_hz": nominal_clock_hz,
+        "clock_measured": bool(sustained and sustained.get("clock_hz")), "model_name": model or None,
         "microarchitecture": uarch["name"], "microarchitecture_known": uarch["known"],
         "fp32_flops_per_cycle_per_core": flops_per_cycle, "datapath": uarch["datapath"],
         "microarchitecture_source": uarch["source"], "identified_from": uarch["how"],
@@ -239,6 +247,6 @@ def theoretical_cpu_peak(cpuinfo: str, cores: int) -> dict[str, Any]:
              else f"microarchitecture UNKNOWN: {uarch['how']}")
     result["basis"] = (
         f"{counted} cores x {clock_hz / 1e9:.3f} GHz x {flops_per_cycle} FP32 FLOP/cycle/core "
-        f"[{uarch['datapath']}] = {peak / GIGA:.1f} GFLOP/s; {known}; clock from {clock_from}; turbo and AVX "
-        f"frequency licences ignored{smt_note}")
+        f"[{uarch['datapath']}] = {peak / GIGA:.1f} GFLOP/s; {known}; clock from {clock_from}"
+        + ("" if result["clock_measured"] else "; turbo and AVX frequency licences ignored") + smt_note)
     return result

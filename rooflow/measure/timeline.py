@@ -169,25 +169,31 @@ class _PhaseRanges:
             self.open.__enter__()
 
 
-def capture_iteration(runner: Any) -> tuple[pd.DataFrame, float]:
-    """Run ONE iteration of ``runner`` (rooflow.measure.timing.Runner) under torch.profiler with CPU and CUDA
-    activities and return (its GPU timeline, the capture's wall-clock cost in seconds: profiling, export and
-    parsing). Call it after the timed iterations: the profiler's overhead never touches the timing."""
+def capture_iteration(runner: Any) -> tuple[pd.DataFrame, float, pd.DataFrame]:
+    """Run ONE iteration of ``runner`` (rooflow.measure.timing.Runner) under torch.profiler (CPU activity, and
+    CUDA on a GPU), every module in a ``module:`` range, and return (its GPU timeline — empty on a CPU —,
+    the capture's wall-clock cost in seconds: profiling, export and parsing, and the measured time per op
+    and layer: rooflow.measure.optime). Call it after the timed iterations: the profiler's overhead never
+    touches the timing."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from rooflow.measure.optime import module_ranges, op_times
+
     started = time.perf_counter()
     phases = ["forward"] if runner.spec.mode == "inference" else ["forward", "backward", "optimizer"]
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if runner.cuda else [])
     runner.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+    with module_ranges(runner.model), profile(activities=activities) as profiler:
         runner.step(_PhaseRanges(phases))
         runner.synchronize()
     with tempfile.TemporaryDirectory(prefix="rooflow-trace-") as folder:
         path = Path(folder) / "trace.json"
         profiler.export_chrome_trace(str(path))
-        timeline = parse_trace(path)
+        trace = json.loads(path.read_text())
+    timeline, ops = parse_trace(trace), op_times(trace)
     del torch  # imported for its side effect of loading the CUDA profiler
-    return timeline, time.perf_counter() - started
+    return timeline, time.perf_counter() - started, ops
 
 
 def kernels_only(frame: pd.DataFrame) -> pd.DataFrame:

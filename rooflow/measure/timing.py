@@ -47,7 +47,7 @@ class RunSpec:
 
 
 # A timing whose interquartile range exceeds this share of its median is noisy: it is repeated (up to
-# RunSpec.max_timing_rounds) and flagged in the report if still noisy. Equal to rooflow.report.summary.NOISY_SPREAD.
+# RunSpec.max_timing_rounds) and flagged in the report if still noisy.
 
 
 def configure_precision(precision: str, device_type: str) -> contextlib.AbstractContextManager:
@@ -352,20 +352,28 @@ def _nvml_uuid() -> str | None:
 
 
 def _record_timeline(runner: Runner, path: str | Path, record: dict[str, Any]) -> None:
-    """The kernels of one more iteration, in this process (rooflow.measure.timeline), after the timed ones."""
-    if not runner.cuda:
-        _write_timeline(path, None, record, "skipped: a CPU run has no kernel timeline (torch.profiler records "
-                                            "ops on a CPU, not kernels)")
-        return
+    """One more iteration under torch.profiler, in this process, after the timed ones: its kernels
+    (rooflow.measure.timeline; a GPU) and the measured time of its ops by layer (rooflow.measure.optime; every
+    device), in ``record["op_times"]``."""
+    from rooflow.measure.optime import compact
     from rooflow.measure.timeline import capture_iteration
 
     try:
-        timeline, seconds = capture_iteration(runner)
+        timeline, seconds, ops = capture_iteration(runner)
     except Exception as error:  # noqa: BLE001 - a diagnostic: the timing stands without it
-        log.warning("kernel timeline not recorded: %s", error)
+        log.warning("profiled iteration not recorded: %s", error)
         _write_timeline(path, None, record, f"failed: {str(error).splitlines()[0][:200] if str(error) else error!r}")
         return
+    record["op_times"] = compact(ops)
+    record["op_times_source"] = "torch.profiler: " + ("GPU time of the kernels each op launched" if runner.cuda
+                                                      else "CPU time of each op")
     record["timeline_capture_seconds"] = seconds
+    if not runner.cuda:
+        _write_timeline(path, None, record, "skipped: a CPU run has no kernel timeline (torch.profiler records "
+                                            "ops on a CPU, not kernels: their times are in op_times)")
+        log.info("op times: %d ops, %.4f s, recorded in %.2f s (one extra iteration under torch.profiler)",
+                 len(ops), float(ops["seconds"].sum()), seconds)
+        return
     record["timeline_kernel_seconds"] = float(timeline.loc[timeline["kind"] == "kernel", "seconds"].sum())
     _write_timeline(path, timeline, record, "recorded")
     log.info("kernel timeline: %d kernels, %.4f s of kernel time, recorded in %.2f s (one extra iteration under "

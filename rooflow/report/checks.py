@@ -24,7 +24,9 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   ratio the layers imply, ``2 − s`` where ``s`` is the first conv/linear layer's share of the forward
   matmul FLOPs (every conv/linear backward computes an input gradient and a weight gradient, each the
   forward's cost, except the first layer, whose input needs no gradient — DESIGN.md); and the measured
-  backward:forward latency ratio against the same implied ratio.
+  backward:forward latency ratio against the same implied ratio; its cause names the layers whose measured
+  backward carries the excess (the timing job's profiled iteration, rooflow.measure.optime), or says
+  "unexplained".
 - **noisy**: interquartile range over ``rooflow.conventions.NOISY_SPREAD`` of the median time.
 - **predicted vs measured time / memory**: the measurement outside the time model's band, or the memory
   prediction off by more than 15% (a warning naming what carries most of the predicted time: an op class,
@@ -41,21 +43,27 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 
 from __future__ import annotations
 
-import math
-import re
+import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from rooflow.conventions import NOISY_SPREAD
 from rooflow.io import read_json
-from rooflow.profilers.reconcile import UNEXPLAINED
-from rooflow.report.summary import FLOPS_RATIO_BAND, RUN_KEYS
+from rooflow.report.findings import (
+    CHECK_COLUMNS,
+    RUN_COLUMNS,
+    SEVERITIES,
+    Check,
+    _finite,
+    checks_frame,
+    for_run,
+    run_checks,
+    run_label,
+)
+from rooflow.report.summary import RUN_KEYS
 
-RUN_COLUMNS = ["device", "model", "batch", "precision", "mode"]
-CHECK_COLUMNS = ["run", *RUN_COLUMNS, "severity", "check", "value", "expected", "likely_cause"]
-SEVERITIES = ("error", "warning", "result")
+__all__ = ["CHECK_COLUMNS", "SEVERITIES", "build_checks", "check_files", "run_label"]
 
 # The estimator's backward:forward matmul FLOP ratio must match the ratio its own layers imply within this
 # relative tolerance: both are computed from the same per-layer counts, so only a wrong backward formula
@@ -73,41 +81,6 @@ FORWARD_BACKWARD_COLUMNS = [
     "estimated_total_flops_ratio", "forward_seconds", "backward_seconds", "latency_ratio",
     "latency_ratio_low", "latency_ratio_high",
 ]
-
-
-def run_label(row: Any) -> str:
-    """'cpu resnet18 b8 fp32 training': the run a check concerns, as the report shows it."""
-    device = row.get("device") if hasattr(row, "get") else row["device"]
-    parts = [device] if isinstance(device, str) and device else []
-    return " ".join(parts + [str(row["model"]), f"b{int(row['batch'])}", str(row["precision"]), str(row["mode"])])
-
-
-def _finite(value: Any) -> bool:
-    try:
-        return value is not None and math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def _cause(text: str | None) -> str | None:
-    """'12% of the median time (over 5%): other load ...' → 'other load ...': the summary's messages read
-    '<check>: <value>: <cause>'; the value has its own column here."""
-    if text and ": " in text:
-        return text.split(": ", 1)[1].strip() or text
-    return text
-
-
-def _message(row: Any, prefix: str) -> str | None:
-    """The part of the summary's `checks` text that starts with `prefix`, up to the next known check."""
-    text = row.get("checks")
-    if not isinstance(text, str) or prefix not in text:
-        return None
-    start = text.index(prefix) + len(prefix)
-    rest = text[start:]
-    ends = [rest.find(f"; {p}") for p in ("noisy:", "out of memory:", "measured/estimated FLOPs", "above the roof:",
-                                          "predicted time:", "predicted memory:", "does not fit:", "throttled:")]
-    ends = [e for e in ends if e >= 0]
-    return rest[: min(ends)].strip(" :") if ends else rest.strip(" :")
 
 
 def first_matmul_layer(layers: pd.DataFrame) -> tuple[str | None, float]:
@@ -171,184 +144,41 @@ def forward_backward_table(summary: pd.DataFrame, totals: dict[tuple, dict], lay
     return pd.DataFrame(rows, columns=FORWARD_BACKWARD_COLUMNS)
 
 
-def _row(run: Any, severity: str, check: str, value: str, expected: str, cause: str) -> dict[str, Any]:
-    out = {k: run.get(k) for k in RUN_COLUMNS}
-    out["batch"] = int(out["batch"])
-    out.update(run=run_label(out), severity=severity, check=check, value=value, expected=expected,
-               likely_cause=cause)
-    return out
+def summary_checks(summary: pd.DataFrame) -> list[Check]:
+    """The checks that read only the summary, one row at a time (rooflow.report.findings.run_checks): roof,
+    FLOP ratio and its explanation, timed vs profiled kernels, noise, throttling, predictions, out of memory."""
+    return [check for _, run in summary.iterrows() for check in run_checks(run)]
 
 
-def estimate_percent_of_roof(run: Any) -> float | None:
-    """Where a run's point comes from measured FLOPs or bytes: the ESTIMATE's point (estimated FLOPs over
-    estimated fusion-aware bytes, at the measured time) as a percentage of the attainable FLOP/s of the
-    run's roof. None where the point is the estimate already, or a value is missing."""
-    if run.get("flops_source") == "estimate" and str(run.get("bytes_source", "")).startswith("estimate"):
-        return None
-    flops, seconds = run.get("estimated_flops"), run.get("measured_seconds")
-    nbytes = run.get("estimated_fused_bytes") if _finite(run.get("estimated_fused_bytes")) \
-        else run.get("estimated_min_bytes")
-    peak, bandwidth = run.get("peak_flops_per_second"), run.get("bandwidth_bytes_per_second")
-    if not all(_finite(v) and v > 0 for v in (flops, seconds, nbytes, peak, bandwidth)):
-        return None
-    attainable = min(peak, bandwidth * flops / nbytes)
-    return 100 * (flops / seconds) / attainable
+def latency_cause(latency: float, implied: float, low: float, high: float, ops: pd.DataFrame | None
+                  ) -> tuple[str, str]:
+    """(cause, evidence) of a backward:forward latency ratio outside [low, high], from the measured time per
+    layer of the run's profiled iteration (rooflow.measure.optime): the layers whose backward carries the
+    excess over ``implied`` × their forward, or "unexplained" where that iteration does not show it."""
+    from rooflow.measure.optime import backward_excess
+
+    pace = "under half" if latency > high else "over twice"
+    what = f"the backward ran at {pace} the forward's FLOP/s"
+    profiled, carriers = backward_excess(ops, implied)
+    if profiled is None:
+        return (f"unexplained: {what}, and no per-op time of this run was recorded (the timing job records one "
+                "profiled iteration; rerun it)"), ""
+    if not low <= profiled <= high and (profiled > high) == (latency > high) and carriers:
+        named = ", ".join(f"{c['name']} {c['excess_seconds'] * 1e3:+.3g} ms" for c in carriers)
+        share = sum(c["share"] for c in carriers if c["share"] is not None)
+        evidence = "; ".join(f"{c['name']}: backward {c['backward_seconds'] * 1e3:.3g} ms, forward "
+                             f"{c['forward_seconds'] * 1e3:.3g} ms" for c in carriers)
+        return (f"{what}; in the profiled iteration (backward/forward {profiled:.2f}) the excess over "
+                f"{implied:.2f} × forward is in {named} ({100 * share:.0f}% of it)"), evidence
+    return (f"unexplained: {what} in the timed iterations, but the profiled iteration's ops give backward/forward "
+            f"{profiled:.2f}, inside [{low:.2f}, {high:.2f}]: the excess is not in the ops (noise, or one-off work "
+            f"in the timing)"), ""
 
 
-def summary_checks(summary: pd.DataFrame) -> list[dict[str, Any]]:
-    """The checks that read only the summary: roof, FLOP ratio, noise, out of memory."""
-    out = []
-    low, high = FLOPS_RATIO_BAND
-    for _, run in summary.iterrows():
-        percent = run.get("percent_of_roofline")
-        if _finite(percent) and percent > 100:
-            cause = _cause(_message(run, "above the roof:")) or (
-                "a wrong peak (a sparse headline?), over-counted FLOPs, an under-measured time, or FLOPs of a "
-                "precision this roof does not cover")
-            out.append(_row(run, "error", "above the roof", f"{percent:.0f}% of the attainable FLOP/s",
-                            "≤ 100%", cause))
-        measured_percent = run.get("percent_of_measured_roofline")
-        if run.get("roof_source") == "datasheet" and _finite(measured_percent) and measured_percent > 100:
-            out.append(_row(run, "warning", "above the measured roof",
-                            f"{measured_percent:.0f}% of the measured-roof attainable FLOP/s", "≤ 100%",
-                            "the ceiling microbenchmark reached less than this run (too small a problem, "
-                            "clocks throttled while it ran), or this run's FLOPs are over-counted"))
-        ratio = run.get("flops_ratio")
-        explanation = run.get("reconciliation")
-        unexplained = isinstance(explanation, str) and explanation.startswith(UNEXPLAINED)
-        estimate_percent = estimate_percent_of_roof(run)
-        if estimate_percent is not None and estimate_percent > 100:
-            if _finite(ratio) and ratio < 1 and isinstance(explanation, str) and explanation.strip() \
-                    and not unexplained:
-                # the kernels' own evidence: fewer FLOPs done (Winograd, FFT) or work the counters cannot see
-                cause = (f"the counters saw {ratio:.2f}× the estimated FLOPs, and the FLOP reconciliation says "
-                         f"why: {explanation}")
-            else:
-                cause = (f"the step ran faster than the {run.get('precision')} roof allows for the estimated "
-                         "work: it ran at a faster precision than the roof assumes (cuDNN runs FP32 "
-                         "convolutions in TF32 on tensor cores by default on Ampere and newer), its time is "
-                         "under-measured (kernel time of one iteration without host gaps), or the estimate "
-                         "over-counts; the measured point may sit under its roof only because the counters "
-                         "missed that work")
-            out.append(_row(run, "warning", "estimate above the roof",
-                            f"estimated FLOPs / measured time = {estimate_percent:.0f}% of the attainable FLOP/s",
-                            "≤ 100%", cause))
-        if _finite(ratio) and not low <= ratio <= high:
-            explained = isinstance(explanation, str) and explanation.strip() and not unexplained
-            out.append(_row(run, "warning" if explained else "error", "measured/estimated FLOPs",
-                            f"{ratio:.2f}", f"[{low}, {high}]",
-                            explanation if explained or unexplained else
-                            "no explanation found: tensor-core metrics not collected (FLOPs too low), a "
-                            "precision the counters miss, or kernels outside the profiled iteration"))
-        elif _finite(ratio) and unexplained:
-            out.append(_row(run, "error", "unexplained FLOP gap", f"measured/estimated FLOPs {ratio:.2f}",
-                            "within ±20%, or a gap the kernels explain", explanation))
-        contradiction = explanation_contradiction(run)
-        if contradiction:
-            out.append(_row(run, "error", "explanation contradicts the per-class counts", contradiction[0],
-                            f"the gap on the side the explanation blames ({contradiction[1]})", contradiction[2]))
-        mismatch = run.get("kernel_mismatch")
-        if isinstance(mismatch, str) and mismatch.strip():
-            differ = str(run.get("kernel_algorithms_differ")).lower() in ("true", "1", "1.0")
-            out.append(_row(run, "error" if differ else "warning", "timed vs profiled kernels",
-                            f"{_count(run.get('timed_kernels'))} timed vs {_count(run.get('profiled_kernels'))} "
-                            f"profiled kernels", "the same kernels in both processes",
-                            mismatch + (": another convolution/GEMM algorithm ran in one of them (cuDNN autotuning "
-                                        "per process, memory pressure), so FLOPs and time come from different "
-                                        "kernels" if differ else
-                                        ": the convolution/GEMM kernels match; the difference is in other kernels")))
-        spread = run.get("seconds_spread")
-        if _finite(spread) and spread > NOISY_SPREAD:
-            cause = _cause(_message(run, "noisy:")) or (
-                "other load on the machine, too few iterations, or clock changes; rerun on an idle node or "
-                "raise profiling.timed_iterations")
-            rounds = run.get("timing_rounds")
-            after = f" after {int(rounds)} round{'s' if int(rounds) > 1 else ''}" if _finite(rounds) else ""
-            out.append(_row(run, "warning", "noisy", f"spread {100 * spread:.1f}% of the median{after}",
-                            f"≤ {100 * NOISY_SPREAD:.0f}%", cause))
-        ratio = run.get("measured_over_predicted")
-        message = _message(run, "predicted time:")
-        if message and _finite(ratio):
-            out.append(_row(run, "warning", "predicted vs measured time", f"measured/predicted {ratio:.2f}",
-                            f"{run.get('predicted_seconds_low', 0) * 1e3:.3g}–{run.get('predicted_seconds_high', 0) * 1e3:.3g} ms",
-                            _cause(message)))
-        ratio = run.get("measured_over_predicted_memory")
-        message = _message(run, "predicted memory:")
-        if message and _finite(ratio):
-            out.append(_row(run, "warning", "predicted vs measured memory", f"measured/predicted {ratio:.2f}",
-                            "within ±15%", _cause(message)))
-        throttle = run.get("throttle")
-        if isinstance(throttle, str) and throttle:
-            cause = _cause(_message(run, "throttled:")) or (
-                "the GPU lowered its clocks while it was timed (power cap, temperature)")
-            out.append(_row(run, "warning", "throttled", throttle, "no clock slowdown while timed", cause))
-        if run.get("status") == "oom":
-            cause = _message(run, "out of memory:") or "the run did not fit in device memory"
-            out.append(_row(run, "result", "out of memory", "oom", "fits in memory",
-                            f"{cause}; a smaller batch or lower precision fits"))
-        if run.get("status") == "does-not-fit":
-            cause = _message(run, "does not fit:") or "the memory prediction says it cannot fit"
-            out.append(_row(run, "result", "does not fit (not submitted)", "not run", "fits in memory",
-                            f"{cause}; a smaller batch, a lower precision or a larger GPU fits"))
-    return out
-
-
-def _count(value: Any) -> str:
-    return str(int(value)) if _finite(value) else "?"
-
-
-# Words an explanation uses for each side (rooflow's reconciliation names the side; older or imported texts
-# are read by what they blame).
-_MATMUL_WORDS = re.compile(r"tensor[- ]core|winograd|\bfft\b|gemm|tile|im2col|split-k|channel padding|"
-                           r"convolution algorithm", re.IGNORECASE)
-_OTHER_WORDS = re.compile(r"elementwise|normali[sz]ation|pooling|softmax|optimizer", re.IGNORECASE)
-
-
-def claimed_side(run: Any) -> str | None:
-    """The side (``convolution/matmul`` or ``other ops``) a run's reconciliation says carries its FLOP gap."""
-    from rooflow.profilers.reconcile import MATMUL_SIDE, OTHER_SIDE
-
-    side = run.get("reconciliation_side")
-    if isinstance(side, str) and side in (MATMUL_SIDE, OTHER_SIDE):
-        return side
-    text = run.get("reconciliation")
-    if not isinstance(text, str) or not text.strip() or text.startswith(UNEXPLAINED):
-        return None
-    if "convolution/matmul kernels carry the gap" in text:
-        return MATMUL_SIDE
-    if "other kernels carry the gap" in text:
-        return OTHER_SIDE
-    matmul, other = len(_MATMUL_WORDS.findall(text)), len(_OTHER_WORDS.findall(text))
-    if matmul == other:
-        return None
-    return MATMUL_SIDE if matmul > other else OTHER_SIDE
-
-
-def explanation_contradiction(run: Any) -> tuple[str, str, str] | None:
-    """(value, side claimed, cause) where the explanation blames a side the per-class FLOPs clear: the gap
-    (measured − estimated) is carried by the side whose difference has its sign and is the larger."""
-    from rooflow.profilers.reconcile import MATMUL_SIDE, OTHER_SIDE
-
-    claimed = claimed_side(run)
-    values = [run.get(k) for k in ("measured_flops", "estimated_flops", "measured_matmul_flops",
-                                   "measured_other_flops", "estimated_other_flops")]
-    if claimed is None or not all(_finite(v) for v in values):
-        return None
-    measured, estimated, matmul, other, estimated_other = (float(v) for v in values)
-    gap = measured - estimated
-    differences = {MATMUL_SIDE: matmul - (estimated - estimated_other), OTHER_SIDE: other - estimated_other}
-    same_sign = [side for side, d in differences.items() if d * gap > 0] or list(differences)
-    carrier = max(same_sign, key=lambda side: abs(differences[side]))
-    if carrier == claimed:
-        return None
-    value = (f"{carrier} {differences[carrier] / 1e9:+.4g} GFLOP, {claimed} {differences[claimed] / 1e9:+.4g} "
-             f"GFLOP of a {gap / 1e9:+.4g} GFLOP gap")
-    return value, claimed, (f"the reconciliation blames the {claimed} side, but the per-class counts put the gap "
-                            f"on the {carrier} side: the explanation is wrong (an old or imported text, or a "
-                            f"reconciliation bug)")
-
-
-def forward_backward_checks(table: pd.DataFrame) -> list[dict[str, Any]]:
+def forward_backward_checks(table: pd.DataFrame, op_times: dict[tuple, pd.DataFrame] | None = None
+                            ) -> list[Check]:
+    """The forward:backward FLOP check (once per run) and latency check (per device). ``op_times``: {(device,
+    model, batch, precision, mode): measured time per layer of the run's profiled iteration}."""
     out = []
     seen_flops: set[tuple] = set()
     for _, run in table.iterrows():
@@ -366,30 +196,22 @@ def forward_backward_checks(table: pd.DataFrame) -> list[dict[str, Any]]:
             else:
                 cause = ("backward counted above what the layers imply: a gradient counted twice, or a layer "
                          "before the first conv/linear layer that has a matmul backward")
-            row = _row(run, "error", "forward:backward FLOPs", f"backward/forward matmul FLOPs {estimated:.3f}",
-                       f"{implied:.3f} ± {100 * FB_FLOPS_TOLERANCE:.0f}% (2 − first layer "
-                       f"{run.get('first_layer')}'s share {run.get('first_layer_share'):.3f})", cause)
-            row["device"], row["run"] = "", run_label({**{k: run[k] for k in RUN_KEYS}, "device": ""})
-            out.append(row)
+            out.append(for_run({**{k: run[k] for k in RUN_KEYS}, "device": ""}, "error", "forward:backward FLOPs",
+                               f"backward/forward matmul FLOPs {estimated:.3f}",
+                               f"{implied:.3f} ± {100 * FB_FLOPS_TOLERANCE:.0f}% (2 − first layer "
+                               f"{run.get('first_layer')}'s share {run.get('first_layer_share'):.3f})", cause))
         latency = run.get("latency_ratio")
         low, high = run.get("latency_ratio_low"), run.get("latency_ratio_high")
         if _finite(latency) and _finite(low) and _finite(high) and not low <= latency <= high:
-            if latency > high:
-                cause = ("the backward ran at under half the forward's FLOP/s: memory-bound gradient kernels "
-                         "(BatchNorm/ReLU/pooling backward dominate at small batch), slow depthwise or "
-                         "first-layer weight-gradient kernels, or a noisy backward timing")
-            else:
-                cause = ("the backward ran at over twice the forward's FLOP/s: the forward timing includes "
-                         "one-off work (allocation, autotuning after warm-up) or the backward timer does not "
-                         "wait for its kernels")
-            out.append(_row(run, "warning", "forward:backward latency",
-                            f"backward/forward time {latency:.2f}",
-                            f"[{low:.2f}, {high:.2f}] (implied FLOP ratio {run['implied_flops_ratio']:.3f} "
-                            f"÷/× {FB_LATENCY_FACTOR:g})", cause))
+            ops = (op_times or {}).get(tuple(run[k] for k in RUN_COLUMNS))
+            cause, evidence = latency_cause(latency, implied, low, high, ops)
+            out.append(for_run(run, "warning", "forward:backward latency", f"backward/forward time {latency:.2f}",
+                               f"[{low:.2f}, {high:.2f}] (implied FLOP ratio {run['implied_flops_ratio']:.3f} "
+                               f"÷/× {FB_LATENCY_FACTOR:g})", cause, evidence))
     return out
 
 
-def estimate_checks(totals: dict[tuple, dict]) -> list[dict[str, Any]]:
+def estimate_checks(totals: dict[tuple, dict]) -> list[Check]:
     """Ops with no formula in the estimator: their FLOPs are missing from the estimate, never silently."""
     out = []
     for key, total in sorted(totals.items()):
@@ -397,13 +219,13 @@ def estimate_checks(totals: dict[tuple, dict]) -> list[dict[str, Any]]:
         if unsupported:
             run = dict(zip(RUN_KEYS, key), device="")
             names = ", ".join(sorted(unsupported))
-            out.append(_row(run, "warning", "uncounted ops", f"{len(unsupported)} op(s) without a formula",
-                            "every op counted", f"no FLOP formula for {names}: the estimate is a lower bound"))
+            out.append(for_run(run, "warning", "uncounted ops", f"{len(unsupported)} op(s) without a formula",
+                               "every op counted", f"no FLOP formula for {names}: the estimate is a lower bound"))
     return out
 
 
 def ceilings_checks(ceilings: dict[str, dict], datasheet_dram: dict[str, float | None] | None = None
-                    ) -> list[dict[str, Any]]:
+                    ) -> list[Check]:
     """One error per measured cache roof at or below its DRAM roof. ``ceilings``: {device key: its
     measure_ceilings JSON}; ``datasheet_dram``: {device key: datasheet DRAM bytes/s}, where known. The row
     concerns the device, not a run: model "(ceilings)", batch 0."""
@@ -414,18 +236,17 @@ def ceilings_checks(ceilings: dict[str, dict], datasheet_dram: dict[str, float |
         for level, why in invalid_cache_roofs(result, (datasheet_dram or {}).get(device)).items():
             value, floor = why.get("bytes_per_second"), why.get("dram_bytes_per_second")
             run = {"device": device, "model": "(ceilings)", "batch": 0, "precision": "", "mode": ""}
-            row = _row(run, "error", "cache roof at or below DRAM",
-                       f"{level.upper()} {value / 1e9:.0f} GB/s" if _finite(value) else level.upper(),
-                       f"> {why.get('dram_source', 'measured')} DRAM {floor / 1e9:.0f} GB/s" if _finite(floor)
-                       else "> DRAM",
-                       f"{why.get('reason', 'a failed cache measurement')}; re-measure with `rooflow ceilings` "
-                       "on the device (its L2 test reads an L2-resident buffer many times per kernel)")
-            row["run"] = f"{device} {level.upper()} ceiling"
-            out.append(row)
+            out.append(for_run(
+                run, "error", "cache roof at or below DRAM",
+                f"{level.upper()} {value / 1e9:.0f} GB/s" if _finite(value) else level.upper(),
+                f"> {why.get('dram_source', 'measured')} DRAM {floor / 1e9:.0f} GB/s" if _finite(floor) else "> DRAM",
+                f"{why.get('reason', 'a failed cache measurement')}; re-measure with `rooflow ceilings` on the device "
+                "(its L2 test reads an L2-resident buffer many times per kernel)", label=f"{device} {level.upper()} ceiling"))
+        out += theoretical_roof_checks(device, result)
     return out
 
 
-def guard_checks(outputs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def guard_checks(outputs: dict[str, dict[str, Any]]) -> list[Check]:
     """One row per guard record (:mod:`rooflow.guards`) in the jobs' output JSON: ``outputs`` maps a label
     (the file) to its JSON — ncu.json (whose device/model/batch/precision/mode name the run) or a ceilings
     result (the device is the label's stem, as in :func:`ceilings_checks`). Each row says what the job found
@@ -440,31 +261,64 @@ def guard_checks(outputs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             run = {"device": Path(label).stem, "model": "(ceilings)", "batch": 0, "precision": "", "mode": ""}
         for record in records:
-            row = _row(run, record.get("severity", "error"), record["check"], str(record.get("value", "")),
-                       str(record.get("expected", "")), record.get("cause", ""))
-            if "model" not in data:
-                row["run"] = f"{run['device']} ceilings"
-            out.append(row)
+            out.append(for_run(run, record.get("severity", "error"), record["check"], str(record.get("value", "")),
+                               str(record.get("expected", "")), record.get("cause", ""),
+                               json.dumps(record.get("evidence") or {}, sort_keys=True, default=str),
+                               label=None if "model" in data else f"{run['device']} ceilings"))
     return out
+
+
+def theoretical_roof_checks(device: str, ceilings: dict) -> list[Check]:
+    """One warning per theoretical compute roof (a CPU's cores × clock × FLOP/cycle) below the roof the
+    ceilings job measured: a "theoretical" roof the machine beats is not a roof."""
+    out = []
+    theory = ceilings.get("theoretical") or {}
+    measured = ceilings.get("peak_flops_per_second") or {}
+    for key, peak in sorted((ceilings.get("theoretical_peak_flops_per_second") or {}).items()):
+        reached = measured.get(key)
+        if not (_finite(peak) and _finite(reached) and reached > peak):
+            continue
+        clock = theory.get("clock_hz")
+        why = ("the clock was measured under load, so the microarchitecture does more FP32 FLOP per cycle than "
+               f"assumed ({theory.get('fp32_flops_per_cycle_per_core')} for {theory.get('microarchitecture')}), "
+               "or the clock rose after it was measured" if theory.get("clock_measured") else
+               f"the cores ran above the {clock / 1e9:.3g} GHz it assumes (turbo: /proc/cpuinfo gives the nominal "
+               "clock, and no clock was measured under load here)" if _finite(clock) else
+               "the clock or FLOP/cycle it assumes is too low")
+        run = {"device": device, "model": "(ceilings)", "batch": 0, "precision": key, "mode": ""}
+        out.append(for_run(run, "warning", "theoretical roof below a measured one",
+                           f"measured {key.upper()} {reached / 1e9:.4g} GFLOP/s = {100 * reached / peak:.0f}% of "
+                           f"the theoretical {peak / 1e9:.4g} GFLOP/s", "≤ 100% of the theoretical roof",
+                           f"{why}; the theoretical roof is not a roof here: read the runs against the measured "
+                           "one (dashed)", theory.get("basis") or "", label=f"{device} theoretical {key.upper()} roof"))
+    return out
+
+
+def check_records(summary: pd.DataFrame, totals: dict[tuple, dict] | None = None,
+                  layers: dict[tuple, pd.DataFrame] | None = None, ceilings: dict[str, dict] | None = None,
+                  datasheet_dram: dict[str, float | None] | None = None,
+                  op_times: dict[tuple, pd.DataFrame] | None = None, guards: dict[str, dict] | None = None
+                  ) -> tuple[list[Check], pd.DataFrame]:
+    """(every failed check as a record, forward:backward table): errors first, then warnings, then results;
+    within each, by run. ``ceilings``/``datasheet_dram``: see :func:`ceilings_checks`; ``op_times``: see
+    :func:`forward_backward_checks`; ``guards``: job outputs with guard records, see :func:`guard_checks`."""
+    totals, layers = totals or {}, layers or {}
+    fb = forward_backward_table(summary, totals, layers)
+    records = summary_checks(summary) + forward_backward_checks(fb, op_times) + estimate_checks(totals) + \
+        ceilings_checks(ceilings or {}, datasheet_dram) + guard_checks(guards or {})
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    records.sort(key=lambda c: (rank[c.severity], c.device, c.model, c.batch, c.precision, c.mode, c.check))
+    return records, fb
 
 
 def build_checks(summary: pd.DataFrame, totals: dict[tuple, dict] | None = None,
                  layers: dict[tuple, pd.DataFrame] | None = None, ceilings: dict[str, dict] | None = None,
-                 datasheet_dram: dict[str, float | None] | None = None, guards: dict[str, dict] | None = None
-                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(checks, forward:backward table). Checks: one row per failed check (:data:`CHECK_COLUMNS`), errors
-    first, then warnings, then results; within each, by run. ``ceilings``/``datasheet_dram``: see
-    :func:`ceilings_checks`; ``guards``: job outputs with guard records, see :func:`guard_checks`."""
-    totals, layers = totals or {}, layers or {}
-    fb = forward_backward_table(summary, totals, layers)
-    rows = summary_checks(summary) + forward_backward_checks(fb) + estimate_checks(totals) + \
-        ceilings_checks(ceilings or {}, datasheet_dram) + guard_checks(guards or {})
-    checks = pd.DataFrame(rows, columns=CHECK_COLUMNS)
-    if not checks.empty:
-        checks["_severity"] = checks["severity"].map({s: i for i, s in enumerate(SEVERITIES)})
-        checks = checks.sort_values(["_severity", "device", "model", "batch", "precision", "mode", "check"],
-                                    kind="stable").drop(columns="_severity").reset_index(drop=True)
-    return checks, fb
+                 datasheet_dram: dict[str, float | None] | None = None,
+                 op_times: dict[tuple, pd.DataFrame] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(checks table, forward:backward table): :func:`check_records` as one row per failed check
+    (:data:`CHECK_COLUMNS`)."""
+    records, fb = check_records(summary, totals, layers, ceilings, datasheet_dram, op_times)
+    return checks_frame(records), fb
 
 
 def flagged_runs(checks: pd.DataFrame) -> dict[tuple, str]:
@@ -505,11 +359,35 @@ def load_estimates(totals_paths, layers_paths=()) -> tuple[dict[tuple, dict], di
 
 
 def check_files(summary_path: str | Path, totals_paths=(), layers_paths=(), ceilings_paths=(),
-                devices_file: str | Path | None = None, guard_paths=()) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """build_checks over a workflow's files: results/summary.csv, the estimate's totals/layers, and the
-    measured ceilings (results/ceilings/{device}.json: the device is the file's stem) with the catalogue's
-    datasheet DRAM roofs where `devices_file` is given; `guard_paths`: the ncu aggregates (ncu.json), whose
-    guard records become checks."""
+                devices_file: str | Path | None = None, timings_paths=(), guard_paths=()
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """build_checks over a workflow's files (:func:`check_file_records`, as tables)."""
+    records, fb = check_file_records(summary_path, totals_paths, layers_paths, ceilings_paths, devices_file,
+                                     timings_paths, guard_paths)
+    return checks_frame(records), fb
+
+
+def load_op_times(timings_paths) -> dict[tuple, pd.DataFrame]:
+    """{(device, model, batch, precision, mode): measured time per layer} from the timing records that hold
+    one (rooflow.measure.optime)."""
+    from rooflow.measure.optime import from_record
+
+    out = {}
+    for path in timings_paths:
+        record = read_json(path)
+        if record.get("op_times") and record.get("device"):
+            key = (record["device"], record["model"], int(record["batch"]), record["precision"], record["mode"])
+            out[key] = from_record(record)
+    return out
+
+
+def check_file_records(summary_path: str | Path, totals_paths=(), layers_paths=(), ceilings_paths=(),
+                       devices_file: str | Path | None = None, timings_paths=(), guard_paths=()
+                       ) -> tuple[list[Check], pd.DataFrame]:
+    """check_records over a workflow's files: results/summary.csv, the estimate's totals/layers, the measured
+    ceilings (results/ceilings/{device}.json: the device is the file's stem) with the catalogue's datasheet
+    DRAM roofs where `devices_file` is given, the timing records (their measured time per layer) and the ncu
+    aggregates (ncu.json), whose guard records become checks."""
     totals, layers = load_estimates(totals_paths, layers_paths)
     ceilings = {Path(p).stem: read_json(p) for p in ceilings_paths}
     datasheet_dram = None
@@ -518,5 +396,11 @@ def check_files(summary_path: str | Path, totals_paths=(), layers_paths=(), ceil
 
         datasheet_dram = {k: d.dram_bytes_per_second for k, d in load_devices(devices_file).items()}
     guards = {str(p): read_json(p) for p in guard_paths}
-    return build_checks(pd.read_csv(summary_path), totals, layers, ceilings, datasheet_dram, guards)
+    return check_records(pd.read_csv(summary_path), totals, layers, ceilings, datasheet_dram,
+                         load_op_times(timings_paths), guards)
+
+
+def records_path(summary_path: str | Path) -> Path:
+    """Where the workflow writes the checks as records: results/checks/checks.json beside results/summary.csv."""
+    return Path(summary_path).parent / "checks" / "checks.json"
 

@@ -377,17 +377,21 @@ def _top(frame: pd.DataFrame, limit: int) -> pd.DataFrame:
 
 
 def time_by_layer_figure(estimated: dict[str, pd.Series], kernels: dict[str, dict[str, float]] | None,
-                         device: str, path: str | Path, kernel_source: str = "Nsight Systems"
-                         ) -> dict[str, pd.DataFrame]:
-    """Where a step's time goes, as 100%-stacked bars, one bar per run: by layer type from the estimator's
-    per-op roofline prediction, and by kernel class from Nsight Systems, or the timing job's torch.profiler
-    kernel timeline, where the run was profiled.
+                         device: str, path: str | Path, kernel_source: str = "Nsight Systems",
+                         measured: dict[str, dict[str, float]] | None = None) -> dict[str, pd.DataFrame]:
+    """Where a step's time goes, as 100%-stacked bars, one bar per run: by layer type as measured (the timing
+    job's profiled iteration, torch.profiler: on the CPU as on a GPU) beside the estimator's per-op roofline
+    prediction, and by kernel class from Nsight Systems, or the timing job's kernel timeline, where a GPU run
+    was profiled.
 
-    ``estimated``: {run label: seconds per layer type}; ``kernels``: {run label: seconds per kernel class};
-    ``kernel_source`` names where the kernel times come from. Returns the share tables (percent) drawn."""
+    ``estimated``/``measured``: {run label: seconds per layer type}; ``kernels``: {run label: seconds per
+    kernel class}; ``kernel_source`` names where the kernel times come from. Returns the share tables
+    (percent) drawn: ``measured``, ``estimate``, ``kernels``."""
     title = f"Where the time goes on {device}"
     kernels = {k: v for k, v in (kernels or {}).items() if v}
-    panels = [("estimate", estimated, "predicted by layer type: per-op roofline")]
+    measured = {k: v for k, v in (measured or {}).items() if v}
+    panels = [("measured", measured, "measured by layer type: torch.profiler")] if measured else []
+    panels.append(("estimate", estimated, "predicted by layer type: per-op roofline"))
     if kernels:
         panels.append(("kernels", kernels, f"measured by kernel class: {kernel_source}"))
     panels = [(name, data, note) for name, data, note in panels if data]

@@ -15,23 +15,22 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.conventions import NOISY_SPREAD
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import Device, load_devices
 from rooflow.hardware.environment import throttle_reading
 from rooflow.hardware.roofs import attainable_flops_per_second, ridge_intensity
 from rooflow.io import read_json
+from rooflow.report.findings import FLOPS_RATIO_BAND, MEMORY_BAND, render, run_checks
+
+__all__ = ["COLUMNS", "FLOPS_RATIO_BAND", "MEMORY_BAND", "build_row", "build_summary"]
 
 log = logging.getLogger(__name__)
 
 KEYS = ["device", "model", "batch", "precision", "mode"]
 RUN_KEYS = KEYS[1:]
-# A measurement whose interquartile range exceeds this share of its median is flagged as noisy.
-# Measured/estimated FLOPs outside this band need an explanation.
-FLOPS_RATIO_BAND = (0.5, 2.0)
 
 COLUMNS = [
-    *KEYS, "device_kind", "status", "input_size", "params",
+    *KEYS, "device_kind", "status", "status_message", "timer", "input_size", "params",
     "estimated_flops", "estimated_forward_flops", "estimated_backward_flops", "estimated_optimizer_flops",
     "estimated_matmul_flops", "estimated_min_bytes", "estimated_fused_bytes", "estimated_unfused_bytes",
     "estimated_peak_memory_bytes", "forward_backward_flops_ratio",
@@ -45,6 +44,7 @@ COLUMNS = [
     "attainable_flops_per_second_measured_roof", "percent_of_measured_roofline",
     "predicted_seconds", "predicted_seconds_low", "predicted_seconds_high", "predicted_bound",
     "predicted_host_seconds", "predicted_device_seconds", "predicted_seconds_by_class", "calibration_source",
+    "top_time", "top_time_source",
     "measured_over_predicted", "roofline_seconds",
     "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
     "measured_memory_bytes", "warmup_memory_bytes", "measured_reserved_bytes", "measured_over_predicted_memory",
@@ -74,16 +74,10 @@ def _roofline_seconds(ops: pd.DataFrame | None, device: Device, precision: str) 
     return result.get("predicted_seconds") if result else None
 
 
-# A prediction is flagged when the measurement lies outside its band: the time model's own range (the
-# calibration's uncertainty), memory ±15%.
-MEMORY_BAND = 0.15
-
-
 def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFrame | None, device: Device,
-                 calibration, checks: list[str], timed_here: bool = True) -> None:
-    """Predicted time (rooflow.estimate.timemodel) and memory (rooflow.estimate.predict), and the checks
-    that compare them with the measurement: outside the band, say which part of the prediction carries
-    most of the time (an op class, the layout transposes, or the host)."""
+                 calibration) -> None:
+    """Predicted time (rooflow.estimate.timemodel) and memory (rooflow.estimate.predict), and their ratios to
+    the measurement (rooflow.report.findings holds the checks that compare them)."""
     from rooflow.estimate.predict import predict_memory
     from rooflow.estimate.timemodel import predict_step
 
@@ -96,34 +90,27 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
             prediction.by_class_seconds.items(), key=lambda kv: -kv[1])})
         row.update(values)
         if seconds and prediction.seconds:
-            ratio = seconds / prediction.seconds
-            row["measured_over_predicted"] = ratio
-            # an imported profile's time is its kernel time (nsys), not a timed step: no verdict on it
-            if timed_here and not prediction.low_seconds <= seconds <= prediction.high_seconds:
-                if prediction.bound == "host":
-                    carrier = (f"the step is host-bound in the model ({prediction.host_seconds * 1e3:.3g} ms of "
-                               f"host work for {prediction.device_seconds * 1e3:.3g} ms of kernels)")
-                else:
-                    top = sorted(prediction.by_class_seconds.items(), key=lambda kv: -kv[1])[:2]
-                    carrier = "most predicted time is " + " and ".join(
-                        f"{name} ({seconds_ * 1e3:.3g} ms)" for name, seconds_ in top)
-                checks.append(f"predicted time: measured/predicted = {ratio:.2f}, outside the model's "
-                              f"±{100 * calibration.relative_uncertainty:.0f}% band ({prediction.calibration_source}); "
-                              f"{carrier}")
+            row["measured_over_predicted"] = seconds / prediction.seconds
     memory = predict_memory(estimate, device)
     row.update(memory)
     measured = row.get("measured_memory_bytes")
     predicted = memory.get("predicted_memory_bytes")
     if measured and predicted and device.is_cuda:
-        ratio = measured / predicted
-        row["measured_over_predicted_memory"] = ratio
-        if abs(ratio - 1) > MEMORY_BAND:
-            low, high = memory["predicted_memory_bytes_low"], memory["predicted_memory_bytes_high"]
-            within = "inside" if low <= measured <= high else "outside"
-            checks.append(f"predicted memory: measured/predicted steady-state peak = {ratio:.2f}, outside "
-                          f"±{100 * MEMORY_BAND:.0f}% ({within} the range {low / 1e9:.2f}–{high / 1e9:.2f} GB: "
-                          f"a cuDNN workspace of an algorithm the autotuner picked, the allocator, or memory the "
-                          f"estimate does not count)")
+        row["measured_over_predicted_memory"] = measured / predicted
+
+
+def _top_time(row: dict[str, Any], timing: dict[str, Any] | None) -> None:
+    """What takes most of the step's time, and its share: the layer type, measured (the timing job's profiled
+    iteration) where it was recorded, else the op class the time model predicts."""
+    from rooflow.measure.optime import from_record, seconds_by
+
+    source, seconds = "measured", seconds_by(from_record(timing)) if timing else {}
+    if not seconds:
+        source, seconds = "predicted", json.loads(row.get("predicted_seconds_by_class") or "{}")
+    total = math.fsum(seconds.values())
+    if total > 0:
+        name, value = max(seconds.items(), key=lambda kv: kv[1])
+        row["top_time"], row["top_time_source"] = f"{name} {100 * value / total:.0f}%", source
 
 
 def _reconcile(measured: dict, estimate: dict, precision: str, mode: str, device: Device) -> dict[str, Any]:
@@ -163,11 +150,10 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
     fwd = estimate.get("forward_flops")
     row["forward_backward_flops_ratio"] = (estimate.get("backward_flops") / fwd
                                            if row["mode"] == "training" and fwd else None)
-    checks: list[str] = []
-
     status = "ok"
     if timing is not None:
         status = timing.get("status", "ok")
+        row["timer"] = timing.get("timer")
         if status == "ok":
             row["measured_seconds"] = timing["median_seconds"]
             row["seconds_spread"] = timing.get("spread")
@@ -178,26 +164,14 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["warmup_memory_bytes"] = timing.get("warmup_peak_allocated_bytes")
             row["measured_reserved_bytes"] = timing.get("steady_peak_reserved_bytes")
             row["timing_rounds"] = timing.get("timing_rounds")
-            if (row["seconds_spread"] or 0) > NOISY_SPREAD:
-                rounds = timing.get("timing_rounds")
-                after = f" after {rounds} round{'s' if rounds > 1 else ''}" if rounds else ""
-                checks.append(
-                    f"noisy: interquartile range is {100 * row['seconds_spread']:.0f}% of the median time "
-                    f"(over {100 * NOISY_SPREAD:.0f}%){after}: other load on the machine, too few iterations, "
-                    f"or clock changes; rerun on an idle node or raise profiling.timed_iterations")
             if timing.get("throttled"):
                 row["throttle"] = throttle_reading(timing.get("gpu_during_timing"))
-                checks.append(
-                    f"throttled: {row['throttle']}: the GPU lowered its clocks while it was timed (power cap, "
-                    f"temperature), so the time is longer than the device's roof assumes; rerun on an idle, "
-                    f"cooled GPU or hold the point against a measured roof taken under the same conditions")
-        elif status == "oom":
-            row["memory_requested_bytes"] = timing.get("memory_requested_bytes")
-            row["memory_available_bytes"] = timing.get("memory_available_bytes")
-            message = str(timing.get("message") or "the run did not fit in device memory")
-            checks.append(f"out of memory: {message.removeprefix('out of memory: ')}")
-        elif status == "does-not-fit":
-            checks.append(f"does not fit: {timing.get('message', 'the memory prediction says it cannot fit')}")
+        else:
+            # out of memory, or does not fit: the message says how much was asked for and what was free
+            row["status_message"] = timing.get("message")
+            if status == "oom":
+                row["memory_requested_bytes"] = timing.get("memory_requested_bytes")
+                row["memory_available_bytes"] = timing.get("memory_available_bytes")
     elif nsys is None and ncu is None:
         status = "not-measured"
     row["status"] = status
@@ -235,11 +209,6 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
         row["flops_ratio"] = reconciliation.get("flops_ratio")
         row["bytes_ratio"] = reconciliation.get("bytes_ratio")
         row["reconciliation"] = reconciliation.get("cause")
-        ratio = row["flops_ratio"]
-        if ratio and not FLOPS_RATIO_BAND[0] <= ratio <= FLOPS_RATIO_BAND[1]:
-            checks.append(f"measured/estimated FLOPs = {ratio:.2f}, outside "
-                          f"[{FLOPS_RATIO_BAND[0]}, {FLOPS_RATIO_BAND[1]}]: "
-                          f"{reconciliation.get('cause') or 'no explanation found'}")
 
     seconds = row.get("measured_seconds")
     if seconds and row["flops"]:
@@ -261,20 +230,16 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["percent_of_roofline"] = percent
             if intensity:
                 row["bound"] = "memory-bound" if intensity < row["ridge_intensity"] else "compute-bound"
-            if percent and percent > 100:
-                checks.append(
-                    f"above the roof: {percent:.0f}% of the attainable {attainable / 1e12:.3g} TFLOP/s "
-                    f"({row['roof_source']} {row['precision']} roof): a wrong peak (a sparse headline?), "
-                    f"over-counted FLOPs, an under-measured time, or FLOPs of a precision this roof does not cover")
         else:
             row["measured_peak_flops_per_second"] = peak
             row["measured_bandwidth_bytes_per_second"] = bandwidth
             row["attainable_flops_per_second_measured_roof"] = attainable
             row["percent_of_measured_roofline"] = percent
 
-    timed_here = timing is not None and timing.get("timer") in ("cuda-events", "perf_counter_ns")
-    _predictions(row, estimate, ops, device, calibration, checks, timed_here)
-    row["checks"] = "; ".join(checks)
+    _predictions(row, estimate, ops, device, calibration)
+    _top_time(row, timing)
+    # the checks as records (rooflow.report.findings); the column is their rendering, for people
+    row["checks"] = render(run_checks(row))
     return row
 
 

@@ -89,9 +89,9 @@ def write_html_table(path: str | Path, frame: pd.DataFrame, title: str, note: st
         tmp.write_text(html_table(frame, title, note, row_class), encoding="utf-8")
 
 
-def checks_overview(checks: pd.DataFrame, limit: int = 8) -> str:
-    """An HTML fragment for the report's front page: how many checks failed and, per kind of check (errors
-    first), the runs it concerns with their values and the likely cause."""
+def checks_overview(checks: pd.DataFrame) -> str:
+    """An HTML fragment for the report's front page: one line per kind of check (errors first) with how many
+    runs failed it; its runs, values, causes and evidence fold open on demand (``<details>``)."""
     if checks.empty:
         return ('<div style="border-left:4px solid #2b8a3e;padding:4px 10px;background:#ebfbee">'
                 "<strong>Self-checks: all passed.</strong> No point above its roof, no unexplained FLOP "
@@ -100,22 +100,30 @@ def checks_overview(checks: pd.DataFrame, limit: int = 8) -> str:
     summary = ", ".join(f"{counts[s]} {s}{'s' if counts[s] > 1 else ''}" for s in ("error", "warning", "result")
                         if s in counts)
     colour = "#c92a2a" if "error" in counts else "#e67700"
+    mark = {"error": "#c92a2a", "warning": "#e67700", "result": "#7048e8"}
+    evidence = checks["evidence"] if "evidence" in checks.columns else pd.Series([""] * len(checks), index=checks.index)
     items = []
     for (severity, check), group in checks.groupby(["severity", "check"], sort=False):
-        runs = [f'<span style="font-family:monospace">{html.escape(r)}</span> ({html.escape(str(v))})'
-                for r, v in zip(group["run"], group["value"])]
-        shown = "; ".join(runs[:limit]) + (f"; … {len(runs) - limit} more" if len(runs) > limit else "")
-        causes = list(dict.fromkeys(group["likely_cause"].astype(str)))
-        cause = html.escape(causes[0]) if len(causes) == 1 else \
-            "<br>".join(f"{html.escape(r)}: {html.escape(c)}" for r, c in
-                        list(zip(group["run"], group["likely_cause"].astype(str)))[:limit])
-        items.append(f"<li><strong>{html.escape(severity)}: {html.escape(check)}</strong>, {len(group)} "
-                     f"run{'s' if len(group) > 1 else ''} (expected {html.escape(str(group['expected'].iloc[0]))})"
-                     f": {shown}.<br><em>Likely cause:</em> {cause}</li>")
+        rows = []
+        for index, run in group.iterrows():
+            more = evidence.loc[index]
+            more = f'<div style="color:#555">{html.escape(str(more))}</div>' if isinstance(more, str) and more else ""
+            rows.append(f'<tr><td style="font-family:monospace;white-space:nowrap">{html.escape(str(run["run"]))}</td>'
+                        f'<td>{html.escape(str(run["value"]))}</td>'
+                        f'<td>{html.escape(str(run["likely_cause"]))}{more}</td></tr>')
+        causes = set(group["likely_cause"].astype(str))
+        one_cause = f" — {html.escape(next(iter(causes)))}" if len(causes) == 1 and len(next(iter(causes))) < 90 else ""
+        items.append(
+            f'<details style="margin:2px 0"><summary><span style="color:{mark.get(severity, "#444")}">'
+            f"{html.escape(severity)}</span> <strong>{html.escape(check)}</strong>: {len(group)} "
+            f"run{'s' if len(group) > 1 else ''} (expected {html.escape(str(group['expected'].iloc[0]))}){one_cause}"
+            f'</summary><table style="border-collapse:collapse;font-size:90%;margin:4px 0 8px 16px">'
+            f"<tr><th align=left>run</th><th align=left>value</th><th align=left>cause</th></tr>{''.join(rows)}"
+            f"</table></details>")
     return (f'<div style="border-left:4px solid {colour};padding:4px 10px;background:#fff8f0">'
-            f"<strong>Self-checks: {len(checks)} flagged ({summary}).</strong> Flagged runs stay in every "
-            f"figure and table, ringed on the roofline; the full table is under <em>Checks</em>."
-            f"<ul>{''.join(items)}</ul></div>\n")
+            f"<strong>Self-checks: {len(checks)} flagged ({summary}).</strong> One line per check: click it for "
+            f"its runs and causes. Flagged runs stay in every figure and table, ringed on the roofline; the full "
+            f"table is under <em>Checks</em>.{''.join(items)}</div>\n")
 
 
 def environment_table(timings: list[dict]) -> pd.DataFrame:

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 from support import NVTX_RECORDING
 
-from rooflow.ceilings.measure import cache_roof_guards, invalid_cache_roofs
+from rooflow.ceilings.measure import cache_roof_guards
 from rooflow.errors import RooflowError
 from rooflow.guards import GUARD_FIELDS
+from rooflow.hardware.roofs import invalid_cache_roofs
 from rooflow.measure.ncu_job import profile_with_fallback
 from rooflow.profilers.distinct import apply_plan, check_distinct
 from rooflow.profilers.ncu import aggregate_ncu
@@ -114,7 +115,7 @@ def test_the_job_falls_back_to_exhaustive_and_records_why(stand_in, exhaustive, 
     rows = guard_checks({"ncu.json": {**totals, **RUN}})
     assert [(r["run"], r["severity"], r["check"]) for r in rows] == [
         ("h100-sxm5-80gb resnet18 b16 fp32 training", "error", "NVTX filter caught nothing")]
-    assert set(rows[0]) == set(CHECK_COLUMNS)
+    assert set(rows[0].as_row()) == set(CHECK_COLUMNS)
 
 
 def test_a_faithful_distinct_profile_is_used_as_made(stand_in, tmp_path):

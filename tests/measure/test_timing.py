@@ -364,6 +364,7 @@ def test_an_oom_timing_reaches_the_summary_with_its_numbers():
     row = build_row(device, estimate, record)
     assert row["status"] == "oom"
     assert row["memory_requested_bytes"] == int(3.06 * 2**30) and row["memory_available_bytes"] == int(1.2 * 2**30)
-    assert row["checks"].startswith("out of memory: asked for 3.06 GiB with 1.20 GiB free")
+    assert row["checks"].startswith("out of memory: oom (expected fits in memory): asked for 3.06 GiB with 1.20 GiB "
+                                    "free")
     oom = [c for c in summary_checks(pd.DataFrame([row])) if c["check"] == "out of memory"]
     assert len(oom) == 1 and "asked for 3.06 GiB" in oom[0]["likely_cause"]

@@ -186,6 +186,9 @@ def test_report_loads_without_errors_with_checks_on_top_and_every_figure(report,
     text = re.sub(r"<[^>]+>", " ", result.stdout)
     assert "Self-checks:" in text and "rooflow: where the time goes" in text
     assert text.index("Self-checks:") < text.index("Method")
+    # the answer first: each device's runs (here the CPU's, then the imported A100's) above the checks
+    assert text.index("furthest from the roof first") < text.index("Self-checks:")
+    assert text.index("resnet18 b1 fp32 inference") < text.index("Self-checks:")
     run = run_chromium(chromium, page, tmp_path, f"--screenshot={shot}")
     assert run.returncode == 0 and shot.stat().st_size > 10_000, run.stderr[-2000:]
 

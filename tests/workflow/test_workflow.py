@@ -59,7 +59,7 @@ def test_imported_a100_profile_is_aggregated_and_flagged(run):
     # no tensor-core metrics: ~1.6% of the estimated work is visible, and the summary says why
     assert row["flops_ratio"] < 0.05
     assert "tensor" in row["reconciliation"].lower()
-    assert "outside [0.5, 2.0]" in row["checks"]
+    assert "measured/estimated FLOPs: 0.02 (expected [0.5, 2.0])" in row["checks"]
     assert (run / "results" / "plots" / "roofline" / "a100-sxm4-40gb.svg").is_file()
 
 
@@ -128,7 +128,7 @@ def test_out_of_memory_is_a_result_row_and_the_workflow_completes(tmp_path, snak
     assert oom["status"] == "oom" and pd.isna(oom["measured_seconds"])
     assert 0 < oom["memory_requested_bytes"] and 0 <= oom["memory_available_bytes"] < limit
     assert oom["memory_requested_bytes"] > oom["memory_available_bytes"]
-    assert oom["checks"].startswith("out of memory: asked for ")
+    assert oom["checks"].startswith("out of memory: oom (expected fits in memory): asked for ")
     assert oom["estimated_flops"] > 0  # the estimate of the run that did not fit is still there
     timing = yaml.safe_load((workdir / "results/profile/cpu/squeezenet1_0/b256-fp32-training/timing.json").read_text())
     assert timing["memory_limit_bytes"] == limit

@@ -1,0 +1,343 @@
+"""Checks are records: :class:`Check` (run, check, severity, value, expected, cause, evidence) from the function
+that finds it to the summary table, the checks file and the report — never a sentence joined by one function
+and split by another.
+
+:func:`run_checks` finds every check that one summary row can tell (a point above its roof, a FLOP gap, a
+noisy or throttled timing, a prediction the measurement misses, out of memory, ...). The summary calls it on
+each row it builds and renders the records into its readable ``checks`` column; the self-checks step calls it
+on the rows of ``results/summary.csv`` (the same function over the same columns: the same records) and adds
+the checks that need other files (rooflow.report.checks), then writes them all to ``results/checks/checks.json``,
+which the report and ``rooflow checks`` read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rooflow.conventions import NOISY_SPREAD
+from rooflow.errors import RooflowError
+from rooflow.io import read_json, write_json
+from rooflow.profilers.reconcile import UNEXPLAINED
+
+RUN_COLUMNS = ["device", "model", "batch", "precision", "mode"]
+CHECK_COLUMNS = ["run", *RUN_COLUMNS, "severity", "check", "value", "expected", "likely_cause", "evidence"]
+SEVERITIES = ("error", "warning", "result")
+
+# Measured/estimated FLOPs outside this band need an explanation.
+FLOPS_RATIO_BAND = (0.5, 2.0)
+# A memory prediction is flagged when the measured steady-state peak is off by more than this share.
+MEMORY_BAND = 0.15
+# How a time was taken: only a step timed here (not an imported profile's kernel time) is held to the prediction.
+TIMED_HERE = ("cuda-events", "perf_counter_ns")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One failed check. ``cause``: one sentence (what is behind it, or "unexplained"); ``evidence``: the
+    numbers behind the cause (kernel lists, per-layer times), folded away in the report until asked for."""
+
+    run: str
+    device: str
+    model: str
+    batch: int
+    precision: str
+    mode: str
+    severity: str
+    check: str
+    value: str
+    expected: str
+    cause: str
+    evidence: str = ""
+
+    def __getitem__(self, column: str) -> Any:
+        """A record reads like a row of the checks table: ``check["likely_cause"]``."""
+        return self.as_row()[column]
+
+    def as_row(self) -> dict[str, Any]:
+        """The row of the checks table (:data:`CHECK_COLUMNS`; the cause under ``likely_cause``)."""
+        row = asdict(self)
+        row["likely_cause"] = row.pop("cause")
+        return {c: row[c] for c in CHECK_COLUMNS}
+
+
+def run_label(row: Any) -> str:
+    """'cpu resnet18 b8 fp32 training': the run a check concerns, as the report shows it."""
+    device = row.get("device") if hasattr(row, "get") else row["device"]
+    parts = [device] if isinstance(device, str) and device else []
+    return " ".join(parts + [str(row["model"]), f"b{int(row['batch'])}", str(row["precision"]), str(row["mode"])])
+
+
+def for_run(run: Any, severity: str, check: str, value: str, expected: str, cause: str, evidence: str = "",
+            label: str | None = None) -> Check:
+    """A :class:`Check` about ``run`` (a summary row or a mapping with the run's keys)."""
+    keys = {k: run.get(k) for k in RUN_COLUMNS}
+    keys["device"] = keys["device"] if isinstance(keys["device"], str) else ""
+    keys["batch"] = int(keys["batch"])
+    return Check(run=label or run_label(keys), severity=severity, check=check, value=value, expected=expected,
+                 cause=cause, evidence=evidence, **keys)
+
+
+def render(checks: list[Check]) -> str:
+    """The summary's readable ``checks`` column: one 'check: value (expected ...): cause' per record, ' | '
+    between them. For people only: programs read the records (:func:`read_checks`)."""
+    return " | ".join(f"{c.check}: {c.value} (expected {c.expected}): {c.cause}" for c in checks)
+
+
+def checks_frame(checks: list[Check]) -> pd.DataFrame:
+    return pd.DataFrame([c.as_row() for c in checks], columns=CHECK_COLUMNS)
+
+
+def from_frame(frame: pd.DataFrame) -> list[Check]:
+    names = {f.name for f in fields(Check)}
+    out = []
+    for row in frame.to_dict("records"):
+        row = {("cause" if k == "likely_cause" else k): ("" if isinstance(v, float) and math.isnan(v) else v)
+               for k, v in row.items()}
+        out.append(Check(**{k: v for k, v in row.items() if k in names}))
+    return out
+
+
+def write_checks(path: str | Path, checks: list[Check]) -> None:
+    write_json(path, [asdict(c) for c in checks])
+
+
+def read_checks(path: str | Path) -> list[Check]:
+    data = read_json(path)
+    try:
+        return [Check(**record) for record in data]
+    except TypeError as error:
+        raise RooflowError(f"{path}: not a checks file written by rooflow ({error}); rerun the check_runs step "
+                           "(or `rooflow checks` without --records)") from None
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return value is not None and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _count(value: Any) -> str:
+    return str(int(value)) if _finite(value) else "?"
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def estimate_percent_of_roof(run: Any) -> float | None:
+    """Where a run's point comes from measured FLOPs or bytes: the ESTIMATE's point (estimated FLOPs over
+    estimated fusion-aware bytes, at the measured time) as a percentage of the attainable FLOP/s of the
+    run's roof. None where the point is the estimate already, or a value is missing."""
+    if run.get("flops_source") == "estimate" and str(run.get("bytes_source", "")).startswith("estimate"):
+        return None
+    flops, seconds = run.get("estimated_flops"), run.get("measured_seconds")
+    nbytes = run.get("estimated_fused_bytes") if _finite(run.get("estimated_fused_bytes")) \
+        else run.get("estimated_min_bytes")
+    peak, bandwidth = run.get("peak_flops_per_second"), run.get("bandwidth_bytes_per_second")
+    if not all(_finite(v) and v > 0 for v in (flops, seconds, nbytes, peak, bandwidth)):
+        return None
+    attainable = min(peak, bandwidth * flops / nbytes)
+    return 100 * (flops / seconds) / attainable
+
+
+# Words an explanation uses for each side (rooflow's reconciliation names the side; older or imported texts
+# are read by what they blame).
+_MATMUL_WORDS = r"tensor[- ]core|winograd|\bfft\b|gemm|tile|im2col|split-k|channel padding|convolution algorithm"
+_OTHER_WORDS = r"elementwise|normali[sz]ation|pooling|softmax|optimizer"
+
+
+def claimed_side(run: Any) -> str | None:
+    """The side (``convolution/matmul`` or ``other ops``) a run's reconciliation says carries its FLOP gap."""
+    import re
+
+    from rooflow.profilers.reconcile import MATMUL_SIDE, OTHER_SIDE
+
+    side = run.get("reconciliation_side")
+    if isinstance(side, str) and side in (MATMUL_SIDE, OTHER_SIDE):
+        return side
+    text = run.get("reconciliation")
+    if not isinstance(text, str) or not text.strip() or text.startswith(UNEXPLAINED):
+        return None
+    if "convolution/matmul kernels carry the gap" in text:
+        return MATMUL_SIDE
+    if "other kernels carry the gap" in text:
+        return OTHER_SIDE
+    matmul = len(re.findall(_MATMUL_WORDS, text, re.IGNORECASE))
+    other = len(re.findall(_OTHER_WORDS, text, re.IGNORECASE))
+    if matmul == other:
+        return None
+    return MATMUL_SIDE if matmul > other else OTHER_SIDE
+
+
+def explanation_contradiction(run: Any) -> tuple[str, str, str] | None:
+    """(value, side claimed, cause) where the explanation blames a side the per-class FLOPs clear: the gap
+    (measured − estimated) is carried by the side whose difference has its sign and is the larger."""
+    from rooflow.profilers.reconcile import MATMUL_SIDE, OTHER_SIDE
+
+    claimed = claimed_side(run)
+    values = [run.get(k) for k in ("measured_flops", "estimated_flops", "measured_matmul_flops",
+                                   "measured_other_flops", "estimated_other_flops")]
+    if claimed is None or not all(_finite(v) for v in values):
+        return None
+    measured, estimated, matmul, other, estimated_other = (float(v) for v in values)
+    gap = measured - estimated
+    differences = {MATMUL_SIDE: matmul - (estimated - estimated_other), OTHER_SIDE: other - estimated_other}
+    same_sign = [side for side, d in differences.items() if d * gap > 0] or list(differences)
+    carrier = max(same_sign, key=lambda side: abs(differences[side]))
+    if carrier == claimed:
+        return None
+    value = (f"{carrier} {differences[carrier] / 1e9:+.4g} GFLOP, {claimed} {differences[claimed] / 1e9:+.4g} "
+             f"GFLOP of a {gap / 1e9:+.4g} GFLOP gap")
+    return value, claimed, (f"the reconciliation blames the {claimed} side, but the per-class counts put the gap "
+                            f"on the {carrier} side: the explanation is wrong (an old or imported text, or a "
+                            f"reconciliation bug)")
+
+
+def _predicted_time_carrier(run: Any) -> str:
+    """What carries most of the predicted time: the host, or the two largest op classes."""
+    host, device = run.get("predicted_host_seconds"), run.get("predicted_device_seconds")
+    if run.get("predicted_bound") == "host" and _finite(host) and _finite(device):
+        return (f"the step is host-bound in the model ({host * 1e3:.3g} ms of host work for {device * 1e3:.3g} ms "
+                f"of kernels)")
+    try:
+        by_class = json.loads(run.get("predicted_seconds_by_class") or "{}")
+    except (TypeError, json.JSONDecodeError):
+        by_class = {}
+    top = sorted(by_class.items(), key=lambda kv: -kv[1])[:2]
+    if not top:
+        return "the prediction's split by op class is not recorded"
+    return "most predicted time is " + " and ".join(f"{name} ({seconds * 1e3:.3g} ms)" for name, seconds in top)
+
+
+def _roof_checks(run: Any) -> list[Check]:
+    out = []
+    percent = run.get("percent_of_roofline")
+    if _finite(percent) and percent > 100:
+        attainable = run.get("attainable_flops_per_second")
+        roof = (f"{attainable / 1e12:.3g} TFLOP/s of the {run.get('roof_source')} {run.get('precision')} roof"
+                if _finite(attainable) else "FLOP/s")
+        out.append(for_run(run, "error", "above the roof", f"{percent:.0f}% of the attainable {roof}", "≤ 100%",
+                           "a wrong peak (a sparse headline?), over-counted FLOPs, an under-measured time, or FLOPs "
+                           "of a precision this roof does not cover"))
+    measured_percent = run.get("percent_of_measured_roofline")
+    if run.get("roof_source") == "datasheet" and _finite(measured_percent) and measured_percent > 100:
+        out.append(for_run(run, "warning", "above the measured roof",
+                           f"{measured_percent:.0f}% of the measured-roof attainable FLOP/s", "≤ 100%",
+                           "the ceiling microbenchmark reached less than this run (too small a problem, clocks "
+                           "throttled while it ran), or this run's FLOPs are over-counted"))
+    ratio = run.get("flops_ratio")
+    explanation = _text(run.get("reconciliation"))
+    unexplained = bool(explanation) and explanation.startswith(UNEXPLAINED)
+    estimate_percent = estimate_percent_of_roof(run)
+    if estimate_percent is not None and estimate_percent > 100:
+        if _finite(ratio) and ratio < 1 and explanation and not unexplained:
+            # the kernels' own evidence: fewer FLOPs done (Winograd, FFT) or work the counters cannot see
+            cause = (f"the counters saw {ratio:.2f}× the estimated FLOPs, and the FLOP reconciliation says why: "
+                     f"{explanation}")
+        else:
+            cause = (f"the step ran faster than the {run.get('precision')} roof allows for the estimated work: it "
+                     "ran at a faster precision than the roof assumes (cuDNN runs FP32 convolutions in TF32 on "
+                     "tensor cores by default on Ampere and newer), its time is under-measured (kernel time of one "
+                     "iteration without host gaps), or the estimate over-counts; the measured point may sit under "
+                     "its roof only because the counters missed that work")
+        out.append(for_run(run, "warning", "estimate above the roof",
+                           f"estimated FLOPs / measured time = {estimate_percent:.0f}% of the attainable FLOP/s",
+                           "≤ 100%", cause))
+    return out
+
+
+def _flop_checks(run: Any) -> list[Check]:
+    out = []
+    low, high = FLOPS_RATIO_BAND
+    ratio = run.get("flops_ratio")
+    explanation = _text(run.get("reconciliation"))
+    unexplained = bool(explanation) and explanation.startswith(UNEXPLAINED)
+    counts = [run.get(k) for k in ("measured_matmul_flops", "measured_other_flops", "estimated_matmul_flops",
+                                   "estimated_other_flops")]
+    evidence = (f"convolution/matmul kernels {counts[0] / 1e9:.4g} GFLOP measured vs {counts[2] / 1e9:.4g} estimated (all phases); other kernels "
+                f"{counts[1] / 1e9:.4g} vs {counts[3] / 1e9:.4g}"
+                if all(_finite(v) for v in counts) else "")
+    if _finite(ratio) and not low <= ratio <= high:
+        explained = bool(explanation) and not unexplained
+        out.append(for_run(run, "warning" if explained else "error", "measured/estimated FLOPs", f"{ratio:.2f}",
+                           f"[{low}, {high}]",
+                           explanation if explained or unexplained else
+                           "no explanation found: tensor-core metrics not collected (FLOPs too low), a precision "
+                           "the counters miss, or kernels outside the profiled iteration", evidence))
+    elif _finite(ratio) and unexplained:
+        out.append(for_run(run, "error", "unexplained FLOP gap", f"measured/estimated FLOPs {ratio:.2f}",
+                           "within ±20%, or a gap the kernels explain", explanation, evidence))
+    contradiction = explanation_contradiction(run)
+    if contradiction:
+        out.append(for_run(run, "error", "explanation contradicts the per-class counts", contradiction[0],
+                           f"the gap on the side the explanation blames ({contradiction[1]})", contradiction[2]))
+    mismatch = _text(run.get("kernel_mismatch"))
+    if mismatch:
+        differ = str(run.get("kernel_algorithms_differ")).lower() in ("true", "1", "1.0")
+        out.append(for_run(run, "error" if differ else "warning", "timed vs profiled kernels",
+                           f"{_count(run.get('timed_kernels'))} timed vs {_count(run.get('profiled_kernels'))} "
+                           f"profiled kernels", "the same kernels in both processes",
+                           mismatch + (": another convolution/GEMM algorithm ran in one of them (cuDNN autotuning "
+                                       "per process, memory pressure), so FLOPs and time come from different kernels"
+                                       if differ else
+                                       ": the convolution/GEMM kernels match; the difference is in other kernels")))
+    return out
+
+
+def _timing_checks(run: Any) -> list[Check]:
+    out = []
+    spread = run.get("seconds_spread")
+    if _finite(spread) and spread > NOISY_SPREAD:
+        rounds = run.get("timing_rounds")
+        after = f" after {int(rounds)} round{'s' if int(rounds) > 1 else ''}" if _finite(rounds) else ""
+        out.append(for_run(run, "warning", "noisy", f"spread {100 * spread:.1f}% of the median{after}",
+                           f"≤ {100 * NOISY_SPREAD:.0f}%",
+                           "other load on the machine, too few iterations, or clock changes; rerun on an idle node "
+                           "or raise profiling.timed_iterations"))
+    throttle = _text(run.get("throttle"))
+    if throttle:
+        out.append(for_run(run, "warning", "throttled", throttle, "no clock slowdown while timed",
+                           "the GPU lowered its clocks while it was timed (power cap, temperature), so the time is "
+                           "longer than the device's roof assumes; rerun on an idle, cooled GPU or hold the point "
+                           "against a measured roof taken under the same conditions"))
+    ratio, seconds = run.get("measured_over_predicted"), run.get("measured_seconds")
+    low, high, predicted = (run.get(k) for k in ("predicted_seconds_low", "predicted_seconds_high",
+                                                  "predicted_seconds"))
+    if run.get("timer") in TIMED_HERE and all(_finite(v) for v in (ratio, seconds, low, high, predicted)) \
+            and not low <= seconds <= high:
+        band = 100 * (high / predicted - 1)
+        out.append(for_run(run, "warning", "predicted vs measured time", f"measured/predicted {ratio:.2f}",
+                           f"{low * 1e3:.3g}–{high * 1e3:.3g} ms",
+                           f"outside the model's ±{band:.0f}% band ({run.get('calibration_source')}); "
+                           f"{_predicted_time_carrier(run)}"))
+    ratio, measured = run.get("measured_over_predicted_memory"), run.get("measured_memory_bytes")
+    low, high = run.get("predicted_memory_bytes_low"), run.get("predicted_memory_bytes_high")
+    if run.get("device_kind") == "cuda" and _finite(ratio) and abs(ratio - 1) > MEMORY_BAND:
+        within = "inside" if _finite(low) and _finite(high) and low <= measured <= high else "outside"
+        span = f" {low / 1e9:.2f}–{high / 1e9:.2f} GB" if _finite(low) and _finite(high) else ""
+        out.append(for_run(run, "warning", "predicted vs measured memory", f"measured/predicted {ratio:.2f}",
+                           f"within ±{100 * MEMORY_BAND:.0f}%",
+                           f"{within} the range{span}: a cuDNN workspace of an algorithm the autotuner picked, the "
+                           f"allocator, or memory the estimate does not count"))
+    message = _text(run.get("status_message"))
+    if run.get("status") == "oom":
+        cause = (message or "the run did not fit in device memory").removeprefix("out of memory: ")
+        out.append(for_run(run, "result", "out of memory", "oom", "fits in memory",
+                           f"{cause}; a smaller batch or lower precision fits"))
+    if run.get("status") == "does-not-fit":
+        cause = (message or "the memory prediction says it cannot fit").removeprefix("does not fit: ")
+        out.append(for_run(run, "result", "does not fit (not submitted)", "not run", "fits in memory",
+                           f"{cause}; a smaller batch, a lower precision or a larger GPU fits"))
+    return out
+
+
+def run_checks(run: Any) -> list[Check]:
+    """Every check one summary row can tell, as records (a row is a dict or a pandas Series of the summary)."""
+    return _roof_checks(run) + _flop_checks(run) + _timing_checks(run)

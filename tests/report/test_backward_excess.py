@@ -1,0 +1,166 @@
+"""Causes from evidence: a forward:backward latency ratio outside its band names the layers whose measured
+backward carries the excess (rooflow.measure.optime over the profiled iteration), or says "unexplained".
+
+Real recordings: tests/data/recorded/cpu-rooflow/ (alexnet b1 fp32 training on this project's 2-core CPU VM,
+with module ranges) and tests/data/real/h100-rooflow/ (vgg16 b64 fp32 training on an H100, no module ranges)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rooflow.estimate import estimate
+from rooflow.measure.optime import backward_excess, compact, from_record, op_times, seconds_by
+from rooflow.report.checks import build_checks
+from rooflow.report.summary import COLUMNS
+
+CPU = Path(__file__).resolve().parents[1] / "data" / "recorded" / "cpu-rooflow"
+H100 = Path(__file__).resolve().parents[1] / "data" / "real" / "h100-rooflow"
+
+
+def trace(path: Path) -> dict:
+    with gzip.open(path, "rt") as handle:
+        return json.load(handle)
+
+
+@pytest.fixture(scope="module")
+def alexnet_ops() -> pd.DataFrame:
+    return op_times(trace(CPU / "torch-profiler-alexnet-b1-fp32-training.json.gz"))
+
+
+@pytest.fixture(scope="module")
+def alexnet_estimate():
+    result = estimate("alexnet", 1, "fp32", "training")
+    key = ("alexnet", 1, "fp32", "training")
+    return {key: result.totals}, {key: result.layers}
+
+
+def test_every_backward_node_of_a_layer_is_booked_to_that_layer(alexnet_ops):
+    """Backward nodes carry the sequence number of the forward op that recorded them: every conv/linear
+    backward lands on the module whose forward ran it (5 convolutions, 3 linears), none unnamed."""
+    backward = alexnet_ops[alexnet_ops["phase"] == "backward"]
+    matmul = backward[backward["op"].str.contains("ConvolutionBackward|AddmmBackward")]
+    assert sorted(set(matmul["layer"])) == ["classifier.1", "classifier.4", "classifier.6", "features.0",
+                                            "features.10", "features.3", "features.6", "features.8"]
+    forward = seconds_by(alexnet_ops, "layer", "forward")
+    layers = seconds_by(alexnet_ops, "layer", "backward")
+    # the first convolution needs no input gradient: its backward is the cheapest of the five, relative to
+    # its forward, as the estimate's 2 − share says
+    ratio = {name: layers[name] / forward[name] for name in ("features.0", "features.3", "features.6",
+                                                            "features.8", "features.10")}
+    assert min(ratio, key=ratio.get) == "features.0"
+    # what the timing record keeps reads back the same
+    again = from_record({"op_times": compact(alexnet_ops)})
+    assert math.fsum(again["seconds"]) == pytest.approx(math.fsum(alexnet_ops["seconds"]), rel=1e-12)
+
+
+def summary_row(backward_over_forward: float, device: str = "cpu") -> pd.DataFrame:
+    row = {c: math.nan for c in COLUMNS}
+    row.update(device=device, model="alexnet", batch=1, precision="fp32", mode="training", status="ok",
+               measured_seconds=0.8, forward_seconds=0.1, backward_seconds=0.1 * backward_over_forward)
+    return pd.DataFrame([row], columns=COLUMNS)
+
+
+def latency_check(frame, estimate_tables, ops) -> pd.Series:
+    totals, layers = estimate_tables
+    key = ("cpu", "alexnet", 1, "fp32", "training")
+    checks, _ = build_checks(frame, totals, layers, op_times={key: ops} if ops is not None else None)
+    [row] = [r for _, r in checks.iterrows() if r["check"] == "forward:backward latency"]
+    return row
+
+
+def test_the_issues_alexnet_ratio_is_unexplained_where_the_profiled_ops_sit_in_the_band(alexnet_ops, alexnet_estimate):
+    # the issue's CPU run: backward/forward 6.74 against a band of 0.95–3.80 (implied 1.90 ÷/× 2). The
+    # profiled iteration here has 3.47; the excess over 1.90 × forward is in the linear and conv layers.
+    row = latency_check(summary_row(6.74), alexnet_estimate, alexnet_ops)
+    cause = row["likely_cause"]
+    assert row["expected"].startswith("[0.95, 3.80]")
+    # 3.47 is inside the band: the timed excess is not in the ops
+    assert cause.startswith("unexplained: the backward ran at under half the forward's FLOP/s in the timed "
+                            "iterations, but the profiled iteration's ops give backward/forward 3.47")
+    # against a band the profiled iteration also leaves (a run whose implied ratio were 1.5), the carriers
+    profiled, carriers = backward_excess(alexnet_ops, 1.5)
+    assert profiled == pytest.approx(3.47, abs=0.005)
+    assert [c["name"] for c in carriers][:2] == ["classifier.1 (Linear)", "features.8 (Conv2d)"]
+    for carrier in carriers:
+        assert carrier["excess_seconds"] == pytest.approx(carrier["backward_seconds"] - 1.5 * carrier["forward_seconds"])
+    assert sum(c["share"] for c in carriers) >= 0.8
+
+
+def test_a_ratio_outside_the_band_in_the_profiled_ops_names_them(alexnet_ops, alexnet_estimate):
+    # halve every forward op: the profiled iteration's ratio doubles to 6.9, outside [0.95, 3.80] as the timing
+    faster = alexnet_ops.assign(seconds=[s / 2 if p == "forward" else s
+                                         for s, p in zip(alexnet_ops["seconds"], alexnet_ops["phase"])])
+    row = latency_check(summary_row(6.74), alexnet_estimate, faster)
+    cause = row["likely_cause"]
+    assert "in the profiled iteration (backward/forward 6.95) the excess over 1.90 × forward is in " \
+           "classifier.1 (Linear) +" in cause
+    assert "BatchNorm" not in cause and "depthwise" not in cause and "unexplained" not in cause
+    assert "classifier.1 (Linear): backward 296 ms, forward 27 ms" in row["evidence"]
+
+
+def test_without_op_times_or_on_the_h100_recording_the_cause_is_unexplained(alexnet_estimate):
+    row = latency_check(summary_row(6.74), alexnet_estimate, None)
+    assert row["likely_cause"].startswith("unexplained: the backward ran at under half the forward's FLOP/s, "
+                                          "and no per-op time of this run was recorded")
+    # H100 vgg16 b64 fp32 training (no module ranges: layer types from the op names): 65.8 ms of backward
+    # kernels for 42.7 ms of forward, 1.54, inside a [0.95, 3.80] band
+    ops = op_times(trace(H100 / "torch-profiler-vgg16-b64-fp32-training.json.gz"))
+    assert seconds_by(ops, phase="backward")["Conv2d"] == pytest.approx(57.19e-3, abs=1e-5)
+    row = latency_check(summary_row(6.74), alexnet_estimate, ops)
+    assert "profiled iteration's ops give backward/forward 1.54, inside [0.95, 3.80]" in row["likely_cause"]
+
+
+def test_a_cpu_timing_records_the_time_of_each_layer(tmp_path):
+    """The timing job's extra, profiled iteration on the CPU: every layer's forward and backward time."""
+    from rooflow.measure.timeline import read_timeline
+    from rooflow.measure.timing import RunSpec, measure
+    from rooflow.workload.dataset import SubsetSpec, build_subset, load_subset
+
+    build_subset(SubsetSpec(None, 2, 2, 64, 56, 0), tmp_path / "s.pt", tmp_path / "m.csv")
+    record = measure(RunSpec("squeezenet1_0", 1, "fp32", "training", "cpu", 0, 2, 1),
+                     load_subset(tmp_path / "s.pt"), tmp_path / "kernels.csv")
+    assert record["status"] == "ok" and read_timeline(tmp_path / "kernels.csv").empty  # no kernels on a CPU
+    ops = from_record(record)
+    convolutions = ops[ops["layer_type"] == "Conv2d"]
+    # squeezenet1_0: 26 convolutions, each with a forward and a backward row under its module's name
+    assert convolutions.groupby("phase")["layer"].nunique().to_dict() == {"backward": 26, "forward": 26}
+    assert set(ops["phase"]) == {"forward", "backward", "optimizer"}
+    # a Fire block's own op (the concatenation of its expands) is booked to the block, forward and backward
+    fire = ops[ops["layer_type"] == "Fire"]
+    assert fire.groupby("phase")["layer"].nunique().to_dict() == {"backward": 8, "forward": 8}
+    assert record["op_times_source"] == "torch.profiler: CPU time of each op"
+
+
+def test_the_summary_names_what_takes_most_time_and_whether_it_was_measured(alexnet_ops):
+    from rooflow.hardware.devices import load_devices
+    from rooflow.report.summary import build_row
+
+    device = load_devices(Path(__file__).resolve().parents[2] / "config" / "devices.yaml")["h100-sxm5-80gb"]
+    totals = estimate("alexnet", 1, "fp32", "training").totals
+    timing = {"status": "ok", "median_seconds": 2.8, "timer": "cuda-events", "op_times": compact(alexnet_ops)}
+    row = build_row(device, totals, timing)
+    by_type = seconds_by(alexnet_ops)
+    top = max(by_type, key=by_type.get)
+    assert row["top_time_source"] == "measured"
+    assert row["top_time"] == f"{top} {100 * by_type[top] / sum(by_type.values()):.0f}%"
+    assert top == "SGD update"  # alexnet's 61 M parameters: the optimizer step streams 3 × 244 MB at batch 1
+    assert build_row(device, totals, {**timing, "op_times": []}).get("top_time_source") is None  # no ops: no prediction
+
+
+def test_where_the_time_goes_shows_the_measured_layer_types_beside_the_prediction(alexnet_ops, tmp_path):
+    from rooflow.report.figures import time_by_layer_figure
+
+    measured = seconds_by(alexnet_ops)
+    shares = time_by_layer_figure({"alexnet b1 fp32 training": pd.Series({"Conv2d": 2.0, "Linear": 1.0})}, None,
+                                  "cpu", tmp_path / "t.svg", measured={"alexnet b1 fp32 training": measured})
+    assert list(shares) == ["measured", "estimate"]
+    row = shares["measured"].loc["alexnet b1 fp32 training"]
+    assert row.sum() == pytest.approx(100)
+    assert row["Conv2d"] == pytest.approx(100 * measured["Conv2d"] / sum(measured.values()))
+    assert "measured by layer type: torch.profiler" in (tmp_path / "t.svg").read_text()

@@ -1,0 +1,120 @@
+"""Checks are records (rooflow.report.findings): found once, rendered for people in the summary, written as
+records by the self-checks step and read back by the report and `rooflow checks`, never re-split from text."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rooflow import cli
+from rooflow.hardware.devices import load_devices
+from rooflow.io import write_csv
+from rooflow.report.checks import check_records, records_path
+from rooflow.report.findings import Check, read_checks, render, run_checks, write_checks
+from rooflow.report.summary import COLUMNS, build_row
+
+ROOT = Path(__file__).resolve().parents[2]
+GPU = load_devices(ROOT / "config" / "devices.yaml")["h100-sxm5-80gb"]
+
+
+def noisy_oom_rows() -> list[dict]:
+    """Two summary rows as build_row writes them: a noisy point above its roof, and an out-of-memory run whose
+    message holds '; ' and ': ' (what the old text format split on)."""
+    estimate = {"model": "resnet50", "batch": 64, "precision": "tf32", "mode": "inference",
+                "total_flops": 5.3e11, "fused_bytes": 3e9}
+    # 5.3e11 FLOP in 0.1 ms = 5,300 TFLOP/s; AI 177 FLOP/B > ridge 148: the flat 494.7 TFLOP/s roof, 1071%
+    noisy = build_row(GPU, estimate, {"status": "ok", "median_seconds": 1e-4, "spread": 0.2, "timing_rounds": 3,
+                                      "timer": "cuda-events"})
+    message = "out of memory: asked for 3.06 GiB; 1.20 GiB free: see the allocator"
+    oom = build_row(GPU, {**estimate, "batch": 512}, {"status": "oom", "message": message})
+    return [noisy, oom]
+
+
+def test_the_summary_column_renders_the_records_and_the_checks_file_holds_them(tmp_path):
+    rows = noisy_oom_rows()
+    found = [run_checks(row) for row in rows]
+    assert [[c.check for c in checks] for checks in found] == [["above the roof", "noisy"], ["out of memory"]]
+    assert [row["checks"] for row in rows] == [render(checks) for checks in found]
+    above, noisy = found[0]
+    assert above.value == "1071% of the attainable 495 TFLOP/s of the datasheet tf32 roof"
+    assert noisy.value == "spread 20.0% of the median after 3 rounds"
+    [oom] = found[1]
+    assert (oom.severity, oom.run) == ("result", "h100-sxm5-80gb resnet50 b512 tf32 inference")
+    assert oom.cause == "asked for 3.06 GiB; 1.20 GiB free: see the allocator; a smaller batch or lower precision fits"
+    # through results/summary.csv: the same records, found again from the columns, whole
+    write_csv(tmp_path / "summary.csv", pd.DataFrame(rows, columns=COLUMNS))
+    again, _ = check_records(pd.read_csv(tmp_path / "summary.csv"))
+    assert sorted(again, key=lambda c: c.check) == sorted(found[0] + found[1], key=lambda c: c.check)
+    # the checks file round-trips
+    path = records_path(tmp_path / "summary.csv")
+    write_checks(path, again)
+    assert read_checks(path) == again and all(isinstance(c, Check) for c in again)
+
+
+def test_rooflow_checks_prints_the_records_file_with_its_evidence(tmp_path, capsys):
+    rows = noisy_oom_rows()
+    write_csv(tmp_path / "summary.csv", pd.DataFrame(rows, columns=COLUMNS))
+    record = Check(run="cpu alexnet b1 fp32 training", device="cpu", model="alexnet", batch=1, precision="fp32",
+                   mode="training", severity="warning", check="forward:backward latency", value="6.74",
+                   expected="[0.95, 3.80]", cause="unexplained", evidence="Conv2d backward 80 ms")
+    write_checks(records_path(tmp_path / "summary.csv"), [record])
+    # the workflow's records, newer than the summary: printed as written, not recomputed
+    assert cli.main(["checks", str(tmp_path / "summary.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "forward:backward latency" in out and "evidence: Conv2d backward 80 ms" in out
+    assert "above the roof" not in out
+    # no records file: computed from the summary (an error: a point above its roof)
+    records_path(tmp_path / "summary.csv").unlink()
+    assert cli.main(["checks", str(tmp_path / "summary.csv"), "--estimates", str(tmp_path)]) == 1
+    assert "above the roof" in capsys.readouterr().out
+
+
+def test_a_row_without_a_timer_is_not_held_to_the_prediction():
+    """An imported profile's time is its kernel time: no predicted-vs-measured verdict (the `timer` column)."""
+    row = {c: math.nan for c in COLUMNS}
+    row.update(device="a100", model="vgg11", batch=16, precision="fp32", mode="training", measured_seconds=0.02,
+               measured_over_predicted=0.1, predicted_seconds=0.2, predicted_seconds_low=0.15,
+               predicted_seconds_high=0.25, predicted_bound="device",
+               predicted_seconds_by_class='{"convolution": 0.15, "elementwise": 0.05}')
+    assert run_checks({**row, "timer": "imported"}) == []
+    [check] = run_checks({**row, "timer": "cuda-events"})
+    assert check.expected == "150–250 ms" and check.cause == (
+        "outside the model's ±25% band (nan); most predicted time is convolution (150 ms) and elementwise (50 ms)")
+
+
+def test_a_theoretical_cpu_roof_below_the_measured_one_is_flagged():
+    """The issue's Zen 4 VM: 214 GFLOP/s measured against 2 cores × 2.6 GHz nominal × 32 FLOP/cycle."""
+    from rooflow.hardware.cpu import theoretical_cpu_peak
+    from rooflow.report.checks import ceilings_checks
+
+    cpuinfo = ("vendor_id : AuthenticAMD\ncpu family : 25\nmodel : 17\nmodel name : AMD EPYC 9R14 @ 2.60GHz\n"
+               "flags : fpu sse sse2 avx avx2 fma avx512f\ncpu MHz : 2600.000\nsiblings : 2\ncpu cores : 2\n")
+    nominal = theoretical_cpu_peak(cpuinfo, 2)
+    peak = nominal["flops_per_second"]["fp32"]
+    assert peak == 2 * 2.6e9 * 32 and not nominal["clock_measured"]
+    ceilings = {"peak_flops_per_second": {"fp32": 214e9}, "theoretical_peak_flops_per_second": {"fp32": peak},
+                "theoretical": nominal}
+    [check] = ceilings_checks({"cpu": ceilings})
+    assert (check.severity, check.check, check.run) == ("warning", "theoretical roof below a measured one",
+                                                       "cpu theoretical FP32 roof")
+    assert check.value == "measured FP32 214 GFLOP/s = 129% of the theoretical 166.4 GFLOP/s"
+    assert "2.6 GHz" in check.cause and "turbo" in check.cause
+    # with the clock the cores sustain (3.4 GHz measured under load) the roof holds: no check
+    held = theoretical_cpu_peak(cpuinfo, 2, {"clock_hz": 3.4e9, "how": "dependent adds"})
+    assert held["clock_measured"] and held["nominal_clock_hz"] == 2.6e9
+    assert held["flops_per_second"]["fp32"] == pytest.approx(2 * 3.4e9 * 32)
+    assert ceilings_checks({"cpu": {**ceilings, "theoretical_peak_flops_per_second": held["flops_per_second"],
+                                    "theoretical": held}}) == []
+
+
+def test_the_sustained_clock_is_measured_here():
+    from rooflow.ceilings.clock import sustained_clock
+
+    measured = sustained_clock(1, seconds=0.02, repeats=3)
+    if measured is None:
+        pytest.skip("no x86-64 executable page here: the theoretical roof keeps the nominal clock")
+    # any CPU this runs on clocks between 0.5 and 6 GHz
+    assert 0.5e9 < measured["clock_hz"] < 6e9 and len(measured["per_round_hz"]) == 3

@@ -1,0 +1,67 @@
+"""The report's home page: the answer first — per device, its runs (furthest from the roof first) beside its
+roofline — from the real H100 summary (tests/data/real/h100-rooflow/summary-tf32.csv)."""
+
+from __future__ import annotations
+
+import base64
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+
+from rooflow.report.findings import checks_frame, for_run
+from rooflow.report.home import ANSWER_COLUMNS, answer_table, home_page
+
+SUMMARY = Path(__file__).resolve().parents[1] / "data" / "real" / "h100-rooflow" / "summary-tf32.csv"
+DEVICE = "h100-sxm5-80gb"
+
+
+class Cells(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.rows, self.tags = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "tr":
+            self.rows.append([])
+
+    def handle_data(self, data):
+        if self.tags and self.tags[-1] in ("td", "th") and self.rows:
+            self.rows[-1].append(data)
+
+    def handle_endtag(self, tag):
+        if self.tags and self.tags[-1] == tag:
+            self.tags.pop()
+
+
+def test_the_answer_table_lists_the_runs_furthest_from_the_roof_first():
+    summary = pd.read_csv(SUMMARY)
+    noisy = for_run(summary.iloc[1], "warning", "noisy", "spread 9%", "≤ 5%", "load")
+    table = answer_table(summary, DEVICE, checks_frame([noisy]))
+    # % of roof as recorded: vgg16 training 48.9, resnet50 training 50.9, resnet50 inference 54.9, vgg16 inf 55.7
+    assert list(table["run"]) == ["vgg16 b64 tf32 training", "resnet50 b64 tf32 training",
+                                  "resnet50 b64 tf32 inference", "vgg16 b64 tf32 inference"]
+    first = table.iloc[0]
+    assert (first["GFLOP/s"], first["% of roof"], first["bound"]) == ("111,802", "49", "memory-bound")
+    assert (first["measured ms"], first["predicted ms"]) == ("52.7", "21.9")
+    assert table.set_index("run").loc["resnet50 b64 tf32 training", "checks"] == "1 (warning)"
+    assert answer_table(summary, "cpu").empty
+
+
+def test_the_home_page_puts_each_devices_table_beside_its_roofline(tmp_path):
+    summary = pd.read_csv(SUMMARY)
+    svg = tmp_path / f"{DEVICE}.svg"
+    svg.write_text('<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="460pt" height="345pt">'
+                   "<text>Arithmetic intensity [FLOP/byte]</text></svg>")
+    page = home_page(summary, {DEVICE: svg}, shown=3)
+    parser = Cells()
+    parser.feed(page)
+    header, *rows = [r for r in parser.rows if r]
+    assert header == ANSWER_COLUMNS
+    assert len(rows) == 4 + 1  # 3 shown, the header of the folded table, and the one folded run
+    assert page.index(DEVICE) < page.index("<details><summary>1 more runs") < page.index("<img")
+    # the figure as an image of its own (its ids apart from the other figures'), scaled to its column
+    uri = page.split('src="data:image/svg+xml;base64,', 1)[1].split('"', 1)[0]
+    assert base64.b64decode(uri) == svg.read_bytes() and 'style="width:100%;height:auto"' in page
+    assert "No run was measured" in home_page(summary, {"cpu": svg})
