@@ -47,8 +47,8 @@ from pathlib import Path
 import pandas as pd
 
 from rooflow.io import read_json
-from rooflow.report.findings import (
-    CHECK_COLUMNS,
+from rooflow.report.findings import (  # CHECK_COLUMNS and run_label: also importable from here
+    CHECK_COLUMNS,  # noqa: F401
     RUN_COLUMNS,
     SEVERITIES,
     Check,
@@ -57,11 +57,9 @@ from rooflow.report.findings import (
     for_run,
     read_checks,
     run_checks,
-    run_label,
+    run_label,  # noqa: F401
 )
 from rooflow.report.summary import RUN_KEYS
-
-__all__ = ["CHECK_COLUMNS", "SEVERITIES", "build_checks", "check_files", "run_label"]
 
 # The estimator's backward:forward matmul FLOP ratio must match the ratio its own layers imply within this
 # relative tolerance: both are computed from the same per-layer counts, so only a wrong backward formula
