@@ -10,7 +10,7 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   the measured time exceed the roof — the counters may have missed work of a faster precision (TF32 tensor
   cores under an "FP32" run) that keeps the measured point under its roof. Where the FLOP reconciliation
   explains why the counters saw fewer FLOPs (Winograd, FFT, tensor-core work not collected), that is the cause.
-- **measured/estimated FLOPs** outside ``summary.FLOPS_RATIO_BAND``: an error unless the reconciliation
+- **measured/estimated FLOPs** outside ``findings.FLOPS_RATIO_BAND``: an error unless the reconciliation
   found the kernels that explain it (then a warning that shows the explanation).
 - **unexplained FLOP gap** (error): measured and estimated FLOPs differ by more than the reconciliation's
   tolerance (±20%) and no evidence in the kernels explains it (the reconciliation starts "Unexplained").
@@ -50,8 +50,8 @@ from typing import Any
 import pandas as pd
 
 from rooflow.io import read_json
-from rooflow.report.findings import (
-    CHECK_COLUMNS,
+from rooflow.report.findings import (  # CHECK_COLUMNS and run_label: also importable from here
+    CHECK_COLUMNS,  # noqa: F401
     RUN_COLUMNS,
     SEVERITIES,
     Check,
@@ -59,11 +59,9 @@ from rooflow.report.findings import (
     checks_frame,
     for_run,
     run_checks,
-    run_label,
+    run_label,  # noqa: F401
 )
 from rooflow.report.summary import RUN_KEYS
-
-__all__ = ["CHECK_COLUMNS", "SEVERITIES", "build_checks", "check_files", "run_label"]
 
 # The estimator's backward:forward matmul FLOP ratio must match the ratio its own layers imply within this
 # relative tolerance: both are computed from the same per-layer counts, so only a wrong backward formula

@@ -477,7 +477,7 @@ def predicted_figure(summary: pd.DataFrame, device: str, path: str | Path, flags
     axes[0][0].set_title("outside the band: the Checks name what carries the predicted time", fontsize=10)
     columns = ["device", "model", "batch", "precision", "mode", "predicted_ms", "measured_ms"]
     if has_memory:
-        from rooflow.report.summary import MEMORY_BAND
+        from rooflow.report.findings import MEMORY_BAND
 
         memory = data[data["measured_memory_bytes"].notna() & data["predicted_memory_bytes"].notna()].copy()
         for column in ("predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high",

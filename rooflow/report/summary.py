@@ -20,9 +20,7 @@ from rooflow.hardware.devices import Device, load_devices
 from rooflow.hardware.environment import throttle_reading
 from rooflow.hardware.roofs import attainable_flops_per_second, ridge_intensity
 from rooflow.io import read_json
-from rooflow.report.findings import FLOPS_RATIO_BAND, MEMORY_BAND, render, run_checks
-
-__all__ = ["COLUMNS", "FLOPS_RATIO_BAND", "MEMORY_BAND", "build_row", "build_summary"]
+from rooflow.report.findings import render, run_checks
 
 log = logging.getLogger(__name__)
 

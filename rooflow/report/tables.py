@@ -109,16 +109,19 @@ def checks_overview(checks: pd.DataFrame) -> str:
             more = evidence.loc[index]
             more = f'<div style="color:#555">{html.escape(str(more))}</div>' if isinstance(more, str) and more else ""
             rows.append(f'<tr><td style="font-family:monospace;white-space:nowrap">{html.escape(str(run["run"]))}</td>'
-                        f'<td>{html.escape(str(run["value"]))}</td>'
+                        f'<td>{html.escape(str(run["value"]))}</td><td>{html.escape(str(run["expected"]))}</td>'
                         f'<td>{html.escape(str(run["likely_cause"]))}{more}</td></tr>')
         causes = set(group["likely_cause"].astype(str))
+        expected = set(group["expected"].astype(str))  # one expectation for the line only where all runs share it
+        expected = f" (expected {html.escape(next(iter(expected)))})" if len(expected) == 1 else ""
         one_cause = f" — {html.escape(next(iter(causes)))}" if len(causes) == 1 and len(next(iter(causes))) < 90 else ""
         items.append(
             f'<details style="margin:2px 0"><summary><span style="color:{mark.get(severity, "#444")}">'
             f"{html.escape(severity)}</span> <strong>{html.escape(check)}</strong>: {len(group)} "
-            f"run{'s' if len(group) > 1 else ''} (expected {html.escape(str(group['expected'].iloc[0]))}){one_cause}"
+            f"run{'s' if len(group) > 1 else ''}{expected}{one_cause}"
             f'</summary><table style="border-collapse:collapse;font-size:90%;margin:4px 0 8px 16px">'
-            f"<tr><th align=left>run</th><th align=left>value</th><th align=left>cause</th></tr>{''.join(rows)}"
+            f"<tr><th align=left>run</th><th align=left>value</th><th align=left>expected</th>"
+            f"<th align=left>cause</th></tr>{''.join(rows)}"
             f"</table></details>")
     return (f'<div style="border-left:4px solid {colour};padding:4px 10px;background:#fff8f0">'
             f"<strong>Self-checks: {len(checks)} flagged ({summary}).</strong> One line per check: click it for "

@@ -118,3 +118,16 @@ def test_the_sustained_clock_is_measured_here():
         pytest.skip("no x86-64 executable page here: the theoretical roof keeps the nominal clock")
     # any CPU this runs on clocks between 0.5 and 6 GHz
     assert 0.5e9 < measured["clock_hz"] < 6e9 and len(measured["per_round_hz"]) == 3
+
+
+def test_the_front_page_lists_one_line_per_check_with_its_runs_folded():
+    from rooflow.report.tables import checks_overview
+
+    rows = noisy_oom_rows()
+    slow = {**rows[0], "model": "vgg16", "seconds_spread": 0.3}
+    checks, _ = check_records(pd.DataFrame([*rows, slow], columns=COLUMNS))
+    page = checks_overview(pd.DataFrame([c.as_row() for c in checks]))
+    # one <details> per kind of check: above the roof (2 runs), noisy (2), out of memory (1)
+    assert page.count("<details") == 3 and page.count("<tr>") == 3 + 5  # a header per table, a row per run
+    assert "<strong>noisy</strong>: 2 runs (expected ≤ 5%)" in page
+    assert "spread 30.0% of the median after 3 rounds" in page  # each run's value, folded inside
