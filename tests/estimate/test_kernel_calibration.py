@@ -35,15 +35,17 @@ def _rows(operator: str, **shape) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------ closed forms
 def test_elementwise_is_bandwidth_plus_floor():
-    """add of two (B, H) tensors: 3 × 4 bytes per element at the bandwidth × efficiency, plus the floor;
-    L2-resident (half the L2 or less) at cache_speedup × that."""
-    calibration = kc.KernelCalibration(source="t", gpu="test", classes={
-        "elementwise": {"memory_efficiency": 0.5, "floor_seconds": 10e-6, "cache_speedup": 2.0}})
+    """add of two (B, H) tensors: 3 × 4 bytes per element at the bandwidth × efficiency, plus the add
+    operator's floor; the part of the working set that stays in L2 (l2_fraction × its size) moves at
+    cache_speedup × that, so a working set within it moves entirely at the cached rate."""
+    calibration = kc.KernelCalibration(source="t", gpu="test", floors={"add": 12e-6}, classes={
+        "elementwise": {"memory_efficiency": 0.5, "floor_seconds": 10e-6, "cache_speedup": 2.0, "l2_fraction": 0.5}})
     big = _rows("add", B=4096, H=4096)
-    bytes_big = 3 * 4 * 4096 * 4096
-    assert kc.predict_seconds(big, GPU, calibration)[0] == pytest.approx(10e-6 + bytes_big / 0.5e12)
-    small = _rows("add", B=256, H=256)
-    assert kc.predict_seconds(small, GPU, calibration)[0] == pytest.approx(10e-6 + 3 * 4 * 256**2 / 1e12)
+    bytes_big, cached = 3 * 4 * 4096 * 4096, 0.5 * 40 * 2**20
+    assert kc.predict_seconds(big, GPU, calibration)[0] == pytest.approx(
+        12e-6 + (bytes_big - cached + cached / 2) / 0.5e12)
+    small = _rows("relu", B=256, H=256)  # no floor of its own: the class's
+    assert kc.predict_seconds(small, GPU, calibration)[0] == pytest.approx(10e-6 + 2 * 4 * 256**2 / 1e12)
 
 
 def test_gemm_waves_and_tiles():
