@@ -19,17 +19,20 @@ The model, per op class, is datasheet arithmetic times a few physically meaningf
   (3×3, stride 1), which does fewer multiplications; its ``winograd_efficiency`` (of the direct FLOPs,
   above 1 when it wins) is a parameter of its own, and the faster of the two is taken.
 - **elementwise** (add, mul, div, pow, their scalar forms, relu, gelu, tanh), **normalization**
-  (LayerNorm) and **softmax**: ``bytes / (bandwidth × memory_efficiency)``, where a working set that fits
-  in L2 (and so stays there between back-to-back calls) moves at ``cache_speedup`` × that; the reductions
-  parallelise over rows (a warp or a block per row): fewer rows than ``rows_per_sm`` × SMs leave the GPU
-  partly idle.
-- Every call adds the **launch floor** ``floor_seconds`` of its class: the time between the CUDA events
-  around one eager call that no kernel fills (host dispatch, launch).
+  (LayerNorm) and **softmax**: ``bytes / (bandwidth × memory_efficiency)``, where the part of the working
+  set that stays in L2 between back-to-back calls (up to ``l2_fraction`` × the L2 size) moves at
+  ``cache_speedup`` × that; the reductions parallelise over rows (a warp or a block per row): fewer rows
+  than ``rows_per_sm`` × SMs leave the GPU partly idle.
+- Every call adds the **launch floor** of its operator (``floors``: the fastest measured call of that
+  operator; convolution: ``floor_seconds`` fitted with the rest): the time between the CUDA events around
+  one eager call that no kernel fills — the measuring host's dispatch path, not the GPU's.
 
-A GPU with measurements gets its parameters fitted on them (:func:`fit_gpu`). A GPU without gets, per
-class, the median of the measured GPUs of its architecture family (Pascal, Volta/Turing, Ampere/Ada/Hopper
-— :data:`FAMILIES`), else of all measured GPUs (:func:`family_calibration`), with its own datasheet
-(SMs, FP32 peak, bandwidth, L2 size); its range is wider and says so.
+A GPU with measurements gets its parameters fitted on them (:func:`fit_gpu`). A GPU without
+(:func:`family_calibration`) gets, with its own datasheet (SMs, FP32 peak, bandwidth, L2 size, board
+power) and a wider range that says so: the median memory-bound parameters and per-operator floors of all
+measured GPUs (one library kernel per call: they carry across architectures); for GEMM and convolution
+the median of the measured GPUs of its architecture family (:data:`FAMILIES`), else of all, with the FP32
+efficiency of the full-power boards held to what its board power sustains at its family's FLOPs per watt.
 """
 
 from __future__ import annotations
@@ -382,12 +385,17 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
     for op_class, idx in prepared.index.items():
         if not len(idx):
             continue
-        # the fastest call of each operator (its smallest shapes) is its launch floor
-        operators = rows["operator"].to_numpy()[idx]
-        floors.update({o: round(float(measured[idx][operators == o].min()), 9) for o in np.unique(operators)})
-        floor_rows = prepared.operator_floors(op_class, floors, 0.0)
-        params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False)
-        params["floor_seconds"] = float(np.median(floor_rows))
+        if op_class == "convolution":
+            # cuDNN's calls of small shapes are several kernels (transforms, offsets) chosen by its
+            # autotuner: a floor fitted with the rest, not the fastest call's
+            params = _fit_class([(prepared, measured[idx])], op_class, [_floor(prepared, op_class, measured[idx])])
+        else:
+            # the fastest call of each operator (its smallest shapes) is its launch floor
+            operators = rows["operator"].to_numpy()[idx]
+            floors.update({o: round(float(measured[idx][operators == o].min()), 9) for o in np.unique(operators)})
+            floor_rows = prepared.operator_floors(op_class, floors, 0.0)
+            params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False)
+            params["floor_seconds"] = float(np.median(floor_rows))
         classes[op_class] = {k: round(v, 9 if k == "floor_seconds" else 4) for k, v in params.items()}
     return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
                              classes=classes, rows=len(rows), floors=floors)

@@ -2,8 +2,9 @@
 
 Closed forms on constructed rows, and the model against real single-op measurements: the public NeuSight
 data set (../shared/fixtures/public/neusight-kernels, PROVENANCE.md there) — held one GPU out (trained on
-four GPUs, the fifth predicted from its family and its datasheet), on a fixed sample of each file to stay
-fast; benchmarks/bench_kernel_calibration.py prints the full table.
+four GPUs, the fifth predicted from its family and its datasheet) and held out shapes (a fixed 20% per
+GPU), on a fixed sample of each file to stay fast; benchmarks/bench_kernel_calibration.py prints the full
+tables.
 """
 
 from __future__ import annotations
@@ -85,16 +86,33 @@ def sample():
 @needs_data
 def test_held_one_gpu_out(sample):
     """Train on four GPUs, predict the fifth. Pinned at what the model reaches (the issue asks 80% within
-    ±25% per class; see the report): normalization everywhere, and the classes/GPUs where it falls short."""
+    ±25% per class; see the report): the memory-bound classes on every GPU but the P100 (whose measuring
+    host's launch floor is 1.5× the others'), and the classes/GPUs where it falls short."""
     table = kc.held_one_out(sample, kc.load_dataset_gpus(KERNELS)).set_index(["gpu", "op_class"])
     within = table["within"]
     assert set(table.index.get_level_values("gpu")) == set(kc.DATASET_GPUS)
-    assert within.xs("normalization", level="op_class").min() >= 0.7
-    assert within.xs("elementwise", level="op_class").mean() >= 0.5
-    assert within.xs("gemm", level="op_class").mean() >= 0.3
-    assert within.xs("convolution", level="op_class").mean() >= 0.35
-    assert within[("Tesla T4", "gemm")] >= 0.45  # the power limit carried from the V100 (same family)
-    assert table["median_abs_error"].median() < 0.3
+    others = within.drop("Tesla P100-PCIE-16GB", level="gpu")
+    assert others.xs("elementwise", level="op_class").min() >= 0.85
+    assert others.xs("softmax", level="op_class").min() >= 0.8
+    assert within.xs("normalization", level="op_class").min() >= 0.8
+    assert within.xs("gemm", level="op_class").mean() >= 0.55
+    assert within.xs("convolution", level="op_class").mean() >= 0.4
+    assert within[("Tesla T4", "gemm")] >= 0.55  # the power limit carried from the V100 (same family)
+    assert within[("Tesla V100-PCIE-32GB", "gemm")] >= 0.85  # efficiency of the full-power boards
+    assert table["median_abs_error"].median() < 0.2
+
+
+@needs_data
+def test_held_out_shapes(sample):
+    """Per GPU, fit on its rows but a fixed random 20% of each operator's shapes and predict those."""
+    table = kc.held_out_shapes(sample, kc.load_dataset_gpus(KERNELS)).set_index(["gpu", "op_class"])
+    within = table["within"]
+    assert set(table.index.get_level_values("gpu")) == set(kc.DATASET_GPUS)
+    assert within.xs("elementwise", level="op_class").min() >= 0.95
+    assert within.xs("normalization", level="op_class").min() >= 0.85
+    assert within.xs("softmax", level="op_class").min() >= 0.8
+    assert within.xs("gemm", level="op_class").mean() >= 0.65
+    assert within.xs("convolution", level="op_class").mean() >= 0.7
 
 
 @needs_data
