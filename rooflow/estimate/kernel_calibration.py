@@ -30,9 +30,12 @@ The model, per op class, is datasheet arithmetic times a few physically meaningf
 A GPU with measurements gets its parameters fitted on them (:func:`fit_gpu`). A GPU without
 (:func:`family_calibration`) gets, with its own datasheet (SMs, FP32 peak, bandwidth, L2 size, board
 power) and a wider range that says so: the median memory-bound parameters and per-operator floors of all
-measured GPUs (one library kernel per call: they carry across architectures); for GEMM and convolution
-the median of the measured GPUs of its architecture family (:data:`FAMILIES`), else of all, with the FP32
-efficiency of the full-power boards held to what its board power sustains at its family's FLOPs per watt.
+measured GPUs (one library kernel per call: they carry across architectures), and the GEMV-like DRAM
+efficiency of GEMM/convolution alike; the other GEMM and convolution parameters are the median of the
+measured GPUs of its architecture family (:data:`FAMILIES`), else of all, with the FP32 efficiency of the
+full-power boards (its family's, else all) held to what its board power sustains at its family's FLOPs per
+watt. Convolution runs at the GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same
+SMs; a fit holds it there and fits the rest of the convolution parameters).
 """
 
 from __future__ import annotations
@@ -340,12 +343,14 @@ def predict_seconds(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration
 
 # ------------------------------------------------------------------------------------------ fitting
 def _fit_class(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, floors: list,
-               rounds: int = 3, fit_floor: bool = True) -> dict[str, float]:
+               rounds: int = 3, fit_floor: bool = True, fixed: dict[str, float] | None = None) -> dict[str, float]:
     """Parameters of one class minimising the mean absolute log error over ``prepared`` (one entry per
     GPU: its rows and their measured seconds); each GPU's launch floor is its own (``floors``: seconds,
-    or seconds per row; fixed, but refined where one GPU is fitted and ``fit_floor``)."""
-    params = dict(DEFAULTS[op_class])
-    fitted = FITTED[op_class] + (("floor_seconds",) if len(floors) == 1 and fit_floor else ())
+    or seconds per row; fixed, but refined where one GPU is fitted and ``fit_floor``); ``fixed``: parameters
+    held at the given values."""
+    params = {**DEFAULTS[op_class], **(fixed or {})}
+    fitted = tuple(name for name in FITTED[op_class] if name not in (fixed or {}))
+    fitted += (("floor_seconds",) if len(floors) == 1 and fit_floor else ())
     if len(floors) == 1:
         params["floor_seconds"] = floors[0]
 
@@ -382,13 +387,17 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
     measured = rows["seconds"].to_numpy(float)
     classes = {}
     floors: dict[str, float] = {}
-    for op_class, idx in prepared.index.items():
+    for op_class in sorted(prepared.index, key=lambda c: c == "convolution"):  # convolution after GEMM
+        idx = prepared.index[op_class]
         if not len(idx):
             continue
         if op_class == "convolution":
             # cuDNN's calls of small shapes are several kernels (transforms, offsets) chosen by its
-            # autotuner: a floor fitted with the rest, not the fastest call's
-            params = _fit_class([(prepared, measured[idx])], op_class, [_floor(prepared, op_class, measured[idx])])
+            # autotuner: a floor fitted with the rest, not the fastest call's. Its implicit-GEMM kernels
+            # are SGEMMs on the same SMs: the GPU's GEMM efficiency, where measured
+            fixed = {"efficiency": classes["gemm"]["efficiency"]} if "gemm" in classes else None
+            params = _fit_class([(prepared, measured[idx])], op_class, [_floor(prepared, op_class, measured[idx])],
+                                fixed=fixed)
         else:
             # the fastest call of each operator (its smallest shapes) is its launch floor
             operators = rows["operator"].to_numpy()[idx]
@@ -425,11 +434,22 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                                 if op_class in measured[name].classes]
                 classes[op_class]["floor_seconds"] = float(statistics.median(class_floors))
         if op_class in ("gemm", "convolution") and op_class in classes:
+            donors_of = [name for name in measured if op_class in measured[name].classes]
+            # a GEMV-like call streams its weights: DRAM efficiency, which carries across architectures
+            classes[op_class]["memory_efficiency"] = float(statistics.median(
+                measured[name].classes[op_class].get("memory_efficiency", DEFAULTS[op_class]["memory_efficiency"])
+                for name in donors_of))
+            full_family = [name for name in same if name in donors_of
+                           and (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS]
             _unthrottled_efficiency(classes[op_class], [(measured_gpus[name], measured[name].classes[op_class])
-                                                        for name in measured if op_class in measured[name].classes])
+                                                        for name in (full_family or donors_of)])
             if same and gpu.tdp_watts:
                 _power_limit(classes[op_class], gpu, [(measured_gpus[name], measured[name].classes[op_class])
                                                       for name in same if op_class in measured[name].classes])
+    if "convolution" in classes and "gemm" in classes:  # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted)
+        conv, efficiency = classes["convolution"], classes["gemm"]["efficiency"]
+        conv["winograd_efficiency"] *= efficiency / conv["efficiency"]
+        conv["efficiency"] = efficiency
     # one call's floor is the measuring host's dispatch path for that operator: all GPUs' median
     operators = sorted({o for cal in measured.values() for o in cal.floors})
     floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
@@ -444,10 +464,10 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
 
 
 def _unthrottled_efficiency(params: dict[str, float], donors: list[tuple[Gpu, dict[str, float]]]) -> None:
-    """Set the FP32 GEMM efficiency to the median of the full-power boards' (all families: at or above
-    :data:`FULL_POWER_WATTS` a board holds its boost clock under SGEMM, so its efficiency is cuBLAS's, not
-    its power limit's), scaling the Winograd efficiency alike; the power limit then applies per board
-    (:func:`_power_limit`). In place."""
+    """Set the FP32 GEMM efficiency to the median of the full-power ``donors``' (its family's where it has
+    one, else all families'; at or above :data:`FULL_POWER_WATTS` a board holds its boost clock under
+    SGEMM, so its efficiency is cuBLAS's, not its power limit's), scaling the Winograd efficiency alike;
+    the power limit then applies per board (:func:`_power_limit`). In place."""
     full = [p["efficiency"] for d, p in donors if (d.tdp_watts or 0) >= FULL_POWER_WATTS]
     if full:
         efficiency = float(statistics.median(full))

@@ -72,6 +72,31 @@ def test_power_limit_carries_flops_per_watt():
     assert "not measured" in result.source and result.relative_uncertainty == kc.FAMILY_UNCERTAINTY
 
 
+def test_gpu_without_data_takes_full_power_boards_and_its_gemm_for_convolution():
+    """A 300 W Ampere board without data: FP32 efficiency of its family's full-power board (0.9, not the
+    other family's 0.6), the DRAM efficiency of GEMV-like calls from all GPUs (median of 0.4, 0.6, 0.8),
+    convolution at its GEMM efficiency (its Winograd efficiency scaled alike), launch floors per operator
+    from all GPUs."""
+    def calibration(name, efficiency, memory, floor):
+        return kc.KernelCalibration(source="t", gpu=name, floors={"add": floor}, classes={
+            "gemm": {"efficiency": efficiency, "memory_efficiency": memory},
+            "convolution": {"efficiency": 0.5, "memory_efficiency": memory, "winograd_efficiency": 1.0}})
+    other = kc.Gpu(name="other", architecture="sm_70", sm_count=80, fp32_flops_per_second=14e12,
+                   dram_bytes_per_second=9e11, l2_bytes=6 * 2**20, tdp_watts=250.0)
+    small = kc.Gpu(name="small", architecture="sm_80", sm_count=40, fp32_flops_per_second=4e12,
+                   dram_bytes_per_second=3e11, l2_bytes=4 * 2**20, tdp_watts=70.0)
+    measured = {"big": calibration("big", 0.9, 0.4, 20e-6), "other": calibration("other", 0.6, 0.6, 30e-6),
+                "small": calibration("small", 0.3, 0.8, 40e-6)}
+    target = kc.Gpu(name="target", architecture="sm_86", sm_count=100, fp32_flops_per_second=10e12,
+                    dram_bytes_per_second=1e12, l2_bytes=40 * 2**20, tdp_watts=300.0)
+    result = kc.family_calibration(target, measured, {"big": GPU, "other": other, "small": small})
+    assert result.classes["gemm"]["efficiency"] == pytest.approx(0.9)
+    assert result.classes["gemm"]["memory_efficiency"] == pytest.approx(0.6)
+    assert result.classes["convolution"]["efficiency"] == pytest.approx(0.9)
+    assert result.classes["convolution"]["winograd_efficiency"] == pytest.approx(0.9 / 0.5)
+    assert result.floors == {"add": pytest.approx(30e-6)}
+
+
 # ------------------------------------------------------------------------------------------ real data
 needs_data = pytest.mark.skipif(not KERNELS.is_dir(), reason="shared fixtures (../shared) not present")
 
