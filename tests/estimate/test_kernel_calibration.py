@@ -121,7 +121,8 @@ def test_held_one_gpu_out(sample):
     assert others.xs("softmax", level="op_class").min() >= 0.8
     assert within.xs("normalization", level="op_class").min() >= 0.8
     assert within.xs("gemm", level="op_class").mean() >= 0.55
-    assert within.xs("convolution", level="op_class").mean() >= 0.4
+    assert within.xs("convolution", level="op_class").mean() >= 0.45
+    assert within[("Tesla V100-PCIE-32GB", "convolution")] >= 0.6  # at its GEMM efficiency
     assert within[("Tesla T4", "gemm")] >= 0.55  # the power limit carried from the V100 (same family)
     assert within[("Tesla V100-PCIE-32GB", "gemm")] >= 0.85  # efficiency of the full-power boards
     assert table["median_abs_error"].median() < 0.2
