@@ -20,7 +20,7 @@ def _cmd(args) -> int:
         data = load_measurements(args.data)
         gpus = load_dataset_gpus(args.data)
         print(format_table(held_one_out(data, gpus)))
-        print(format_table(held_out_shapes(data, gpus), "held-out shapes of"))
+        print("\n" + format_table(held_out_shapes(data, gpus), "held-out shapes of"))
         return 0
     result = calibrate_measured(args.data)
     text = json.dumps(result, indent=1)
