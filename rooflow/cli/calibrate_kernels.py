@@ -8,6 +8,7 @@ from rooflow.estimate.kernel_calibration import (
     calibrate_measured,
     format_table,
     held_one_out,
+    held_out_shapes,
     load_dataset_gpus,
     load_measurements,
 )
@@ -17,7 +18,9 @@ from rooflow.io import write_json
 def _cmd(args) -> int:
     if args.held_out:
         data = load_measurements(args.data)
-        print(format_table(held_one_out(data, load_dataset_gpus(args.data))))
+        gpus = load_dataset_gpus(args.data)
+        print(format_table(held_one_out(data, gpus)))
+        print("\n" + format_table(held_out_shapes(data, gpus), "held-out shapes of"))
         return 0
     result = calibrate_measured(args.data)
     text = json.dumps(result, indent=1)
@@ -37,6 +40,7 @@ def register(subparsers) -> None:
                     "(the public NeuSight data set's layout). rooflow's shipped kernels.json is made this way.")
     parser.add_argument("--data", required=True, metavar="DIR", help="folder of the measurements")
     parser.add_argument("--held-out", action="store_true",
-                        help="instead: train on all GPUs but one, predict that one; print the table per class")
+                        help="instead: train on all GPUs but one, predict that one; then per GPU hold out 20%% of "
+                             "its shapes; print both tables per class")
     parser.add_argument("-o", "--output", help="write the calibrations JSON here (default: print)")
     parser.set_defaults(func=_cmd)

@@ -19,17 +19,23 @@ The model, per op class, is datasheet arithmetic times a few physically meaningf
   (3×3, stride 1), which does fewer multiplications; its ``winograd_efficiency`` (of the direct FLOPs,
   above 1 when it wins) is a parameter of its own, and the faster of the two is taken.
 - **elementwise** (add, mul, div, pow, their scalar forms, relu, gelu, tanh), **normalization**
-  (LayerNorm) and **softmax**: ``bytes / (bandwidth × memory_efficiency)``, where a working set that fits
-  in L2 (and so stays there between back-to-back calls) moves at ``cache_speedup`` × that; the reductions
-  parallelise over rows (a warp or a block per row): fewer rows than ``rows_per_sm`` × SMs leave the GPU
-  partly idle.
-- Every call adds the **launch floor** ``floor_seconds`` of its class: the time between the CUDA events
-  around one eager call that no kernel fills (host dispatch, launch).
+  (LayerNorm) and **softmax**: ``bytes / (bandwidth × memory_efficiency)``, where the part of the working
+  set that stays in L2 between back-to-back calls (up to ``l2_fraction`` × the L2 size) moves at
+  ``cache_speedup`` × that; the reductions parallelise over rows (a warp or a block per row): fewer rows
+  than ``rows_per_sm`` × SMs leave the GPU partly idle.
+- Every call adds the **launch floor** of its operator (``floors``: the fastest measured call of that
+  operator; convolution: ``floor_seconds`` fitted with the rest): the time between the CUDA events around
+  one eager call that no kernel fills — the measuring host's dispatch path, not the GPU's.
 
-A GPU with measurements gets its parameters fitted on them (:func:`fit_gpu`). A GPU without gets, per
-class, the median of the measured GPUs of its architecture family (Pascal, Volta/Turing, Ampere/Ada/Hopper
-— :data:`FAMILIES`), else of all measured GPUs (:func:`family_calibration`), with its own datasheet
-(SMs, FP32 peak, bandwidth, L2 size); its range is wider and says so.
+A GPU with measurements gets its parameters fitted on them (:func:`fit_gpu`). A GPU without
+(:func:`family_calibration`) gets, with its own datasheet (SMs, FP32 peak, bandwidth, L2 size, board
+power) and a wider range that says so: the median memory-bound parameters and per-operator floors of all
+measured GPUs (one library kernel per call: they carry across architectures), and the GEMV-like DRAM
+efficiency of GEMM/convolution alike; the other GEMM and convolution parameters are the median of the
+measured GPUs of its architecture family (:data:`FAMILIES`), else of all, with the FP32 efficiency of the
+full-power boards (its family's, else all) held to what its board power sustains at its family's FLOPs per
+watt. Convolution runs at the GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same
+SMs; a fit holds it there and fits the rest of the convolution parameters).
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ FAMILIES = {"sm_60": "pascal", "sm_61": "pascal", "sm_70": "volta-turing", "sm_7
 DATASET_GPUS = {"Tesla P100-PCIE-16GB": ("p100-pcie-16gb", "sm_60", 250.0), "Tesla P4": (None, "sm_61", 75.0),
                 "Tesla T4": ("t4", "sm_75", 70.0), "Tesla V100-PCIE-32GB": ("v100-pcie-16gb", "sm_70", 250.0),
                 "NVIDIA A100-PCIE-40GB": ("a100-pcie-40gb", "sm_80", 250.0)}
+FULL_POWER_WATTS = 150.0  # boards of this power or more sustain their boost clock under FP32 GEMM
 MEASURED_UNCERTAINTY = 0.25  # a GPU whose own kernels were measured
 FAMILY_UNCERTAINTY = 0.4  # a GPU predicted from its family's measurements and its datasheet
 
@@ -214,6 +221,9 @@ class KernelCalibration:
     # cache_speedup, rows_per_sm — each class uses the ones its formula has
     classes: dict[str, dict[str, float]] = field(default_factory=dict)
     rows: int = 0  # measurements fitted
+    # per operator (add, relu, ln, ...): the launch floor of one call of a memory-bound class — the
+    # measuring host's dispatch path for that operator, not the GPU's (its class's floor where absent)
+    floors: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -228,18 +238,24 @@ DEFAULTS = {
              "fill_k": 64.0},
     "convolution": {"efficiency": 0.7, "memory_efficiency": 0.7, "floor_seconds": 30e-6, "tile_exponent": 0.5,
                     "fill_k": 64.0, "winograd_efficiency": 1.3},
-    "elementwise": {"memory_efficiency": 0.8, "floor_seconds": 30e-6, "cache_speedup": 1.5},
-    "normalization": {"memory_efficiency": 0.7, "floor_seconds": 40e-6, "cache_speedup": 1.5, "rows_per_sm": 4.0},
-    "softmax": {"memory_efficiency": 0.7, "floor_seconds": 30e-6, "cache_speedup": 1.5, "rows_per_sm": 4.0},
+    "elementwise": {"memory_efficiency": 0.8, "floor_seconds": 30e-6, "cache_speedup": 2.0, "l2_fraction": 0.5},
+    "normalization": {"memory_efficiency": 0.7, "floor_seconds": 40e-6, "cache_speedup": 2.0, "l2_fraction": 0.5,
+                      "rows_per_sm": 4.0},
+    "softmax": {"memory_efficiency": 0.7, "floor_seconds": 30e-6, "cache_speedup": 2.0, "l2_fraction": 0.5,
+                "rows_per_sm": 4.0},
 }
 # What a fit adjusts, per class, and how (coordinate search in log space, then the floor in closed form).
 FITTED = {"gemm": ("efficiency", "memory_efficiency", "tile_exponent", "fill_k"),
           "convolution": ("efficiency", "memory_efficiency", "tile_exponent", "fill_k", "winograd_efficiency"),
-          "elementwise": ("memory_efficiency", "cache_speedup"),
-          "normalization": ("memory_efficiency", "cache_speedup", "rows_per_sm"),
-          "softmax": ("memory_efficiency", "cache_speedup", "rows_per_sm")}
+          "elementwise": ("memory_efficiency", "cache_speedup", "l2_fraction"),
+          "normalization": ("memory_efficiency", "cache_speedup", "l2_fraction", "rows_per_sm"),
+          "softmax": ("memory_efficiency", "cache_speedup", "l2_fraction", "rows_per_sm")}
+# Classes of one library kernel per call (no cuBLAS/cuDNN heuristics): their parameters carry across
+# architectures, so a GPU without measurements takes all measured GPUs' (the held-one-GPU-out check
+# prefers that to a family of one or two GPUs), and their launch floor is per operator.
+MEMORY_CLASSES = ("elementwise", "normalization", "softmax")
 BOUNDS = {"efficiency": (0.05, 1.5), "memory_efficiency": (0.05, 1.5), "tile_exponent": (0.0, 3.0),
-          "fill_k": (0.0, 1024.0), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 6.0),
+          "fill_k": (0.0, 1024.0), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 8.0), "l2_fraction": (0.1, 3.0),
           "rows_per_sm": (0.25, 64.0), "floor_seconds": (2e-6, 5e-4)}
 
 
@@ -272,6 +288,7 @@ class _Prepared:
                     work["nonfused_table"] = _shape_table(tiles, n, cin, np.full(len(m), 36.0), gpu.sm_count)
                     activations = moved - FP32_BYTES * n * k
                     work["nonfused_bytes"] = 2 * 36 / 16 * activations + 2 * 36 / 9 * FP32_BYTES * n * k + moved
+                work["operator"] = part["operator"].to_numpy()
                 self.work[op_class] = work
             else:
                 elements = part["B"].to_numpy(float) * part["H"].to_numpy(float)
@@ -280,7 +297,7 @@ class _Prepared:
                 if op_class == "normalization":  # weight and bias read, mean and rstd written
                     moved = moved + FP32_BYTES * (2 * part["H"].to_numpy(float) + 2 * part["B"].to_numpy(float))
                 self.work[op_class] = {"bytes": moved, "rows": part["B"].to_numpy(float),
-                                       "cached": moved <= gpu.l2_bytes / 2}
+                                       "operator": part["operator"].to_numpy()}
 
     def seconds(self, op_class: str, p: dict[str, float]) -> np.ndarray:
         """Predicted seconds of this class's rows with parameters ``p``."""
@@ -298,10 +315,18 @@ class _Prepared:
                             + work["nonfused_bytes"] / bandwidth)
                 seconds = np.where(work["winograd"], np.minimum(seconds, np.minimum(fused, nonfused)), seconds)
             return p["floor_seconds"] + seconds
-        bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"] * np.where(work["cached"], p["cache_speedup"], 1.0)
+        # back-to-back calls: the part of the working set that stays in L2 (``l2_fraction`` of it) moves
+        # at ``cache_speedup`` × the DRAM rate, the rest at the DRAM rate
+        cached = np.minimum(work["bytes"], p["l2_fraction"] * gpu.l2_bytes)
+        effective_bytes = work["bytes"] - cached + cached / p["cache_speedup"]
+        bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
         if "rows_per_sm" in p:
             bandwidth = bandwidth * np.minimum(1.0, work["rows"] / (p["rows_per_sm"] * gpu.sm_count))
-        return p["floor_seconds"] + work["bytes"] / bandwidth
+        return p["floor_seconds"] + effective_bytes / bandwidth
+
+    def operator_floors(self, op_class: str, floors: dict[str, float], default: float) -> np.ndarray:
+        """Each row's launch floor: its operator's, else ``default``."""
+        return np.array([floors.get(o, default) for o in self.work[op_class]["operator"]])
 
 
 def predict_seconds(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) -> np.ndarray:
@@ -311,17 +336,21 @@ def predict_seconds(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration
     for op_class, idx in prepared.index.items():
         if len(idx):
             params = {**DEFAULTS[op_class], **calibration.classes.get(op_class, {})}
+            params["floor_seconds"] = prepared.operator_floors(op_class, calibration.floors, params["floor_seconds"])
             result[idx] = prepared.seconds(op_class, params)
     return result
 
 
 # ------------------------------------------------------------------------------------------ fitting
-def _fit_class(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, floors: list[float],
-               rounds: int = 3) -> dict[str, float]:
-    """Parameters of one class minimising the squared log error over ``prepared`` (one entry per GPU:
-    its rows and their measured seconds); each GPU's launch floor is its own (``floors``, fixed)."""
-    params = dict(DEFAULTS[op_class])
-    fitted = FITTED[op_class] + (("floor_seconds",) if len(floors) == 1 else ())
+def _fit_class(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, floors: list,
+               rounds: int = 3, fit_floor: bool = True, fixed: dict[str, float] | None = None) -> dict[str, float]:
+    """Parameters of one class minimising the mean absolute log error over ``prepared`` (one entry per
+    GPU: its rows and their measured seconds); each GPU's launch floor is its own (``floors``: seconds,
+    or seconds per row; fixed, but refined where one GPU is fitted and ``fit_floor``); ``fixed``: parameters
+    held at the given values."""
+    params = {**DEFAULTS[op_class], **(fixed or {})}
+    fitted = tuple(name for name in FITTED[op_class] if name not in (fixed or {}))
+    fitted += (("floor_seconds",) if len(floors) == 1 and fit_floor else ())
     if len(floors) == 1:
         params["floor_seconds"] = floors[0]
 
@@ -357,14 +386,28 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
     prepared = _Prepared(rows, gpu)
     measured = rows["seconds"].to_numpy(float)
     classes = {}
-    for op_class, idx in prepared.index.items():
+    floors: dict[str, float] = {}
+    for op_class in sorted(prepared.index, key=lambda c: c == "convolution"):  # convolution after GEMM
+        idx = prepared.index[op_class]
         if not len(idx):
             continue
-        floor = _floor(prepared, op_class, measured[idx])
-        params = _fit_class([(prepared, measured[idx])], op_class, [floor])
+        if op_class == "convolution":
+            # cuDNN's calls of small shapes are several kernels (transforms, offsets) chosen by its
+            # autotuner: a floor fitted with the rest, not the fastest call's. Its implicit-GEMM kernels
+            # are SGEMMs on the same SMs: the GPU's GEMM efficiency, where measured
+            fixed = {"efficiency": classes["gemm"]["efficiency"]} if "gemm" in classes else None
+            params = _fit_class([(prepared, measured[idx])], op_class, [_floor(prepared, op_class, measured[idx])],
+                                fixed=fixed)
+        else:
+            # the fastest call of each operator (its smallest shapes) is its launch floor
+            operators = rows["operator"].to_numpy()[idx]
+            floors.update({o: round(float(measured[idx][operators == o].min()), 9) for o in np.unique(operators)})
+            floor_rows = prepared.operator_floors(op_class, floors, 0.0)
+            params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False)
+            params["floor_seconds"] = float(np.median(floor_rows))
         classes[op_class] = {k: round(v, 9 if k == "floor_seconds" else 4) for k, v in params.items()}
     return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
-                             classes=classes, rows=len(rows))
+                             classes=classes, rows=len(rows), floors=floors)
 
 
 def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measured_gpus: dict[str, Gpu]
@@ -376,7 +419,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     donors = same or list(measured)
     classes: dict[str, dict[str, float]] = {}
     for op_class in CLASSES:
-        values = [measured[name].classes[op_class] for name in donors if op_class in measured[name].classes]
+        # memory-bound kernels: all measured GPUs (their parameters carry across architectures)
+        values = [measured[name].classes[op_class] for name in (list(measured) if op_class in MEMORY_CLASSES
+                                                                 else donors) if op_class in measured[name].classes]
         if not values:
             values = [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
         if values:
@@ -385,17 +430,50 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 # one kernel's floor is the measuring host's dispatch and launch, not the architecture's:
                 # all GPUs'. cuDNN/cuBLAS calls keep their family's (library heuristics, multi-kernel
                 # algorithms such as Winograd's transforms differ by architecture).
-                floors = [measured[name].classes[op_class]["floor_seconds"] for name in measured
-                          if op_class in measured[name].classes]
-                classes[op_class]["floor_seconds"] = float(statistics.median(floors))
-        if op_class in ("gemm", "convolution") and same and gpu.tdp_watts and op_class in classes:
-            _power_limit(classes[op_class], gpu, [(measured_gpus[name], measured[name].classes[op_class])
-                                                  for name in same if op_class in measured[name].classes])
+                class_floors = [measured[name].classes[op_class]["floor_seconds"] for name in measured
+                                if op_class in measured[name].classes]
+                classes[op_class]["floor_seconds"] = float(statistics.median(class_floors))
+        if op_class in ("gemm", "convolution") and op_class in classes:
+            donors_of = [name for name in measured if op_class in measured[name].classes]
+            # a GEMV-like call streams its weights: DRAM efficiency, which carries across architectures
+            classes[op_class]["memory_efficiency"] = float(statistics.median(
+                measured[name].classes[op_class].get("memory_efficiency", DEFAULTS[op_class]["memory_efficiency"])
+                for name in donors_of))
+            full_family = [name for name in same if name in donors_of
+                           and (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS]
+            _unthrottled_efficiency(classes[op_class], [(measured_gpus[name], measured[name].classes[op_class])
+                                                        for name in (full_family or donors_of)])
+            if same and gpu.tdp_watts:
+                _power_limit(classes[op_class], gpu, [(measured_gpus[name], measured[name].classes[op_class])
+                                                      for name in same if op_class in measured[name].classes])
+    if "convolution" in classes and "gemm" in classes:  # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted)
+        conv, efficiency = classes["convolution"], classes["gemm"]["efficiency"]
+        conv["winograd_efficiency"] *= efficiency / conv["efficiency"]
+        conv["efficiency"] = efficiency
+    # one call's floor is the measuring host's dispatch path for that operator: all GPUs' median
+    operators = sorted({o for cal in measured.values() for o in cal.floors})
+    floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
+              for o in operators}
     which = "its family's" if same else "all"
-    source = (f"{gpu.name}: not measured; {which} measured GPUs' kernel calibrations "
-              f"({', '.join(sorted(donors))}), median per class, with its datasheet (SMs, FP32 peak, "
+    source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
+              f"({', '.join(sorted(donors))}), elementwise/normalization/softmax and launch floors from all "
+              f"({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 peak, "
               f"bandwidth, L2)")
-    return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes)
+    return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes,
+                             floors=floors)
+
+
+def _unthrottled_efficiency(params: dict[str, float], donors: list[tuple[Gpu, dict[str, float]]]) -> None:
+    """Set the FP32 GEMM efficiency to the median of the full-power ``donors``' (its family's where it has
+    one, else all families'; at or above :data:`FULL_POWER_WATTS` a board holds its boost clock under
+    SGEMM, so its efficiency is cuBLAS's, not its power limit's), scaling the Winograd efficiency alike;
+    the power limit then applies per board (:func:`_power_limit`). In place."""
+    full = [p["efficiency"] for d, p in donors if (d.tdp_watts or 0) >= FULL_POWER_WATTS]
+    if full:
+        efficiency = float(statistics.median(full))
+        if "winograd_efficiency" in params:
+            params["winograd_efficiency"] *= efficiency / params["efficiency"]
+        params["efficiency"] = efficiency
 
 
 def _power_limit(params: dict[str, float], gpu: Gpu, donors: list[tuple[Gpu, dict[str, float]]]) -> None:
@@ -424,6 +502,19 @@ def held_one_out(data: pd.DataFrame, gpus: dict[str, Gpu], band: float = 0.25) -
         calibration = family_calibration(gpus[name], others, gpus)
         predicted = predict_seconds(rows, gpus[name], calibration)
         table += _score(rows, predicted, name, band)
+    return pd.DataFrame(table)
+
+
+def held_out_shapes(data: pd.DataFrame, gpus: dict[str, Gpu], fraction: float = 0.2, band: float = 0.25,
+                    seed: int = 0) -> pd.DataFrame:
+    """Per GPU, fit on its measured rows but a fixed random ``fraction`` of its shapes (per operator),
+    predict those: per GPU and class, rows, the fraction within ±``band`` and the median |error|."""
+    table = []
+    for name, rows in data.groupby("gpu"):
+        held = rows.groupby("operator").sample(frac=fraction, random_state=seed).index
+        calibration = fit_gpu(rows.drop(held), gpus[name], source=f"fitted on {name} less {fraction:.0%}")
+        test = rows.loc[held]
+        table += _score(test, predict_seconds(test, gpus[name], calibration), name, band)
     return pd.DataFrame(table)
 
 
@@ -516,9 +607,9 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
 
 
 # ------------------------------------------------------------------------------------------ the command
-def format_table(table: pd.DataFrame) -> str:
-    """The held-one-GPU-out table: per GPU and class, within ±25% (fraction) and median |error|."""
-    lines = [f"{'held-out GPU':24} " + " ".join(f"{c:>22}" for c in CLASSES),
+def format_table(table: pd.DataFrame, title: str = "held-out GPU") -> str:
+    """A held-out table: per GPU and class, within ±25% (fraction), median |error| and rows."""
+    lines = [f"{title:24} " + " ".join(f"{c:>22}" for c in CLASSES),
              f"{'':24} " + " ".join(f"{'within25%  med|err|  n':>22}" for _ in CLASSES)]
     for gpu, rows in table.groupby("gpu"):
         cells = []
