@@ -2,9 +2,19 @@
 
 The package holds all the logic and knows nothing of Snakemake; the workflow's rule scripts are thin
 adapters over it, and ``python -m rooflow`` / ``rooflow`` gives the same steps on the command line.
+From Python: ``rooflow.estimate_module(module, example_inputs, device=None, ...)`` (rooflow.estimate.api),
+imported on first use so that ``import rooflow`` stays free of torch.
 """
 
 __version__ = "0.1.0"
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 MODES = ("inference", "training")
+
+
+def __getattr__(name: str):
+    if name == "estimate_module":
+        from rooflow.estimate.api import estimate_module
+
+        return estimate_module
+    raise AttributeError(f"module 'rooflow' has no attribute {name!r}")

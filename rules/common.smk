@@ -12,7 +12,7 @@ os.environ.update(
     )
 )
 
-from rooflow.config import validate_config, experiment_matrix
+from rooflow.config import validate_config, experiment_matrix, model_specs
 from rooflow.hardware.devices import load_devices
 from rooflow.errors import RooflowError
 
@@ -60,6 +60,7 @@ CUDA_DEVICES = [d for d in MEASURED_DEVICES if DEVICES[d].is_cuda]
 RUNS = experiment_matrix(config)
 IMPORTS = config["imports"]
 RUN_PATTERN = "{model}/b{batch}-{precision}-{mode}"
+MODEL_SPECS = model_specs(config)
 
 
 wildcard_constraints:
@@ -82,6 +83,13 @@ localrules:
 
 def run_path(run):
     return RUN_PATTERN.format(**run)
+
+
+def get_model_spec(wildcards):
+    """The run's model as the jobs build it (rooflow.workload.spec): a torchvision name, or a custom
+    model's factory, inputs and loss (a change to those re-runs its jobs)."""
+    spec = MODEL_SPECS.get(wildcards.model)
+    return spec.as_dict() if spec else {"name": wildcards.model}
 
 
 # The config `imports` by device × run: one dictionary lookup per job instead of a scan of the list

@@ -4,13 +4,14 @@ from rooflow.logs import step_logging
 from rooflow.measure.launch import driver_argv, require_tool, run_tool
 from rooflow.profilers.commands import ncu_command
 from rooflow.profilers.metrics import metrics_for_architecture
+from rooflow.workload.spec import spec_from_entry
 
 w, p, out = snakemake.wildcards, snakemake.params, snakemake.output
 with step_logging(snakemake.log[0], "profile_ncu") as log:
     executable = require_tool(p.tool["executable"], "profiling.ncu.executable")
     metrics = metrics_for_architecture(p.architecture, w.precision, p.tool["hierarchical"])
     with atomic_path(out.csv) as tmp, atomic_path(out.plan) as plan:
-        argv = driver_argv(w.model, int(w.batch), w.precision, w.mode, snakemake.input.subset, p.warmup,
+        argv = driver_argv(spec_from_entry(p.model), int(w.batch), w.precision, w.mode, snakemake.input.subset, p.warmup,
                            snakemake.threads, ncu_mode=p.tool["mode"], plan=plan)
         command = ncu_command(executable, metrics, tmp, argv, p.tool["extra_args"])
         try:

@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from rooflow.measure import driver
 from rooflow.measure.timing import Runner
+from rooflow.workload import step
 
 
 class Block(nn.Module):
@@ -55,10 +56,10 @@ def tiny_runner(mode: str) -> Runner:
     runner.cuda = False
     runner.autocast = contextlib.nullcontext()
     runner.model = Tiny()
-    runner.x, runner.y = torch.randn(2, 3, 8, 8), torch.tensor([1, 3])
+    runner.inputs = (torch.randn(2, 3, 8, 8),)
     if mode == "training":
         runner.model.train()
-        runner.loss_fn = nn.CrossEntropyLoss()
+        runner.loss_fn = step.make_loss("tiny", torch.tensor([1, 3]), classification=True)  # the shared step's
         # foreach=True: the multi-tensor optimizer ops PyTorch uses on CUDA (on CPU it would loop per tensor)
         runner.optimizer = torch.optim.SGD(runner.model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4,
                                            foreach=True)
