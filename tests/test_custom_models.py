@@ -216,6 +216,26 @@ def test_the_timing_job_runs_the_estimated_step(user_models):
     assert loss_ops and loss_ops <= {op for mark, op in ops.calls if mark in (1, 2)}  # its forward, its gradient
 
 
+def test_a_custom_model_travels_to_the_profiling_driver_as_its_factory_inputs_and_loss():
+    """The SLURM profiling jobs start the driver by command line: it must rebuild the same model."""
+    import argparse
+
+    from rooflow.measure.launch import driver_argv
+    from rooflow.measure.timing import add_run_arguments, model_fields
+
+    spec = spec_from_options("examples.two_input.model:build", ["3x32x32", "8"], "examples.two_input.model:loss",
+                             "two_input")
+    argv = driver_argv(spec, 4, "fp16", "training", "subset.pt", 3, None, ncu_mode="distinct", plan="plan.json")
+    assert argv[1:3] == ["-m", "rooflow.measure.driver"]
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, "cuda", "")
+    for option in ("--subset", "--ncu-mode", "--plan"):
+        parser.add_argument(option)
+    assert model_fields(parser.parse_args(argv[3:])) == {
+        "model": "two_input", "factory": "examples.two_input.model:build", "inputs": ((3, 32, 32), (8,)),
+        "loss": "examples.two_input.model:loss"}
+
+
 # ---------------------------------------------------------------------------------------- the config
 def test_the_examples_validate_and_custom_models_join_the_matrix():
     for path in ("examples/tiny_cnn/config.yaml", "examples/two_input/config.yaml"):
@@ -252,3 +272,21 @@ def test_segmentation_is_estimated_per_layer_and_a_detector_names_the_op_it_cann
     status, out, err = cli("estimate", "ssdlite320_mobilenet_v3_large", "--batch", "2")
     assert status == 2 and err.count("\n") == 1
     assert "cannot be counted: op aten.index (layer (root))" in err and "depends on tensor values" in err
+
+
+def test_the_shipped_task_lists_are_torchvisions():
+    import torchvision
+
+    from rooflow.workload import models
+
+    for kind in models.TASKS:
+        listed = models._shipped_model_names(kind)
+        assert listed == tuple(sorted(torchvision.models.list_models(module=getattr(torchvision.models, kind))))
+
+
+def test_a_video_model_counts_torchvisions_published_multiply_adds_on_a_16_frame_clip():
+    from rooflow.estimate import estimate
+    from rooflow.workload.models import weights_meta
+
+    totals = estimate("r3d_18", 1).totals
+    assert totals["forward_macs"] / 1e9 == pytest.approx(weights_meta("r3d_18")["_ops"], rel=2e-3)

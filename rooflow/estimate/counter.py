@@ -329,7 +329,8 @@ class OpRecorder(TorchDispatchMode):
         try:
             out = self._run(func, args, kwargs, signature)
         except Exception as error:
-            # the op that cannot run on meta (nonzero in a detector's box filtering): estimate() names it
+            # the op that cannot run on meta (a detector's box filtering: nonzero, boolean indexing): named by
+            # rooflow.estimate.core.not_countable
             if not hasattr(error, "rooflow_op"):
                 error.rooflow_op = str(packet).removeprefix("aten.")
                 error.rooflow_layer = layer
@@ -520,14 +521,19 @@ def _is_inference_batch_norm(packet, args) -> bool:
 
 def run_step(model: torch.nn.Module, name: str, batch: int, input_size: int, precision: str = "fp32",
              mode: str = "inference") -> Trace:
-    """One step of a classification model on a meta image batch (and, in training, meta labels and the
-    step's classification loss: rooflow.workload.step.classification_loss)."""
-    x = torch.empty(batch, 3, input_size, input_size, device="meta")
-    target = torch.empty(batch, dtype=torch.long, device="meta")
-    from rooflow.workload.models import task
+    """One step of a torchvision model on meta inputs of its shapes (an image batch of ``input_size``; a
+    clip for video, two images for optical flow: rooflow.workload.models.input_shapes) with the step's loss
+    (rooflow.workload.step: cross-entropy against meta labels for classification)."""
+    from rooflow.workload.models import input_shapes, task
 
-    loss = step.make_loss(name, target, classification=task(name) == "classification")
-    return trace_step(model, (x,), precision, mode, loss_fn=loss, extra_inputs=(target,) if mode == "training" else ())
+    kind = task(name)
+    if kind in ("video", "optical_flow"):
+        inputs = tuple(torch.empty(batch, *shape, device="meta") for shape in input_shapes(name))
+    else:
+        inputs = (torch.empty(batch, 3, input_size, input_size, device="meta"),)
+    target = torch.empty(batch, dtype=torch.long, device="meta")
+    loss = step.make_loss(name, target, classification=kind in ("classification", "video"))
+    return trace_step(model, inputs, precision, mode, loss_fn=loss, extra_inputs=(target,) if mode == "training" else ())
 
 
 def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precision: str = "fp32",

@@ -308,8 +308,8 @@ class Runner:
 
         from rooflow.workload import step
         from rooflow.workload.dataset import make_batch
-        from rooflow.workload.models import build_model, input_size, task
-        from rooflow.workload.spec import build_custom, example_inputs, load_loss
+        from rooflow.workload.models import build_model, input_shapes, input_size, task
+        from rooflow.workload.spec import build_custom, example_inputs, load_loss, random_inputs
 
         if spec.mode not in MODES:
             raise RooflowError(f"mode '{spec.mode}' is unknown: use one of {', '.join(MODES)}")
@@ -351,7 +351,9 @@ class Runner:
             self.model = build_model(spec.model).to(self.device)
             x, y = make_batch(subset, spec.batch, self.input_size)
             self.inputs = (x.to(self.device),)
-            target, classification = y.to(self.device), kind == "classification"
+            if kind in ("video", "optical_flow"):  # clips, pairs of frames: N(0, 1) of the model's shapes
+                self.inputs = random_inputs(input_shapes(spec.model), spec.batch, self.device)
+            target, classification = y.to(self.device), kind in ("classification", "video")
         self.params = sum(p.numel() for p in self.model.parameters())
         if spec.mode == "training":
             # the step of rooflow.workload.step: its loss, SGD with momentum, GradScaler for fp16

@@ -50,18 +50,37 @@ def task_models(task: str) -> tuple[str, ...]:
     return tuple(sorted(torchvision.models.list_models(module=getattr(torchvision.models, task))))
 
 
+TASKS = ("segmentation", "detection", "video", "optical_flow")
+# A video model's clip: 16 frames (torchvision's video weights are evaluated on 16-frame clips; their
+# published _ops match 16 frames: r3d_18 40.7 GMACs at 16×112×112).
+VIDEO_FRAMES = 16
+# Optical flow (RAFT) on two frames of 520×960, the size of torchvision's RAFT tutorial
+# (https://pytorch.org/vision/stable/auto_examples/others/plot_optical_flow.html); sides divisible by 8.
+OPTICAL_FLOW_SIZE = (520, 960)
+
+
 @functools.cache
 def named_models() -> tuple[str, ...]:
-    """Every torchvision model rooflow runs by name: classification, then segmentation and detection."""
-    return classification_models() + task_models("segmentation") + task_models("detection")
+    """Every torchvision model rooflow runs by name: classification, then the other tasks (TASKS)."""
+    return classification_models() + tuple(name for kind in TASKS for name in task_models(kind))
 
 
 def task(name: str) -> str:
-    """classification, segmentation or detection."""
-    for kind in ("segmentation", "detection"):
+    """classification, or one of TASKS."""
+    for kind in TASKS:
         if name in task_models(kind):
             return kind
     return "classification"
+
+
+def input_shapes(name: str) -> tuple[tuple[int, ...], ...]:
+    """Per-sample input shapes (the batch prepended): one image (3, S, S) for most models, a clip
+    (3, VIDEO_FRAMES, S, S) for video, two images for optical flow."""
+    kind = task(name)
+    if kind == "optical_flow":
+        return ((3, *OPTICAL_FLOW_SIZE),) * 2
+    side = input_size(name)
+    return ((3, VIDEO_FRAMES, side, side),) if kind == "video" else ((3, side, side),)
 
 
 def closest_models_hint(names: list[str]) -> str:
@@ -102,6 +121,8 @@ def input_size(name: str) -> int:
     if task(name) == "detection":
         sized = re.search(r"(?<![0-9])([0-9]{3})(?![0-9])", name)
         return int(sized.group(1)) if sized else DETECTION_INPUT_SIZE
+    if task(name) == "optical_flow":
+        return OPTICAL_FLOW_SIZE[1]
     weights = torchvision.models.get_model_weights(name).DEFAULT
     if task(name) == "segmentation":
         return int(weights.transforms().resize_size[0])
@@ -116,8 +137,10 @@ def build_model(name: str, num_classes: int = 1000):
     import torchvision
 
     check_model_names([name], "model")
-    if task(name) != "classification":  # their own number of classes (21 VOC, 91 COCO); no backbone download
+    if task(name) in ("segmentation", "detection"):  # their own classes (21 VOC, 91 COCO); no backbone download
         return torchvision.models.get_model(name, weights=None, weights_backbone=None)
+    if task(name) != "classification":  # video (400 Kinetics classes), optical flow
+        return torchvision.models.get_model(name, weights=None)
     kwargs = {}
     if name.startswith("vit_"):
         kwargs["image_size"] = input_size(name)

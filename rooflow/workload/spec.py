@@ -213,13 +213,18 @@ def load_loss(spec: ModelSpec):
 
 
 def example_inputs(spec: ModelSpec, batch: int, device: Any = "meta") -> tuple:
-    """The custom model's inputs at ``batch``: float32, N(0, 1) with a fixed seed (meta: shapes only)."""
+    """The custom model's inputs at ``batch`` (random_inputs)."""
+    return random_inputs(spec.inputs, batch, device)
+
+
+def random_inputs(shapes, batch: int, device: Any = "meta") -> tuple:
+    """Float32 tensors of ``(batch, *shape)``: N(0, 1) with a fixed seed (meta: shapes only)."""
     import torch
 
     if str(device) == "meta":
-        return tuple(torch.empty(batch, *shape, device="meta") for shape in spec.inputs)
+        return tuple(torch.empty(batch, *shape, device="meta") for shape in shapes)
     generator = torch.Generator().manual_seed(INPUT_SEED)
-    return tuple(torch.randn(batch, *shape, generator=generator).to(device) for shape in spec.inputs)
+    return tuple(torch.randn(batch, *shape, generator=generator).to(device) for shape in shapes)
 
 
 def shape_error(spec: ModelSpec, batch: int, error: BaseException) -> RooflowError:
