@@ -2,10 +2,20 @@
 
 The package holds all the logic and knows nothing of Snakemake; the workflow's rule scripts are thin
 adapters over it, and ``python -m rooflow`` / ``rooflow`` gives the same steps on the command line.
+From Python: ``rooflow.estimate_module(module, example_inputs, device=None, ...)`` (rooflow.estimate.api),
+imported on first use so that ``import rooflow`` stays free of torch.
 """
 
 __version__ = "0.1.0"
 
 from rooflow.conventions import MODES, PRECISIONS
 
-__all__ = ["MODES", "PRECISIONS", "__version__"]
+__all__ = ["MODES", "PRECISIONS", "__version__", "estimate_module"]
+
+
+def __getattr__(name: str):
+    if name == "estimate_module":
+        from rooflow.estimate.api import estimate_module
+
+        return estimate_module
+    raise AttributeError(f"module 'rooflow' has no attribute {name!r}")

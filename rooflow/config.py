@@ -1,5 +1,5 @@
 """The experiment config: schema validation with defaults, then the checks a schema cannot express
-(model names against torchvision, device keys and their precisions against the catalogue, a dataset
+(model names against torchvision, custom models' factories, device keys and their precisions against the catalogue, a dataset
 folder that holds images, import files that exist). Every failure is one sentence naming the key and
 the fix, raised before any job starts."""
 
@@ -12,7 +12,8 @@ from typing import Any
 from rooflow.config_io import close_matches, load_schema, read_yaml, validate
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import MATMUL_ROOF, Device, estimate_only_error, load_devices
-from rooflow.workload.models import classification_models, closest_models_hint
+from rooflow.workload.models import closest_models_hint, named_models
+from rooflow.workload.spec import ModelSpec, check_importable, spec_from_entry
 
 # Where the catalogue has no peak for a precision's matmul roof, the GPU has no arithmetic of that format,
 # except TF32: a math mode of fp32 storage that GPUs without TF32 tensor cores (V100, T4, P100) ignore, so
@@ -25,8 +26,8 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
     if not isinstance(config, dict) or not config:
         raise RooflowError(f"{source} is empty: start from config/config.yaml")
     validate(config, load_schema("config.schema.yaml"), source)
-    check_models(config["models"], "models", source)
-    stray = sorted(set(config["model_batch_sizes"]) - set(config["models"]))
+    specs = model_specs(config, source)
+    stray = sorted(set(config["model_batch_sizes"]) - set(specs))
     if stray:
         raise RooflowError(
             f"{source}: key 'model_batch_sizes' names {', '.join(stray)}, not in models: add it to models or "
@@ -42,7 +43,8 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
     check_dataset(config["dataset"], Path(workdir), source)
     for i, run in enumerate(config["imports"]):
         where = f"imports/{i}"
-        check_models([run["model"]], f"{where}/model", source)
+        if run["model"] not in specs:
+            check_models([run["model"]], f"{where}/model", source)
         check_device(run["device"], devices, f"{where}/device", catalogue, source)
         check_precision(devices[run["device"]], run["precision"], f"{where}/precision", source)
         files = run["ncu"] + run["nsys"]
@@ -57,13 +59,41 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
 
 
 def check_models(names: list[str], key: str, source: str = "config") -> None:
-    """Every name a torchvision classification model; else the closest names (difflib) and the full list."""
-    valid = classification_models()
+    """Every name a torchvision model; else the closest names (difflib) and the full list."""
+    valid = named_models()
     for name in names:
         if name not in valid:
             raise RooflowError(
                 f"{source}: key '{key}' names unknown model '{name}'{closest_models_hint([name])}: use a "
-                f"torchvision classification model name, one of {', '.join(valid)}")
+                f"torchvision model name, one of {', '.join(valid)}, or your own model as "
+                f"{{name, factory: package.module:callable, inputs: [3x224x224]}} (config/README.md)")
+
+
+def model_specs(config: dict[str, Any], source: str = "config") -> dict[str, ModelSpec]:
+    """The config's models by run name (torchvision names, and custom models checked: their factory's and
+    loss's modules can be found, their shapes parse, their names are wildcard-safe and distinct). The
+    factories themselves are imported by the jobs that build the models (importing them here would import
+    torch at every workflow parse): a factory that fails there is one sentence in that job's log."""
+    specs: dict[str, ModelSpec] = {}
+    for i, entry in enumerate(config["models"]):
+        where = f"{source}: key 'models/{i}'"
+        if isinstance(entry, str):
+            check_models([entry], "models", source)
+        spec = spec_from_entry(entry, where)
+        if spec.custom:
+            for path in (spec.factory, spec.loss):
+                if path:
+                    check_importable(path, where)
+        if spec.name in specs:
+            raise RooflowError(f"{where} is named '{spec.name}', as another model is: give each model its own "
+                               f"name")
+        specs[spec.name] = spec
+    return specs
+
+
+def model_names(config: dict[str, Any]) -> list[str]:
+    """The run names of the config's models, in order."""
+    return [entry if isinstance(entry, str) else spec_from_entry(entry).name for entry in config["models"]]
 
 
 def check_device(key: str, devices: dict[str, Device], where: str, catalogue: str, source: str = "config") -> None:
@@ -142,7 +172,7 @@ def experiment_matrix(config: dict[str, Any]) -> list[dict[str, Any]]:
     """Every model × batch × precision × mode (device-independent: what the estimator runs); a model's
     entry in model_batch_sizes replaces the common batch_sizes for that model."""
     runs = []
-    for model in config["models"]:
+    for model in model_names(config):
         batches = config.get("model_batch_sizes", {}).get(model, config["batch_sizes"])
         runs += [
             {"model": model, "batch": b, "precision": p, "mode": mode}

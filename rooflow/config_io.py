@@ -58,6 +58,13 @@ def validate(data: Any, schema: dict[str, Any], source: str) -> None:
 def describe_error(error: jsonschema.ValidationError, schema: dict[str, Any], source: str) -> str:
     """One sentence for a schema violation: `<source>: key '<path>' <what is wrong>: <how to fix it>`. The
     fix is the nearest `description` in the schema along the failing key's path."""
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        # one of several shapes (a model name or a custom model): describe what is wrong with the shape of
+        # the value's own type, not that it matches none
+        fitting = [e for e in error.context if not (e.validator == "type" and not e.relative_path)]
+        if fitting:
+            first = sorted(fitting, key=lambda e: [str(p) for p in e.absolute_path])[0]
+            return describe_error(first, schema, source)
     path = [str(p) for p in error.absolute_path]
     key = "/".join(path)
     kind, expected, value = error.validator, error.validator_value, error.instance

@@ -12,7 +12,7 @@ os.environ.update(
     )
 )
 
-from rooflow.config import validate_config, experiment_matrix
+from rooflow.config import validate_config, experiment_matrix, model_specs
 from rooflow.hardware.devices import load_devices
 from rooflow.errors import RooflowError
 
@@ -44,6 +44,7 @@ CUDA_DEVICES = [d for d in MEASURED_DEVICES if DEVICES[d].is_cuda]
 RUNS = experiment_matrix(config)
 IMPORTS = config["imports"]
 RUN_PATTERN = "{model}/b{batch}-{precision}-{mode}"
+MODEL_SPECS = model_specs(config)
 
 
 wildcard_constraints:
@@ -73,6 +74,13 @@ def fill(pattern, run, device=None):
     below take every path from the rule that writes it, never from a second copy of the pattern.
     """
     return str(pattern).format(device=device, **run)
+
+
+def get_model_spec(wildcards):
+    """The run's model as the jobs build it (rooflow.workload.spec): a torchvision name, or a custom
+    model's factory, inputs and loss (a change to those re-runs its jobs)."""
+    spec = MODEL_SPECS.get(wildcards.model)
+    return spec.as_dict() if spec else {"name": wildcards.model}
 
 
 # The config `imports` by device × run: one dictionary lookup per job instead of a scan of the list

@@ -7,6 +7,8 @@ rule estimate_model:
         f"logs/estimate/{RUN_PATTERN}.log",
     conda:
         "../envs/rooflow.yaml"
+    params:
+        model=get_model_spec,
     script:
         "../scripts/estimate_model.py"
 

@@ -22,6 +22,7 @@ rule profile_time:
         runtime=runtime_minutes,
         mem_mb=mem_mb,
     params:
+        model=get_model_spec,
         kind=device_kind,
         warmup=config["profiling"]["warmup_iterations"],
         iterations=config["profiling"]["timed_iterations"],
@@ -66,6 +67,7 @@ rule profile_ncu:
         runtime=runtime_minutes,
         mem_mb=mem_mb,
     params:
+        model=get_model_spec,
         tool=config["profiling"]["ncu"],
         architecture=device_architecture,
         warmup=config["profiling"]["warmup_iterations"],
@@ -92,6 +94,7 @@ rule profile_nsys:
         runtime=runtime_minutes,
         mem_mb=mem_mb,
     params:
+        model=get_model_spec,
         tool=config["profiling"]["nsys"],
         warmup=config["profiling"]["warmup_iterations"],
     script:

@@ -5,6 +5,7 @@ from rooflow.measure.launch import driver_argv, require_tool, run_tool
 from rooflow.measure.ncu_job import profile_with_fallback
 from rooflow.profilers.commands import ncu_command
 from rooflow.profilers.metrics import metrics_for_architecture
+from rooflow.workload.spec import spec_from_entry
 
 w, p, out = snakemake.wildcards, snakemake.params, snakemake.output
 with step_logging(snakemake.log[0], "profile_ncu") as log:
@@ -13,7 +14,7 @@ with step_logging(snakemake.log[0], "profile_ncu") as log:
     with atomic_path(out.csv) as tmp, atomic_path(out.plan) as plan:
 
         def run(mode, log_path):
-            argv = driver_argv(w.model, int(w.batch), w.precision, w.mode, snakemake.input.subset, p.warmup,
+            argv = driver_argv(spec_from_entry(p.model), int(w.batch), w.precision, w.mode, snakemake.input.subset, p.warmup,
                                snakemake.threads, ncu_mode=mode, plan=plan)
             command = ncu_command(executable, metrics, tmp, argv, p.tool["extra_args"])
             try:

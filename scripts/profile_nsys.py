@@ -6,11 +6,12 @@ from rooflow.io import scratch_directory
 from rooflow.logs import step_logging
 from rooflow.measure.launch import driver_argv, require_nsys_report, require_tool, run_tool
 from rooflow.profilers.commands import nsys_commands, nsys_stats_outputs
+from rooflow.workload.spec import spec_from_entry
 
 w, p, out = snakemake.wildcards, snakemake.params, snakemake.output
 with step_logging(snakemake.log[0], "profile_nsys"):
     executable = require_tool(p.tool["executable"], "profiling.nsys.executable")
-    argv = driver_argv(w.model, int(w.batch), w.precision, w.mode, snakemake.input.subset, p.warmup,
+    argv = driver_argv(spec_from_entry(p.model), int(w.batch), w.precision, w.mode, snakemake.input.subset, p.warmup,
                        snakemake.threads)
     # Work in a scratch folder; only complete CSVs are moved onto the outputs. It is named like a
     # temporary of the trace output, so a SIGKILLed job's leftover is removed at the next run's start.

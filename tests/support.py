@@ -25,6 +25,7 @@ from rooflow.measure import driver
 from rooflow.measure.timing import Runner
 from rooflow.profilers.nvtx import format_nvtx_stack as format_stack
 from rooflow.profilers.nvtx import parse_nvtx_stack as parse_stack
+from rooflow.workload import step
 
 H100 = ROOT / "tests" / "data" / "real" / "h100-rooflow"
 
@@ -63,10 +64,10 @@ def tiny_runner(mode: str) -> Runner:
     runner.cuda = False
     runner.autocast = contextlib.nullcontext()
     runner.model = Tiny()
-    runner.x, runner.y = torch.randn(2, 3, 8, 8), torch.tensor([1, 3])
+    runner.inputs = (torch.randn(2, 3, 8, 8),)
     if mode == "training":
         runner.model.train()
-        runner.loss_fn = nn.CrossEntropyLoss()
+        runner.loss_fn = step.make_loss("tiny", torch.tensor([1, 3]), classification=True)  # the shared step's
         # foreach=True: the multi-tensor optimizer ops PyTorch uses on CUDA (on CPU it would loop per tensor)
         runner.optimizer = torch.optim.SGD(runner.model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4,
                                            foreach=True)

@@ -118,7 +118,7 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
     size gets. On a CPU also the page faults of a freshly mapped large tensor."""
     import torch
 
-    from rooflow.estimate import estimate_module
+    from rooflow.estimate.core import count_module
     from rooflow.estimate.timemodel import device_op_seconds
 
     cuda = device_entry.is_cuda
@@ -146,7 +146,7 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
             module = factory().to(device).train(training)
             x = torch.randn(size, *shape, device=device, requires_grad=training)
             seconds = timer(_step(torch, module, x, training))
-            est = estimate_module(factory(), torch.empty(size, *shape, device="meta", requires_grad=training),
+            est = count_module(factory(), torch.empty(size, *shape, device="meta", requires_grad=training),
                                   mode=mode, name=name)
             ops = est.ops[est.ops["phase"].isin(["forward", "backward"])]
             # what the model charges apart: the host's dispatch (a CPU runs the kernels itself) and the page

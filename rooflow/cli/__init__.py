@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rooflow",
         description=(
-            "Roofline analysis of torchvision models: analytic estimates, measured time, "
+            "Roofline analysis of torchvision models and your own nn.Modules: analytic estimates, measured time, "
             "Nsight Compute / Nsight Systems aggregation, device ceilings. "
             "The full pipeline runs as a Snakemake workflow (see README.md); "
             "these sub-commands run one step by hand."

@@ -95,33 +95,17 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rooflow.estimate import estimate, predict_seconds
-    from rooflow.workload.models import check_model_names
+    from rooflow.estimate.api import estimate_run, predict
+    from rooflow.workload.spec import spec_from_options
 
-    check_model_names(args.models, "MODEL")
-    device = calibration = None
-    if args.device:
-        from rooflow.estimate.calibration import for_device
-        from rooflow.hardware.devices import load_device
-        from rooflow.io import read_json
-
-        device = load_device(args.devices_file, args.device, args.ceilings)
-        calibration = for_device(device, read_json(args.ceilings) if args.ceilings else None)
+    specs = [spec_from_options(model, args.input, args.loss, args.name if len(args.models) == 1 else None)
+             for model in args.models]
     results = []
-    for name in args.models:
-        est = estimate(name, args.batch, args.precision, args.mode, args.input_size)
-        totals = dict(est.totals)
-        if device is not None:
-            from rooflow.estimate.predict import predict_memory
-            from rooflow.estimate.timemodel import predict_step
-
-            totals["device"] = device.key
-            roofline = predict_seconds(est.ops, device, args.precision, measured=args.measured)
-            totals["roofline_seconds"] = roofline.get("predicted_seconds")
-            if device.bandwidth(True) or device.bandwidth(False):
-                totals.update(predict_step(est.ops, totals, device, calibration).as_dict())
-            totals.update(predict_memory(totals, device))
-        results.append((totals, est.layers))
+    for spec in specs:
+        est = estimate_run(spec, args.batch, args.precision, args.mode, args.input_size)
+        if args.device:
+            predict(est, args.device, args.devices_file, args.ceilings, args.measured)
+        results.append((dict(est.totals), est.layers))
 
     if args.format == "json":
         payload = []
@@ -150,11 +134,21 @@ def register(subparsers) -> None:
 
     parser = subparsers.add_parser(
         "estimate", help="analytic FLOPs, bytes, peak memory (and predicted time) of models",
-        description="Count FLOPs, DRAM bytes and peak memory of one step of torchvision models on the meta "
+        description="Count FLOPs, DRAM bytes and peak memory of one step of torchvision or your own models on the meta "
                     "device (no memory, no compute: any batch in about a second); with --device, predict its "
                     "time (host and GPU work per op, from the device's calibration), its steady-state memory "
                     "and whether it fits the device.")
-    parser.add_argument("models", nargs="+", metavar="MODEL", help="torchvision classification model names")
+    parser.add_argument("models", nargs="+", metavar="MODEL",
+                        help="torchvision model names (classification, segmentation, detection), or your own "
+                             "model as package.module:factory (a callable returning the nn.Module, importable "
+                             "from the working directory or PYTHONPATH) with --input")
+    parser.add_argument("--input", action="append", metavar="SHAPE",
+                        help="one input's shape without the batch, e.g. 3x224x224, for a package.module:factory "
+                             "model; repeat for a model of several inputs (float32, the batch prepended)")
+    parser.add_argument("--loss", metavar="package.module:callable",
+                        help="training loss of a factory model: loss(output) -> scalar tensor (default: the sum "
+                             "of the floating outputs)")
+    parser.add_argument("--name", help="run name of a factory model (default: derived from its path)")
     parser.add_argument("--batch", type=int, default=1, help="batch size (default: %(default)s)")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
                         help="fp32; tf32 (fp32 tensors, TF32 matmuls); fp16/bf16 (torch.autocast semantics)")

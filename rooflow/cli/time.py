@@ -8,14 +8,15 @@ import json
 
 from rooflow.io import write_json
 from rooflow.measure.driver import profile_one_iteration
-from rooflow.measure.timing import RunSpec, add_run_arguments, measure
+from rooflow.measure.timing import RunSpec, add_run_arguments, measure, model_fields
 from rooflow.workload.dataset import load_subset
 
 
 def _spec_from_args(args: argparse.Namespace) -> RunSpec:
-    return RunSpec(args.model, args.batch, args.precision, args.mode, args.device,
-                   args.warmup, args.iterations, args.threads, max_timing_rounds=args.rounds,
-                   noise_budget_seconds=args.noise_budget, cpu_memory_limit_bytes=args.cpu_memory_limit)
+    return RunSpec(batch=args.batch, precision=args.precision, mode=args.mode, device=args.device,
+                   warmup_iterations=args.warmup, timed_iterations=args.iterations, threads=args.threads,
+                   max_timing_rounds=args.rounds, noise_budget_seconds=args.noise_budget,
+                   cpu_memory_limit_bytes=args.cpu_memory_limit, **model_fields(args))
 
 
 def _cmd_time(args: argparse.Namespace) -> int:

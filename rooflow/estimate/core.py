@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,9 +71,10 @@ def parse_gemms(text) -> list[tuple[int, int, int, int, int, int, int]]:
     return [view + (0,) * (7 - len(view)) for view in views]
 
 
-@dataclass
-class Estimate:
-    """The analytic estimate of one step. ``totals`` is JSON-serialisable; ``layers`` has one row per module
+@dataclass(eq=False)
+class Estimate(Mapping):
+    """The analytic estimate of one step, and a read-only mapping of its ``totals`` (``dict(estimate)`` is one
+    element of ``rooflow estimate --format json``). ``totals`` is JSON-serialisable; ``layers`` has one row per module
     that ran ops (every leaf module, plus containers that run ops of their own — a residual add — and the
     ``(root)`` model and ``(loss)``); ``ops`` aggregates the recorded aten ops per (layer, phase, op).
 
@@ -94,6 +96,15 @@ class Estimate:
     ops: pd.DataFrame
     seconds: float = 0.0
     trace: Trace | None = field(default=None, repr=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.totals[key]
+
+    def __iter__(self):
+        return iter(self.totals)
+
+    def __len__(self) -> int:
+        return len(self.totals)
 
 
 def compute_precision(precision: str, op_class: str, dtype: str) -> str:
@@ -355,7 +366,7 @@ def estimate(model: str, batch: int, precision: str = "fp32", mode: str = "infer
              input_size: int | None = None) -> Estimate:
     """Count FLOPs, bytes and peak memory of one step of a torchvision model on the meta device."""
     from rooflow.errors import RooflowError
-    from rooflow.workload.models import build_meta_model, check_model_names
+    from rooflow.workload.models import build_meta_model, check_model_names, task
     from rooflow.workload.models import input_size as default_input_size
 
     check_model_names([model], "estimate")
@@ -371,18 +382,43 @@ def estimate(model: str, batch: int, precision: str = "fp32", mode: str = "infer
     params = sum(p.numel() for p in net.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
     weight_bytes = param_bytes + sum(b.numel() * b.element_size() for b in net.buffers())
+    if mode == "training" and task(model) == "detection":
+        raise RooflowError(f"estimate: {model} is a detection model, which trains on box targets that rooflow "
+                           f"does not generate: estimate it in mode inference")
     try:
         trace = run_step(net, model, batch, size, precision, mode)
     except ValueError as error:  # what the model itself rejects, e.g. training BatchNorm on one value
         raise RooflowError(f"estimate: {model} cannot run {mode} at batch {batch} (input {size}): {error}") \
             from error
+    except (NotImplementedError, RuntimeError) as error:
+        raise not_countable(model, error) from error
     result = build_estimate(trace, model, batch, precision, mode, size, params, weight_bytes, param_bytes)
     result.seconds = time.perf_counter() - start
     return result
 
 
-def estimate_module(module, inputs, precision: str = "fp32", mode: str = "inference", loss_fn=None,
-                    name: str = "module") -> Estimate:
+def not_countable(model: str, error: BaseException):
+    """One sentence for a model the meta device cannot run: the op that failed, in which layer, and why."""
+    from rooflow.errors import RooflowError
+
+    op = getattr(error, "rooflow_op", None)
+    if op is None:
+        return error
+    layer = getattr(error, "rooflow_layer", "")
+    reason = ("its output shape depends on tensor values, which the meta device does not have"
+              if "data-dependent" in str(error) or op in DATA_DEPENDENT_OPS
+              else str(error).strip().splitlines()[0][:200])
+    return RooflowError(f"estimate: {model} cannot be counted: op aten.{op} (layer {layer}) cannot run on the "
+                        f"meta device ({reason}); rooflow estimates models whose shapes do not depend on data "
+                        f"(a detector's box filtering does): estimate its backbone as a model of its own")
+
+
+# Ops whose output shape depends on the values of their inputs: the meta device cannot run them.
+DATA_DEPENDENT_OPS = {"nonzero", "masked_select", "unique", "_unique2", "unique_consecutive", "index"}
+
+
+def count_module(module, inputs, precision: str = "fp32", mode: str = "inference", loss_fn=None,
+                 name: str = "module") -> Estimate:
     """The estimate of any ``nn.Module`` (parameters on meta, or moved there here) on meta ``inputs``:
     for custom models and for the closed-form tests of single layers. In training the loss is
     ``loss_fn(output)`` (default: the sum of the output)."""

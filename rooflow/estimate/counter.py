@@ -34,6 +34,7 @@ from torch.utils._pytree import tree_flatten
 
 from rooflow.estimate import formulas
 from rooflow.estimate.autocast import FP32, LOWER, AutocastEmulation, aten_policy, tensors_in
+from rooflow.workload import step
 
 aten = torch.ops.aten
 
@@ -312,7 +313,15 @@ class OpRecorder(TorchDispatchMode):
             args, kwargs = self._autocast_args(packet, args, kwargs, layer, phase)
         seq_before = self._seq()
         signature = _call_signature(func, args, kwargs)
-        out = self._run(func, args, kwargs, signature)
+        try:
+            out = self._run(func, args, kwargs, signature)
+        except Exception as error:
+            # the op that cannot run on meta (a detector's box filtering: nonzero, boolean indexing): named by
+            # rooflow.estimate.core.not_countable
+            if not hasattr(error, "rooflow_op"):
+                error.rooflow_op = str(packet).removeprefix("aten.")
+                error.rooflow_layer = layer
+            raise
         record = self._record(func, args, kwargs, out, layer, phase, signature)
         if packet in MATMUL_LIKE and record.op_class == "attention" and self._seq() == seq_before \
                 and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
@@ -493,32 +502,25 @@ def _is_inference_batch_norm(packet, args) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- the step
-AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-# PyTorch's ImageNet example: SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)
-# https://github.com/pytorch/examples/blob/main/imagenet/main.py
-SGD_LR, SGD_MOMENTUM, SGD_WEIGHT_DECAY = 0.1, 0.9, 1e-4
-# GoogLeNet and Inception-v3 return auxiliary logits in training; their papers weight those losses.
-AUX_LOSS_WEIGHT = {"googlenet": 0.3, "inception_v3": 0.4}
-
-
-def _loss(name: str, output, target: torch.Tensor) -> torch.Tensor:
-    if isinstance(output, torch.Tensor):
-        return torch.nn.functional.cross_entropy(output, target)
-    logits, *aux = [o for o in output if isinstance(o, torch.Tensor)]
-    loss = torch.nn.functional.cross_entropy(logits, target)
-    for extra in aux:
-        loss = loss + AUX_LOSS_WEIGHT.get(name, 0.3) * torch.nn.functional.cross_entropy(extra, target)
-    return loss
+# The step's definition (loss, optimizer, autocast, loss scaling) is rooflow.workload.step's; trace_step
+# writes the same step out on meta tensors.
 
 
 def run_step(model: torch.nn.Module, name: str, batch: int, input_size: int, precision: str = "fp32",
              mode: str = "inference") -> Trace:
-    """One step of a classification model on a meta image batch (and, in training, meta labels and the
-    cross-entropy loss, with the auxiliary losses of GoogLeNet/Inception-v3)."""
-    x = torch.empty(batch, 3, input_size, input_size, device="meta")
+    """One step of a torchvision model on meta inputs of its shapes (an image batch of ``input_size``; a
+    clip for video, two images for optical flow: rooflow.workload.models.input_shapes) with the step's loss
+    (rooflow.workload.step: cross-entropy against meta labels for classification)."""
+    from rooflow.workload.models import input_shapes, task
+
+    kind = task(name)
+    if kind in ("video", "optical_flow"):
+        inputs = tuple(torch.empty(batch, *shape, device="meta") for shape in input_shapes(name))
+    else:
+        inputs = (torch.empty(batch, 3, input_size, input_size, device="meta"),)
     target = torch.empty(batch, dtype=torch.long, device="meta")
-    return trace_step(model, (x,), precision, mode, loss_fn=lambda out: _loss(name, out, target),
-                      extra_inputs=(target,) if mode == "training" else ())
+    loss = step.make_loss(name, target, classification=kind in ("classification", "video"))
+    return trace_step(model, inputs, precision, mode, loss_fn=loss, extra_inputs=(target,) if mode == "training" else ())
 
 
 def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precision: str = "fp32",
@@ -526,7 +528,9 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
     """Run one step of ``model`` (parameters on meta) on meta ``inputs`` under an OpRecorder.
 
     inference: ``model.eval()`` and ``torch.no_grad()``, one forward. training: ``model.train()``, forward,
-    ``loss_fn(output)`` (default: the sum of the first output), backward, and a steady-state
+    ``loss_fn(output)`` (default: rooflow.workload.step.default_loss, the sum of the floating outputs),
+    the loss scaled (fp16: GradScaler's multiply before backward, its unscale of every gradient in the
+    optimizer phase), backward, and a steady-state
     SGD-with-momentum step (momentum buffers exist from the previous step; gradients are set to None
     afterwards, as ``optimizer.zero_grad()`` does), written out as torch.optim.SGD's single-tensor update
     so that each parameter's update is attributed to its layer:
@@ -535,7 +539,7 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
     """
     training = mode == "training"
     model.train(training)
-    recorder = OpRecorder(model, AUTOCAST_DTYPES.get(precision))
+    recorder = OpRecorder(model, step.autocast_dtype(precision))
     recorder.mark_params(model)
     trace = recorder.trace
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -551,16 +555,15 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
     for extra in extra_inputs:
         recorder.register(extra, "input")
         trace.target_bytes += extra.numel() * extra.element_size()
-    if loss_fn is None:
-        def loss_fn(output):
-            first = output if isinstance(output, torch.Tensor) else output[0]
-            return first.sum()
+    loss_fn = loss_fn or step.default_loss
+    scaled = step.uses_grad_scaler(precision, mode)
 
     def first_tensor(output) -> torch.Tensor:
-        return output if isinstance(output, torch.Tensor) else next(
+        main = step.main_output(output)
+        return main if main is not None else next(
             o for o in tree_flatten(output)[0] if isinstance(o, torch.Tensor))
 
-    low = AUTOCAST_DTYPES.get(precision)
+    low = step.autocast_dtype(precision)
     autocast = AutocastEmulation(low, recorder) if low is not None else contextlib.nullcontext()
     try:
         if not training:
@@ -577,6 +580,8 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
                     trace.output_bytes = logits.numel() * logits.element_size()
                     recorder.enter_loss()
                     loss = loss_fn(out)
+                    if scaled:  # GradScaler.scale(loss): outside autocast in a training loop, same op
+                        loss = loss * step.GRAD_SCALE
                     recorder.exit_loss()
                 del out, logits
                 recorder.phase = "backward"
@@ -591,9 +596,11 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
                         if p.grad is None:
                             continue
                         recorder._stack.append(recorder._param_layer[id(p)])
-                        d_p = p.grad.add(p, alpha=SGD_WEIGHT_DECAY)
-                        momentum[n].mul_(SGD_MOMENTUM).add_(d_p)
-                        p.add_(momentum[n], alpha=-SGD_LR)
+                        if scaled:  # GradScaler.unscale_: every gradient times 1/scale
+                            p.grad.mul_(1.0 / step.GRAD_SCALE)
+                        d_p = p.grad.add(p, alpha=step.SGD_WEIGHT_DECAY)
+                        momentum[n].mul_(step.SGD_MOMENTUM).add_(d_p)
+                        p.add_(momentum[n], alpha=-step.SGD_LR)
                         del d_p
                         recorder._stack.pop()
                 for _, p in params:

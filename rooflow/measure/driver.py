@@ -315,7 +315,7 @@ def profile_one_iteration(spec, subset: dict, ncu_mode: str = "exhaustive",
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rooflow.measure.timing import RunSpec, add_run_arguments
+    from rooflow.measure.timing import RunSpec, add_run_arguments, model_fields
     from rooflow.workload.dataset import load_subset
 
     parser = argparse.ArgumentParser(prog="python -m rooflow.measure.driver", description=__doc__.splitlines()[0])
@@ -326,8 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan", help="plan JSON to write (the op calls by signature, for the aggregation)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    spec = RunSpec(args.model, args.batch, args.precision, args.mode, args.device, args.warmup, 1, args.threads)
     try:
+        spec = RunSpec(batch=args.batch, precision=args.precision, mode=args.mode, device=args.device,
+                       warmup_iterations=args.warmup, timed_iterations=1, threads=args.threads, **model_fields(args))
         record = profile_one_iteration(spec, load_subset(args.subset), args.ncu_mode, args.plan)
     except RooflowError as error:
         print(f"rooflow driver: error: {error}", file=sys.stderr)

@@ -20,13 +20,15 @@ from rooflow.errors import RooflowError
 log = logging.getLogger(__name__)
 
 
-def driver_argv(model: str, batch: int, precision: str, mode: str, subset: str, warmup: int,
+def driver_argv(model, batch: int, precision: str, mode: str, subset: str, warmup: int,
                 threads: int | None, ncu_mode: str | None = None, plan: str | Path | None = None) -> list[str]:
     """The command that runs exactly one profiled iteration (:func:`rooflow.measure.driver.profile_one_iteration`):
     for nsys no ``ncu_mode`` (one profiler range around the step), for ncu ``distinct`` or ``exhaustive``
-    with the ``plan`` JSON to write (profiling.ncu.mode)."""
-    argv = [sys.executable, "-m", "rooflow.measure.driver", "--device", "cuda",
-            "--model", model, "--batch", str(batch), "--precision", precision, "--mode", mode,
+    with the ``plan`` JSON to write (profiling.ncu.mode). ``model``: a torchvision name, or a
+    rooflow.workload.spec.ModelSpec (a custom model travels as its factory, inputs and loss)."""
+    model_argv = ["--model", model] if isinstance(model, str) else model.argv()
+    argv = [sys.executable, "-m", "rooflow.measure.driver", "--device", "cuda", *model_argv,
+            "--batch", str(batch), "--precision", precision, "--mode", mode,
             "--subset", str(subset), "--warmup", str(max(warmup, 1))]
     if threads:
         argv += ["--threads", str(threads)]

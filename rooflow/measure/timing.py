@@ -44,6 +44,15 @@ class RunSpec:
     noise_budget_seconds: float = 60.0
     # CPU runs: RLIMIT_AS = the address space mapped before the run + this; None = no limit
     cpu_memory_limit_bytes: int | None = None
+    # a custom model (rooflow.workload.spec): `model` is its run name, built by this factory on these inputs
+    factory: str | None = None
+    inputs: tuple[tuple[int, ...], ...] = ()
+    loss: str | None = None
+
+    def model_spec(self):
+        from rooflow.workload.spec import ModelSpec
+
+        return ModelSpec(self.model, self.factory, tuple(self.inputs), self.loss)
 
 
 # A timing whose interquartile range exceeds this share of its median is noisy: it is repeated (up to
@@ -168,8 +177,10 @@ class Runner:
     def __init__(self, spec: RunSpec, subset: dict):
         import torch
 
+        from rooflow.workload import step
         from rooflow.workload.dataset import make_batch
-        from rooflow.workload.models import build_model, input_size
+        from rooflow.workload.models import build_model, input_shapes, input_size, task
+        from rooflow.workload.spec import build_custom, example_inputs, load_loss, random_inputs
 
         if spec.mode not in MODES:
             raise RooflowError(f"mode '{spec.mode}' is unknown: use one of {', '.join(MODES)}")
@@ -193,24 +204,51 @@ class Runner:
             # kernels (rooflow.measure.timeline) and the summary flags any difference from the profiled ones.
             torch.backends.cudnn.benchmark = False
         self.autocast = configure_precision(spec.precision, self.device.type)
-        self.input_size = input_size(spec.model)
-        self.model = build_model(spec.model).to(self.device)
+        model_spec = spec.model_spec()
+        user_loss = None
+        if model_spec.custom:
+            self.model = build_custom(model_spec).to(self.device)
+            self.inputs = example_inputs(model_spec, spec.batch, self.device)
+            self.input_size = model_spec.inputs[0][-1]
+            target, classification = None, False
+            user_loss = load_loss(model_spec)
+            self._check_inputs(model_spec)
+        else:
+            kind = task(spec.model)
+            if kind == "detection" and spec.mode == "training":
+                raise RooflowError(f"{spec.model} is a detection model, which trains on box targets that rooflow "
+                                   f"does not generate: measure it in mode inference")
+            self.input_size = input_size(spec.model)
+            self.model = build_model(spec.model).to(self.device)
+            x, y = make_batch(subset, spec.batch, self.input_size)
+            self.inputs = (x.to(self.device),)
+            if kind in ("video", "optical_flow"):  # clips, pairs of frames: N(0, 1) of the model's shapes
+                self.inputs = random_inputs(input_shapes(spec.model), spec.batch, self.device)
+            target, classification = y.to(self.device), kind in ("classification", "video")
         self.params = sum(p.numel() for p in self.model.parameters())
-        x, y = make_batch(subset, spec.batch, self.input_size)
-        self.x, self.y = x.to(self.device), y.to(self.device)
         if spec.mode == "training":
+            # the step of rooflow.workload.step: its loss, SGD with momentum, GradScaler for fp16
             self.model.train()
-            self.loss_fn = torch.nn.CrossEntropyLoss()
-            # PyTorch's ImageNet example: SGD, lr 0.1, momentum 0.9, weight decay 1e-4.
-            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
-            # fp16 autocast training needs loss scaling to be a real training step.
-            self.scaler = torch.amp.GradScaler(self.device.type, enabled=spec.precision == "fp16")
+            self.loss_fn = step.make_loss(spec.model, target, user_loss, classification)
+            self.optimizer = step.make_optimizer(self.model.parameters())
+            self.scaler = step.make_scaler(self.device.type, spec.precision, spec.mode)
         else:
             self.model.eval()
 
-    def _output(self, out):
-        # inception_v3/googlenet return auxiliary logits in training mode; the loss uses the main ones.
-        return out.logits if hasattr(out, "logits") else out
+    def _check_inputs(self, model_spec) -> None:
+        """One forward of a custom model on its inputs: a wrong input shape is one sentence, not a traceback
+        in the middle of the warm-up."""
+        import torch
+
+        from rooflow.workload.spec import shape_error
+
+        try:
+            with torch.no_grad():
+                self.model.eval()(*self.inputs)
+        except (RuntimeError, ValueError, TypeError, IndexError) as error:
+            if is_out_of_memory(error):
+                raise
+            raise shape_error(model_spec, self.spec.batch, error) from error
 
     def step(self, clock: _Clock | None = None) -> None:
         import torch
@@ -219,12 +257,12 @@ class Runner:
         if self.spec.mode == "inference":
             mark()
             with torch.no_grad(), self.autocast:
-                self.model(self.x)
+                self.model(*self.inputs)
             mark()
             return
         mark()
         with self.autocast:
-            loss = self.loss_fn(self._output(self.model(self.x)), self.y)
+            loss = self.loss_fn(self.model(*self.inputs))
         mark()
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
@@ -393,9 +431,23 @@ def _write_timeline(path: str | Path, timeline, record: dict[str, Any], status: 
     record["timeline_kernels"] = int((frame["kind"] == "kernel").sum()) if len(frame) else 0
 
 
+def model_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """RunSpec's model fields from --model (a torchvision name or package.module:factory), --input, --loss,
+    --name."""
+    from rooflow.workload.spec import spec_from_options
+
+    model = spec_from_options(args.model, args.input, args.loss, args.name, "--model")
+    return {"model": model.name, "factory": model.factory, "inputs": model.inputs, "loss": model.loss}
+
+
 def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help: str) -> None:
     """The arguments of one run (RunSpec) that `rooflow time` and the profiling driver share."""
-    parser.add_argument("--model", required=True)
+    parser.add_argument("--model", required=True,
+                        help="a torchvision model name, or package.module:factory (with --input)")
+    parser.add_argument("--input", action="append", metavar="SHAPE",
+                        help="a factory model's input shape without the batch (e.g. 3x224x224); one per input")
+    parser.add_argument("--loss", metavar="package.module:callable", help="a factory model's training loss")
+    parser.add_argument("--name", help="a factory model's run name (default: derived from its path)")
     parser.add_argument("--batch", type=int, required=True)
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
     parser.add_argument("--mode", choices=MODES, default="inference")

@@ -1,4 +1,5 @@
-"""torchvision classification models: names, input sizes, construction (random weights, no download)."""
+"""torchvision models by name: classification, segmentation and detection — names, input sizes, construction
+(random weights, no download). A user's own model is rooflow.workload.spec's."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ def classification_models() -> tuple[str, ...]:
     return tuple(sorted(torchvision.models.list_models(module=torchvision.models)))
 
 
-def _shipped_model_names() -> tuple[str, ...] | None:
-    """The names listed for the installed torchvision version, or None (another version, or none)."""
+def _shipped_model_names(key: str = "models") -> tuple[str, ...] | None:
+    """The names listed under ``key`` for the installed torchvision version, or None (another version, or
+    none)."""
     from importlib import metadata
 
     from rooflow.config_io import load_schema
@@ -34,36 +36,96 @@ def _shipped_model_names() -> tuple[str, ...] | None:
     except metadata.PackageNotFoundError:
         return None
     listed = load_schema("torchvision_models.yaml")
-    return tuple(listed["models"]) if listed.get("torchvision") == installed else None
+    return tuple(listed[key]) if listed.get("torchvision") == installed else None
+
+
+@functools.cache
+def task_models(task: str) -> tuple[str, ...]:
+    """torchvision's segmentation or detection models (keypoint and instance segmentation included)."""
+    shipped = _shipped_model_names(task)
+    if shipped is not None:
+        return shipped
+    import torchvision
+
+    return tuple(sorted(torchvision.models.list_models(module=getattr(torchvision.models, task))))
+
+
+TASKS = ("segmentation", "detection", "video", "optical_flow")
+# A video model's clip: 16 frames (torchvision's video weights are evaluated on 16-frame clips; their
+# published _ops match 16 frames: r3d_18 40.7 GMACs at 16×112×112).
+VIDEO_FRAMES = 16
+# Optical flow (RAFT) on two frames of 520×960, the size of torchvision's RAFT tutorial
+# (https://pytorch.org/vision/stable/auto_examples/others/plot_optical_flow.html); sides divisible by 8.
+OPTICAL_FLOW_SIZE = (520, 960)
+
+
+@functools.cache
+def named_models() -> tuple[str, ...]:
+    """Every torchvision model rooflow runs by name: classification, then the other tasks (TASKS)."""
+    return classification_models() + tuple(name for kind in TASKS for name in task_models(kind))
+
+
+def task(name: str) -> str:
+    """classification, or one of TASKS."""
+    for kind in TASKS:
+        if name in task_models(kind):
+            return kind
+    return "classification"
+
+
+def input_shapes(name: str) -> tuple[tuple[int, ...], ...]:
+    """Per-sample input shapes (the batch prepended): one image (3, S, S) for most models, a clip
+    (3, VIDEO_FRAMES, S, S) for video, two images for optical flow."""
+    kind = task(name)
+    if kind == "optical_flow":
+        return ((3, *OPTICAL_FLOW_SIZE),) * 2
+    side = input_size(name)
+    return ((3, VIDEO_FRAMES, side, side),) if kind == "video" else ((3, side, side),)
 
 
 def closest_models_hint(names: list[str]) -> str:
     """' (closest: a, b, …)' for unknown model names, nearest first; '' where nothing is close."""
     from rooflow.config_io import close_matches
 
-    valid = classification_models()
+    valid = named_models()
     closest = list(dict.fromkeys(match for name in names for match in close_matches(name, valid)))
     return f" (closest: {', '.join(closest)})" if closest else ""
 
 
 def check_model_names(names: list[str], source: str = "config") -> None:
-    valid = classification_models()
+    valid = named_models()
     unknown = [name for name in names if name not in valid]
     if unknown:
         raise RooflowError(
             f"{source}: unknown model(s) {', '.join(unknown)}{closest_models_hint(unknown)}: use torchvision "
-            f"classification model names, one of {', '.join(valid)}"
+            f"model names (classification, segmentation, detection), one of {', '.join(valid)}, or your own "
+            f"model as package.module:factory"
         )
+
+
+# Detection models resize every image to their transform's min_size (GeneralizedRCNNTransform: 800; the
+# SSDs and the 320 FPN variant: the size in their name); their weights' transform documents no size.
+DETECTION_INPUT_SIZE = 800
 
 
 @functools.cache
 def input_size(name: str) -> int:
     """The square input side the model's own weights were evaluated at (224 for most; 299 for
-    inception_v3, 384/518 for some ViTs), from the weights' evaluation transform (nothing is downloaded)."""
+    inception_v3, 384/518 for some ViTs; 520 for segmentation; 800, 300 or 320 for detection), from the
+    weights' evaluation transform (nothing is downloaded)."""
+    import re
+
     import torchvision
 
     check_model_names([name], "model")
+    if task(name) == "detection":
+        sized = re.search(r"(?<![0-9])([0-9]{3})(?![0-9])", name)
+        return int(sized.group(1)) if sized else DETECTION_INPUT_SIZE
+    if task(name) == "optical_flow":
+        return OPTICAL_FLOW_SIZE[1]
     weights = torchvision.models.get_model_weights(name).DEFAULT
+    if task(name) == "segmentation":
+        return int(weights.transforms().resize_size[0])
     crop = weights.transforms().crop_size
     return int(crop[0] if isinstance(crop, (list, tuple)) else crop)
 
@@ -75,6 +137,10 @@ def build_model(name: str, num_classes: int = 1000):
     import torchvision
 
     check_model_names([name], "model")
+    if task(name) in ("segmentation", "detection"):  # their own classes (21 VOC, 91 COCO); no backbone download
+        return torchvision.models.get_model(name, weights=None, weights_backbone=None)
+    if task(name) != "classification":  # video (400 Kinetics classes), optical flow
+        return torchvision.models.get_model(name, weights=None)
     kwargs = {}
     if name.startswith("vit_"):
         kwargs["image_size"] = input_size(name)

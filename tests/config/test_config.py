@@ -212,7 +212,8 @@ def test_schema_rejects_names_that_are_not_wildcard_safe():
     model_wildcard = re.search(r'model="([^"]+)"', common).group(1)
     device_wildcard = re.search(r'device="([^"]+)"', common).group(1)
     # (?!\n): Python's `$` would also match before a final newline
-    assert schema["properties"]["models"]["items"]["pattern"] == f"^{model_wildcard}(?!\\n)$"
+    assert schema["properties"]["models"]["items"]["anyOf"][0]["pattern"] == f"^{model_wildcard}(?!\\n)$"
+    assert schema["properties"]["models"]["items"]["anyOf"][1]["properties"]["name"]["pattern"] == f"^{model_wildcard}(?!\\n)$"
     assert schema["properties"]["devices"]["items"]["pattern"] == f"^{device_wildcard}(?!\\n)$"
     for hostile in ["resnet18; rm -rf ~", "resnet18 && reboot", "$(reboot)", "`id`", "a|b", "../x", "x/y",
                     "resnet18\n", "Resnet18", "resnet18 ", "_resnet", "resnet__18"]:

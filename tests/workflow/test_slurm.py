@@ -324,6 +324,32 @@ def test_rerun_submits_nothing(cluster_run, cluster_env):
     assert set(slurm_log_ids(workdir)) == before
 
 
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_custom_model_job_runs_through_sbatch(cluster_run, cluster_env, request):
+    """examples/tiny_cnn's factory model (issue 21) timed by a SLURM job in the cluster run's directory (its
+    subset is up to date there): the job builds the model from the factory on the node and succeeds."""
+    workdir, _ = cluster_run
+    env, profiles = cluster_env
+    shutil.copytree(ROOT / "examples", workdir / "examples", ignore=shutil.ignore_patterns("__pycache__"),
+                    dirs_exist_ok=True)
+    config = yaml.safe_load((workdir / "tests" / "configs" / "tiny.yaml").read_text())
+    config.update(models=[{"name": "tiny_cnn", "factory": "examples.tiny_cnn.model:build", "inputs": ["3x32x32"]}],
+                  batch_sizes=[1], modes=["training"], imports=[])
+    path = workdir / "custom.yaml"
+    path.write_text(yaml.safe_dump(config))
+    target = "results/profile/cpu/tiny_cnn/b1-fp32-training/timing.json"
+    t0 = time.monotonic()
+    rc, text = snakemake(workdir, [*profiles, "--configfile", str(path), "--verbose", target], env,
+                         workdir / "custom.log", timeout_s=600)
+    report(request, f"custom-model SLURM job: {time.monotonic() - t0:.1f} s")
+    assert rc == 0, text[-4000:]
+    submitted = [log for _, log in SUBMITTED.findall(text)]
+    assert len(submitted) == 1 and "rule_profile_time" in submitted[0], submitted
+    timing = json.loads((workdir / target).read_text())
+    assert timing["status"] == "ok" and timing["model"] == "tiny_cnn" and timing["params"] == 25_674  # convolutions, batch norms, linear
+
+
 def gpu_config(workdir: Path) -> Path:
     """tests/configs/tiny.yaml measured on the catalogue's A100 instead of the local CPU."""
     config = yaml.safe_load((workdir / "tests" / "configs" / "tiny.yaml").read_text())

@@ -1,0 +1,149 @@
+"""The estimate of any ``nn.Module`` from Python, and of any run the workflow or the command line names.
+
+``estimate_module(module, example_inputs, device=None, ...)`` returns an :class:`~rooflow.estimate.core.Estimate`:
+a read-only mapping whose keys are exactly those of one element of ``rooflow estimate --format json``
+(``dict(result)`` is that object), with the per-layer and per-op tables as ``result.layers`` and ``result.ops``
+(pandas DataFrames, the workflow's ``layers.csv`` and ``ops.csv``).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+import warnings
+from typing import Any
+
+from rooflow.errors import RooflowError
+from rooflow.estimate.core import MODES, PRECISIONS, Estimate, count_module, estimate, not_countable
+
+
+def _check_run(precision: str, mode: str, batch: int, where: str) -> None:
+    if precision not in PRECISIONS:
+        raise RooflowError(f"{where}: unknown precision '{precision}': use one of {', '.join(PRECISIONS)}")
+    if mode not in MODES:
+        raise RooflowError(f"{where}: unknown mode '{mode}': use one of {', '.join(MODES)}")
+    if batch < 1:
+        raise RooflowError(f"{where}: batch must be a positive integer, not {batch}")
+
+
+def _meta_inputs(example_inputs) -> tuple:
+    """Meta tensors of the inputs' shapes, strides, dtypes and requires_grad (only those matter)."""
+    import torch
+
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+    meta = []
+    for i, tensor in enumerate(inputs):
+        if not isinstance(tensor, torch.Tensor):
+            raise RooflowError(f"estimate_module: example input {i} is a {type(tensor).__name__}, not a tensor: "
+                               f"pass a tuple of tensors (meta or real; only shapes and dtypes matter)")
+        if tensor.device.type != "meta":
+            tensor = torch.empty_strided(tuple(tensor.shape), tuple(tensor.stride()), dtype=tensor.dtype,
+                                         device="meta").requires_grad_(tensor.requires_grad)
+        meta.append(tensor)
+    return tuple(meta)
+
+
+def _meta_module(module, name: str):
+    """The module itself when its parameters and buffers are all on meta; otherwise a copy of it on meta
+    (its tensors' shapes and dtypes, no data: the module and its memory are left as they are), with a
+    warning that says so."""
+    import torch
+
+    tensors = list(module.parameters()) + list(module.buffers())
+    real = sorted({str(t.device) for t in tensors if t.device.type != "meta"})
+    if not real:
+        return module
+    warnings.warn(f"estimate_module: {name}'s parameters are on {', '.join(real)}; counting a copy of it on "
+                  f"the meta device (the module itself is not changed)", stacklevel=3)
+    memo: dict[int, Any] = {}
+    for p in module.parameters():
+        memo[id(p)] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
+    for b in module.buffers():
+        memo[id(b)] = torch.empty_like(b, device="meta")
+    return copy.deepcopy(module, memo)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def estimate_module(module, example_inputs, device: str | None = None, precision: str = "fp32",
+                    mode: str = "inference", loss_fn=None, name: str | None = None, *,
+                    devices_file: str | None = None, ceilings: str | None = None,
+                    measured: bool = False) -> Estimate:
+    """Count one step of ``module`` on ``example_inputs`` (a tensor or a tuple of tensors, the batch first;
+    meta or real: only shapes and dtypes matter) and, with ``device`` (a key of the device catalogue,
+    `rooflow devices`), predict its step time, its steady-state memory and whether it fits.
+
+    ``mode``: inference (eval, no_grad) or training (forward, loss, backward, SGD step: rooflow.workload.step);
+    ``loss_fn(output) -> scalar tensor`` is the training loss (default: the sum of the floating outputs).
+    A module whose parameters are not on the meta device is counted through a meta copy (a warning says
+    so); the module is not changed. The result maps the keys of ``rooflow estimate --format json``;
+    ``.layers`` and ``.ops`` are the per-layer and per-op tables. Attention counts as its math path.
+    """
+    name = name or _snake(type(module).__name__)
+    inputs = _meta_inputs(example_inputs)
+    batch = int(inputs[0].shape[0]) if inputs and inputs[0].dim() else 1
+    _check_run(precision, mode, batch, "estimate_module")
+    was_training = module.training
+    counted = _meta_module(module, name)
+    try:
+        result = count_module(counted, inputs, precision, mode, loss_fn=loss_fn, name=name)
+    except (NotImplementedError, RuntimeError) as error:
+        countable = not_countable(name, error)
+        if countable is error:
+            raise
+        raise countable from error
+    finally:
+        module.train(was_training)
+    if device:
+        predict(result, device, devices_file, ceilings, measured)
+    return result
+
+
+def estimate_run(spec, batch: int, precision: str = "fp32", mode: str = "inference",
+                 input_size: int | None = None) -> Estimate:
+    """The estimate of one run of a model spec (rooflow.workload.spec): a torchvision model by name, or the
+    user's factory on its inputs, with its loss."""
+    from rooflow.workload.spec import build_custom, example_inputs, load_loss, shape_error
+
+    if not spec.custom:
+        return estimate(spec.name, batch, precision, mode, input_size)
+    _check_run(precision, mode, batch, "estimate")
+    start = time.perf_counter()
+    module = build_custom(spec, meta=True)
+    loss = load_loss(spec)
+    try:
+        result = count_module(module, example_inputs(spec, batch), precision, mode, loss_fn=loss, name=spec.name)
+    except (NotImplementedError, RuntimeError, ValueError, TypeError) as error:
+        if "data-dependent" in str(error):  # not the inputs' fault: name the op
+            raise not_countable(spec.name, error) from error
+        raise shape_error(spec, batch, error) from error
+    result.totals["input_shapes"] = [[batch, *shape] for shape in spec.inputs]
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def predict(result: Estimate, device_key: str, devices_file: str | None = None, ceilings: str | None = None,
+            measured: bool = False) -> Estimate:
+    """Add the prediction on a catalogue device to ``result``'s totals: the step's time (host and GPU work
+    per op, from the device's calibration) with its range, the per-op roofline time, the steady-state memory
+    and whether it fits."""
+    from rooflow.estimate.calibration import for_device
+    from rooflow.estimate.predict import predict_memory, predict_seconds
+    from rooflow.estimate.timemodel import predict_step
+    from rooflow.hardware.devices import default_catalogue_path, load_device
+    from rooflow.io import read_json
+
+    device = load_device(devices_file or default_catalogue_path(), device_key, ceilings)
+    calibration = for_device(device, read_json(ceilings) if ceilings else None)
+    totals = result.totals
+    totals["device"] = device.key
+    roofline = predict_seconds(result.ops, device, totals["precision"], measured=measured)
+    totals["roofline_seconds"] = roofline.get("predicted_seconds")
+    if device.bandwidth(True) or device.bandwidth(False):
+        totals.update(predict_step(result.ops, totals, device, calibration).as_dict())
+    totals.update(predict_memory(totals, device))
+    return result
+

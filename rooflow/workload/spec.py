@@ -1,0 +1,235 @@
+"""A model to study: a torchvision name, or the user's own ``nn.Module`` built by ``package.module:factory``
+with its input shapes and, optionally, its loss. One record (:class:`ModelSpec`) travels from the config or
+the command line to every stage: the estimate, the timing job and the profiling driver build the same
+module from it.
+
+- ``name`` is the run's name in paths and Snakemake wildcards, so it is wildcard-safe:
+  ``[a-z0-9]+(_[a-z0-9]+)*``. A custom model takes it from the config's ``name:``, or from its factory path
+  (``examples.tiny_cnn.model:build`` → ``examples_tiny_cnn_model_build``).
+- ``inputs`` are per-sample shapes, the batch prepended: ``3x224x224`` is a ``(batch, 3, 224, 224)``
+  float32 tensor; a two-input model lists two (``[3x64x64, 10]``).
+- ``loss`` (``package.module:callable``) takes the model's output and returns a scalar tensor; without one a
+  training step uses rooflow.workload.step.default_loss (the sum of the floating outputs).
+
+Factories and losses import from the working directory or ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from rooflow.errors import RooflowError
+
+NAME_PATTERN = re.compile(r"[a-z0-9]+(_[a-z0-9]+)*")
+OBJECT_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+INPUT_SEED = 0  # custom models' inputs are drawn from N(0, 1) with this seed
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    factory: str | None = None  # package.module:callable returning the nn.Module; None: a torchvision model
+    inputs: tuple[tuple[int, ...], ...] = ()  # per-sample shapes (batch prepended); custom models only
+    loss: str | None = None  # package.module:callable taking the output
+
+    @property
+    def custom(self) -> bool:
+        return self.factory is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The spec as the config writes it (a torchvision model: its name alone)."""
+        if not self.custom:
+            return {"name": self.name}
+        entry = {"name": self.name, "factory": self.factory, "inputs": [format_shape(s) for s in self.inputs]}
+        if self.loss:
+            entry["loss"] = self.loss
+        return entry
+
+    def argv(self) -> list[str]:
+        """The command-line options that give this model to `rooflow time` and the profiling driver."""
+        if not self.custom:
+            return ["--model", self.name]
+        argv = ["--model", self.factory, "--name", self.name]
+        for shape in self.inputs:
+            argv += ["--input", format_shape(shape)]
+        if self.loss:
+            argv += ["--loss", self.loss]
+        return argv
+
+
+def format_shape(shape: tuple[int, ...]) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+def parse_shape(text: Any, where: str) -> tuple[int, ...]:
+    """'3x224x224' → (3, 224, 224); one sentence naming ``where`` otherwise."""
+    parts = str(text).strip().lower().split("x")
+    if not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise RooflowError(f"{where}: input shape '{text}' is not positive whole numbers joined by 'x': write "
+                           f"one sample's shape without the batch, e.g. 3x224x224 (an image) or 10 (a vector)")
+    return tuple(int(p) for p in parts)
+
+
+def derived_name(factory: str) -> str:
+    """The run name of a factory path without a ``name``: its dotted path, lowercase, '_'-joined."""
+    return "_".join(part for part in re.split(r"[^a-z0-9]+", factory.lower()) if part)
+
+
+def is_factory_path(text: str) -> bool:
+    return ":" in text
+
+
+def custom_spec(factory: str, inputs: list[Any] | tuple[Any, ...], loss: str | None = None,
+                name: str | None = None, where: str = "model") -> ModelSpec:
+    """A custom model's spec, checked: the factory and loss paths, the input shapes, the name."""
+    for what, path in (("factory", factory), ("loss", loss)):
+        if path is not None and not OBJECT_PATTERN.fullmatch(path):
+            raise RooflowError(f"{where}: {what} '{path}' is not of the form package.module:callable: name the "
+                               f"module and the callable in it, e.g. examples.tiny_cnn.model:build")
+    if not inputs:
+        raise RooflowError(f"{where}: custom model '{factory}' has no input shapes: give one per model input "
+                           f"(--input 3x224x224 on the command line, inputs: [3x224x224] in the config)")
+    shapes = tuple(parse_shape(shape, where) for shape in inputs)
+    name = name or derived_name(factory)
+    if not NAME_PATTERN.fullmatch(name):
+        raise RooflowError(f"{where}: name '{name}' is not lowercase letters and digits joined by single "
+                           f"underscores (it names the run's files and Snakemake wildcards): e.g. my_unet")
+    return ModelSpec(name, factory, shapes, loss)
+
+
+def torchvision_spec(name: str, where: str = "model") -> ModelSpec:
+    from rooflow.workload.models import check_model_names
+
+    check_model_names([name], where)
+    return ModelSpec(name)
+
+
+def spec_from_entry(entry: Any, where: str = "model") -> ModelSpec:
+    """A config ``models:`` item: a torchvision name, or ``{name, factory, inputs, loss}``."""
+    if isinstance(entry, ModelSpec):
+        return entry
+    if isinstance(entry, str):
+        return torchvision_spec(entry, where)
+    if "factory" not in entry:  # {name: resnet18}: a torchvision model written as a mapping
+        return torchvision_spec(entry["name"], where)
+    spec = custom_spec(entry["factory"], entry.get("inputs") or [], entry.get("loss"), entry.get("name"), where)
+    _check_collision(spec, where)
+    return spec
+
+
+def spec_from_options(model: str, inputs: list[str] | None = None, loss: str | None = None,
+                      name: str | None = None, where: str = "MODEL") -> ModelSpec:
+    """A model from the command line: a torchvision name, or ``package.module:factory`` with --input."""
+    if not is_factory_path(model):
+        return torchvision_spec(model, where)
+    spec = custom_spec(model, inputs or [], loss, name, where)
+    _check_collision(spec, where)
+    return spec
+
+
+def _check_collision(spec: ModelSpec, where: str) -> None:
+    from rooflow.workload.models import named_models
+
+    if spec.name in named_models():
+        raise RooflowError(f"{where}: name '{spec.name}' of custom model {spec.factory} is a torchvision model's "
+                           f"name: give the custom model another name")
+
+
+def check_importable(path: str, where: str) -> None:
+    """Cheap check (no import of the module itself: config validation runs at every workflow parse) that the
+    module of ``package.module:callable`` can be found."""
+    module = path.split(":")[0]
+    _add_working_directory()
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as error:
+        found, reason = None, str(error)
+    else:
+        reason = ""
+    if found is None:
+        raise RooflowError(
+            f"{where}: module '{module}' of {path} cannot be found from {os.getcwd()} or PYTHONPATH"
+            f"{f' ({reason})' if reason else ''}: run from the directory that holds it or add its parent "
+            f"to PYTHONPATH")
+
+
+def _add_working_directory() -> None:
+    """Factories import from the working directory, as ``python -m`` does (the ``rooflow`` script and
+    Snakemake's rule scripts do not put it on sys.path)."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+
+
+def import_object(path: str, what: str, name: str):
+    """The callable ``package.module:callable``; one sentence naming it and the fix when it cannot be had."""
+    module_name, _, attribute = path.partition(":")
+    _add_working_directory()
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # noqa: BLE001 - the user's module: any failure to import is theirs to fix
+        raise RooflowError(
+            f"model '{name}': importing {module_name} (its {what} {path}) failed with {type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else ''}: fix the module, or run from the directory "
+            f"that holds it (or add its parent to PYTHONPATH)") from None
+    found = getattr(module, attribute, None)
+    if not callable(found):
+        raise RooflowError(f"model '{name}': {module_name} has no callable '{attribute}' (its {what} {path}): "
+                           f"fix the name after the colon")
+    return found
+
+
+def build_custom(spec: ModelSpec, meta: bool = False):
+    """The module the factory returns (``meta``: its parameters and buffers on the meta device as they are
+    registered, rooflow.workload.models.parameters_on_meta)."""
+    import contextlib
+
+    from torch import nn
+
+    from rooflow.workload.models import parameters_on_meta
+
+    factory = import_object(spec.factory, "factory", spec.name)
+    with parameters_on_meta() if meta else contextlib.nullcontext():
+        try:
+            module = factory()
+        except Exception as error:  # noqa: BLE001 - the user's factory
+            raise RooflowError(f"model '{spec.name}': its factory {spec.factory}() raised {type(error).__name__}: "
+                               f"{str(error).splitlines()[0] if str(error) else ''}: fix the factory") from None
+    if not isinstance(module, nn.Module):
+        raise RooflowError(f"model '{spec.name}': its factory {spec.factory}() returned {type(module).__name__}, "
+                           f"not a torch.nn.Module: return the model itself (e.g. `return MyNet()`)")
+    return module
+
+
+def load_loss(spec: ModelSpec):
+    """The user's loss callable, or None (the step's default)."""
+    return import_object(spec.loss, "loss", spec.name) if spec.loss else None
+
+
+def example_inputs(spec: ModelSpec, batch: int, device: Any = "meta") -> tuple:
+    """The custom model's inputs at ``batch`` (random_inputs)."""
+    return random_inputs(spec.inputs, batch, device)
+
+
+def random_inputs(shapes, batch: int, device: Any = "meta") -> tuple:
+    """Float32 tensors of ``(batch, *shape)``: N(0, 1) with a fixed seed (meta: shapes only)."""
+    import torch
+
+    if str(device) == "meta":
+        return tuple(torch.empty(batch, *shape, device="meta") for shape in shapes)
+    generator = torch.Generator().manual_seed(INPUT_SEED)
+    return tuple(torch.randn(batch, *shape, generator=generator).to(device) for shape in shapes)
+
+
+def shape_error(spec: ModelSpec, batch: int, error: BaseException) -> RooflowError:
+    """One sentence for a model that rejects the inputs it was given."""
+    shapes = ", ".join(format_shape((batch, *s)) for s in spec.inputs)
+    return RooflowError(f"model '{spec.name}' rejects inputs of shape {shapes} ({type(error).__name__}: "
+                        f"{str(error).splitlines()[0][:200] if str(error) else ''}): fix its input shapes "
+                        f"(--input on the command line, inputs: in the config; the batch is prepended)")

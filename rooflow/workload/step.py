@@ -1,0 +1,125 @@
+"""The one definition of a step that rooflow estimates, times and profiles: the loss, the optimizer, the
+autocast precision and the loss scaling. The estimator (rooflow.estimate.counter), the timing job
+(rooflow.measure.timing) and the profiling driver (rooflow.measure.driver) all take them from here, so what is
+estimated is what is measured.
+
+- **Inference**: ``model.eval()``, ``torch.no_grad()``, one forward pass.
+- **Training**: ``model.train()``, forward and loss under autocast (fp16/bf16), backward, then one
+  ``torch.optim.SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)`` step — PyTorch's ImageNet example
+  (https://github.com/pytorch/examples/blob/main/imagenet/main.py); fp16 scales the loss with a GradScaler
+  (bf16 has fp32's exponent range and needs none).
+- **The loss** (:class:`StepLoss`):
+
+  - a torchvision *classification* model: cross-entropy of its logits against the batch's labels. GoogLeNet
+    and Inception-v3 return auxiliary logits in training mode, and their forward pass computes them
+    whatever the loss; a step that computed them and dropped them would be no one's training step, so
+    their auxiliary classifiers are trained as the papers and PyTorch's fine-tuning tutorial do:
+    ``loss = CE(logits) + w · Σ CE(aux)``, w = 0.3 for GoogLeNet (two auxiliary heads, Szegedy et al. 2015),
+    0.4 for Inception-v3 (https://pytorch.org/tutorials/beginner/finetuning_torchvision_models_tutorial.html);
+  - a user's loss (``package.module:callable``, or ``loss_fn`` in the Python API): ``loss(output)``, the
+    model's output as it returned it, to a scalar tensor;
+  - anything else (a custom model without a loss, segmentation models): the **sum of every floating-point
+    tensor in the output** (a tensor, or tensors nested in tuples, lists and dicts), so that backward reaches
+    every output head.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# PyTorch's ImageNet example: SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)
+SGD_LR, SGD_MOMENTUM, SGD_WEIGHT_DECAY = 0.1, 0.9, 1e-4
+# Weight of each auxiliary classifier's loss (see the module docstring).
+AUX_LOSS_WEIGHT = {"googlenet": 0.3, "inception_v3": 0.4}
+# GradScaler's initial scale (torch.amp.GradScaler(init_scale=2.**16)): the estimator multiplies the loss by it.
+GRAD_SCALE = 2.0**16
+
+
+def autocast_dtype(precision: str):
+    """The dtype autocast runs matmul-class ops in (fp16, bf16), or None (fp32, tf32: no autocast)."""
+    import torch
+
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+
+
+def uses_grad_scaler(precision: str, mode: str) -> bool:
+    """fp16 training scales the loss (its 5-bit exponent underflows small gradients); nothing else does."""
+    return precision == "fp16" and mode == "training"
+
+
+def floating_tensors(output) -> list:
+    """Every floating-point tensor in a model's output (a tensor, or tensors nested in tuples/lists/dicts,
+    detection outputs and torchvision's named tuples included), in order."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    return [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def default_loss(output):
+    """The sum of every floating-point output tensor: the loss of a model without one of its own."""
+    tensors = floating_tensors(output)
+    if not tensors:
+        from rooflow.errors import RooflowError
+
+        raise RooflowError("the model's output holds no floating-point tensor to train on: give the run a loss "
+                           "(package.module:callable taking the output) or use mode inference")
+    loss = tensors[0].sum()
+    for tensor in tensors[1:]:
+        loss = loss + tensor.sum()
+    return loss
+
+
+def classification_loss(name: str, output, target):
+    """Cross-entropy of the logits, plus the weighted auxiliary losses of GoogLeNet/Inception-v3."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return torch.nn.functional.cross_entropy(output, target)
+    logits, *aux = [o for o in output if isinstance(o, torch.Tensor)]
+    loss = torch.nn.functional.cross_entropy(logits, target)
+    for extra in aux:
+        loss = loss + AUX_LOSS_WEIGHT.get(name, 0.3) * torch.nn.functional.cross_entropy(extra, target)
+    return loss
+
+
+def main_output(output):
+    """The tensor a step hands on (its bytes are the step's output): the output itself, or its first
+    floating-point tensor."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output
+    tensors = floating_tensors(output)
+    return tensors[0] if tensors else None
+
+
+def make_loss(name: str = "", target=None, user_loss=None, classification: bool = False):
+    """The step's loss as a module (the profiling driver marks its phase with forward hooks on it)."""
+    import torch
+
+    class StepLoss(torch.nn.Module):
+        """The loss of one step: ``loss(output)`` (see rooflow.workload.step)."""
+
+        def forward(self, output):
+            if user_loss is not None:
+                return user_loss(output)
+            if classification and target is not None:
+                return classification_loss(name, output, target)
+            return default_loss(output)
+
+    return StepLoss()
+
+
+def make_optimizer(parameters: Any):
+    """The step's optimizer: SGD with momentum and weight decay, as PyTorch's ImageNet example."""
+    import torch
+
+    return torch.optim.SGD(parameters, lr=SGD_LR, momentum=SGD_MOMENTUM, weight_decay=SGD_WEIGHT_DECAY)
+
+
+def make_scaler(device_type: str, precision: str, mode: str):
+    """A GradScaler, enabled for fp16 training only (disabled it passes the loss and the step through)."""
+    import torch
+
+    return torch.amp.GradScaler(device_type, init_scale=GRAD_SCALE, enabled=uses_grad_scaler(precision, mode))

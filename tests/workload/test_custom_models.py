@@ -1,0 +1,292 @@
+"""Your own model: rooflow.estimate_module from Python, package.module:factory models on the command line and
+in the config, and the one step definition (rooflow.workload.step) the estimator and the timing job share."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import textwrap
+import time
+import warnings
+from collections import Counter
+
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import rooflow
+from rooflow.cli import main
+from rooflow.config import experiment_matrix, model_names, validate_config
+from rooflow.config_io import read_yaml
+from rooflow.errors import RooflowError
+from rooflow.workload import step
+from rooflow.workload.spec import spec_from_options
+
+N = 32
+
+
+def meta(*shape):
+    return torch.empty(*shape, device="meta")
+
+
+def cli(*argv) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(argv))
+    return status, out.getvalue(), err.getvalue()
+
+
+# ------------------------------------------------------------------------------------- the Python API
+def test_conv2d_on_a_device_is_the_closed_form_with_a_predicted_time_in_under_a_second():
+    conv = nn.Conv2d(64, 128, 3, padding=1).to("meta")
+    x = meta(N, 64, 56, 56)
+    rooflow.estimate_module(conv, (x,), device="t4")  # imports and the device's calibration, once
+    started = time.perf_counter()
+    result = rooflow.estimate_module(conv, (x,), device="t4")
+    elapsed = time.perf_counter() - started
+    assert result["forward_flops"] == 2 * 64 * 9 * 128 * 56 * 56 * N + 128 * 56 * 56 * N  # + bias
+    assert result["predicted_seconds"] > result["roofline_seconds"] > 0
+    assert result["device"] == "t4" and result["fits"] is True
+    assert elapsed < 1.0, elapsed
+
+
+class Bmm(nn.Module):
+    def forward(self, a, b):
+        return torch.bmm(a, b)
+
+
+@pytest.mark.parametrize("module, inputs, flops", [
+    (nn.Linear(256, 512), (meta(N, 256),), 2 * 256 * 512 * N + 512 * N),
+    (Bmm(), (meta(8, 16, 32), meta(8, 32, 24)), 2 * 8 * 16 * 32 * 24),
+    (nn.LayerNorm(64), (meta(N, 10, 64),), 8 * N * 10 * 64),
+    (nn.Softmax(dim=-1), (meta(N, 10, 64),), 5 * N * 10 * 64),
+], ids=["linear", "bmm-two-inputs", "layernorm", "softmax"])
+def test_single_layers_are_their_closed_forms_with_a_prediction(module, inputs, flops):
+    result = rooflow.estimate_module(module.to("meta"), inputs, device="a100-sxm4-40gb")
+    assert result["forward_flops"] == flops
+    assert result["predicted_seconds"] > 0
+
+
+def test_the_result_is_the_json_of_rooflow_estimate_and_the_tables_are_attributes():
+    from rooflow.workload.models import build_meta_model
+
+    result = rooflow.estimate_module(build_meta_model("resnet18"), (meta(2, 3, 224, 224),), device="t4",
+                                     name="resnet18")
+    status, out, _ = cli("estimate", "resnet18", "--batch", "2", "--device", "t4", "--format", "json")
+    assert status == 0
+    assert json.loads(json.dumps(dict(result))) == json.loads(out)[0]
+    assert {"layer", "forward_flops"} <= set(result.layers.columns) and "layer1.0.conv1" in set(result.layers["layer"])
+    assert {"op", "phase", "flops"} <= set(result.ops.columns)
+
+
+def test_a_module_on_a_real_device_is_counted_through_a_meta_copy_and_says_so():
+    linear = nn.Linear(10, 20)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = rooflow.estimate_module(linear, torch.randn(4, 10), mode="training")
+    assert any("meta copy" in str(w.message) or "copy of it on the meta device" in str(w.message) for w in caught)
+    assert linear.weight.device.type == "cpu" and linear.training  # left as it was
+    assert result["forward_flops"] == 2 * 10 * 20 * 4 + 20 * 4
+    assert result["loss_flops"] > 0  # the default loss: the sum of the output
+
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 4), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return {"a": self.a(x), "b": (self.b(x), torch.zeros(1, dtype=torch.long, device=x.device))}
+
+
+def test_default_loss_sums_every_floating_output_so_backward_reaches_every_head():
+    result = rooflow.estimate_module(TwoHeads().to("meta"), meta(5, 8), mode="training")
+    layers = result.layers.set_index("layer")
+    assert layers.loc["a", "backward_weight_flops"] > 0 and layers.loc["b", "backward_weight_flops"] > 0
+    assert float(step.default_loss({"a": torch.ones(2), "b": (torch.ones(3), torch.ones(1, dtype=torch.long))})) == 5
+
+
+def test_googlenet_and_inception_train_their_auxiliary_classifiers():
+    logits, aux1, aux2 = torch.randn(4, 10), torch.randn(4, 10), torch.randn(4, 10)
+    target = torch.tensor([1, 2, 3, 4])
+    ce = nn.functional.cross_entropy
+    loss = step.make_loss("googlenet", target, classification=True)((logits, aux2, aux1))
+    assert torch.isclose(loss, ce(logits, target) + 0.3 * (ce(aux1, target) + ce(aux2, target)))
+    loss = step.make_loss("inception_v3", target, classification=True)((logits, aux1))
+    assert torch.isclose(loss, ce(logits, target) + 0.4 * ce(aux1, target))
+
+
+# ------------------------------------------------------------------- package.module:factory models
+@pytest.fixture
+def user_models(tmp_path, monkeypatch):
+    """A package of user models in the working directory, as a user would have it."""
+    package = tmp_path / "mynets"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "nets.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+
+        class Two(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3, padding=1)
+                self.fc = nn.Linear(6, 4)
+
+            def forward(self, image, side):
+                return self.conv(image).mean((2, 3)) + self.fc(side)
+
+        def build():
+            return Two()
+
+        def not_a_module():
+            return "a string"
+
+        def loss(output):
+            return (output ** 2).mean()
+    """))
+    (package / "broken.py").write_text("import does_not_exist_anywhere\n")
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    for name in [m for m in sys.modules if m.startswith("mynets")]:
+        del sys.modules[name]
+
+
+def test_a_factory_model_of_two_inputs_from_the_command_line(user_models):
+    status, out, err = cli("estimate", "mynets.nets:build", "--input", "3x8x8", "--input", "6", "--batch", "2",
+                           "--mode", "training", "--loss", "mynets.nets:loss", "--format", "json")
+    assert status == 0, err
+    totals = json.loads(out)[0]
+    assert totals["model"] == "mynets_nets_build"  # derived, wildcard-safe
+    assert totals["input_shapes"] == [[2, 3, 8, 8], [2, 6]]
+    conv = 2 * 3 * 9 * 4 * 8 * 8 * 2 + 4 * 8 * 8 * 2
+    assert totals["forward_matmul_flops"] == conv + 2 * 6 * 4 * 2 + 4 * 2
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["mynets.broken:build", "--input", "3x8x8"], ["importing mynets.broken", "ModuleNotFoundError", "fix"]),
+    (["mynets.nets:nothing", "--input", "3x8x8"], ["has no callable 'nothing'", "after the colon"]),
+    (["mynets.nets:not_a_module", "--input", "3x8x8"], ["returned str, not a torch.nn.Module"]),
+    (["mynets.nets:build", "--input", "5x8x8", "--input", "6"], ["rejects inputs of shape 1x5x8x8, 1x6",
+                                                               "fix its input shapes"]),
+    (["mynets.nets:build", "--input", "3by8"], ["'3by8' is not positive whole numbers"]),
+    (["mynets.nets:build"], ["has no input shapes"]),
+], ids=["import-error", "no-such-callable", "not-a-module", "wrong-shape", "bad-shape", "no-inputs"])
+def test_each_custom_model_fault_is_one_sentence(user_models, argv, words):
+    status, out, err = cli("estimate", *argv)
+    assert status == 2 and not out
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for word in words:
+        assert word in err, (word, err)
+
+
+def test_the_timing_job_runs_the_estimated_step(user_models):
+    """The ops of the timed training step's loss and optimizer phases are the estimate's, call for call."""
+    from rooflow.estimate import estimate_run
+    from rooflow.measure.timing import Runner, RunSpec
+
+    spec = spec_from_options("mynets.nets:build", ["3x8x8", "6"], "mynets.nets:loss")
+    estimated = estimate_run(spec, 2, mode="training").ops
+    runner = Runner(RunSpec(spec.name, 2, mode="training", factory=spec.factory, inputs=spec.inputs,
+                            loss=spec.loss), subset={})
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.marks, self.calls = 0, []
+
+        def mark(self):
+            self.marks += 1
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.calls.append((self.marks, str(func.overloadpacket).removeprefix("aten.")))
+            return func(*args, **(kwargs or {}))
+
+    runner.step()  # the first step creates SGD's momentum buffers; the estimate is of a step after it
+    ops = Ops()
+    with ops:
+        runner.step(ops)
+    timed_optimizer = Counter(op for mark, op in ops.calls if mark == 3 and not op.startswith("profiler."))
+    optimizer = estimated[estimated["phase"] == "optimizer"].groupby("op")["calls"].sum()
+    assert timed_optimizer == Counter(optimizer.to_dict())
+    loss_ops = set(estimated.loc[estimated["phase"] == "loss", "op"])
+    assert loss_ops and loss_ops <= {op for mark, op in ops.calls if mark in (1, 2)}  # its forward, its gradient
+
+
+def test_a_custom_model_travels_to_the_profiling_driver_as_its_factory_inputs_and_loss():
+    """The SLURM profiling jobs start the driver by command line: it must rebuild the same model."""
+    import argparse
+
+    from rooflow.measure.launch import driver_argv
+    from rooflow.measure.timing import add_run_arguments, model_fields
+
+    spec = spec_from_options("examples.two_input.model:build", ["3x32x32", "8"], "examples.two_input.model:loss",
+                             "two_input")
+    argv = driver_argv(spec, 4, "fp16", "training", "subset.pt", 3, None, ncu_mode="distinct", plan="plan.json")
+    assert argv[1:3] == ["-m", "rooflow.measure.driver"]
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser, "cuda", "")
+    for option in ("--subset", "--ncu-mode", "--plan"):
+        parser.add_argument(option)
+    assert model_fields(parser.parse_args(argv[3:])) == {
+        "model": "two_input", "factory": "examples.two_input.model:build", "inputs": ((3, 32, 32), (8,)),
+        "loss": "examples.two_input.model:loss"}
+
+
+# ---------------------------------------------------------------------------------------- the config
+def test_the_examples_validate_and_custom_models_join_the_matrix():
+    for path in ("examples/tiny_cnn/config.yaml", "examples/two_input/config.yaml"):
+        config = validate_config(read_yaml(path), ".", path)
+        names = model_names(config)
+        assert all(run["model"] in names for run in experiment_matrix(config))
+    assert model_names(validate_config(read_yaml("examples/tiny_cnn/config.yaml"))) == ["tiny_cnn", "resnet18"]
+
+
+@pytest.mark.parametrize("entry, words", [
+    ({"factory": "nowhere_at_all.nets:build", "inputs": ["3x8x8"]}, ["models/0", "cannot be found"]),
+    ({"name": "Tiny", "factory": "examples.tiny_cnn.model:build", "inputs": ["3x8x8"]}, ["models/0/name"]),
+    ({"name": "resnet18", "factory": "examples.tiny_cnn.model:build", "inputs": ["3x8x8"]},
+     ["a torchvision model's name"]),
+    ({"factory": "examples.tiny_cnn.model:build"}, ["models/0", "lacks 'inputs'"]),
+])
+def test_config_faults_of_custom_models_are_one_sentence(entry, words):
+    config = read_yaml("examples/tiny_cnn/config.yaml")
+    config["models"] = [entry]
+    config["model_batch_sizes"] = {}
+    with pytest.raises(RooflowError) as error:
+        validate_config(config, ".", "config")
+    assert "\n" not in str(error.value)
+    for word in words:
+        assert word in str(error.value), (word, str(error.value))
+
+
+# -------------------------------------------------------------------------- segmentation and detection
+def test_segmentation_is_estimated_per_layer_and_a_detector_names_the_op_it_cannot_count():
+    status, out, err = cli("estimate", "lraspp_mobilenet_v3_large", "--batch", "2", "--format", "json", "--layers")
+    assert status == 0, err
+    totals = json.loads(out)[0]
+    assert totals["input_size"] == 520 and totals["forward_flops"] > 0 and len(totals["layers"]) > 50
+    status, out, err = cli("estimate", "ssdlite320_mobilenet_v3_large", "--batch", "2")
+    assert status == 2 and err.count("\n") == 1
+    assert "cannot be counted: op aten.index (layer (root))" in err and "depends on tensor values" in err
+
+
+def test_the_shipped_task_lists_are_torchvisions():
+    import torchvision
+
+    from rooflow.workload import models
+
+    for kind in models.TASKS:
+        listed = models._shipped_model_names(kind)
+        assert listed == tuple(sorted(torchvision.models.list_models(module=getattr(torchvision.models, kind))))
+
+
+def test_a_video_model_counts_torchvisions_published_multiply_adds_on_a_16_frame_clip():
+    from rooflow.estimate import estimate
+    from rooflow.workload.models import weights_meta
+
+    totals = estimate("r3d_18", 1).totals
+    assert totals["forward_macs"] / 1e9 == pytest.approx(weights_meta("r3d_18")["_ops"], rel=2e-3)
