@@ -370,6 +370,7 @@ def get_report_outputs():
     outputs = [
         rules.check_runs.output.report,
         rules.check_runs.output.overview,
+        rules.plot_roofline_interactive.output.page,
         rules.plot_costs.output.flops,
         rules.plot_costs.output.params,
         rules.plot_correlation.output.figure,
