@@ -209,3 +209,15 @@ def test_a_cpu_figure_lists_only_its_own_models_and_batches_in_their_colours(dra
     renderer = fig.canvas.get_renderer()
     title = fig._suptitle.get_window_extent(renderer)
     assert not overlap(title, legend.get_window_extent(renderer)), "the title runs into the legend"
+
+
+def test_the_time_by_layer_legend_lists_the_categories_with_time_in_their_bar_colours(kept, tmp_path):
+    estimated = {"resnet18 b1 fp32 train": {"Conv2d": 0.08, "ReLU": 0.02, "Dropout": 0.0}}
+    kernels = {"resnet18 b1 fp32 train": {"convolution": 0.09, "elementwise": 0.01}}
+    figures.time_by_layer_figure(estimated, kernels, "cpu", tmp_path / "t.svg")
+    fig = kept[-1]
+    legend = fig.legends[0]
+    entries = {t.get_text(): to_rgba(h.get_facecolor()) for t, h in zip(legend.get_texts(), legend.legend_handles)}
+    assert set(entries) == {"Conv2d", "ReLU", "convolution", "elementwise"}  # no Dropout: it took no time
+    bars = {to_rgba(p.get_facecolor()) for ax in fig.axes for p in ax.patches if p.get_width() > 0}
+    assert set(entries.values()) == bars

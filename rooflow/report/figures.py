@@ -381,8 +381,10 @@ def _stacked(ax, shares: pd.DataFrame, totals: pd.Series, colours: dict, unit_no
 
 
 def _top(frame: pd.DataFrame, limit: int) -> pd.DataFrame:
-    """Keep the `limit` largest columns (by total), fold the rest into 'other'."""
-    order = frame.sum().sort_values(ascending=False).index
+    """Keep the `limit` largest columns (by total), fold the rest into 'other'; columns of no time are left
+    out, so that the legend lists only what the bars show."""
+    totals = frame.sum()
+    order = totals[totals > 0].sort_values(ascending=False).index
     keep = list(order[:limit])
     out = frame[keep].copy()
     rest = list(order[limit:])
