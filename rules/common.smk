@@ -341,6 +341,7 @@ def get_report_outputs():
         rules.check_runs.output.overview,
         rules.check_runs.output.records,
         rules.tabulate_home.output.page,
+        rules.plot_roofline_interactive.output.page,
         rules.plot_costs.output.flops,
         rules.plot_costs.output.params,
         rules.plot_correlation.output.figure,

@@ -6,6 +6,7 @@
 localrules:
     check_runs,
     tabulate_home,
+    plot_roofline_interactive,
     plot_latency,
     plot_correlation,
     plot_forward_backward,
@@ -80,6 +81,32 @@ rule tabulate_home:
         "../envs/rooflow.yaml"
     script:
         "../scripts/tabulate_home.py"
+
+
+rule plot_roofline_interactive:
+    input:
+        summary=rules.summarize.output.summary,
+        checks=rules.check_runs.output.table,
+        ceilings=list(get_ceilings_files().values()),
+    output:
+        page=report(
+            "results/plots/roofline.html",
+            caption="../report/roofline_interactive.rst",
+            category="Roofline",
+            labels={
+                "figure": "roofline, interactive (hover, filters)",
+                "device": "all",
+            },
+        ),
+    log:
+        "logs/plots/roofline_interactive.log",
+    conda:
+        "../envs/rooflow.yaml"
+    params:
+        devices_file=config["devices_file"],
+        devices=get_plot_devices(),
+    script:
+        "../scripts/plot_roofline_interactive.py"
 
 
 rule plot_costs:

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import torch
 from conftest import ROOT, Recorder
@@ -286,3 +287,28 @@ def gpu() -> Device:
                                          "bf16": PEAK_FP16},
                   dram_bytes_per_second=DRAM, l2_bytes_per_second=L2,
                   measured_peak_flops_per_second={"fp32": 0.9 * PEAK_FP32}, measured_dram_bytes_per_second=0.9 * DRAM)
+
+
+def text_box(artist, renderer):
+    """The text's own box (an Annotation's box would include its leader line)."""
+    from matplotlib.text import Text
+
+    return Text.get_window_extent(artist, renderer)
+
+
+def overlap(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def marker_boxes(ax):
+    """Pixel boxes of every scatter marker on the axes, from the artists themselves."""
+    from matplotlib.transforms import Bbox
+
+    boxes = []
+    for collection in ax.collections:
+        sizes = collection.get_sizes()
+        for i, (x, y) in enumerate(collection.get_offsets()):
+            px, py = ax.transData.transform((x, y))
+            half = np.sqrt(sizes[i % len(sizes)]) / 2 * ax.figure.dpi / 72
+            boxes.append(Bbox.from_extents(px - half, py - half, px + half, py + half))
+    return boxes

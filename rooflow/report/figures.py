@@ -22,10 +22,11 @@ from matplotlib.lines import Line2D
 
 from rooflow.hardware.devices import Device
 from rooflow.report.plots import (
-    FLAG_STYLES,
     axis_scale,
     batch_colours,
+    fill_handles,
     model_markers,
+    ring_handles,
     scatter_run,
 )
 
@@ -75,17 +76,7 @@ def legend_handles(models, batches, modes=("inference", "training"), flags=()) -
                       markersize=8, label=m) for m in sorted(set(models))]
     handles += [Line2D([], [], linestyle="", marker="o", color=c, markersize=8, label=f"batch {b}")
                 for b, c in colours.items()]
-    if "training" in set(modes):
-        handles.append(Line2D([], [], linestyle="", marker="o", color="#444444", markersize=8,
-                              label="filled: training step"))
-    if "inference" in set(modes):
-        handles.append(Line2D([], [], linestyle="", marker="o", color="#444444", markerfacecolor="white",
-                              markersize=8, label="hollow: inference"))
-    for severity in flags:
-        style = FLAG_STYLES[severity]
-        handles.append(Line2D([], [], linestyle="", marker="o", markersize=13, markerfacecolor="none",
-                              markeredgecolor=style["color"], markeredgewidth=2, label=style["label"]))
-    return handles
+    return handles + fill_handles(modes) + ring_handles(flags)
 
 
 def _flag(flags: dict | None, row) -> str | None:
@@ -116,10 +107,20 @@ def _scatter_panel(ax, frame: pd.DataFrame, x: str, y: str, markers, colours, fl
 
 
 def _finish(fig, handles, path, title: str | None = None) -> None:
+    """Title (left-aligned, over the panels), the legend beside the panels — or under them where the title
+    would run into it — and the file."""
     if title:
-        fig.suptitle(title, fontsize=12.5)
+        fig.suptitle(title, fontsize=12.5, x=0.01, ha="left")
     if handles:
-        fig.legend(handles=handles, loc="outside right upper", fontsize=9.5, frameon=False)
+        legend = fig.legend(handles=handles, loc="outside right upper", fontsize=9.5, frameon=False)
+        if title:
+            fig.draw_without_rendering()
+            renderer = fig.canvas.get_renderer()
+            if fig.get_suptitle() and legend.get_window_extent(renderer).overlaps(
+                    fig._suptitle.get_window_extent(renderer)):
+                legend.remove()
+                fig.legend(handles=handles, loc="outside lower center", fontsize=9.5, frameon=False,
+                           ncols=min(4, len(handles)))
     fig.savefig(path)
     plt.close(fig)
 
@@ -133,9 +134,10 @@ def _no_data(path: str | Path, text: str, title: str) -> None:
     plt.close(fig)
 
 
-def _encodings(summary: pd.DataFrame):
-    """Markers and colours over the WHOLE summary, so a model or batch looks the same in every figure."""
-    return model_markers(summary["model"]), batch_colours(summary["batch"])
+def _encodings(drawn: pd.DataFrame):
+    """Markers and colours over the runs a figure DRAWS, so that its legend lists only those, in the colours
+    of its points (a palette over every device's batches gave a CPU figure colours of GPU-only batches)."""
+    return model_markers(drawn["model"]), batch_colours(drawn["batch"])
 
 
 def latency_figure(summary: pd.DataFrame, device: str, path: str | Path, flags: dict | None = None
@@ -150,7 +152,7 @@ def latency_figure(summary: pd.DataFrame, device: str, path: str | Path, flags: 
     if data.empty:
         _no_data(path, f"no measured runs on {device}", title)
         return data
-    markers, colours = _encodings(summary)
+    markers, colours = _encodings(data)
     groups = _groups(data)
     fig, axes = plt.subplots(len(groups), 2, figsize=(12, 0.6 + 4.2 * len(groups)), squeeze=False,
                              layout="constrained")
@@ -167,7 +169,7 @@ def latency_figure(summary: pd.DataFrame, device: str, path: str | Path, flags: 
                                                                      "Latency per step [ms] (median)")
             ax.set_title(f"{mode} ({precision}): latency vs {'FLOPs' if x == 'gflop' else 'parameters'}",
                          fontsize=11)
-    handles = legend_handles(summary["model"], data["batch"], data["mode"], sorted(flagged))
+    handles = legend_handles(data["model"], data["batch"], data["mode"], sorted(flagged))
     _finish(fig, handles, path, title + " (lines join the models of one batch size)")
     out = data[["device", "model", "batch", "precision", "mode", "gflop", "mparams", "milliseconds"]].copy()
     out.attrs["scales"] = scales  # {(mode, precision, column): "linear" | "log"}
@@ -184,7 +186,7 @@ def throughput_figure(summary: pd.DataFrame, device: str, path: str | Path, flag
     if data.empty:
         _no_data(path, f"no measured runs on {device}", title)
         return data
-    markers, colours = _encodings(summary)
+    markers, colours = _encodings(data)
     groups = _groups(data)
     fig, axes = plt.subplots(1, len(groups), figsize=(1.5 + 5.2 * len(groups), 4.8), squeeze=False,
                              layout="constrained")
@@ -196,7 +198,7 @@ def throughput_figure(summary: pd.DataFrame, device: str, path: str | Path, flag
         _apply_scale(ax, "x", sub["mparams"], "Parameters [millions]")
         _apply_scale(ax, "y", sub["images_per_second"], "Throughput [images/s]")
         ax.set_title(f"{mode} ({precision})", fontsize=11)
-    handles = legend_handles(summary["model"], data["batch"], data["mode"], sorted(flagged))
+    handles = legend_handles(data["model"], data["batch"], data["mode"], sorted(flagged))
     _finish(fig, handles, path, title)
     return data[["device", "model", "batch", "precision", "mode", "mparams", "images_per_second"]]
 
@@ -366,8 +368,10 @@ def _stacked(ax, shares: pd.DataFrame, totals: pd.Series, colours: dict, unit_no
 
 
 def _top(frame: pd.DataFrame, limit: int) -> pd.DataFrame:
-    """Keep the `limit` largest columns (by total), fold the rest into 'other'."""
-    order = frame.sum().sort_values(ascending=False).index
+    """Keep the `limit` largest columns (by total), fold the rest into 'other'; columns of no time are left
+    out, so that the legend lists only what the bars show."""
+    totals = frame.sum()
+    order = totals[totals > 0].sort_values(ascending=False).index
     keep = list(order[:limit])
     out = frame[keep].copy()
     rest = list(order[limit:])
@@ -467,7 +471,7 @@ def predicted_figure(summary: pd.DataFrame, device: str, path: str | Path, flags
         if column in data:
             data[column.replace("seconds", "ms")] = data[column] * 1e3
     has_memory = "measured_memory_bytes" in data and data["measured_memory_bytes"].notna().any()
-    markers, colours = _encodings(summary)
+    markers, colours = _encodings(data)
     fig, axes = plt.subplots(1, 2 if has_memory else 1, figsize=(14 if has_memory else 9.5, 6.5),
                              layout="constrained", squeeze=False)
     band = float((data["predicted_seconds_high"] / data["predicted_seconds"] - 1).median()) \
@@ -493,6 +497,6 @@ def predicted_figure(summary: pd.DataFrame, device: str, path: str | Path, flags
     handles = [*axes[0][0].get_legend_handles_labels()[0]]
     if has_memory:
         handles += axes[0][1].get_legend_handles_labels()[0]
-    handles += legend_handles(summary["model"], data["batch"], data["mode"], sorted(set(flagged)))
+    handles += legend_handles(data["model"], data["batch"], data["mode"], sorted(set(flagged)))
     _finish(fig, handles, path, title)
     return data[columns]

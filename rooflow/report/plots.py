@@ -74,6 +74,25 @@ def batch_colours(batches) -> dict[int, tuple]:
     return {b: palette(0.12 + 0.72 * i / max(1, len(ordered) - 1)) for i, b in enumerate(ordered)}
 
 
+def fill_handles(modes, size: float = 8) -> list[Line2D]:
+    """Legend entries for the fill encoding of the modes drawn: filled = training, hollow = inference."""
+    handles = []
+    if "training" in set(modes):
+        handles.append(Line2D([], [], linestyle="", marker="o", color="#444444", markersize=size,
+                              label="filled: training step"))
+    if "inference" in set(modes):
+        handles.append(Line2D([], [], linestyle="", marker="o", color="#444444", markerfacecolor="white",
+                              markersize=size, label="hollow: inference"))
+    return handles
+
+
+def ring_handles(severities) -> list[Line2D]:
+    """Legend entries for the self-check rings drawn, worst first."""
+    return [Line2D([], [], linestyle="", marker="o", markersize=13, markerfacecolor="none",
+                   markeredgecolor=FLAG_STYLES[s]["color"], markeredgewidth=2, label=FLAG_STYLES[s]["label"])
+            for s in ("error", "warning", "result") if s in set(severities)]
+
+
 def point_label(row) -> str:
     return f"{row['model']} b{int(row['batch'])} {row['precision']} {MODE_SHORT.get(row['mode'], row['mode'])}"
 
@@ -196,15 +215,20 @@ def _marker_box(ax, x: float, y: float, size_pt2: float):
     return Bbox.from_extents(px - half, py - half, px + half, py + half)
 
 
-def _place_labels(ax, labels: list[dict], obstacles: list[tuple[float, float, float]]) -> list:
+def _place_labels(ax, labels: list[dict], obstacles: list[tuple[float, float, float]], radii=_RADII,
+                  drop_crowded: bool = False, laid_out: bool = False) -> list:
     """Annotate points so that no label overlaps another label or any marker, and every label lies inside
     the axes. ``labels``: dicts with x, y (data), text, and optional fontsize, colour, weight; ``obstacles``:
     (x, y, marker area in points²) of every marker drawn. Each label takes the nearest free candidate
-    position (_DIRECTIONS × _RADII); far ones get a leader line. Returns the Annotation artists."""
+    position (_DIRECTIONS × ``radii``); far ones get a leader line. A label with no free position is put at
+    the nearest spot and marked ``crowded``, or, with ``drop_crowded``, left out and marked ``dropped``.
+    ``laid_out``: the caller has drawn the figure's final layout already (several axes share one draw).
+    Returns the Annotation artists placed."""
     from matplotlib import patheffects
 
     fig = ax.figure
-    fig.draw_without_rendering()  # the layout first: boxes are computed in final pixels
+    if not laid_out:
+        fig.draw_without_rendering()  # the layout first: boxes are computed in final pixels
     renderer = fig.canvas.get_renderer()
     axes_box = ax.get_window_extent(renderer)
     blocked = [_marker_box(ax, x, y, size) for x, y, size in obstacles]
@@ -216,7 +240,7 @@ def _place_labels(ax, labels: list[dict], obstacles: list[tuple[float, float, fl
                            fontweight=label.get("weight", "normal"), zorder=7,
                            path_effects=[patheffects.withStroke(linewidth=2.5, foreground="white")])
         best = None
-        for radius in _RADII:
+        for radius in radii:
             for dx, dy in _DIRECTIONS:
                 norm = math.hypot(dx, dy)
                 offset = (radius * dx / norm, radius * dy / norm)
@@ -229,6 +253,10 @@ def _place_labels(ax, labels: list[dict], obstacles: list[tuple[float, float, fl
                     break
             if best:
                 break
+        if best is None and drop_crowded:
+            text.remove()
+            label["dropped"] = True
+            continue
         if best is None:  # nowhere free (should not happen on a report-size figure): nearest spot, flagged
             text.set_position((_RADII[0], 0))
             text.set_ha("left")
@@ -323,10 +351,11 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
         roof_handles.append(handle)
         drawn["roofs"].append({k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in line.items()})
 
-    markers = model_markers(summary["model"])
+    # encodings from the runs this figure draws, so that its key matches its points
+    markers = model_markers(rows["model"])
     precisions = sorted(set(rows["precision"]))
     by_precision = len(precisions) > 1
-    colours = batch_colours(summary["batch"]) if len(summary) else {}
+    colours = batch_colours(rows["batch"])
     batches = sorted({int(b) for b in rows["batch"]})
     sizes = {b: 55 + 75 * i / max(1, len(batches) - 1) for i, b in enumerate(batches)}
     obstacles: list[tuple[float, float, float]] = []  # every marker: (x, y, area in points²)
@@ -422,24 +451,14 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
     else:
         handles += [Line2D([], [], linestyle="", marker="o", markersize=8, color=colours[b], label=f"batch {b}")
                     for b in batches]
-    modes = set(rows["mode"])
-    if "training" in modes:
-        handles.append(Line2D([], [], linestyle="", marker="o", color="#444444", markersize=8,
-                              label="filled: training step"))
-    if "inference" in modes:
-        handles.append(Line2D([], [], linestyle="", marker="o", color="#444444", markerfacecolor="white",
-                              markersize=8, label="hollow: inference"))
+    handles += fill_handles(rows["mode"])
     if drawn["levels"]:
         handles.append(Line2D([], [], linestyle="-", marker="o", color="#444444", markerfacecolor="none",
                               markersize=6, linewidth=0.8, label="same kernels at L2 / L1 intensity"))
     if drawn["estimates"]:
         handles.append(Line2D([], [], linestyle="--", marker="o", color="#666666", markerfacecolor="#dddddd",
                               markersize=7, linewidth=0.9, label="estimate (estimated FLOPs and bytes)"))
-    for severity in ("error", "warning", "result"):
-        if any(f["severity"] == severity for f in drawn["flagged"]):
-            style = FLAG_STYLES[severity]
-            handles.append(Line2D([], [], linestyle="", marker="o", markersize=13, markerfacecolor="none",
-                                  markeredgecolor=style["color"], markeredgewidth=2, label=style["label"]))
+    handles += ring_handles(f["severity"] for f in drawn["flagged"])
     if roof_handles:
         _roof_legend(fig, roof_handles)
     if key_handles:

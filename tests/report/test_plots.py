@@ -8,10 +8,9 @@ import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import pytest
-from support import DRAM, L2, PEAK_FP16, PEAK_FP32, PEAK_TF32, gpu
+from support import DRAM, L2, PEAK_FP16, PEAK_FP32, PEAK_TF32, gpu, marker_boxes, overlap, text_box
 
 from rooflow.hardware.devices import Device
 from rooflow.report.checks import build_checks, flagged_runs
@@ -214,29 +213,10 @@ def crowded_rows(device_key: str, count: int) -> list[dict]:
     return rows
 
 
-def text_box(artist, renderer):
-    """The text's own box (an Annotation's box would include its leader line)."""
-    from matplotlib.text import Text
-
-    return Text.get_window_extent(artist, renderer)
 
 
-def overlap(a, b) -> bool:
-    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
 
 
-def marker_boxes(ax):
-    """Pixel boxes of every scatter marker on the axes, from the artists themselves."""
-    from matplotlib.transforms import Bbox
-
-    boxes = []
-    for collection in ax.collections:
-        sizes = collection.get_sizes()
-        for i, (x, y) in enumerate(collection.get_offsets()):
-            px, py = ax.transData.transform((x, y))
-            half = np.sqrt(sizes[i % len(sizes)]) / 2 * ax.figure.dpi / 72
-            boxes.append(Bbox.from_extents(px - half, py - half, px + half, py + half))
-    return boxes
 
 
 def test_the_h100_roofline_labels_do_not_collide_and_every_artist_is_inside_the_figure(tmp_path):

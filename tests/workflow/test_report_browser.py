@@ -154,7 +154,7 @@ def expected_results(workdir: Path) -> set[str]:
     config = yaml.safe_load((workdir / CONFIG).read_text())
     imports = config.get("imports") or []
     devices = set(config["devices"]) | {entry["device"] for entry in imports}
-    out = {"results/summary.csv", "results/checks/checks.html", "results/plots/flops.svg",
+    out = {"results/summary.csv", "results/checks/checks.html", "results/plots/flops.svg", "results/plots/roofline.html",
            "results/plots/params.svg", "results/plots/correlation.svg", "results/plots/forward_backward.svg",
            "results/tables/summary.html", "results/tables/environment.html"}
     for device in devices:
@@ -211,3 +211,51 @@ def test_roofline_renders_in_the_report(report, chromium, tmp_path):
     run = run_chromium(chromium, page, tmp_path, f"--screenshot={shot}")
     assert run.returncode == 0 and shot.stat().st_size > 20_000, run.stderr[-2000:]
     print(f"screenshots in {SCREENSHOTS}")
+
+
+# Picks one run with the page's own selectors, moves the mouse onto its point as a user would (a mousemove
+# on Plotly's drag layer at the point's pixel position) and records the hover label Plotly shows.
+HOVER = """
+<script>
+window.__rooflowErrors = [];
+window.addEventListener("error", e => window.__rooflowErrors.push(String(e.message || e)));
+window.addEventListener("load", () => setTimeout(() => {
+  const out = {errors: window.__rooflowErrors};
+  try {
+    const gd = document.getElementById("roofline");
+    const run = gd.data.find(t => t.meta.kind === "runs" && t.visible !== false).customdata[0];
+    for (const [name, i] of [["model", 4], ["batch", 5], ["precision", 6], ["mode", 7]]) rooflowSelect(name, run[i]);
+    const trace = gd.data.find(t => t.meta.kind === "runs" && t.visible !== false);
+    out.shown = gd.data.filter(t => t.meta.kind === "runs" && t.visible !== false).map(t => t.x.length);
+    out.run = trace.customdata[0][0];
+    const full = gd._fullLayout, box = gd.querySelector(".nsewdrag").getBoundingClientRect();
+    const x = box.left + full.xaxis.l2p(Math.log10(trace.x[0])), y = box.top + full.yaxis.l2p(Math.log10(trace.y[0]));
+    gd.querySelector(".nsewdrag").dispatchEvent(new MouseEvent("mousemove", {clientX: x, clientY: y, bubbles: true}));
+  } catch (error) { out.errors.push("probe: " + error); }
+  setTimeout(() => {
+    out.hover = Array.from(document.querySelectorAll(".hoverlayer .hovertext")).map(n => n.textContent);
+    const pre = document.createElement("pre");
+    pre.id = "rooflow-probe";
+    pre.textContent = JSON.stringify(out);
+    document.body.appendChild(pre);
+  }, 400);
+}, 400));
+</script>
+"""
+
+
+def test_the_interactive_roofline_opens_offline_and_names_a_run_on_hover(report, chromium, tmp_path):
+    page = report.parent / "results" / "plots" / "roofline.html"
+    head, tag, tail = page.read_text(encoding="utf-8").rpartition("</body>")
+    probed = tmp_path / "roofline-hover.html"
+    probed.write_text(head + HOVER + tag + tail, encoding="utf-8")
+    # no name resolves: a page that fetched plotly.js (or anything) from the network would fail here
+    result = run_chromium(chromium, probed, tmp_path, "--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom")
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = probe(result.stdout)
+    assert found["errors"] == [], found["errors"]
+    assert found["shown"] == [1], found  # the selectors leave exactly the one run picked
+    assert len(found["run"].split()) == 5  # device model batch precision mode
+    assert len(found["hover"]) == 1 and found["run"] in found["hover"][0], found
+    assert "FLOP/s" in found["hover"][0] and "FLOP/byte" in found["hover"][0] and "of the roof" in found["hover"][0]
+    assert "checks:" in found["hover"][0]
