@@ -133,7 +133,7 @@ def load_recordings(folder: str | Path) -> list[Recording]:
 
 def _ideal_parts(recording: Recording, device, unity: Calibration) -> dict[str, float]:
     """Seconds of each part of the step at efficiency 1 (the model's terms before calibration)."""
-    from rooflow.estimate import estimate
+    from rooflow.estimate.core import estimate
 
     ops = estimate(recording.model, recording.batch, recording.precision, recording.mode).ops
     bandwidth = device.bandwidth(True)

@@ -65,7 +65,7 @@ def _roofline_seconds(ops: pd.DataFrame | None, device: Device, precision: str) 
     """The per-op roofline time (every op at its roof): a lower bound, beside the time model's prediction."""
     if ops is None:
         return None
-    from rooflow.estimate import predict_seconds
+    from rooflow.estimate.predict import predict_seconds
 
     # Datasheet roofs where the device has them; a CPU has only its measured ones.
     result = predict_seconds(ops, device, precision, measured=not device.peak_flops_per_second)
