@@ -50,6 +50,33 @@ RULES = [('"GPU Speed Of Light","","","","SOLBottleneck","WRN","This kernel exhi
           'execute only 2 blocks, which is less than the GPU\'s 80 multiprocessors. This can underutilize some '
           'multiprocessors. If you do not intend to execute this kernel concurrently with other workloads, '
           'consider reducing the block size to have at least one block per multiprocessor."')]
+# The sections ncu's default set adds to each kernel (ncu 2021 names and units; a text value among them).
+SECTION_METRICS = [
+    ("GPU Speed Of Light", "DRAM Frequency", "cycle/usecond", "876.95"),
+    ("GPU Speed Of Light", "SM Frequency", "cycle/nsecond", "1.31"),
+    ("GPU Speed Of Light", "Elapsed Cycles", "cycle", "4,593"),
+    ("GPU Speed Of Light", "Memory [%]", "%", "12.87"),
+    ("GPU Speed Of Light", "SOL DRAM", "%", "8.25"),
+    ("GPU Speed Of Light", "Duration", "usecond", "3.49"),
+    ("GPU Speed Of Light", "SOL L1/TEX Cache", "%", "10.49"),
+    ("GPU Speed Of Light", "SOL L2 Cache", "%", "6.90"),
+    ("GPU Speed Of Light", "SM Active Cycles", "cycle", "1,722.41"),
+    ("GPU Speed Of Light", "SM [%]", "%", "2.42"),
+    ("Launch Statistics", "Block Size", "", "512"),
+    ("Launch Statistics", "Function Cache Configuration", "", "cudaFuncCachePreferNone"),
+    ("Launch Statistics", "Grid Size", "", "2"),
+    ("Launch Statistics", "Registers Per Thread", "register/thread", "28"),
+    ("Launch Statistics", "Shared Memory Configuration Size", "Kbyte", "32.77"),
+    ("Launch Statistics", "Dynamic Shared Memory Per Block", "byte/block", "0"),
+    ("Launch Statistics", "Static Shared Memory Per Block", "byte/block", "0"),
+    ("Launch Statistics", "Threads", "thread", "1,024"),
+    ("Launch Statistics", "Waves Per SM", "", "0.01"),
+    ("Occupancy", "Block Limit SM", "block", "32"),
+    ("Occupancy", "Block Limit Registers", "block", "4"),
+    ("Occupancy", "Theoretical Occupancy", "%", "100"),
+    ("Occupancy", "Achieved Occupancy", "%", "24.76"),
+    ("Occupancy", "Achieved Active Warps Per SM", "warp", "15.85"),
+]
 FORMATS = {
     "details": "details page, ncu 2025 (15 columns), H100 recordings, short and long kernel names",
     "details-rules": "details page, ncu 2021 with Rule columns and rule rows, DeepCAM's long template names",
@@ -102,6 +129,8 @@ def _bodies(fmt: str) -> tuple[str, str, list[tuple[list[tuple[int, str]], int]]
         for kernel_id, metric_rows in sorted(per_kernel.items()):
             prefix = metric_rows[0][: metric_rows[0].index(section)]  # one kernel, one description
             rows += [(kernel_id, prefix + rest[rest.index(section):].rstrip("\n") + ',""\n') for rest in metric_rows]
+            rows += [(kernel_id, f'{prefix}"{name}","{metric}","{unit}","{value}",""\n')
+                     for name, metric, unit, value in SECTION_METRICS]
             rows += [(kernel_id, prefix + rule + "\n") for rule in RULES]
         return "\n".join(LEADING) + "\n" + RULES_HEADER + "\n", "", [(rows, max(per_kernel) + 1)]
     if fmt == "raw":
@@ -190,7 +219,10 @@ def run_pandas(path: str, fmt: str) -> dict:
     else:
         frame = pd.read_csv(path, skiprows=at, thousands=",")
         frame = frame[frame["Metric Name"].notna()]  # rule rows: no metric
-        frame["si"] = si(frame["Metric Value"].to_numpy(dtype=np.float64), frame["Metric Unit"].fillna(""))
+        values = frame["Metric Value"]
+        if values.dtype.kind not in "if":  # text values among the numbers: read_csv left them all as text
+            values = pd.to_numeric(values.str.replace(",", "", regex=False), errors="coerce")
+        frame["si"] = si(values.to_numpy(dtype=np.float64), frame["Metric Unit"].fillna(""))
         wide = frame.pivot_table(index="ID", columns="Metric Name", values="si", aggfunc="first")
         cc = (frame.groupby("ID")["CC"].first().astype(str) if "CC" in frame.columns
               else pd.Series("7.0", index=wide.index))
