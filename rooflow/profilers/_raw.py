@@ -142,7 +142,7 @@ class _Texts:
 def _column(parts: list[tuple[np.ndarray | float | None, int]], rows: int) -> np.ndarray | pd.arrays.SparseArray:
     """One metric's values over the batches; a number that every batch holds for every kernel is held once."""
     scalars = {part for part, _ in parts if not isinstance(part, np.ndarray)}
-    if len(scalars) == 1 and None not in scalars:
+    if len(scalars) == 1 and None not in scalars and not any(isinstance(part, np.ndarray) for part, _ in parts):
         (value,) = scalars
         return pd.arrays.SparseArray(np.full(rows, value), fill_value=value)
     return np.concatenate([part if isinstance(part, np.ndarray) else np.full(count, np.nan if part is None else part)
