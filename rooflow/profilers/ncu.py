@@ -21,7 +21,9 @@ never from the file name:
   kernel, are truncation. Rule rows (empty metric fields) are skipped; application output and
   ``==PROF==``/``==WARNING==`` lines before or between the CSV lines too. The page is streamed
   (:mod:`rooflow.profilers._details`): its size does not matter.
-- **raw page CSV** (``--csv --page raw``): one wide row per kernel, a units row under the header.
+- **raw page CSV** (``--csv --page raw``): one wide row per kernel, a units row under the header. Streamed
+  with pyarrow's CSV reader (:mod:`rooflow.profilers._raw`); a page in a shape that reader does not expect is
+  read whole, by the parser that names the line of what is wrong.
 - **one metric per file** sets (NERSC's ``out.<metric>``). Files that hold the same kernels (the same IDs and
   names) are ONE ncu run: they are merged by kernel ID, and a metric they both hold must agree kernel by kernel.
   Files whose kernel lists differ are SEPARATE ncu runs of the step (one run per metric, as NERSC profiles:
