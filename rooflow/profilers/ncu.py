@@ -85,6 +85,7 @@ from rooflow.profilers._details import (
     DetailsReader,
     kernel_id_of,
 )
+from rooflow.profilers._details_arrow import feeder
 from rooflow.profilers._raw import Unusual, read_raw_page
 from rooflow.profilers._text import (
     check_head,
@@ -220,10 +221,11 @@ def _parse_details(path: Path, blocks: Iterator[tuple[bytes, bool]], block: byte
         return _parse_raw_page(path, header, line, notices)  # the raw page: one wide row per kernel
     reader = DetailsReader(path, header, line)
     rest = block[end + 1:] if end >= 0 else b""
+    feed, blocks = feeder(reader, rest, blocks)
     line += 1
     try:
         while True:
-            line += reader.feed(rest, line, final)
+            line += feed(rest, line, final)
             if final:
                 break
             rest, final = next(blocks)
