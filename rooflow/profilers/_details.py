@@ -1,7 +1,7 @@
 """Streaming reader of Nsight Compute's ``--csv`` details page: one row per kernel × metric, any size.
 
 A details page grows with kernels × metrics (rooflow's own H100 files: 350 bytes a row, 19 rows a kernel);
-concatenated runs reach gigabytes. This reader never holds the file: it reads blocks of ~8 MB of whole
+concatenated runs reach gigabytes. This reader never holds the file: it reads blocks of ~4 MB of whole
 lines and keeps only, per metric row, the kernel ID, a metric code, the value in SI units and the line
 number (29 bytes), and per kernel its descriptive fields (name, launch configuration, NVTX stack).
 
@@ -40,7 +40,7 @@ from rooflow.errors import ParseError
 from rooflow.profilers import metrics as m
 from rooflow.profilers._text import to_si, unit_factor
 
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = 4 << 20
 # False: every row takes the strict path (the tests compare both paths on every recorded file).
 VECTORISED = True
 # Substrings of a non-CSV line that may report a profiler error (see _text.profiler_error_numbered).

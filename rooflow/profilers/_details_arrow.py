@@ -53,6 +53,9 @@ class ArrowBlocks:
         self.reader, self.fields = reader, fields
         self.pa, self.pacsv, self.compute = pa, pacsv, compute
         self.queue: deque[tuple[bytes, object]] = deque()
+        # The kernel descriptions met so far (their fields joined by NUL) and their codes in the reader.
+        self.known_keys = pa.array([], type=pa.string())
+        self.known_codes = np.empty(0, dtype=np.int64)
         self.stopped = False
         names = [f"c{position}" for position in range(fields)]
         r = reader
@@ -251,18 +254,39 @@ class ArrowBlocks:
             # Kernel-start rows: the ID differs from the previous metric row's (the previous block's too).
             starting = np.flatnonzero(ids != np.concatenate(([reader.last_id], ids[:-1])))
             reader.last_id = reader.slow_last_id = int(ids[-1])
-            at = self.pa.array(metric_rows[starting])
-            fields = [table.column(self.column[key]).take(at).to_pylist() if key in self.column
-                      else [""] * len(starting) for key in ("name", "cc", "grid", "block", "nvtx")]
-            descriptions = [reader.description(key, *key) for key in zip(*fields)]
             registrations.append((ids[starting], numbers[metric_rows[starting]],
-                                  np.array(descriptions, dtype=np.int64)))
+                                  self._descriptions(table, metric_rows[starting])))
             keep = np.flatnonzero(kept)
             reader.rows.append((parsed.ids[keep], metric_code[pair_codes[keep]], values[keep], numbers[keep],
                                 stored[keep]))
         reader._register(registrations)
         reader._accumulate()
         return count
+
+
+    def _descriptions(self, table, rows: np.ndarray) -> np.ndarray:
+        """The description codes of the kernels that start at `rows`. Kernels are launched again with the same
+        description (a per-metric file starts a kernel on every row): the ones seen before are found in one
+        vectorised lookup, and only a new one is looked at in Python."""
+        pa, compute = self.pa, self.compute
+        keys = [key for key in DESCRIPTION_KEYS if key in self.column]
+        fields = [table.column(self.column[key]).take(pa.array(rows)).combine_chunks() for key in keys]
+        joined = compute.binary_join_element_wise(*fields, "\x00")
+        found = compute.index_in(joined, value_set=self.known_keys)
+        if found.null_count:
+            new = compute.unique(joined.filter(compute.is_null(found)))
+            at = compute.index_in(new, value_set=joined).to_numpy(zero_copy_only=False)
+            texts = dict(zip(keys, (field.take(pa.array(at)).to_pylist() for field in fields)))
+            codes = [self.reader.description(key, *(texts[name][index] if name in texts else ""
+                                                     for name in DESCRIPTION_KEYS))
+                     for index, key in enumerate(new.to_pylist())]
+            self.known_keys = pa.concat_arrays([self.known_keys, new.cast(self.known_keys.type)])
+            self.known_codes = np.concatenate([self.known_codes, np.array(codes, dtype=np.int64)])
+            found = compute.index_in(joined, value_set=self.known_keys)
+        return self.known_codes[found.to_numpy(zero_copy_only=False)]
+
+
+DESCRIPTION_KEYS = ("name", "cc", "grid", "block", "nvtx")
 
 
 def _outcome(metric: str, unit: str, text: str) -> float | str:

@@ -29,7 +29,7 @@ import pandas as pd
 
 from rooflow.profilers import metrics as m
 from rooflow.profilers._details import _POW10, _plain_numbers, _power_of_ten
-from rooflow.profilers._text import open_binary, to_si
+from rooflow.profilers._text import read_blocks, to_si
 
 BATCH_BYTES = 8 << 20
 
@@ -50,8 +50,7 @@ def read_raw_page(path: Path, header: list[str], header_line: int, descriptive: 
     metric_positions = [p for p, name in enumerate(header) if name not in descriptive]
     metric_names = [header[p] for p in metric_positions]
     nvtx = next((name for name in header if name.startswith(nvtx_prefix)), None)
-    read = pacsv.ReadOptions(skip_rows=header_line, column_names=[f"c{p}" for p in range(len(header))],
-                             block_size=BATCH_BYTES, use_threads=True)
+    names = [f"c{p}" for p in range(len(header))]
     parse = pacsv.ParseOptions(ignore_empty_lines=False)
     convert = pacsv.ConvertOptions(column_types={f"c{p}": pa.string() for p in range(len(header))},
                                    strings_can_be_null=False, quoted_strings_can_be_null=False)
@@ -67,9 +66,21 @@ def read_raw_page(path: Path, header: list[str], header_line: int, descriptive: 
     bad: dict[str, tuple[str, int]] = {}
     row = 0  # data rows read so far
     try:
-        with open_binary(path) as handle:
-            reader = pacsv.open_csv(handle, read_options=read, parse_options=parse, convert_options=convert)
-            for batch in reader:
+        # Blocks of whole lines read here, one at a time: pyarrow's own streaming reader reads a Python file
+        # object far ahead of the batches it has handed out (most of a 200 MB file).
+        skip = header_line  # the lines before the units row
+        for block in read_blocks(path, BATCH_BYTES):
+            if skip:
+                lines = block.count(b"\n") + (not block.endswith(b"\n"))
+                if skip >= lines:
+                    skip -= lines
+                    continue
+            read = pacsv.ReadOptions(skip_rows=skip, column_names=names, block_size=1 << 20, use_threads=False)
+            skip = 0
+            table = pacsv.read_csv(pa.py_buffer(block), read_options=read, parse_options=parse,
+                                   convert_options=convert).combine_chunks()
+            del block
+            for batch in table.to_batches():
                 if units is None:
                     if not batch.num_rows or batch.column(column["ID"])[0].as_py() != "":
                         raise Unusual("no units row")
@@ -109,7 +120,11 @@ def read_raw_page(path: Path, header: list[str], header_line: int, descriptive: 
     # Columns in the order pandas' from_records gives the per-kernel dictionaries of the whole-file parser:
     # by the first kernel that holds a value, then by position.
     kept = sorted(np.flatnonzero(first >= 0).tolist(), key=lambda j: (first[j], j))
-    wide = pd.DataFrame({metric_names[j]: _column(columns[j], row) for j in kept}, index=index)
+    data = {}
+    for j in kept:  # each column's parts let go as soon as it is one array; the frame keeps the arrays as they are
+        data[metric_names[j]] = _column(columns[j], row)
+        columns[j] = []
+    wide = pd.DataFrame(data, index=index, copy=False)
     return info, wide, bad, set(metric_names)
 
 

@@ -20,7 +20,8 @@ never from the file name:
   "Metric Value", or after a comma without a line break, and a last kernel with fewer metrics than every other
   kernel, are truncation. Rule rows (empty metric fields) are skipped; application output and
   ``==PROF==``/``==WARNING==`` lines before or between the CSV lines too. The page is streamed
-  (:mod:`rooflow.profilers._details`): its size does not matter.
+  (:mod:`rooflow.profilers._details`; its common blocks tokenised by pyarrow, :mod:`rooflow.profilers._details_arrow`):
+  its size does not matter.
 - **raw page CSV** (``--csv --page raw``): one wide row per kernel, a units row under the header. Streamed
   with pyarrow's CSV reader (:mod:`rooflow.profilers._raw`); a page in a shape that reader does not expect is
   read whole, by the parser that names the line of what is wrong.
@@ -295,14 +296,20 @@ def _parse_whole(path: Path) -> _File:
     return _from_kernels(path, "ncu-text", _parse_text(path, lines, seen), seen)
 
 
+def _categorical(texts: list[str]) -> pd.Categorical:
+    """Texts of the kernels, each distinct one held once, in order of appearance (as the streamed readers)."""
+    codes, uniques = pd.factorize(np.array(texts, dtype=object))
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
+
+
 def _from_kernels(path: Path, source_format: str, kernels: dict[int, _Kernel], seen: set[str]) -> _File:
     ids = sorted(kernels)
     index = pd.Index(ids, name="id")
-    info = pd.DataFrame({"name": [kernels[i].name for i in ids], "line": [kernels[i].line for i in ids],
-                         "cc": [kernels[i].cc for i in ids],
-                         "grid_size": [kernels[i].grid_size for i in ids],
-                         "block_size": [kernels[i].block_size for i in ids],
-                         "nvtx_stack": [kernels[i].nvtx_stack for i in ids]}, index=index)
+    info = pd.DataFrame({"name": _categorical([kernels[i].name for i in ids]),
+                         "line": [kernels[i].line for i in ids], "cc": [kernels[i].cc for i in ids],
+                         "grid_size": _categorical([kernels[i].grid_size for i in ids]),
+                         "block_size": _categorical([kernels[i].block_size for i in ids]),
+                         "nvtx_stack": _categorical([kernels[i].nvtx_stack for i in ids])}, index=index)
     wide = pd.DataFrame.from_records([kernels[i].values for i in ids], index=index).astype(float)
     bad: dict[str, tuple[str, int]] = {}
     for i in ids:
@@ -720,12 +727,14 @@ def _total(series: pd.Series) -> float | None:
 
 
 def _table(info: pd.DataFrame, derived: pd.DataFrame) -> pd.DataFrame:
-    table = pd.DataFrame({"id": info.index.to_numpy(), "name": info["name"].to_numpy()})
+    # The text columns stay categorical where the reader made them so: a name held once, not once per kernel
+    # (a PyTorch template name is ~700 bytes; a big profile has millions of kernels).
+    table = pd.DataFrame({"id": info.index.to_numpy(), "name": info["name"].array})
     classes = {name: classify_kernel(name) for name in pd.unique(table["name"])}  # names repeat: classify once
-    table["kernel_class"] = table["name"].map(classes)
+    table["kernel_class"] = np.asarray(table["name"].map(classes), dtype=object)
     for column in KERNEL_COLUMNS[3:]:
         if column in TEXT_COLUMNS:
-            table[column] = info[column].to_numpy()
+            table[column] = info[column].array
         else:
             table[column] = derived[column].to_numpy(dtype=float)
     return table
