@@ -194,7 +194,7 @@ def _parse_file(path: Path) -> _File:
     text output and the raw page (one row per kernel: small) are read whole."""
     blocks = _with_final(read_blocks(path, BLOCK_BYTES))
     notices: list[tuple[int, str]] = []
-    line, first = 1, True
+    line, first, capture = 1, True, False
     for block, final in blocks:
         if first:
             block = block.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark would hide the CSV header
@@ -203,6 +203,7 @@ def _parse_file(path: Path) -> _File:
         at = 0 if block.startswith(_HEADER_START) else block.find(b"\n" + _HEADER_START) + 1
         if not at and not block.startswith(_HEADER_START):
             notices += _notices(block, line)
+            capture = capture or b".qdstrm" in block  # an nsys log: profiler_error's other case
             line += block.count(b"\n")
             continue
         notices += _notices(block[:at], line)
@@ -210,7 +211,21 @@ def _parse_file(path: Path) -> _File:
         return _parse_details(path, blocks, block, at, final, line, notices)
     if first:
         check_head(path, b"", OUTPUT, EMPTY_CAUSE, AGAIN, whole=True)  # raises: the file is empty
-    return _parse_whole(path)  # no CSV header anywhere: ncu's text output (or not ncu output at all)
+    if notices or capture:
+        return _parse_whole(path)  # the profiler's own error lines: the whole-file parser names them
+    # No CSV header anywhere: ncu's text output (or not ncu output at all), read line by line as it streams.
+    seen: set[str] = set()
+    return _from_kernels(path, "ncu-text", _parse_text(path, _text_lines(path), seen), seen)
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """The file's lines as :func:`rooflow.profilers._text.read_text` and ``splitlines`` give them, a block at a
+    time (blocks end at a line break, so no character or line is cut)."""
+    first = True
+    for block in read_blocks(path, BLOCK_BYTES):
+        if first:
+            block, first = block.removeprefix(b"\xef\xbb\xbf"), False
+        yield from block.decode("utf-8", errors="replace").splitlines()
 
 
 def _parse_details(path: Path, blocks: Iterator[tuple[bytes, bool]], block: bytes, at: int, final: bool, line: int,
@@ -400,7 +415,8 @@ def _parse_raw(path: Path, lines: list[str], header_index: int, header: list[str
     return kernels
 
 
-def _parse_text(path: Path, lines: list[str], seen: set[str]) -> dict[int, _Kernel]:
+def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> dict[int, _Kernel]:
+    """The kernels of a text output; `lines` may stream (a list only where the file is not ncu output)."""
     kernels: dict[int, _Kernel] = {}
     current: _Kernel | None = None
     spans: list[tuple[int, int]] | None = None
@@ -409,6 +425,7 @@ def _parse_text(path: Path, lines: list[str], seen: set[str]) -> dict[int, _Kern
     table_start = 0
     profiled = 0
     saw_prof = False
+    number = 0
     for number, line in enumerate(lines, start=1):
         if line.startswith("=="):
             saw_prof = saw_prof or line.startswith("==PROF==")
@@ -457,12 +474,14 @@ def _parse_text(path: Path, lines: list[str], seen: set[str]) -> dict[int, _Kern
             continue
         # Section titles, [pid] process lines, rule text ("WRN", "OPT"), application output: nothing to read.
     if in_table:
-        raise ParseError(f"{path}: line {len(lines)}: the file ends inside the metric table opened on line "
+        raise ParseError(f"{path}: line {number}: the file ends inside the metric table opened on line "
                          f"{table_start}, so it is truncated; profile again or copy the whole file.")
     if not kernels:
+        # Not ncu output: what it is comes from the whole file (its first lines, the tool that wrote it).
+        lines = profiler_lines(path, read_text(path), OUTPUT, EMPTY_CAUSE, AGAIN)
         where = first_content_line(lines)
         if saw_prof:
-            raise ParseError(f"{path}: line {len(lines)}: ncu ran (==PROF== lines) but the file holds no kernel "
+            raise ParseError(f"{path}: line {number}: ncu ran (==PROF== lines) but the file holds no kernel "
                              f"results, so it is truncated or ncu wrote them elsewhere (--log-file/--export); "
                              f"give the file that holds the results.")
         first = lines[where - 1].strip()[:80]
@@ -477,7 +496,7 @@ def _parse_text(path: Path, lines: list[str], seen: set[str]) -> dict[int, _Kern
                          f"expects ncu's text output (kernel lines '  <name>, Context N, Stream N' with metric "
                          f"tables) or its --csv details or raw page (a header starting \"ID\",\"Process ID\").")
     if profiled > len(kernels):
-        raise ParseError(f"{path}: line {len(lines)}: ncu profiled {profiled} kernels (==PROF== Profiling lines) "
+        raise ParseError(f"{path}: line {number}: ncu profiled {profiled} kernels (==PROF== Profiling lines) "
                          f"but the file holds results for {len(kernels)}, so it is truncated; profile again or "
                          f"copy the whole file.")
     return kernels
