@@ -174,10 +174,10 @@ def build(path: Path, size_bytes: int, fmt: str = "details") -> tuple[int, int]:
 
 
 def run_rooflow(path: str, strict: bool) -> dict:
-    from rooflow.profilers import _details
+    from rooflow.profilers import _details, _details_arrow
     from rooflow.profilers.ncu import aggregate_ncu
 
-    _details.VECTORISED = not strict
+    _details.VECTORISED = _details_arrow.ARROW = not strict
     start, cpu = time.perf_counter(), time.process_time()
     result = aggregate_ncu(path)
     return {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
