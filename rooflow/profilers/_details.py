@@ -5,7 +5,8 @@ concatenated runs reach gigabytes. This reader never holds the file: it reads bl
 lines and keeps only, per metric row, the kernel ID, a metric code, the value in SI units and the line
 number (29 bytes), and per kernel its descriptive fields (name, launch configuration, NVTX stack).
 
-Two paths, one result:
+Two paths, one result (and a third before them: most blocks of a page are tokenised by pyarrow,
+:mod:`rooflow.profilers._details_arrow`, which leaves this reader any block not in the common shape):
 
 - **the common shape, vectorised**: a line that starts and ends with ``"``, whose fields are separated by
   ``","`` and contain no ``"`` themselves (checked exactly: the line holds 2 + 2 × separators quotes and no

@@ -1,23 +1,24 @@
 """The details page's common blocks, tokenised by pyarrow's CSV reader.
 
 :class:`rooflow.profilers._details.DetailsReader` finds each row's fields with numpy (several passes over
-the bytes); pyarrow's C++ tokenizer (installed with pandas) does it in one, and reads only the columns
-rooflow needs. This module hands it a block of whole lines at a time and gives the reader what its numpy
-path would have given: per metric row the kernel ID, metric code, exact SI value and line number, per new
-kernel its description. The result is the same to the bit: values go through the same exact conversion
-(:func:`rooflow.profilers._details._plain_numbers`), and every row pyarrow leaves is read by the reader's
-own strict path with its true line number:
+the bytes); pyarrow's C++ tokenizer (installed with pandas) does it in one and converts only the columns
+rooflow reads. Blocks of whole lines are tokenised in two worker threads ahead of the one being committed,
+and each gives the reader what its numpy path would have given: per metric row the kernel ID, metric code,
+exact SI value and line number, per new kernel its description. The result is the same to the bit:
 
-- pyarrow is told the field count of the page's metric rows (13 under ncu 2021's 15-column header with
-  Rule columns, where the rule rows have 15); a row with another count (rule rows, a short or long row) is
-  handed back by pyarrow's ``invalid_row_handler`` with its line, and read by the ``csv`` module;
-- a metric row whose value is not a plain decimal in a power-of-ten unit ("n/a", an exponent, a text value,
-  an unknown unit) is read by the ``csv`` module too, from its line in the block.
+- values go through the same exact conversion (:func:`plain_numbers` gives the digits and decimals that
+  :func:`rooflow.profilers._details._plain_numbers` gives, then one rounding); a value it leaves ("n/a", an
+  exponent, a text value, a unit that is not a power of ten) goes through
+  :func:`rooflow.profilers._text.to_si` once per distinct (metric, unit, text), as the strict path would;
+- pyarrow is told the field count of the page's metric rows (13 under ncu 2021's 15-column header with Rule
+  columns); the rows it hands back with another count must all be rule rows (read again by pyarrow under the
+  full header: the header's fields, empty metric fields), and their lines are skipped in the numbering.
 
-A block is left to the numpy reader whole when it is not in this shape: a line that does not start with a
-quote (application output, a blank line, a value holding a line break), a quote inside a field of a metric
-row (the block's quotes are counted: 2 per field), an ID that is not an integer (a repeated header), or
-anything pyarrow refuses. The last block of the file always is, so the truncation checks stay the reader's.
+A block is left to the numpy reader whole when it is not in this shape, so errors still name their line: a
+line that is not a CSV row (application output, a blank line, a value holding a line break), a handed-back
+row that is not a rule row (a short or long row), a quote inside a field that is not doubled, an ID that is
+not an integer (a repeated header), a value that would be an error, or anything pyarrow refuses. The last
+block of the file always is, so the truncation checks stay the reader's.
 """
 
 from __future__ import annotations
@@ -97,10 +98,10 @@ class ArrowBlocks:
         pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="rooflow-ncu")
         waiting: list[tuple[bytes, bool]] = []
         try:
-            for joined, final in blocks:
+            for block, final in blocks:
                 if not final and not self.stopped:
-                    self.queue.append((joined, pool.submit(self.parse, joined)))
-                waiting.append((joined, final))
+                    self.queue.append((block, pool.submit(self.parse, block)))
+                waiting.append((block, final))
                 if len(waiting) > WORKERS or final:
                     while waiting:
                         yield waiting.pop(0)
@@ -113,7 +114,6 @@ class ArrowBlocks:
     def feed(self, block: bytes, first_line: int, final: bool) -> int:
         if final or not block:
             return self.reader.feed(block, first_line, final)
-        parsed = None
         if self.queue and self.queue[0][0] is block:
             parsed = self.queue.popleft()[1].result()
         else:
