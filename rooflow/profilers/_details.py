@@ -1,11 +1,12 @@
 """Streaming reader of Nsight Compute's ``--csv`` details page: one row per kernel × metric, any size.
 
 A details page grows with kernels × metrics (rooflow's own H100 files: 350 bytes a row, 19 rows a kernel);
-concatenated runs reach gigabytes. This reader never holds the file: it reads blocks of ~16 MB of whole
+concatenated runs reach gigabytes. This reader never holds the file: it reads blocks of ~4 MB of whole
 lines and keeps only, per metric row, the kernel ID, a metric code, the value in SI units and the line
 number (29 bytes), and per kernel its descriptive fields (name, launch configuration, NVTX stack).
 
-Two paths, one result:
+Two paths, one result (and a third before them: most blocks of a page are tokenised by pyarrow,
+:mod:`rooflow.profilers._details_arrow`, which leaves this reader any block not in the common shape):
 
 - **the common shape, vectorised**: a line that starts and ends with ``"``, whose fields are separated by
   ``","`` and contain no ``"`` themselves (checked exactly: the line holds 2 + 2 × separators quotes and no
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +41,7 @@ from rooflow.errors import ParseError
 from rooflow.profilers import metrics as m
 from rooflow.profilers._text import to_si, unit_factor
 
-BLOCK_BYTES = 1 << 21
+BLOCK_BYTES = 4 << 20
 # False: every row takes the strict path (the tests compare both paths on every recorded file).
 VECTORISED = True
 # Substrings of a non-CSV line that may report a profiler error (see _text.profiler_error_numbered).
@@ -127,7 +129,7 @@ class DetailsReader:
         self.keys: dict[bytes, _Key] = {}
         self.codes: dict[str, int] = {}
         # Kernel descriptions (name, cc, grid, block, NVTX stack), each stored once: kernels repeat.
-        self.description_codes: dict[bytes, int] = {}
+        self.description_codes: dict[bytes | tuple[str, ...], int] = {}
         self.descriptions: list[tuple[str, str | None, str, str, str]] = []
         self.known: set[int] | None = None  # built only if IDs ever come out of order
         self.max_known = -1
@@ -195,26 +197,32 @@ class DetailsReader:
             last_line = -1
             if final:
                 last_line = first_line + int(np.flatnonzero(nonblank)[-1])
-            values: list[tuple[int, int, float, int, bool]] = []
-            kernels: list[tuple[int, int, int]] = []
-            for row in slow_rows:
-                number = first_line + row
-                stored = self._slow_row(block[starts[row]:ends[row]], number, number == last_line,
-                                        unterminated and row == count - 1, kernels)
-                if stored is not None:
-                    values.append(stored)
-            if values:
-                ids, codes, numbers, kept, si = (np.array(column) for column in zip(*values))
-                self.rows.append((ids.astype(np.int64), codes.astype(np.int64), si.astype(np.float64),
-                                  numbers.astype(np.int64), kept.astype(bool)))
-            if kernels:
-                ids, numbers, descriptions = (np.array(column, dtype=np.int64) for column in zip(*kernels))
-                registrations.append((ids, numbers, descriptions))
+            registrations += self.strict_rows(
+                (block[starts[row]:ends[row]], first_line + row, first_line + row == last_line,
+                 unterminated and row == count - 1) for row in slow_rows)
             if self.pending_short is not None and csv_lines[-1] + first_line > self.pending_short[0]:
                 self._raise_short(*self.pending_short, truncated=False)
         self._register(registrations)
         self._accumulate()
         return count
+
+    def strict_rows(self, lines: Iterable[tuple[bytes, int, bool, bool]]
+                    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Read (line, number, last, unterminated) rows with the csv module into :attr:`rows`; returns the
+        registrations of the kernels they start (none or one)."""
+        values: list[tuple[int, int, int, bool, float]] = []
+        kernels: list[tuple[int, int, int]] = []
+        for line, number, last, unterminated in lines:
+            stored = self._slow_row(line, number, last, unterminated, kernels)
+            if stored is not None:
+                values.append(stored)
+        if values:
+            ids, codes, numbers, kept, si = (np.array(column) for column in zip(*values))
+            self.rows.append((ids.astype(np.int64), codes.astype(np.int64), si.astype(np.float64),
+                              numbers.astype(np.int64), kept.astype(bool)))
+        if not kernels:
+            return []
+        return [tuple(np.array(column, dtype=np.int64) for column in zip(*kernels))]
 
     def _accumulate(self) -> None:
         """This block's values as one small matrix: its kernels × the metrics known so far. Nothing per row
@@ -385,18 +393,28 @@ class DetailsReader:
         if code is None:
             def get(column: int | None) -> str:
                 return fields[column] if column is not None else ""
-            code = self.description_codes[raw] = len(self.descriptions)
-            self.descriptions.append((fields[self.c_name], get(self.c_cc) or None, get(self.c_grid),
-                                      get(self.c_block), get(self.c_nvtx).strip()))
+            code = self.description(raw, fields[self.c_name], get(self.c_cc), get(self.c_grid), get(self.c_block),
+                                    get(self.c_nvtx))
+        return code
+
+    def description(self, key: bytes | tuple[str, ...], name: str, cc: str, grid: str, block: str, nvtx: str) -> int:
+        """The code of a kernel description (its fields as the page holds them) found under `key`."""
+        code = self.description_codes.get(key)
+        if code is None:
+            code = self.description_codes[key] = len(self.descriptions)
+            self.descriptions.append((name, cc or None, grid, block, nvtx.strip()))
         return code
 
     def _key(self, raw: bytes) -> _Key:
         key = self.keys.get(raw)
         if key is None:
             metric, _, unit = raw.decode("utf-8", errors="replace").partition('","')
-            key = self.keys[raw] = _Key(metric, unit, self._code(metric) if metric else None,
-                                        _power_of_ten(unit) if metric else None)
+            key = self.keys[raw] = self.key(metric, unit)
         return key
+
+    def key(self, metric: str, unit: str) -> _Key:
+        """What a (metric, unit) pair means (a rule row: no metric)."""
+        return _Key(metric, unit, self._code(metric) if metric else None, _power_of_ten(unit) if metric else None)
 
     def _code(self, metric: str) -> int:
         code = self.codes.get(metric)

@@ -20,8 +20,11 @@ never from the file name:
   "Metric Value", or after a comma without a line break, and a last kernel with fewer metrics than every other
   kernel, are truncation. Rule rows (empty metric fields) are skipped; application output and
   ``==PROF==``/``==WARNING==`` lines before or between the CSV lines too. The page is streamed
-  (:mod:`rooflow.profilers._details`): its size does not matter.
-- **raw page CSV** (``--csv --page raw``): one wide row per kernel, a units row under the header.
+  (:mod:`rooflow.profilers._details`; its common blocks tokenised by pyarrow, :mod:`rooflow.profilers._details_arrow`):
+  its size does not matter.
+- **raw page CSV** (``--csv --page raw``): one wide row per kernel, a units row under the header. Streamed
+  with pyarrow's CSV reader (:mod:`rooflow.profilers._raw`); a page in a shape that reader does not expect is
+  read whole, by the parser that names the line of what is wrong.
 - **one metric per file** sets (NERSC's ``out.<metric>``). Files that hold the same kernels (the same IDs and
   names) are ONE ncu run: they are merged by kernel ID, and a metric they both hold must agree kernel by kernel.
   Files whose kernel lists differ are SEPARATE ncu runs of the step (one run per metric, as NERSC profiles:
@@ -83,6 +86,8 @@ from rooflow.profilers._details import (
     DetailsReader,
     kernel_id_of,
 )
+from rooflow.profilers._details_arrow import feeder
+from rooflow.profilers._raw import Unusual, read_raw_page
 from rooflow.profilers._text import (
     check_head,
     first_content_line,
@@ -106,6 +111,8 @@ TEXT_COLUMNS = ["grid_size", "block_size", "nvtx_stack"]
 # NVTX push/pop stack when the kernel launched.)
 TOTAL_KEYS = ["kernels", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor", "flops_total",
               "dram_bytes", "l2_bytes", "l1_bytes"]
+# False: the raw page is read whole, as before the streaming reader (the tests compare both on every recording).
+RAW_STREAMED = True
 # Separate ncu runs of one step (one metric per run) may differ by this share of their kernels, no more.
 SEPARATE_RUNS_TOLERANCE = 0.10
 
@@ -187,7 +194,7 @@ def _parse_file(path: Path) -> _File:
     text output and the raw page (one row per kernel: small) are read whole."""
     blocks = _with_final(read_blocks(path, BLOCK_BYTES))
     notices: list[tuple[int, str]] = []
-    line, first = 1, True
+    line, first, capture = 1, True, False
     for block, final in blocks:
         if first:
             block = block.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark would hide the CSV header
@@ -196,6 +203,7 @@ def _parse_file(path: Path) -> _File:
         at = 0 if block.startswith(_HEADER_START) else block.find(b"\n" + _HEADER_START) + 1
         if not at and not block.startswith(_HEADER_START):
             notices += _notices(block, line)
+            capture = capture or b".qdstrm" in block  # an nsys log: profiler_error's other case
             line += block.count(b"\n")
             continue
         notices += _notices(block[:at], line)
@@ -203,7 +211,21 @@ def _parse_file(path: Path) -> _File:
         return _parse_details(path, blocks, block, at, final, line, notices)
     if first:
         check_head(path, b"", OUTPUT, EMPTY_CAUSE, AGAIN, whole=True)  # raises: the file is empty
-    return _parse_whole(path)  # no CSV header anywhere: ncu's text output (or not ncu output at all)
+    if notices or capture:
+        return _parse_whole(path)  # the profiler's own error lines: the whole-file parser names them
+    # No CSV header anywhere: ncu's text output (or not ncu output at all), read line by line as it streams.
+    seen: set[str] = set()
+    return _from_kernels(path, "ncu-text", _parse_text(path, _text_lines(path), seen), seen)
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """The file's lines as :func:`rooflow.profilers._text.read_text` and ``splitlines`` give them, a block at a
+    time (blocks end at a line break, so no character or line is cut)."""
+    first = True
+    for block in read_blocks(path, BLOCK_BYTES):
+        if first:
+            block, first = block.removeprefix(b"\xef\xbb\xbf"), False
+        yield from block.decode("utf-8", errors="replace").splitlines()
 
 
 def _parse_details(path: Path, blocks: Iterator[tuple[bytes, bool]], block: bytes, at: int, final: bool, line: int,
@@ -212,13 +234,14 @@ def _parse_details(path: Path, blocks: Iterator[tuple[bytes, bool]], block: byte
     header_text = (block[at:] if end < 0 else block[at:end]).decode("utf-8", errors="replace").rstrip("\r")
     header = _csv_fields(path, [header_text], 0, line, final and end < 0)
     if "Metric Name" not in header or "Metric Value" not in header:
-        return _parse_whole(path)  # the raw page: one wide row per kernel
+        return _parse_raw_page(path, header, line, notices)  # the raw page: one wide row per kernel
     reader = DetailsReader(path, header, line)
     rest = block[end + 1:] if end >= 0 else b""
+    feed, blocks = feeder(reader, rest, blocks)
     line += 1
     try:
         while True:
-            line += reader.feed(rest, line, final)
+            line += feed(rest, line, final)
             if final:
                 break
             rest, final = next(blocks)
@@ -234,6 +257,20 @@ def _parse_details(path: Path, blocks: Iterator[tuple[bytes, bool]], block: byte
     if error:
         raise error
     return _File(path, "ncu-csv-details", page.info, page.wide, page.bad_units, page.seen)
+
+
+def _parse_raw_page(path: Path, header: list[str], line: int, notices: list[tuple[int, str]]) -> _File:
+    """The raw page, streamed (:mod:`rooflow.profilers._raw`); a file in a shape that reader does not handle
+    (or with the profiler's error lines) is read whole, whose parser names the line of what is wrong."""
+    if RAW_STREAMED and not notices:
+        try:
+            info, wide, bad_units, seen = read_raw_page(path, header, line, _DESCRIPTIVE_COLUMNS,
+                                                        NVTX_STACK_COLUMN_PREFIX)
+        except Unusual:
+            pass
+        else:
+            return _File(path, "ncu-csv-raw", info, wide, bad_units, seen)
+    return _parse_whole(path)
 
 
 def _with_final(blocks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
@@ -274,14 +311,20 @@ def _parse_whole(path: Path) -> _File:
     return _from_kernels(path, "ncu-text", _parse_text(path, lines, seen), seen)
 
 
+def _categorical(texts: list[str]) -> pd.Categorical:
+    """Texts of the kernels, each distinct one held once, in order of appearance (as the streamed readers)."""
+    codes, uniques = pd.factorize(np.array(texts, dtype=object))
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
+
+
 def _from_kernels(path: Path, source_format: str, kernels: dict[int, _Kernel], seen: set[str]) -> _File:
     ids = sorted(kernels)
     index = pd.Index(ids, name="id")
-    info = pd.DataFrame({"name": [kernels[i].name for i in ids], "line": [kernels[i].line for i in ids],
-                         "cc": [kernels[i].cc for i in ids],
-                         "grid_size": [kernels[i].grid_size for i in ids],
-                         "block_size": [kernels[i].block_size for i in ids],
-                         "nvtx_stack": [kernels[i].nvtx_stack for i in ids]}, index=index)
+    info = pd.DataFrame({"name": _categorical([kernels[i].name for i in ids]),
+                         "line": [kernels[i].line for i in ids], "cc": [kernels[i].cc for i in ids],
+                         "grid_size": _categorical([kernels[i].grid_size for i in ids]),
+                         "block_size": _categorical([kernels[i].block_size for i in ids]),
+                         "nvtx_stack": _categorical([kernels[i].nvtx_stack for i in ids])}, index=index)
     wide = pd.DataFrame.from_records([kernels[i].values for i in ids], index=index).astype(float)
     bad: dict[str, tuple[str, int]] = {}
     for i in ids:
@@ -372,7 +415,8 @@ def _parse_raw(path: Path, lines: list[str], header_index: int, header: list[str
     return kernels
 
 
-def _parse_text(path: Path, lines: list[str], seen: set[str]) -> dict[int, _Kernel]:
+def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> dict[int, _Kernel]:
+    """The kernels of a text output; `lines` may stream (a list only where the file is not ncu output)."""
     kernels: dict[int, _Kernel] = {}
     current: _Kernel | None = None
     spans: list[tuple[int, int]] | None = None
@@ -381,6 +425,7 @@ def _parse_text(path: Path, lines: list[str], seen: set[str]) -> dict[int, _Kern
     table_start = 0
     profiled = 0
     saw_prof = False
+    number = 0
     for number, line in enumerate(lines, start=1):
         if line.startswith("=="):
             saw_prof = saw_prof or line.startswith("==PROF==")
@@ -429,12 +474,14 @@ def _parse_text(path: Path, lines: list[str], seen: set[str]) -> dict[int, _Kern
             continue
         # Section titles, [pid] process lines, rule text ("WRN", "OPT"), application output: nothing to read.
     if in_table:
-        raise ParseError(f"{path}: line {len(lines)}: the file ends inside the metric table opened on line "
+        raise ParseError(f"{path}: line {number}: the file ends inside the metric table opened on line "
                          f"{table_start}, so it is truncated; profile again or copy the whole file.")
     if not kernels:
+        # Not ncu output: what it is comes from the whole file (its first lines, the tool that wrote it).
+        lines = profiler_lines(path, read_text(path), OUTPUT, EMPTY_CAUSE, AGAIN)
         where = first_content_line(lines)
         if saw_prof:
-            raise ParseError(f"{path}: line {len(lines)}: ncu ran (==PROF== lines) but the file holds no kernel "
+            raise ParseError(f"{path}: line {number}: ncu ran (==PROF== lines) but the file holds no kernel "
                              f"results, so it is truncated or ncu wrote them elsewhere (--log-file/--export); "
                              f"give the file that holds the results.")
         first = lines[where - 1].strip()[:80]
@@ -449,7 +496,7 @@ def _parse_text(path: Path, lines: list[str], seen: set[str]) -> dict[int, _Kern
                          f"expects ncu's text output (kernel lines '  <name>, Context N, Stream N' with metric "
                          f"tables) or its --csv details or raw page (a header starting \"ID\",\"Process ID\").")
     if profiled > len(kernels):
-        raise ParseError(f"{path}: line {len(lines)}: ncu profiled {profiled} kernels (==PROF== Profiling lines) "
+        raise ParseError(f"{path}: line {number}: ncu profiled {profiled} kernels (==PROF== Profiling lines) "
                          f"but the file holds results for {len(kernels)}, so it is truncated; profile again or "
                          f"copy the whole file.")
     return kernels
@@ -602,12 +649,14 @@ def _total(series: pd.Series) -> float | None:
 
 
 def _table(info: pd.DataFrame, derived: pd.DataFrame) -> pd.DataFrame:
-    table = pd.DataFrame({"id": info.index.to_numpy(), "name": info["name"].to_numpy()})
+    # The text columns stay categorical where the reader made them so: a name held once, not once per kernel
+    # (a PyTorch template name is ~700 bytes; a big profile has millions of kernels).
+    table = pd.DataFrame({"id": info.index.to_numpy(), "name": info["name"].array})
     classes = {name: classify_kernel(name) for name in pd.unique(table["name"])}  # names repeat: classify once
-    table["kernel_class"] = table["name"].map(classes)
+    table["kernel_class"] = np.asarray(table["name"].map(classes), dtype=object)
     for column in KERNEL_COLUMNS[3:]:
         if column in TEXT_COLUMNS:
-            table[column] = info[column].to_numpy()
+            table[column] = info[column].array
         else:
             table[column] = derived[column].to_numpy(dtype=float)
     return table

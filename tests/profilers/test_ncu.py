@@ -1045,3 +1045,41 @@ def test_an_optional_metric_missing_is_null_never_zero(tmp_path):
     assert {k: v for k, v in without.items() if k not in ("l1_bytes", "metrics_collected")} == \
         {k: v for k, v in full.items() if k not in ("l1_bytes", "metrics_collected")}
     assert "l1tex__t_bytes.sum" not in without["metrics_collected"]
+
+
+RAW_FILES = ["h100-rooflow/resnet50-b64-fp32-training-ncu-raw-no-sass.csv",
+             "h100-rooflow/resnet50-b64-fp32-training-ncu-raw-ffma-only.csv",
+             f"{B200}/flashinfer_paged_decode__gqa_bf16_b64_ctx4k_p64.ncu.csv",
+             f"{B200}/torch_sdpa_flash__gqa_bf16_b64_ctx4k_p64.ncu.csv"]
+
+
+@pytest.mark.parametrize("relative", RAW_FILES)
+def test_streamed_raw_page_reads_as_the_whole_file_parser(relative, monkeypatch):
+    """The raw page streamed (pyarrow, constant columns held once) gives the whole-file parser's result to the bit."""
+    from rooflow.profilers import _raw, ncu
+
+    monkeypatch.setattr(_raw, "BATCH_BYTES", 40_000)  # several batches even for these small files
+    streamed = aggregate_ncu(real(relative))
+    assert any(isinstance(dtype, pd.SparseDtype) for dtype in streamed.metrics.dtypes)  # it was streamed
+    monkeypatch.setattr(ncu, "RAW_STREAMED", False)
+    whole = aggregate_ncu(real(relative))
+    assert streamed.totals == whole.totals
+    pd.testing.assert_frame_equal(streamed.kernels, whole.kernels)
+    pd.testing.assert_frame_equal(streamed.metrics.astype(float), whole.metrics)
+    assert streamed.notes == whole.notes
+
+
+def test_raw_page_with_a_text_value_in_a_used_metric_names_the_line(tmp_path):
+    """What the streamed reader does not expect goes to the whole-file parser, whose error names the line."""
+    lines = real_text(RAW_FILES[0]).splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith('"ID",'))
+    column = next(csv.reader([lines[header]])).index("gpu__time_duration.sum")
+    fields = next(csv.reader([lines[header + 5]]))
+    fields[column] = "oops"
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="").writerow(fields)
+    lines[header + 5] = out.getvalue()
+    path = tmp_path / "raw.csv"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ParseError, match=rf"line {header + 6}: gpu__time_duration.sum is 'oops', not a number"):
+        aggregate_ncu(path)
