@@ -28,6 +28,19 @@ from rooflow.profilers.nvtx import format_nvtx_stack as format_stack
 from rooflow.profilers.nvtx import parse_nvtx_stack as parse_stack
 from rooflow.workload import step
 
+DATA = Path(__file__).resolve().parent / "data"
+REAL = DATA / "real"
+ANOUSHKA = "anoushka21-cloudml/proj1"
+DEEPCAM = "cyanguwa-DeepLearningProfiling/mlperf-deepcam"
+OLD_RULES_HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context","Stream",'
+                    '"Section Name","Metric Name","Metric Unit","Metric Value","Rule Name","Rule Type",'
+                    '"Rule Description"')
+RULE_ROW = ('"{id}","11","python","h","volta_sgemm_128x64_nt","2021-Mar-01 10:00:00","1","7","SpeedOfLight","",'
+            '"","","SOLBottleneck","WRN","Compute is ""more"" heavily utilized than memory, see ""SOL"", below"')
+
+
+
+
 H100 = ROOT / "tests" / "data" / "real" / "h100-rooflow"
 
 
@@ -312,3 +325,58 @@ def marker_boxes(ax):
             half = np.sqrt(sizes[i % len(sizes)]) / 2 * ax.figure.dpi / 72
             boxes.append(Bbox.from_extents(px - half, py - half, px + half, py + half))
     return boxes
+
+
+
+
+
+
+
+
+def real(relative: str) -> Path:
+    """A fixture, plain or (as stored to keep the repository small) gzip-compressed."""
+    path = REAL / relative
+    return path if path.exists() else path.with_name(path.name + ".gz")
+
+
+def assert_one_sentence(message: str, path: Path) -> None:
+    assert str(path) in message
+    assert "\n" not in message and message.endswith(".")
+    assert not re.search(r"[.;:] [A-Z][a-z]+ [a-z]", message.removesuffix(".").split(": ", 1)[1]), message
+
+
+def _old_row(kernel_id: int, metric: str, unit: str, value: str, name: str = "volta_sgemm_128x64_nt") -> str:
+    """A metric row as ncu writes it under the rule columns: 13 fields under the header's 15."""
+    return (f'"{kernel_id}","11","python","h","{name}","2021-Mar-01 10:00:00","1","7",'
+            f'"Command line profiler metrics","{metric}","{unit}","{value}",""')
+
+
+def _short_rows_file(tmp_path: Path, kernels: int = 3) -> tuple[Path, list[str]]:
+    lines = ["==PROF== Connected to process 11 (/usr/bin/python3)", OLD_RULES_HEADER]
+    for kernel_id in range(kernels):
+        lines += [_old_row(kernel_id, "dram__bytes_read.sum", "Mbyte", f"{kernel_id + 1},000.5"),
+                  _old_row(kernel_id, "dram__bytes_write.sum", "byte", "2,048"),
+                  RULE_ROW.format(id=kernel_id),
+                  _old_row(kernel_id, "gpu__time_duration.sum", "usecond", "12.25")]
+    path = tmp_path / "rules.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path, lines
+
+
+DETAILS_FILES = [relative for relative in (
+    "h100-rooflow/resnet50-b64-tf32-training-ncu.csv", "h100-rooflow/mobilenet_v2-b64-fp32-training-ncu.csv",
+    "h100-rooflow/resnet18-b16-fp32-training-ncu-nvtx.csv", "h100-rooflow/vgg16-b64-fp32-inference-ncu.csv",
+    f"{DEEPCAM}/PT-fp32-O1-AdamW-fw-733731/out.sm__cycles_elapsed.avg.per_second")]
+
+
+def _same_result(a, b) -> None:
+    assert a.totals == b.totals
+    pd.testing.assert_frame_equal(a.kernels, b.kernels)
+    pd.testing.assert_frame_equal(a.metrics, b.metrics)
+    assert a.notes == b.notes
+
+
+
+
+
+

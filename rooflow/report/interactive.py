@@ -19,6 +19,7 @@ from rooflow.io import atomic_path
 from rooflow.report.plots import roof_lines
 from rooflow.report.sweep import batch_sizes, measured_points, model_styles
 
+
 def plotly_basic_js() -> str:
     """plotly.js's basic bundle (scatter, bar, pie), shipped in rooflow/data/js (its README says why and how
     to refresh it): a quarter of the full bundle, so the page stays under the 2 MB that Chromium shows as a data

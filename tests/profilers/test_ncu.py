@@ -18,25 +18,29 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support import (
+    ANOUSHKA,
+    DATA,
+    DEEPCAM,
+    DETAILS_FILES,
+    OLD_RULES_HEADER,
+    REAL,
+    _same_result,
+    _short_rows_file,
+    assert_one_sentence,
+    real,
+)
 
 from rooflow.errors import ParseError
 from rooflow.profilers.kernels import KERNEL_CLASSES, classify_kernel
 from rooflow.profilers.ncu import KERNEL_COLUMNS, TOTAL_KEYS, aggregate_ncu
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-REAL = DATA / "real"
 MALFORMED = DATA / "malformed"
-ANOUSHKA = "anoushka21-cloudml/proj1"
-DEEPCAM = "cyanguwa-DeepLearningProfiling/mlperf-deepcam"
 B200 = "meinie0826-roofline-analysis/decodebench/results/ncu"
 RUNS = [(gpu, model) for gpu in ("a100", "v100") for model in ("vgg11", "vgg13", "vgg19")]
 H100_TF32 = "h100-rooflow/resnet50-b64-tf32-inference-ncu.csv"
 
 
-def real(relative: str) -> Path:
-    """A fixture, plain or (as stored to keep the repository small) gzip-compressed."""
-    path = REAL / relative
-    return path if path.exists() else path.with_name(path.name + ".gz")
 
 
 def real_text(relative: str) -> str:
@@ -694,10 +698,6 @@ def _write_bytes(path: Path, data: bytes) -> Path:
     return path
 
 
-def assert_one_sentence(message: str, path: Path) -> None:
-    assert str(path) in message
-    assert "\n" not in message and message.endswith(".")
-    assert not re.search(r"[.;:] [A-Z][a-z]+ [a-z]", message.removesuffix(".").split(": ", 1)[1]), message
 
 
 @pytest.mark.parametrize("name", sorted(MALFORMED_CAUSES) + sorted(GENERATED_CAUSES) + ["asked-for metric missing"])
@@ -861,31 +861,12 @@ def test_outputs_without_launch_columns_leave_them_empty():
 # ---------------------------------------------------------------------------------------------------
 # Rows shorter than the header (ncu's rule columns), truncation, mixing — built from DESIGN.md's shapes
 
-OLD_RULES_HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context","Stream",'
-                    '"Section Name","Metric Name","Metric Unit","Metric Value","Rule Name","Rule Type",'
-                    '"Rule Description"')
 
 
-def _old_row(kernel_id: int, metric: str, unit: str, value: str, name: str = "volta_sgemm_128x64_nt") -> str:
-    """A metric row as ncu writes it under the rule columns: 13 fields under the header's 15."""
-    return (f'"{kernel_id}","11","python","h","{name}","2021-Mar-01 10:00:00","1","7",'
-            f'"Command line profiler metrics","{metric}","{unit}","{value}",""')
 
 
-RULE_ROW = ('"{id}","11","python","h","volta_sgemm_128x64_nt","2021-Mar-01 10:00:00","1","7","SpeedOfLight","",'
-            '"","","SOLBottleneck","WRN","Compute is ""more"" heavily utilized than memory, see ""SOL"", below"')
 
 
-def _short_rows_file(tmp_path: Path, kernels: int = 3) -> tuple[Path, list[str]]:
-    lines = ["==PROF== Connected to process 11 (/usr/bin/python3)", OLD_RULES_HEADER]
-    for kernel_id in range(kernels):
-        lines += [_old_row(kernel_id, "dram__bytes_read.sum", "Mbyte", f"{kernel_id + 1},000.5"),
-                  _old_row(kernel_id, "dram__bytes_write.sum", "byte", "2,048"),
-                  RULE_ROW.format(id=kernel_id),
-                  _old_row(kernel_id, "gpu__time_duration.sum", "usecond", "12.25")]
-    path = tmp_path / "rules.csv"
-    path.write_text("\n".join(lines) + "\n")
-    return path, lines
 
 
 def test_short_metric_rows_under_rule_columns_are_padded(tmp_path):
@@ -961,17 +942,8 @@ def test_the_profilers_error_line_explains_a_damaged_file(tmp_path):
 # ---------------------------------------------------------------------------------------------------
 # The streaming reader: its vectorised path, its strict path and any block size give the same result
 
-DETAILS_FILES = [relative for relative in (
-    "h100-rooflow/resnet50-b64-tf32-training-ncu.csv", "h100-rooflow/mobilenet_v2-b64-fp32-training-ncu.csv",
-    "h100-rooflow/resnet18-b16-fp32-training-ncu-nvtx.csv", "h100-rooflow/vgg16-b64-fp32-inference-ncu.csv",
-    f"{DEEPCAM}/PT-fp32-O1-AdamW-fw-733731/out.sm__cycles_elapsed.avg.per_second")]
 
 
-def _same_result(a, b) -> None:
-    assert a.totals == b.totals
-    pd.testing.assert_frame_equal(a.kernels, b.kernels)
-    pd.testing.assert_frame_equal(a.metrics, b.metrics)
-    assert a.notes == b.notes
 
 
 @pytest.mark.parametrize("relative", DETAILS_FILES)

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as compute
 import pytest
-from test_ncu import DETAILS_FILES, _old_row, _same_result, _short_rows_file, assert_one_sentence, real
+from support import DETAILS_FILES, _old_row, _same_result, _short_rows_file, assert_one_sentence, real
 
 from rooflow.errors import ParseError
 from rooflow.profilers import _details, _details_arrow, ncu

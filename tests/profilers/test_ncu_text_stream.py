@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from test_ncu import ANOUSHKA, real
+from support import ANOUSHKA, real
 
 from rooflow.profilers import ncu
 
