@@ -15,16 +15,13 @@ import warnings
 from typing import Any
 
 from rooflow.errors import RooflowError
-from rooflow.estimate.core import MODES, PRECISIONS, Estimate, count_module, estimate, not_countable
-
-
-def _check_run(precision: str, mode: str, batch: int, where: str) -> None:
-    if precision not in PRECISIONS:
-        raise RooflowError(f"{where}: unknown precision '{precision}': use one of {', '.join(PRECISIONS)}")
-    if mode not in MODES:
-        raise RooflowError(f"{where}: unknown mode '{mode}': use one of {', '.join(MODES)}")
-    if batch < 1:
-        raise RooflowError(f"{where}: batch must be a positive integer, not {batch}")
+from rooflow.estimate.core import (
+    Estimate,
+    check_run,
+    count_module,
+    estimate,
+    not_countable,
+)
 
 
 def _meta_inputs(example_inputs) -> tuple:
@@ -85,7 +82,7 @@ def estimate_module(module, example_inputs, device: str | None = None, precision
     name = name or _snake(type(module).__name__)
     inputs = _meta_inputs(example_inputs)
     batch = int(inputs[0].shape[0]) if inputs and inputs[0].dim() else 1
-    _check_run(precision, mode, batch, "estimate_module")
+    check_run(precision, mode, batch, "estimate_module")
     was_training = module.training
     counted = _meta_module(module, name)
     try:
@@ -110,7 +107,7 @@ def estimate_run(spec, batch: int, precision: str = "fp32", mode: str = "inferen
 
     if not spec.custom:
         return estimate(spec.name, batch, precision, mode, input_size)
-    _check_run(precision, mode, batch, "estimate")
+    check_run(precision, mode, batch, "estimate")
     start = time.perf_counter()
     module = build_custom(spec, meta=True)
     loss = load_loss(spec)

@@ -362,6 +362,18 @@ def _layers_table(trace: Trace, raw: pd.DataFrame) -> pd.DataFrame:
     return layers[LAYER_COLUMNS]
 
 
+def check_run(precision: str, mode: str, batch: int, where: str) -> None:
+    """One sentence naming `where` for a precision, mode or batch rooflow does not know."""
+    from rooflow.errors import RooflowError
+
+    if precision not in PRECISIONS:
+        raise RooflowError(f"{where}: unknown precision '{precision}': use one of {', '.join(PRECISIONS)}")
+    if mode not in MODES:
+        raise RooflowError(f"{where}: unknown mode '{mode}': use one of {', '.join(MODES)}")
+    if batch < 1:
+        raise RooflowError(f"{where}: batch must be a positive integer, not {batch}")
+
+
 def estimate(model: str, batch: int, precision: str = "fp32", mode: str = "inference",
              input_size: int | None = None) -> Estimate:
     """Count FLOPs, bytes and peak memory of one step of a torchvision model on the meta device."""
@@ -370,12 +382,7 @@ def estimate(model: str, batch: int, precision: str = "fp32", mode: str = "infer
     from rooflow.workload.models import input_size as default_input_size
 
     check_model_names([model], "estimate")
-    if precision not in PRECISIONS:
-        raise RooflowError(f"estimate: unknown precision '{precision}': use one of {', '.join(PRECISIONS)}")
-    if mode not in MODES:
-        raise RooflowError(f"estimate: unknown mode '{mode}': use one of {', '.join(MODES)}")
-    if batch < 1:
-        raise RooflowError(f"estimate: batch must be a positive integer, not {batch}")
+    check_run(precision, mode, batch, "estimate")
     size = int(input_size or default_input_size(model))
     start = time.perf_counter()
     net = build_meta_model(model)

@@ -39,7 +39,7 @@ import pandas as pd
 
 from rooflow.errors import ParseError
 from rooflow.profilers import metrics as m
-from rooflow.profilers._text import to_si, unit_factor
+from rooflow.profilers._text import not_a_number, to_si, unit_factor
 
 BLOCK_BYTES = 4 << 20
 # False: every row takes the strict path (the tests compare both paths on every recorded file).
@@ -471,9 +471,7 @@ class DetailsReader:
             si = to_si(value, unit)
         except ValueError:
             if m.is_used_metric(metric):
-                raise ParseError(f"{path}: line {number}: {metric} is {value[:40]!r}, not a number; rooflow needs "
-                                 f"one value per kernel, so profile without --print-metric-instances and give the "
-                                 f"file as ncu wrote it.") from None
+                raise not_a_number(path, number, metric, value) from None
             return None  # a text value (a device name, an enum): not a metric rooflow adds up
         except KeyError:
             self.bad_units.setdefault(metric, (unit, number))

@@ -379,3 +379,9 @@ def profiler_lines(path: Path, text: str, output: str, empty_cause: str, again: 
     if error:
         raise error
     return lines
+
+
+def not_a_number(path: str | Path, number: int, metric: str, value: str) -> ParseError:
+    """The error for a metric rooflow adds up whose value is not a number (ncu's per-instance values)."""
+    return ParseError(f"{path}: line {number}: {metric} is {value[:40]!r}, not a number; rooflow needs one value "
+                      f"per kernel, so profile without --print-metric-instances and give the file as ncu wrote it.")

@@ -92,6 +92,7 @@ from rooflow.profilers._text import (
     check_head,
     first_content_line,
     looks_like_nsys_report,
+    not_a_number,
     other_tool,
     profiler_error_numbered,
     profiler_lines,
@@ -371,9 +372,7 @@ def _store(path: Path, kernel: _Kernel, metric: str, unit: str, value: str, numb
         si = to_si(value, unit)
     except ValueError:
         if m.is_used_metric(metric):
-            raise ParseError(f"{path}: line {number}: {metric} is {value[:40]!r}, not a number; rooflow needs one "
-                             f"value per kernel, so profile without --print-metric-instances and give the file "
-                             f"as ncu wrote it.") from None
+            raise not_a_number(path, number, metric, value) from None
         return  # a text value (a device name, an enum): not a metric rooflow adds up
     except KeyError:
         kernel.bad_units.setdefault(metric, (unit, number))
