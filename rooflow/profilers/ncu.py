@@ -1,5 +1,9 @@
 """Nsight Compute output -> per-kernel FLOPs, bytes and time, and their totals for one profiled run.
 
+One job, however long: recognise and read ncu's output in every shape it takes into one per-kernel table
+(the details page's streaming reader is _details/_details_arrow, the raw page's _raw; counters become
+FLOPs and bytes in metrics).
+
 Accepted shapes (DESIGN.md, "Profiler output formats the parsers must accept"), recognised from the content,
 never from the file name:
 
