@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.estimate.timemodel import Calibration, op_terms
+from rooflow.estimate.timemodel import GEMM_PREFIX, Calibration, op_terms
 
 SHIPPED = {"h100-sxm5-80gb": "h100-sxm5-80gb.json"}
 # Kernel classes (rooflow.profilers.kernels) → the time model's parts.
@@ -292,6 +292,8 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
     paths = sorted({p for row, _, _ in matmul for p in row})
     chosen = {}
     for path in paths:
+        if path.startswith(GEMM_PREFIX):
+            continue  # cuBLAS GEMMs: of the measured GEMM ceiling (Calibration.gemm_efficiency)
         dominant = [(row, target, src) for row, target, src in matmul
                     if row.get(path, 0.0) >= 0.5 * sum(row.values()) and target > 0]
         chosen[path] = preferred(dominant)

@@ -49,6 +49,7 @@ from typing import Any
 import pandas as pd
 
 from rooflow.conventions import MATMUL_OP_CLASSES
+from rooflow.estimate import attention
 from rooflow.estimate.core import parse_gemms
 
 # Ops that call cuDNN/cuBLAS (host: descriptors, heuristics and plan-cache lookups).
@@ -59,6 +60,7 @@ LIBRARY_OPS = {"convolution", "_convolution", "convolution_backward", "mm", "add
 NO_KERNEL_OPS = {"empty", "empty_like", "empty_strided", "detach", "t", "view", "expand"}
 TRAINING_SENSITIVE = ("normalization", "pooling")  # kernels that differ between training and inference
 PATHS = ("fp32", "fp32_fast", "tf32", "fp16", "bf16")
+GEMM_PREFIX = "gemm_"  # compute paths of cuBLAS GEMMs on a GPU: gemm_fp32, gemm_tf32, gemm_bf16, ...
 # BatchNorm on bf16 activations never runs cuDNN on a GPU: PyTorch's backend choice
 # (_select_batch_norm_backend, aten/src/ATen/native/Normalization.cpp) excludes bf16, while fp16 with fp32
 # weights (autocast) gets cuDNN. In training the native NCHW kernels (batch_norm_collect_statistics,
@@ -94,6 +96,11 @@ class Calibration:
     page_fault_seconds_per_byte: float = 0.0
     layout_bytes_per_byte: dict[str, float] = field(default_factory=dict)  # by path (tensor-core ones)
     matmul_efficiency: dict[str, float] = field(default_factory=dict)  # by path (PATHS)
+    # cuBLAS GEMMs (mm, addmm, bmm: linear layers, attention) by path, of the measured GEMM ceiling, which is
+    # such a GEMM (torch.mm): 1 unless measured otherwise. matmul_efficiency is that of cuDNN's convolutions.
+    gemm_efficiency: dict[str, float] = field(default_factory=dict)
+    # PyTorch's fused attention kernels (flash, memory-efficient), of their path's peak and shape factor
+    attention_efficiency: float = 1.0
     gemm_fill_k: float = 64.0
     # (tile m, tile n, throughput of that tile relative to the largest): smaller tiles reuse less data
     tiles: tuple[tuple[int, int, float], ...] = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.95),
@@ -130,6 +137,11 @@ class Calibration:
         return table.get(op_class, self.memory_efficiency)
 
     def matmul_efficiency_of(self, path: str) -> float:
+        if path.startswith(attention.KERNEL_PREFIX):
+            return self.attention_efficiency
+        if path.startswith(GEMM_PREFIX):
+            base = path.removeprefix(GEMM_PREFIX)
+            return self.gemm_efficiency.get(base, 1.0)
         if path in self.matmul_efficiency:
             return self.matmul_efficiency[path]
         if path == "fp32_fast":
@@ -235,12 +247,17 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
     views = parse_gemms(row.get("gemms"))
     if not peak:
         return terms
-    if views and not _is_depthwise(views):
+    if row["op_class"] == "attention" and views and calibration.kind == "cuda":
+        _fused_attention_terms(terms, row, views, precision, device, calibration, sm_count)
+    elif views and not _is_depthwise(views):
         product_flops, padded = 0.0, False
         ffma: dict[str, float] = {}  # the same views with every padded one on FP32 FFMA instead
         ffma_peak = _peak(device, "fp32")
+        library = calibration.kind == "cuda" and not row["op"].startswith(("convolution", "_convolution"))
         for m, n, k, count, fast, k_taps, n_taps in views:
             view_path = "fp32_fast" if path == "fp32" and fast else path
+            if library:
+                view_path = f"{GEMM_PREFIX}{path}"  # cuBLAS, not cuDNN: the kernels the GEMM ceiling times
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
                             if path in TENSOR_PATHS and count == 1 else (n, k))
             efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration), 1e-3)
@@ -266,6 +283,21 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
     else:  # depthwise (one channel per group): a few FLOPs per byte, bandwidth work in its own kernels
         terms["depthwise"] = True
     return terms
+
+
+def _fused_attention_terms(terms: dict[str, Any], row, views, precision: str, device, calibration: Calibration,
+                           sm_count: int) -> None:
+    """The attention products of a row as PyTorch's fused SDPA kernel runs them on a GPU
+    (rooflow.estimate.attention): at its kernel's path, the score matrix kept on chip."""
+    path, products = attention.kernel_path(precision, device.compute_capability)
+    peak = _peak(device, path) / products
+    seconds = sum(2.0 * m * n * k * count / (peak * max(gemm_efficiency(m, n, k, count, sm_count, calibration), 1e-3))
+                  for m, n, k, count, *_ in views)
+    if row["phase"] == "backward":
+        seconds *= attention.BACKWARD_RECOMPUTE
+    element_bytes = 2 if path in ("fp16", "bf16") else 4
+    terms.update(compute={f"{attention.KERNEL_PREFIX}{path}": seconds}, path="", kernels=1.0,
+                 bytes=attention.fused_bytes(views, element_bytes))
 
 
 def _peak(device, path: str) -> float:
@@ -349,6 +381,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     # torch.optim.SGD runs its foreach path (a few calls over tensor lists) on a GPU, and one op per parameter
     # on a CPU (foreach is for CUDA tensors): there the estimate's per-parameter optimizer ops are the work.
     body = ops if cpu else ops[ops["phase"] != "optimizer"]
+    if not cpu:  # the softmax, scaling and casts of attention's math path run inside the fused kernel
+        body = body.drop(index=list(attention.fused_rows(body)))
     for _, row in body.iterrows():
         calls = int(row["calls"])
         work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count)

@@ -1,0 +1,72 @@
+"""Scaled-dot-product attention as a GPU runs it: one fused kernel, not the math decomposition the estimate counts.
+
+The estimate counts attention at its math decomposition (rooflow.estimate.formulas: QK^T and AV as ``bmm``,
+the scaling ``mul``, the softmax; under autocast the math path also up-casts q, k and v to fp32). On a CUDA
+GPU, ``F.scaled_dot_product_attention`` picks a fused kernel instead (PyTorch's ``select_sdp_backend``,
+aten/src/ATen/native/transformers/cuda/sdp_utils.cpp: flash, then memory-efficient, then math):
+
+- **flash** for fp16/bf16 on sm_80 and newer (head dimension ≤ 256, a multiple of 8): tensor cores at the
+  dtype's peak;
+- **memory-efficient** (CUTLASS, from xFormers) otherwise, fp32 included: on sm_80 and newer its fp32 GEMMs run
+  on tensor cores as three TF32 products per product (``OpMultiplyAddFastF32``: fp32 accuracy, whatever
+  ``allow_tf32`` says), before sm_80 on FP32 FMA units.
+
+Either kernel keeps the L × L score matrix on chip: it reads q, k, v and writes the output (backward: reads
+those and the output gradient, writes dq, dk, dv), so the scaling and the softmax are not separate kernels,
+and backward recomputes the scores (five products where the math path runs four).
+"""
+
+from __future__ import annotations
+
+BACKWARD_RECOMPUTE = 5 / 4  # backward products of a fused kernel / those of the math path (QK^T again)
+KERNEL_PREFIX = "sdpa_"  # compute paths of fused attention kernels in the time model: sdpa_bf16, sdpa_tf32, ...
+FAST_FP32_PRODUCTS = 3  # memory-efficient fp32 on sm_80+: three TF32 products per product
+
+
+def backend(precision: str, capability: tuple[int, int] | None) -> str:
+    """``flash``, ``efficient`` or ``math``: the kernel PyTorch picks for a run's attention (module docstring)."""
+    if not capability:
+        return "math"
+    if precision in ("fp16", "bf16") and capability >= (8, 0):
+        return "flash"
+    return "efficient" if capability >= (5, 0) else "math"
+
+
+def kernel_path(precision: str, capability: tuple[int, int] | None) -> tuple[str, float]:
+    """(compute path, products per product) of the fused attention kernel: its peak is the path's ÷ products."""
+    chosen = backend(precision, capability)
+    if chosen == "flash":
+        return precision, 1.0
+    if capability and capability >= (8, 0):
+        return "tf32", float(FAST_FP32_PRODUCTS)
+    return "fp32", 1.0
+
+
+def fused_bytes(views, element_bytes: int) -> float:
+    """Bytes a fused kernel moves for the attention products ``views`` ((m, n, k, count, ...) each): the
+    operands of each product but its largest, the L × L score (or probability) matrix kept on chip."""
+    total = 0.0
+    for m, n, k, count, *_ in views:
+        operands = sorted((m * k, k * n, m * n))
+        total += (operands[0] + operands[1]) * count * element_bytes
+    return total
+
+
+def fused_rows(ops) -> set:
+    """Index labels of the rows of an ops table that a fused attention kernel absorbs: in each layer and phase
+    that has attention products, the softmax, the scaling ``mul`` and the math path's casts of q, k, v (to fp32
+    in forward, back in backward)."""
+    attention = ops[ops["op_class"] == "attention"]
+    if attention.empty:
+        return set()
+    groups = set(zip(attention["layer"], attention["phase"]))
+    absorbed = set()
+    for index, row in ops.iterrows():
+        if (row["layer"], row["phase"]) not in groups:
+            continue
+        cast = row["op"] == "_to_copy" and (
+            (row["phase"] == "forward" and row["compute_precision"] == "fp32")
+            or (row["phase"] == "backward" and row["compute_precision"] in ("fp16", "bf16")))
+        if row["op_class"] == "softmax" or row["op"] == "mul" or cast:
+            absorbed.add(index)
+    return absorbed
