@@ -143,7 +143,8 @@ def _ideal_parts(recording: Recording, device, unity: Calibration) -> dict[str, 
         terms = op_terms(row, recording.precision, device, unity, int(device.sm_count or 1))
         calls = int(row["calls"])
         if terms.get("depthwise"):
-            parts["depthwise"] += calls * terms["bytes"] / bandwidth
+            parts["depthwise_backward" if row["phase"] == "backward" else "depthwise"] += \
+                calls * terms["bytes"] / bandwidth
             continue
         if terms["path"]:
             for path, seconds in terms["compute"].items():
@@ -161,7 +162,9 @@ def _measured_parts(recording: Recording, clock_ratio: float) -> dict[str, float
     parts: dict[str, float] = collections.defaultdict(float)
     kernels = recording.kernels
     depthwise = kernels["name"].str.contains("depthwise|dwconv", case=False, regex=True)
-    parts["depthwise"] += float(kernels.loc[depthwise, "seconds"].sum())
+    forward = kernels["name"].str.contains("forward|fprop", case=False, regex=True)
+    parts["depthwise"] += float(kernels.loc[depthwise & forward, "seconds"].sum())
+    parts["depthwise_backward"] += float(kernels.loc[depthwise & ~forward, "seconds"].sum())
     for kernel_class, seconds in kernels[~depthwise].groupby("kernel_class")["seconds"].sum().items():
         part = KERNEL_PARTS.get(kernel_class, "other")
         if part == "matmul" and recording.source == "ncu":

@@ -69,6 +69,10 @@ GEMM_PREFIX = "gemm_"  # compute paths of cuBLAS GEMMs on a GPU: gemm_fp32, gemm
 # 114.7 ms in bf16, 96.3 ms in fp16; where BN does not train (inference; VGG) the two match within 4%.
 NATIVE_NORMALIZATION_OPS = ("native_batch_norm", "native_batch_norm_backward")
 NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
+# Depthwise convolutions run cuDNN only for fp16 (use_cudnn_depthwise, aten/src/ATen/native/Convolution.cpp);
+# fp32 and bf16 run PyTorch's conv_depthwise2d kernels (one output element per thread, the taps loaded one by
+# one, fp32 accumulation), whose time follows elements: bf16 takes the time of the same work in fp32.
+NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,8 @@ class Calibration:
             table = {**table, **self.cache_memory_efficiency_by_class}
         if mode == "training" and f"{op_class}_training" in table:
             return table[f"{op_class}_training"]
+        if op_class not in table and op_class.endswith("_backward"):
+            op_class = op_class.removesuffix("_backward")  # not measured apart: the forward kernels'
         return table.get(op_class, self.memory_efficiency)
 
     def matmul_efficiency_of(self, path: str) -> float:
@@ -336,10 +342,16 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     terms = op_terms(row, precision, device, calibration, sm_count, mode)
     bandwidth = _bandwidth(device)
     memory_class = "depthwise" if terms.get("depthwise") else row["op_class"]
+    # depthwise backward (input gradient, and the weight gradient: a reduction over N·H·W per tap) runs
+    # other kernels than forward, in training and inference alike
+    efficiency_class = f"{memory_class}_backward" if memory_class == "depthwise" and row["phase"] == "backward" \
+        else memory_class
     cached = bool(calibration.cache_bytes) and terms["bytes"] <= calibration.cache_bytes / 2
-    memory = terms["bytes"] / (bandwidth * calibration.memory_efficiency_of(memory_class, mode, cached))
+    memory = terms["bytes"] / (bandwidth * calibration.memory_efficiency_of(efficiency_class, mode, cached))
     if (calibration.kind == "cuda" and mode == "training" and row["compute_precision"] == "bf16"
             and row["op"] in NATIVE_NORMALIZATION_OPS):
+        memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
+    if calibration.kind == "cuda" and memory_class == "depthwise" and row["compute_precision"] in NATIVE_DEPTHWISE_PRECISIONS:
         memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
     layout = _layout_seconds(terms, terms["path"], device, calibration, mode)
