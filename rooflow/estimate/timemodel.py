@@ -49,7 +49,7 @@ from typing import Any
 import pandas as pd
 
 from rooflow.conventions import MATMUL_OP_CLASSES
-from rooflow.estimate import attention
+from rooflow.estimate import attention, batchnorm
 from rooflow.estimate.core import parse_gemms
 
 # Ops that call cuDNN/cuBLAS (host: descriptors, heuristics and plan-cache lookups).
@@ -105,6 +105,8 @@ class Calibration:
     gemm_efficiency: dict[str, float] = field(default_factory=dict)
     # PyTorch's fused attention kernels (flash, memory-efficient), of their path's peak and shape factor
     attention_efficiency: float = 1.0
+    # elements per second one block of PyTorch's per-channel BatchNorm kernels walks (rooflow.estimate.batchnorm)
+    norm_block_elements_per_second: float = 1.0e9
     gemm_fill_k: float = 64.0
     # (tile m, tile n, throughput of that tile relative to the largest): smaller tiles reuse less data
     tiles: tuple[tuple[int, int, float], ...] = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.95),
@@ -336,9 +338,11 @@ def _take_faster_kernels(terms: dict[str, Any], ffma: dict[str, float], device, 
         terms["compute"], terms["path"] = ffma, ffma_path
 
 
-def device_op_seconds(row, precision: str, mode: str, device, calibration: Calibration, sm_count: int
+def device_op_seconds(row, precision: str, mode: str, device, calibration: Calibration, sm_count: int,
+                      norm_channels: dict[str, tuple[int, float]] | None = None
                       ) -> tuple[float, int, dict[str, float]]:
-    """(seconds, kernels, seconds by part) of ONE call of an ops-table row on the device."""
+    """(seconds, kernels, seconds by part) of ONE call of an ops-table row on the device; ``norm_channels``:
+    the BatchNorm layers' channels (rooflow.estimate.batchnorm.channels_by_layer)."""
     terms = op_terms(row, precision, device, calibration, sm_count, mode)
     bandwidth = _bandwidth(device)
     memory_class = "depthwise" if terms.get("depthwise") else row["op_class"]
@@ -351,6 +355,9 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     if (calibration.kind == "cuda" and mode == "training" and row["compute_precision"] == "bf16"
             and row["op"] in NATIVE_NORMALIZATION_OPS):
         memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
+        if norm_channels and row["layer"] in norm_channels:
+            memory = max(memory, batchnorm.block_seconds(row["op"], *norm_channels[row["layer"]], sm_count,
+                                                         calibration.norm_block_elements_per_second))
     if calibration.kind == "cuda" and memory_class == "depthwise" and row["compute_precision"] in NATIVE_DEPTHWISE_PRECISIONS:
         memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
@@ -395,9 +402,11 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     body = ops if cpu else ops[ops["phase"] != "optimizer"]
     if not cpu:  # the softmax, scaling and casts of attention's math path run inside the fused kernel
         body = body.drop(index=list(attention.fused_rows(body)))
+    norm_channels = batchnorm.channels_by_layer(body, 2.0) if not cpu and precision == "bf16" and mode == "training" \
+        else None
     for _, row in body.iterrows():
         calls = int(row["calls"])
-        work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count)
+        work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count, norm_channels)
         host = host_op_seconds(row, mode, calibration) + (module_share if row["phase"] == "forward" else 0.0)
         if cpu:
             host_clock += calls * (host + work)
