@@ -60,6 +60,10 @@ LIBRARY_OPS = {"convolution", "_convolution", "convolution_backward", "mm", "add
 NO_KERNEL_OPS = {"empty", "empty_like", "empty_strided", "detach", "t", "view", "expand"}
 TRAINING_SENSITIVE = ("normalization", "pooling")  # kernels that differ between training and inference
 PATHS = ("fp32", "fp32_fast", "tf32", "fp16", "bf16")
+# The GEMM ceiling times square products of 2048 and more: cuBLAS GEMMs whose output fills whole tiles in
+# both dimensions run its kernels; thinner ones (a linear layer at a small batch: GEMV-like kernels, split-K)
+# keep the efficiency the recordings give (matmul_efficiency).
+GEMM_CEILING_MIN_ROWS = 128
 GEMM_PREFIX = "gemm_"  # compute paths of cuBLAS GEMMs on a GPU: gemm_fp32, gemm_tf32, gemm_bf16, ...
 # BatchNorm on bf16 activations never runs cuDNN on a GPU: PyTorch's backend choice
 # (_select_batch_norm_backend, aten/src/ATen/native/Normalization.cpp) excludes bf16, while fp16 with fp32
@@ -264,7 +268,7 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
         library = calibration.kind == "cuda" and not row["op"].startswith(("convolution", "_convolution"))
         for m, n, k, count, fast, k_taps, n_taps in views:
             view_path = "fp32_fast" if path == "fp32" and fast else path
-            if library:
+            if library and min(m, n) >= GEMM_CEILING_MIN_ROWS:
                 view_path = f"{GEMM_PREFIX}{path}"  # cuBLAS, not cuDNN: the kernels the GEMM ceiling times
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
                             if path in TENSOR_PATHS and count == 1 else (n, k))
