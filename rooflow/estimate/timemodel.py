@@ -19,8 +19,16 @@ device work and host work:
   *epilogue* — a convolution with a bias adds it in a separate elementwise kernel (cuDNN path of
   ``aten::_convolution``): it reads and writes the output once more.
   *kernels* — no kernel takes less than ``kernel_seconds``.
-  *bf16 BatchNorm* (GPU, training) — PyTorch runs it in its own kernels, not cuDNN, at the time of the
-  same work on fp32 elements (``NATIVE_NORMALIZATION_OPS``).
+  *16-bit BatchNorm* (GPU, training) — at the time of the same work on fp32 elements
+  (``NATIVE_NORMALIZATION_OPS``); bf16 runs PyTorch's own kernels, not cuDNN, and takes at least the time
+  one block needs to walk its channel (one block per channel: rooflow.estimate.batchnorm).
+  *cuBLAS GEMMs* (mm, addmm, bmm on a GPU) run at the measured GEMM ceiling (a cuBLAS GEMM itself) times
+  their shape factor (``gemm_efficiency``, 1 unless measured); cuDNN's convolutions at ``matmul_efficiency``.
+  *attention* (GPU) — PyTorch's fused SDPA kernel, not the math decomposition the estimate counts
+  (rooflow.estimate.attention): its products at the kernel's path, the score matrix kept on chip, the
+  softmax, scaling and casts inside it.
+  *depthwise* — memory-bound kernels, forward and backward (``depthwise_backward``) each with its
+  efficiency; PyTorch's native kernels (bf16; fp16 where cuDNN is not chosen) at the time of fp32 work.
   *cache* — an op whose bytes fit in half the last-level cache moves them at the cache's speed (the class's
   cache-resident efficiency, where the calibration measured one: a CPU's small activations).
   *page faults* (CPU) — a tensor of 32 MiB or more is freshly mapped at each allocation (glibc), so an op
@@ -67,16 +75,21 @@ GEMM_CEILING_MIN_ROWS = 128
 GEMM_PREFIX = "gemm_"  # compute paths of cuBLAS GEMMs on a GPU: gemm_fp32, gemm_tf32, gemm_bf16, ...
 # BatchNorm on bf16 activations never runs cuDNN on a GPU: PyTorch's backend choice
 # (_select_batch_norm_backend, aten/src/ATen/native/Normalization.cpp) excludes bf16, while fp16 with fp32
-# weights (autocast) gets cuDNN. In training the native NCHW kernels (batch_norm_collect_statistics,
-# batch_norm_backward: a block per channel, one element per thread per step) take the time of the same
-# work on 4-byte elements: their time follows elements, not bytes. H100 sweep: ResNet-50 b256 training
-# 114.7 ms in bf16, 96.3 ms in fp16; where BN does not train (inference; VGG) the two match within 4%.
+# weights (autocast) gets cuDNN. In training both take the time of the same work on 4-byte elements: their
+# NCHW training kernels (a block per channel, one element per thread per step; cuDNN's 1C11 kernels reach
+# 39% of the bandwidth in fp32) follow elements, not bytes; the native ones are moreover limited by one
+# block per channel (rooflow.estimate.batchnorm). H100 sweep: ResNet-50 b256 training 114.7 ms in bf16,
+# 96.3 ms in fp16, 138 ms in TF32; where BN does not train (inference; VGG) bf16 and fp16 match within 4%.
 NATIVE_NORMALIZATION_OPS = ("native_batch_norm", "native_batch_norm_backward")
 NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 # Depthwise convolutions run cuDNN only for fp16 (use_cudnn_depthwise, aten/src/ATen/native/Convolution.cpp);
 # fp32 and bf16 run PyTorch's conv_depthwise2d kernels (one output element per thread, the taps loaded one by
 # one, fp32 accumulation), whose time follows elements: bf16 takes the time of the same work in fp32.
+# fp16 runs cuDNN for square 3×3/5×5 filters of 32 channels or more at stride 1 (at stride 2 and a batch
+# above 16 only for wide layers: left to the native kernels here).
 NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
+CUDNN_DEPTHWISE_TAPS = (9, 25)
+CUDNN_DEPTHWISE_MIN_CHANNELS = 32
 
 
 @dataclass(frozen=True)
@@ -211,6 +224,28 @@ def _path(compute_precision: str, precision: str) -> str:
     if compute_precision in ("fp16", "bf16", "tf32"):
         return compute_precision
     return "tf32" if precision == "tf32" else "fp32"
+
+
+def _native_depthwise(row) -> bool:
+    """Whether a 16-bit depthwise convolution row runs PyTorch's native kernels rather than cuDNN
+    (``NATIVE_DEPTHWISE_PRECISIONS``): its taps and channels from its GEMM views, its stride from its
+    input:output elements (forward: bytes read vs written; backward: input-gradient vs weight-gradient rows)."""
+    precision = row["compute_precision"]
+    if precision in NATIVE_DEPTHWISE_PRECISIONS:
+        return True
+    if precision != "fp16":
+        return False
+    views = parse_gemms(row.get("gemms"))
+    if not views:
+        return True
+    m, _, taps, channels = views[0][:4]
+    if len(views) > 1:
+        positions = views[1][2] or 1  # weight gradient: k = N·Hout·Wout
+        area_ratio = m / positions
+    else:
+        area_ratio = float(row["bytes_read"]) / max(1.0, float(row["bytes_written"]))
+    stride_one = area_ratio < 2.0
+    return not (taps in CUDNN_DEPTHWISE_TAPS and channels >= CUDNN_DEPTHWISE_MIN_CHANNELS and stride_one)
 
 
 def _is_depthwise(views) -> bool:
@@ -356,13 +391,13 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
         else memory_class
     cached = bool(calibration.cache_bytes) and terms["bytes"] <= calibration.cache_bytes / 2
     memory = terms["bytes"] / (bandwidth * calibration.memory_efficiency_of(efficiency_class, mode, cached))
-    if (calibration.kind == "cuda" and mode == "training" and row["compute_precision"] == "bf16"
+    if (calibration.kind == "cuda" and mode == "training" and row["compute_precision"] in ("fp16", "bf16")
             and row["op"] in NATIVE_NORMALIZATION_OPS):
         memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
-        if norm_channels and row["layer"] in norm_channels:
+        if norm_channels and row["layer"] in norm_channels and row["compute_precision"] == "bf16":
             memory = max(memory, batchnorm.block_seconds(row["op"], *norm_channels[row["layer"]], sm_count,
                                                          calibration.norm_block_elements_per_second))
-    if calibration.kind == "cuda" and memory_class == "depthwise" and row["compute_precision"] in NATIVE_DEPTHWISE_PRECISIONS:
+    if calibration.kind == "cuda" and memory_class == "depthwise" and _native_depthwise(row):
         memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
     layout = _layout_seconds(terms, terms["path"], device, calibration, mode)
