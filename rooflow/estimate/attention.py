@@ -19,7 +19,7 @@ and backward recomputes the scores (five products where the math path runs four)
 from __future__ import annotations
 
 BACKWARD_RECOMPUTE = 5 / 4  # backward products of a fused kernel / those of the math path (QK^T again)
-KERNEL_PREFIX = "sdpa_"  # compute paths of fused attention kernels in the time model: sdpa_bf16, sdpa_tf32, ...
+KERNEL_PREFIX = "sdpa_"  # time-model compute paths of fused attention: sdpa_<backend>_<phase>_<path>
 FAST_FP32_PRODUCTS = 3  # memory-efficient fp32 on sm_80+: three TF32 products per product
 
 

@@ -120,8 +120,11 @@ class Calibration:
     # cuBLAS GEMMs (mm, addmm, bmm: linear layers, attention) by path, of the measured GEMM ceiling, which is
     # such a GEMM (torch.mm): 1 unless measured otherwise. matmul_efficiency is that of cuDNN's convolutions.
     gemm_efficiency: dict[str, float] = field(default_factory=dict)
-    # PyTorch's fused attention kernels (flash, memory-efficient), of their path's peak and shape factor
-    attention_efficiency: float = 1.0
+    # PyTorch's fused attention kernels, "<backend>_<phase>" (flash_forward, efficient_backward, ...), of their
+    # path's peak and shape factor (1 where absent). The memory-efficient backward kernel (fp32 attention
+    # training) reached a quarter of it on the H100: read from vit_b_16's fp32 and TF32 training steps, the
+    # only attention model of the sweep (its forward, and flash both ways, need none).
+    attention_efficiency: dict[str, float] = field(default_factory=lambda: {"efficient_backward": 0.25})
     # elements per second one block of PyTorch's per-channel BatchNorm kernels walks (rooflow.estimate.batchnorm)
     norm_block_elements_per_second: float = 1.0e9
     gemm_fill_k: float = 64.0
@@ -162,8 +165,8 @@ class Calibration:
         return table.get(op_class, self.memory_efficiency)
 
     def matmul_efficiency_of(self, path: str) -> float:
-        if path.startswith(attention.KERNEL_PREFIX):
-            return self.attention_efficiency
+        if path.startswith(attention.KERNEL_PREFIX):  # sdpa_<backend>_<phase>_<path>
+            return self.attention_efficiency.get("_".join(path.split("_")[1:3]), 1.0)
         if path.startswith(GEMM_PREFIX):
             base = path.removeprefix(GEMM_PREFIX)
             return self.gemm_efficiency.get(base, 1.0)
@@ -343,7 +346,8 @@ def _fused_attention_terms(terms: dict[str, Any], row, views, precision: str, de
     if row["phase"] == "backward":
         seconds *= attention.BACKWARD_RECOMPUTE
     element_bytes = 2 if path in ("fp16", "bf16") else 4
-    terms.update(compute={f"{attention.KERNEL_PREFIX}{path}": seconds}, path="", kernels=1.0,
+    kernel = f"{attention.KERNEL_PREFIX}{attention.backend(precision, device.compute_capability)}_{row['phase']}_{path}"
+    terms.update(compute={kernel: seconds}, path="", kernels=1.0,
                  bytes=attention.fused_bytes(views, element_bytes))
 
 
