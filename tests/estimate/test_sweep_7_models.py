@@ -3,11 +3,11 @@ h100-sweep-7-models.jsonl: 138 measured steps of resnet18/50, vgg16, alexnet, mo
 and vit_b_16 at batch 1/32/256, fp32/tf32/bf16 and a few fp16, inference and training).
 
 None of it calibrated the H100 (its calibration comes from b64 kernel recordings of resnet50, vgg16 and
-mobilenet_v2). One constant was read from the sweep: the per-channel block rate of PyTorch's bf16 BatchNorm
-kernels (rooflow.estimate.batchnorm), from resnet18 and resnet50; efficientnet_b0 was kept out of every
-choice and is checked as a held-out model. The remaining miss is named so a change that fixes or breaks it
-shows: vit_b_16 TF32 training (measured 1.5× the prediction: the memory-efficient attention backward in fp32,
-not modelled apart).
+mobilenet_v2). Two constants were read from the sweep: the per-channel block rate of PyTorch's bf16
+BatchNorm kernels (rooflow.estimate.batchnorm), from resnet18 and resnet50, and the efficiency of the
+memory-efficient attention backward kernel, from vit_b_16's fp32/TF32 training (the only attention model);
+efficientnet_b0 was kept out of every choice and is checked as a held-out model. The remaining batch-256 miss
+is named so a change that fixes or breaks it shows: alexnet bf16 training (measured 1.3× the prediction).
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ def sweep():
 
 
 def test_gpu_bound_runs(sweep):
-    """GPU-bound runs at batch 256: 46 of 48 within ±25%, mean |error| 11% (the issue's goal: 90%, 12%)."""
+    """GPU-bound runs at batch 256: 47 of 48 within ±25%, mean |error| 10% (the issue's goal: 90%, 12%)."""
     gpu = sweep[sweep["bound"] == "gpu"]
     error = (gpu["time_ratio"] - 1).abs()
     assert len(gpu) == 48
-    assert (error <= 0.25).sum() >= 46
-    assert error.mean() <= 0.11
+    assert (error <= 0.25).sum() >= 47
+    assert error.mean() <= 0.10
 
 
 def test_held_out_model(sweep):
@@ -78,6 +78,7 @@ def test_fixed_misses(sweep):
     BatchNorm training (element-bound) and fp16 depthwise where PyTorch leaves cuDNN (stride 2)."""
     assert abs(_ratio(sweep, "vit_b_16", "bf16", "inference") - 1) < 0.15
     assert abs(_ratio(sweep, "vit_b_16", "fp32", "inference") - 1) < 0.1
+    assert abs(_ratio(sweep, "vit_b_16", "tf32", "training") - 1) < 0.2  # memory-efficient attention backward
     assert abs(_ratio(sweep, "mobilenet_v2", "bf16", "training") - 1) < 0.1
     assert abs(_ratio(sweep, "efficientnet_b0", "bf16", "training") - 1) < 0.1
     assert abs(_ratio(sweep, "resnet18", "bf16", "training") - 1) < 0.15
@@ -88,7 +89,7 @@ def test_fixed_misses(sweep):
 
 def test_named_misses(sweep):
     """The misses are where the model knows it is weak (module docstring)."""
-    assert _ratio(sweep, "vit_b_16", "tf32", "training") > 1.3
+    assert _ratio(sweep, "alexnet", "bf16", "training") > 1.25
 
 
 def test_memory(sweep):
