@@ -37,7 +37,8 @@ device work and host work:
   (``host_op_seconds``), more for cuDNN/cuBLAS calls (``host_library_seconds``) and for ops autograd
   records in training (``host_autograd_seconds``); ``host_module_seconds`` per nn.Module call; backward ops
   run by the autograd engine (``host_backward_op_seconds``); ``torch.optim.SGD``'s foreach path (a few calls
-  over tensor lists). fp16 training adds GradScaler's host read of ``found_inf`` (a synchronisation).
+  over tensor lists). fp16 training adds GradScaler's unscale pass over the gradients and its host read of
+  ``found_inf`` (a synchronisation).
 - **Together**: the host issues ops in order; the device runs each when the host has issued it and the
   previous one finished; the step ends when the last kernel ends (rooflow's timing loop starts every step on
   an idle GPU). A small step is bound by the host, a large one by the GPU. On a CPU the host IS the device:
@@ -466,12 +467,22 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                 by_class[part] = by_class.get(part, 0.0) + calls * seconds
 
     if mode == "training" and not cpu:
-        if precision == "fp16":
-            # GradScaler.step reads found_inf on the host: the host waits for the GPU, then unscale/update
-            host_clock = max(host_clock, device_clock) + 3 * calibration.host_op_seconds
         optimizer = ops[ops["phase"] == "optimizer"]
         tensors = int(totals.get("param_tensors") or optimizer["layer"].nunique() or 1)
         bandwidth = _bandwidth(device)
+        if precision == "fp16":
+            # GradScaler.unscale_: one foreach pass over the gradients (inf/NaN check and multiply, in place);
+            # GradScaler.step then reads found_inf on the host: the host waits for the GPU
+            launches = max(1, math.ceil(tensors / 48))
+            unscale = max(2.0 * float(totals.get("gradient_bytes") or 0.0)
+                          / (bandwidth * calibration.memory_efficiency_of("elementwise", mode)),
+                          launches * calibration.kernel_seconds)
+            host_clock += calibration.host_optimizer_call_seconds
+            device_clock = max(device_clock, host_clock) + unscale
+            device_busy += unscale
+            kernels_total += launches
+            by_class["grad scaler"] = unscale
+            host_clock = max(host_clock, device_clock) + 3 * calibration.host_op_seconds
         optimizer_bytes = float((optimizer["bytes_read"] + optimizer["bytes_written"]).sum())
         foreach_calls = 4  # SGD(momentum, weight decay), foreach: d = g + wd·p; buf·m; buf + d; p − lr·buf
         launches = foreach_calls * max(1, math.ceil(tensors / 48))  # multi_tensor_apply chunks of tensors
