@@ -52,6 +52,13 @@ def fused_bytes(views, element_bytes: int) -> float:
     return total
 
 
+def _absorbed(op: str, op_class: str, phase: str, dtype: str) -> bool:
+    """Whether an op of an attention layer is part of the math path that a fused kernel absorbs."""
+    cast = op == "_to_copy" and ((phase == "forward" and dtype == "fp32")
+                                 or (phase == "backward" and dtype in ("fp16", "bf16")))
+    return op_class == "softmax" or op == "mul" or cast
+
+
 def fused_rows(ops) -> set:
     """Index labels of the rows of an ops table that a fused attention kernel absorbs: in each layer and phase
     that has attention products, the softmax, the scaling ``mul`` and the math path's casts of q, k, v (to fp32
@@ -60,13 +67,23 @@ def fused_rows(ops) -> set:
     if attention.empty:
         return set()
     groups = set(zip(attention["layer"], attention["phase"]))
-    absorbed = set()
-    for index, row in ops.iterrows():
-        if (row["layer"], row["phase"]) not in groups:
+    return {index for index, row in ops.iterrows() if (row["layer"], row["phase"]) in groups
+            and _absorbed(row["op"], row["op_class"], row["phase"], row["compute_precision"])}
+
+
+def on_chip_storages(records) -> set[int]:
+    """Storage keys of a recorded step (rooflow.estimate.counter.OpRecord) that a fused attention kernel never
+    allocates: the L × L scores and probabilities (and their gradients) the math path writes. Its scaled or
+    cast copies of q, k, v stay: they stand for the q, k, v that a fused kernel saves for backward."""
+    groups = {(r.layer, r.phase) for r in records if r.op_class == "attention"}
+    keys: set[int] = set()
+    for record in records:
+        if (record.layer, record.phase) not in groups:
             continue
-        cast = row["op"] == "_to_copy" and (
-            (row["phase"] == "forward" and row["compute_precision"] == "fp32")
-            or (row["phase"] == "backward" and row["compute_precision"] in ("fp16", "bf16")))
-        if row["op_class"] == "softmax" or row["op"] == "mul" or cast:
-            absorbed.add(index)
-    return absorbed
+        if record.op_class == "attention" and record.gemms:
+            m, n, k, count = record.gemms[0][:4]
+            if m * n >= max(m * k, k * n):  # the product writes the score matrix (or its gradient)
+                keys.update(key for key, _ in record.writes)
+        elif record.op_class == "softmax":
+            keys.update(key for key, _ in record.writes)
+    return keys
