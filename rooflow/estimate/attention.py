@@ -19,6 +19,7 @@ and backward recomputes the scores (five products where the math path runs four)
 from __future__ import annotations
 
 BACKWARD_RECOMPUTE = 5 / 4  # backward products of a fused kernel / those of the math path (QK^T again)
+SDPA_SOFTMAX = "_safe_softmax"
 KERNEL_PREFIX = "sdpa_"  # time-model compute paths of fused attention: sdpa_<backend>_<phase>_<path>
 FAST_FP32_PRODUCTS = 3  # memory-efficient fp32 on sm_80+: three TF32 products per product
 
@@ -63,22 +64,28 @@ def fused_rows(ops) -> set:
     """Index labels of the rows of an ops table that a fused attention kernel absorbs: in each layer and phase
     that has attention products, the softmax, the scaling ``mul`` and the math path's casts of q, k, v (to fp32
     in forward, back in backward)."""
-    attention = ops[ops["op_class"] == "attention"]
-    if attention.empty:
+    layers = sdpa_layers(ops["layer"], ops["op"])
+    if not layers:
         return set()
-    groups = set(zip(attention["layer"], attention["phase"]))
-    return {index for index, row in ops.iterrows() if (row["layer"], row["phase"]) in groups
+    return {index for index, row in ops.iterrows() if row["layer"] in layers
             and _absorbed(row["op"], row["op_class"], row["phase"], row["compute_precision"])}
+
+
+def sdpa_layers(layers, ops) -> set[str]:
+    """The layers that call ``F.scaled_dot_product_attention``: its math path (what the meta device runs)
+    normalises with ``_safe_softmax``, where a model's own ``softmax`` call (Swin's, MaxViT's attention: eager
+    products and softmax on a GPU too) runs ``_softmax``."""
+    return {layer for layer, op in zip(layers, ops) if op == SDPA_SOFTMAX}
 
 
 def on_chip_storages(records) -> set[int]:
     """Storage keys of a recorded step (rooflow.estimate.counter.OpRecord) that a fused attention kernel never
     allocates: the L × L scores and probabilities (and their gradients) the math path writes. Its scaled or
     cast copies of q, k, v stay: they stand for the q, k, v that a fused kernel saves for backward."""
-    groups = {(r.layer, r.phase) for r in records if r.op_class == "attention"}
+    layers = sdpa_layers([r.layer for r in records], [r.op for r in records])
     keys: set[int] = set()
     for record in records:
-        if (record.layer, record.phase) not in groups:
+        if record.layer not in layers:
             continue
         if record.op_class == "attention" and record.gemms:
             m, n, k, count = record.gemms[0][:4]

@@ -278,8 +278,8 @@ def tensor_core_padding(n: int, k: int, k_taps: int, n_taps: int, element_bytes:
     return n, k
 
 
-def op_terms(row, precision: str, device, calibration: Calibration, sm_count: int, mode: str = "inference"
-             ) -> dict[str, Any]:
+def op_terms(row, precision: str, device, calibration: Calibration, sm_count: int, mode: str = "inference",
+             sdpa: bool = False) -> dict[str, Any]:
     """The ideal work of ONE call of an ops-table row, before efficiencies: ``compute`` seconds per path
     (``{path: seconds}`` at the path's peak with the shape factor), ``bytes`` moved eagerly,
     ``conv_bytes`` (a convolution's bytes: its layout transposes are a calibrated multiple of them, on a
@@ -298,7 +298,7 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
     views = parse_gemms(row.get("gemms"))
     if not peak:
         return terms
-    if row["op_class"] == "attention" and views and calibration.kind == "cuda":
+    if row["op_class"] == "attention" and views and calibration.kind == "cuda" and sdpa:
         _fused_attention_terms(terms, row, views, precision, device, calibration, sm_count)
     elif views and not _is_depthwise(views):
         product_flops, padded = 0.0, False
@@ -383,11 +383,12 @@ def _take_faster_kernels(terms: dict[str, Any], ffma: dict[str, float], device, 
 
 
 def device_op_seconds(row, precision: str, mode: str, device, calibration: Calibration, sm_count: int,
-                      norm_channels: dict[str, tuple[int, float]] | None = None
+                      norm_channels: dict[str, tuple[int, float]] | None = None, sdpa_layers: set | None = None
                       ) -> tuple[float, int, dict[str, float]]:
     """(seconds, kernels, seconds by part) of ONE call of an ops-table row on the device; ``norm_channels``:
-    the BatchNorm layers' channels (rooflow.estimate.batchnorm.channels_by_layer)."""
-    terms = op_terms(row, precision, device, calibration, sm_count, mode)
+    the BatchNorm layers' channels (rooflow.estimate.batchnorm.channels_by_layer); ``sdpa_layers``: the layers
+    whose attention runs as PyTorch's fused kernel (rooflow.estimate.attention.sdpa_layers)."""
+    terms = op_terms(row, precision, device, calibration, sm_count, mode, bool(sdpa_layers) and row["layer"] in sdpa_layers)
     bandwidth = _bandwidth(device)
     memory_class = "depthwise" if terms.get("depthwise") else row["op_class"]
     # depthwise backward (input gradient, and the weight gradient: a reduction over N·H·W per tap) runs
@@ -444,13 +445,15 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     # torch.optim.SGD runs its foreach path (a few calls over tensor lists) on a GPU, and one op per parameter
     # on a CPU (foreach is for CUDA tensors): there the estimate's per-parameter optimizer ops are the work.
     body = ops if cpu else ops[ops["phase"] != "optimizer"]
+    sdpa_layers = attention.sdpa_layers(body["layer"], body["op"]) if not cpu else set()
     if not cpu:  # the softmax, scaling and casts of attention's math path run inside the fused kernel
         body = body.drop(index=list(attention.fused_rows(body)))
     norm_channels = batchnorm.channels_by_layer(body, 2.0) if not cpu and precision == "bf16" and mode == "training" \
         else None
     for _, row in body.iterrows():
         calls = int(row["calls"])
-        work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count, norm_channels)
+        work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count, norm_channels,
+                                                 sdpa_layers)
         host = host_op_seconds(row, mode, calibration) + (module_share if row["phase"] == "forward" else 0.0)
         if cpu:
             host_clock += calls * (host + work)

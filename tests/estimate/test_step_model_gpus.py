@@ -53,3 +53,15 @@ def test_h200_scales_memory_bound_work_not_compute():
     assert ratio["elementwise"] == pytest.approx(3.35 / 4.8, rel=0.01)
     assert ratio["matmul"] == pytest.approx(1.0, rel=0.01)
     assert "scaled from the h100-sxm5-80gb calibration" in for_device(h200).source
+
+
+def test_only_scaled_dot_product_attention_runs_fused():
+    """ViT calls F.scaled_dot_product_attention in its 12 encoder layers; Swin computes attention with its own
+    matmuls and softmax, which a GPU runs eagerly too: nothing of it is fused, in time or in memory."""
+    vit = estimate("vit_b_16", 1, "fp32", "inference")
+    assert len(attention.sdpa_layers(vit.ops["layer"], vit.ops["op"])) == 12
+    assert vit.totals["peak_memory_bytes_fused_attention"] < vit.totals["peak_memory_bytes"]
+    swin = estimate("swin_t", 1, "fp32", "inference")
+    assert (swin.ops["op_class"] == "attention").any()
+    assert not attention.sdpa_layers(swin.ops["layer"], swin.ops["op"])
+    assert swin.totals["peak_memory_bytes_fused_attention"] == swin.totals["peak_memory_bytes"]
