@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.estimate.timemodel import Calibration, op_terms
+from rooflow.estimate.timemodel import GEMM_PREFIX, Calibration, op_terms
 
 SHIPPED = {"h100-sxm5-80gb": "h100-sxm5-80gb.json"}
 # Kernel classes (rooflow.profilers.kernels) → the time model's parts.
@@ -143,7 +143,8 @@ def _ideal_parts(recording: Recording, device, unity: Calibration) -> dict[str, 
         terms = op_terms(row, recording.precision, device, unity, int(device.sm_count or 1))
         calls = int(row["calls"])
         if terms.get("depthwise"):
-            parts["depthwise"] += calls * terms["bytes"] / bandwidth
+            parts["depthwise_backward" if row["phase"] == "backward" else "depthwise"] += \
+                calls * terms["bytes"] / bandwidth
             continue
         if terms["path"]:
             for path, seconds in terms["compute"].items():
@@ -161,7 +162,9 @@ def _measured_parts(recording: Recording, clock_ratio: float) -> dict[str, float
     parts: dict[str, float] = collections.defaultdict(float)
     kernels = recording.kernels
     depthwise = kernels["name"].str.contains("depthwise|dwconv", case=False, regex=True)
-    parts["depthwise"] += float(kernels.loc[depthwise, "seconds"].sum())
+    forward = kernels["name"].str.contains("forward|fprop", case=False, regex=True)
+    parts["depthwise"] += float(kernels.loc[depthwise & forward, "seconds"].sum())
+    parts["depthwise_backward"] += float(kernels.loc[depthwise & ~forward, "seconds"].sum())
     for kernel_class, seconds in kernels[~depthwise].groupby("kernel_class")["seconds"].sum().items():
         part = KERNEL_PARTS.get(kernel_class, "other")
         if part == "matmul" and recording.source == "ncu":
@@ -292,6 +295,8 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
     paths = sorted({p for row, _, _ in matmul for p in row})
     chosen = {}
     for path in paths:
+        if path.startswith(GEMM_PREFIX):
+            continue  # cuBLAS GEMMs: of the measured GEMM ceiling (Calibration.gemm_efficiency)
         dominant = [(row, target, src) for row, target, src in matmul
                     if row.get(path, 0.0) >= 0.5 * sum(row.values()) and target > 0]
         chosen[path] = preferred(dominant)

@@ -35,7 +35,12 @@ import pandas as pd
 from rooflow.conventions import MATMUL_OP_CLASSES, MODES, PRECISIONS
 from rooflow.estimate import formulas
 from rooflow.estimate.counter import LOSS, Trace, run_step, trace_step
-from rooflow.estimate.memory import layout_workspace_bytes, peak_memory, peak_with_workspace
+from rooflow.estimate.memory import (
+    fused_attention_peak,
+    layout_workspace_bytes,
+    peak_memory,
+    peak_with_workspace,
+)
 
 FLOP_CLASSES = ("matmul", "elementwise", "normalization", "pooling", "softmax", "attention")
 FUSIBLE_CONSUMERS = {"elementwise"}
@@ -308,6 +313,8 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
         "peak_memory_breakdown": memory["breakdown"],
         # with cuDNN's NCHW→NHWC copies while each convolution runs (tensor-core paths; see memory.py)
         "peak_memory_bytes_layout_workspace": peak_with_workspace(trace, workspace),
+        # attention as one fused kernel (a GPU's flash / memory-efficient SDPA; see attention.py)
+        "peak_memory_bytes_fused_attention": fused_attention_peak(trace),
         "largest_conv_activation_bytes": max(workspace, default=0),
         "unsupported_ops": dict(sorted(trace.unsupported.items())),
         "module_calls": dict(trace.module_calls),

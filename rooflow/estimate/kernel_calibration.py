@@ -599,7 +599,10 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
             memory[key] = round(kernels.classes[op_class]["memory_efficiency"] / 0.9, 4)
     source = (f"kernel calibration — {kernels.source}; host costs, tensor-core paths and other classes from "
               f"the {reference_key} calibration (range ±{max(reference.relative_uncertainty, kernels.relative_uncertainty):.0%})")
-    return reference.with_(source=source, matmul_efficiency=matmul, memory_efficiency_by_class=memory,
+    # the fitted GEMMs are cuBLAS's (linear, bmm): the time model's gemm_efficiency, too
+    gemm_efficiency = {**reference.gemm_efficiency, "fp32": matmul["fp32"]} if gemm else reference.gemm_efficiency
+    return reference.with_(source=source, matmul_efficiency=matmul, gemm_efficiency=gemm_efficiency,
+                           memory_efficiency_by_class=memory,
                            memory_efficiency=memory.get("elementwise", reference.memory_efficiency),
                            relative_uncertainty=max(reference.relative_uncertainty, kernels.relative_uncertainty),
                            notes=(*reference.notes, f"FP32 GEMM/convolution, elementwise and normalization "

@@ -26,6 +26,7 @@ when nothing else holds it (tests/estimate/test_autocast.py pins this for a Laye
 
 from __future__ import annotations
 
+from rooflow.estimate.attention import on_chip_storages
 from rooflow.estimate.counter import Trace
 
 CATEGORIES = ("params", "activations", "gradients", "optimizer_state", "temporaries")
@@ -43,13 +44,15 @@ def _category(trace: Trace, key: int, category: str) -> str:
     return "temporaries"
 
 
-def live_bytes(trace: Trace) -> list[int]:
+def live_bytes(trace: Trace, skip: set[int] | frozenset = frozenset()) -> list[int]:
     """Live bytes after each recorded op (index i: the storages allocated at or before op i and not yet
-    released when op i finished)."""
+    released when op i finished); ``skip``: storage keys left out."""
     n = len(trace.records)
     delta = [0] * (n + 2)
     base = 0
     for storage in trace.storages.values():
+        if storage.key in skip:
+            continue
         start = max(storage.alloc_index, 0)
         if storage.alloc_index < 0:
             base += storage.nbytes
@@ -94,6 +97,12 @@ def layout_workspace_bytes(trace: Trace) -> list[int]:
         writes = sum(nbytes for key, nbytes in record.writes if key not in trace.gradient_keys)
         workspace.append(reads + writes)
     return workspace
+
+
+def fused_attention_peak(trace: Trace) -> int:
+    """The peak of live bytes when attention runs as one fused kernel, as on a GPU (rooflow.estimate.attention):
+    the math path's L × L matrices and its copies of q, k, v never exist. The peak itself for other models."""
+    return int(max(live_bytes(trace, on_chip_storages(trace.records))))
 
 
 def peak_with_workspace(trace: Trace, workspace: list[int]) -> int:

@@ -109,7 +109,8 @@ def predict_memory(totals: dict[str, Any], device) -> dict[str, Any]:
     and whether the run fits the device.
 
     Point: the estimator's live-tensor peak (parameters, gradients, momentum, saved activations, autocast's
-    weight copies, temporaries); with cuDNN's NHWC copies of each convolution's activations while it runs
+    weight copies, temporaries), without the L × L matrices of attention's math path (a GPU runs it fused);
+    with cuDNN's NHWC copies of each convolution's activations while it runs
     where convolutions use tensor cores; plus the cuBLAS/cuBLASLt workspaces (two handles in inference, one
     more for autograd's thread in training). Range: low = the tensors alone; high = the point plus an FFT
     workspace of twice the largest convolution's activations (cuDNN's autotuner may pick FFT for FP32
@@ -123,6 +124,8 @@ def predict_memory(totals: dict[str, Any], device) -> dict[str, Any]:
     precision, mode = totals.get("precision"), totals.get("mode")
     layout = tensor_core_convolutions(device, precision)
     base = int(totals.get("peak_memory_bytes_layout_workspace") or tensors) if layout else tensors
+    # a GPU runs attention as one fused kernel: the math path's L × L matrices are never allocated
+    base -= tensors - int(totals.get("peak_memory_bytes_fused_attention") or tensors)
     handles = 3 if mode == "training" else 2
     point = base + handles * cublas_workspace_bytes(device)
     high = point + (0 if layout else 2 * int(totals.get("largest_conv_activation_bytes") or 0))

@@ -19,8 +19,16 @@ device work and host work:
   *epilogue* — a convolution with a bias adds it in a separate elementwise kernel (cuDNN path of
   ``aten::_convolution``): it reads and writes the output once more.
   *kernels* — no kernel takes less than ``kernel_seconds``.
-  *bf16 BatchNorm* (GPU, training) — PyTorch runs it in its own kernels, not cuDNN, at the time of the
-  same work on fp32 elements (``NATIVE_NORMALIZATION_OPS``).
+  *16-bit BatchNorm* (GPU, training) — at the time of the same work on fp32 elements
+  (``NATIVE_NORMALIZATION_OPS``); bf16 runs PyTorch's own kernels, not cuDNN, and takes at least the time
+  one block needs to walk its channel (one block per channel: rooflow.estimate.batchnorm).
+  *cuBLAS GEMMs* (mm, addmm, bmm on a GPU) run at the measured GEMM ceiling (a cuBLAS GEMM itself) times
+  their shape factor (``gemm_efficiency``, 1 unless measured); cuDNN's convolutions at ``matmul_efficiency``.
+  *attention* (GPU) — PyTorch's fused SDPA kernel, not the math decomposition the estimate counts
+  (rooflow.estimate.attention): its products at the kernel's path, the score matrix kept on chip, the
+  softmax, scaling and casts inside it.
+  *depthwise* — memory-bound kernels, forward and backward (``depthwise_backward``) each with its
+  efficiency; PyTorch's native kernels (bf16; fp16 where cuDNN is not chosen) at the time of fp32 work.
   *cache* — an op whose bytes fit in half the last-level cache moves them at the cache's speed (the class's
   cache-resident efficiency, where the calibration measured one: a CPU's small activations).
   *page faults* (CPU) — a tensor of 32 MiB or more is freshly mapped at each allocation (glibc), so an op
@@ -29,7 +37,8 @@ device work and host work:
   (``host_op_seconds``), more for cuDNN/cuBLAS calls (``host_library_seconds``) and for ops autograd
   records in training (``host_autograd_seconds``); ``host_module_seconds`` per nn.Module call; backward ops
   run by the autograd engine (``host_backward_op_seconds``); ``torch.optim.SGD``'s foreach path (a few calls
-  over tensor lists). fp16 training adds GradScaler's host read of ``found_inf`` (a synchronisation).
+  over tensor lists). fp16 training adds GradScaler's unscale pass over the gradients and its host read of
+  ``found_inf`` (a synchronisation).
 - **Together**: the host issues ops in order; the device runs each when the host has issued it and the
   previous one finished; the step ends when the last kernel ends (rooflow's timing loop starts every step on
   an idle GPU). A small step is bound by the host, a large one by the GPU. On a CPU the host IS the device:
@@ -49,6 +58,7 @@ from typing import Any
 import pandas as pd
 
 from rooflow.conventions import MATMUL_OP_CLASSES
+from rooflow.estimate import attention, batchnorm
 from rooflow.estimate.core import parse_gemms
 
 # Ops that call cuDNN/cuBLAS (host: descriptors, heuristics and plan-cache lookups).
@@ -59,14 +69,28 @@ LIBRARY_OPS = {"convolution", "_convolution", "convolution_backward", "mm", "add
 NO_KERNEL_OPS = {"empty", "empty_like", "empty_strided", "detach", "t", "view", "expand"}
 TRAINING_SENSITIVE = ("normalization", "pooling")  # kernels that differ between training and inference
 PATHS = ("fp32", "fp32_fast", "tf32", "fp16", "bf16")
+# The GEMM ceiling times square products of 2048 and more: cuBLAS GEMMs whose output fills whole tiles in
+# both dimensions run its kernels; thinner ones (a linear layer at a small batch: GEMV-like kernels, split-K)
+# keep the efficiency the recordings give (matmul_efficiency).
+GEMM_CEILING_MIN_ROWS = 128
+GEMM_PREFIX = "gemm_"  # compute paths of cuBLAS GEMMs on a GPU: gemm_fp32, gemm_tf32, gemm_bf16, ...
 # BatchNorm on bf16 activations never runs cuDNN on a GPU: PyTorch's backend choice
 # (_select_batch_norm_backend, aten/src/ATen/native/Normalization.cpp) excludes bf16, while fp16 with fp32
-# weights (autocast) gets cuDNN. In training the native NCHW kernels (batch_norm_collect_statistics,
-# batch_norm_backward: a block per channel, one element per thread per step) take the time of the same
-# work on 4-byte elements: their time follows elements, not bytes. H100 sweep: ResNet-50 b256 training
-# 114.7 ms in bf16, 96.3 ms in fp16; where BN does not train (inference; VGG) the two match within 4%.
+# weights (autocast) gets cuDNN. In training both take the time of the same work on 4-byte elements: their
+# NCHW training kernels (a block per channel, one element per thread per step; cuDNN's 1C11 kernels reach
+# 39% of the bandwidth in fp32) follow elements, not bytes; the native ones are moreover limited by one
+# block per channel (rooflow.estimate.batchnorm). H100 sweep: ResNet-50 b256 training 114.7 ms in bf16,
+# 96.3 ms in fp16, 138 ms in TF32; where BN does not train (inference; VGG) bf16 and fp16 match within 4%.
 NATIVE_NORMALIZATION_OPS = ("native_batch_norm", "native_batch_norm_backward")
 NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
+# Depthwise convolutions run cuDNN only for fp16 (use_cudnn_depthwise, aten/src/ATen/native/Convolution.cpp);
+# fp32 and bf16 run PyTorch's conv_depthwise2d kernels (one output element per thread, the taps loaded one by
+# one, fp32 accumulation), whose time follows elements: bf16 takes the time of the same work in fp32.
+# fp16 runs cuDNN for square 3×3/5×5 filters of 32 channels or more at stride 1 (at stride 2 and a batch
+# above 16 only for wide layers: left to the native kernels here).
+NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
+CUDNN_DEPTHWISE_TAPS = (9, 25)
+CUDNN_DEPTHWISE_MIN_CHANNELS = 32
 
 
 @dataclass(frozen=True)
@@ -94,6 +118,16 @@ class Calibration:
     page_fault_seconds_per_byte: float = 0.0
     layout_bytes_per_byte: dict[str, float] = field(default_factory=dict)  # by path (tensor-core ones)
     matmul_efficiency: dict[str, float] = field(default_factory=dict)  # by path (PATHS)
+    # cuBLAS GEMMs (mm, addmm, bmm: linear layers, attention) by path, of the measured GEMM ceiling, which is
+    # such a GEMM (torch.mm): 1 unless measured otherwise. matmul_efficiency is that of cuDNN's convolutions.
+    gemm_efficiency: dict[str, float] = field(default_factory=dict)
+    # PyTorch's fused attention kernels, "<backend>_<phase>" (flash_forward, efficient_backward, ...), of their
+    # path's peak and shape factor (1 where absent). The memory-efficient backward kernel (fp32 attention
+    # training) reached a quarter of it on the H100: read from vit_b_16's fp32 and TF32 training steps, the
+    # only attention model of the sweep (its forward, and flash both ways, need none).
+    attention_efficiency: dict[str, float] = field(default_factory=lambda: {"efficient_backward": 0.25})
+    # elements per second one block of PyTorch's per-channel BatchNorm kernels walks (rooflow.estimate.batchnorm)
+    norm_block_elements_per_second: float = 1.0e9
     gemm_fill_k: float = 64.0
     # (tile m, tile n, throughput of that tile relative to the largest): smaller tiles reuse less data
     tiles: tuple[tuple[int, int, float], ...] = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.95),
@@ -127,9 +161,16 @@ class Calibration:
             table = {**table, **self.cache_memory_efficiency_by_class}
         if mode == "training" and f"{op_class}_training" in table:
             return table[f"{op_class}_training"]
+        if op_class not in table and op_class.endswith("_backward"):
+            op_class = op_class.removesuffix("_backward")  # not measured apart: the forward kernels'
         return table.get(op_class, self.memory_efficiency)
 
     def matmul_efficiency_of(self, path: str) -> float:
+        if path.startswith(attention.KERNEL_PREFIX):  # sdpa_<backend>_<phase>_<path>
+            return self.attention_efficiency.get("_".join(path.split("_")[1:3]), 1.0)
+        if path.startswith(GEMM_PREFIX):
+            base = path.removeprefix(GEMM_PREFIX)
+            return self.gemm_efficiency.get(base, 1.0)
         if path in self.matmul_efficiency:
             return self.matmul_efficiency[path]
         if path == "fp32_fast":
@@ -189,6 +230,28 @@ def _path(compute_precision: str, precision: str) -> str:
     return "tf32" if precision == "tf32" else "fp32"
 
 
+def _native_depthwise(row) -> bool:
+    """Whether a 16-bit depthwise convolution row runs PyTorch's native kernels rather than cuDNN
+    (``NATIVE_DEPTHWISE_PRECISIONS``): its taps and channels from its GEMM views, its stride from its
+    input:output elements (forward: bytes read vs written; backward: input-gradient vs weight-gradient rows)."""
+    precision = row["compute_precision"]
+    if precision in NATIVE_DEPTHWISE_PRECISIONS:
+        return True
+    if precision != "fp16":
+        return False
+    views = parse_gemms(row.get("gemms"))
+    if not views:
+        return True
+    m, _, taps, channels = views[0][:4]
+    if len(views) > 1:
+        positions = views[1][2] or 1  # weight gradient: k = N·Hout·Wout
+        area_ratio = m / positions
+    else:
+        area_ratio = float(row["bytes_read"]) / max(1.0, float(row["bytes_written"]))
+    stride_one = area_ratio < 2.0
+    return not (taps in CUDNN_DEPTHWISE_TAPS and channels >= CUDNN_DEPTHWISE_MIN_CHANNELS and stride_one)
+
+
 def _is_depthwise(views) -> bool:
     return any(view[3] > 1 and view[1] == 1 for view in views)
 
@@ -215,8 +278,8 @@ def tensor_core_padding(n: int, k: int, k_taps: int, n_taps: int, element_bytes:
     return n, k
 
 
-def op_terms(row, precision: str, device, calibration: Calibration, sm_count: int, mode: str = "inference"
-             ) -> dict[str, Any]:
+def op_terms(row, precision: str, device, calibration: Calibration, sm_count: int, mode: str = "inference",
+             sdpa: bool = False) -> dict[str, Any]:
     """The ideal work of ONE call of an ops-table row, before efficiencies: ``compute`` seconds per path
     (``{path: seconds}`` at the path's peak with the shape factor), ``bytes`` moved eagerly,
     ``conv_bytes`` (a convolution's bytes: its layout transposes are a calibrated multiple of them, on a
@@ -235,12 +298,17 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
     views = parse_gemms(row.get("gemms"))
     if not peak:
         return terms
-    if views and not _is_depthwise(views):
+    if row["op_class"] == "attention" and views and calibration.kind == "cuda" and sdpa:
+        _fused_attention_terms(terms, row, views, precision, device, calibration, sm_count)
+    elif views and not _is_depthwise(views):
         product_flops, padded = 0.0, False
         ffma: dict[str, float] = {}  # the same views with every padded one on FP32 FFMA instead
         ffma_peak = _peak(device, "fp32")
+        library = calibration.kind == "cuda" and not row["op"].startswith(("convolution", "_convolution"))
         for m, n, k, count, fast, k_taps, n_taps in views:
             view_path = "fp32_fast" if path == "fp32" and fast else path
+            if library and min(m, n) >= GEMM_CEILING_MIN_ROWS:
+                view_path = f"{GEMM_PREFIX}{path}"  # cuBLAS, not cuDNN: the kernels the GEMM ceiling times
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
                             if path in TENSOR_PATHS and count == 1 else (n, k))
             efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration), 1e-3)
@@ -266,6 +334,22 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
     else:  # depthwise (one channel per group): a few FLOPs per byte, bandwidth work in its own kernels
         terms["depthwise"] = True
     return terms
+
+
+def _fused_attention_terms(terms: dict[str, Any], row, views, precision: str, device, calibration: Calibration,
+                           sm_count: int) -> None:
+    """The attention products of a row as PyTorch's fused SDPA kernel runs them on a GPU
+    (rooflow.estimate.attention): at its kernel's path, the score matrix kept on chip."""
+    path, products = attention.kernel_path(precision, device.compute_capability)
+    peak = _peak(device, path) / products
+    seconds = sum(2.0 * m * n * k * count / (peak * max(gemm_efficiency(m, n, k, count, sm_count, calibration), 1e-3))
+                  for m, n, k, count, *_ in views)
+    if row["phase"] == "backward":
+        seconds *= attention.BACKWARD_RECOMPUTE
+    element_bytes = 2 if path in ("fp16", "bf16") else 4
+    kernel = f"{attention.KERNEL_PREFIX}{attention.backend(precision, device.compute_capability)}_{row['phase']}_{path}"
+    terms.update(compute={kernel: seconds}, path="", kernels=1.0,
+                 bytes=attention.fused_bytes(views, element_bytes))
 
 
 def _peak(device, path: str) -> float:
@@ -298,16 +382,28 @@ def _take_faster_kernels(terms: dict[str, Any], ffma: dict[str, float], device, 
         terms["compute"], terms["path"] = ffma, ffma_path
 
 
-def device_op_seconds(row, precision: str, mode: str, device, calibration: Calibration, sm_count: int
+def device_op_seconds(row, precision: str, mode: str, device, calibration: Calibration, sm_count: int,
+                      norm_channels: dict[str, tuple[int, float]] | None = None, sdpa_layers: set | None = None
                       ) -> tuple[float, int, dict[str, float]]:
-    """(seconds, kernels, seconds by part) of ONE call of an ops-table row on the device."""
-    terms = op_terms(row, precision, device, calibration, sm_count, mode)
+    """(seconds, kernels, seconds by part) of ONE call of an ops-table row on the device; ``norm_channels``:
+    the BatchNorm layers' channels (rooflow.estimate.batchnorm.channels_by_layer); ``sdpa_layers``: the layers
+    whose attention runs as PyTorch's fused kernel (rooflow.estimate.attention.sdpa_layers)."""
+    terms = op_terms(row, precision, device, calibration, sm_count, mode, bool(sdpa_layers) and row["layer"] in sdpa_layers)
     bandwidth = _bandwidth(device)
     memory_class = "depthwise" if terms.get("depthwise") else row["op_class"]
+    # depthwise backward (input gradient, and the weight gradient: a reduction over N·H·W per tap) runs
+    # other kernels than forward, in training and inference alike
+    efficiency_class = f"{memory_class}_backward" if memory_class == "depthwise" and row["phase"] == "backward" \
+        else memory_class
     cached = bool(calibration.cache_bytes) and terms["bytes"] <= calibration.cache_bytes / 2
-    memory = terms["bytes"] / (bandwidth * calibration.memory_efficiency_of(memory_class, mode, cached))
-    if (calibration.kind == "cuda" and mode == "training" and row["compute_precision"] == "bf16"
+    memory = terms["bytes"] / (bandwidth * calibration.memory_efficiency_of(efficiency_class, mode, cached))
+    if (calibration.kind == "cuda" and mode == "training" and row["compute_precision"] in ("fp16", "bf16")
             and row["op"] in NATIVE_NORMALIZATION_OPS):
+        memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
+        if norm_channels and row["layer"] in norm_channels and row["compute_precision"] == "bf16":
+            memory = max(memory, batchnorm.block_seconds(row["op"], *norm_channels[row["layer"]], sm_count,
+                                                         calibration.norm_block_elements_per_second))
+    if calibration.kind == "cuda" and memory_class == "depthwise" and _native_depthwise(row):
         memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
     layout = _layout_seconds(terms, terms["path"], device, calibration, mode)
@@ -349,9 +445,15 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     # torch.optim.SGD runs its foreach path (a few calls over tensor lists) on a GPU, and one op per parameter
     # on a CPU (foreach is for CUDA tensors): there the estimate's per-parameter optimizer ops are the work.
     body = ops if cpu else ops[ops["phase"] != "optimizer"]
+    sdpa_layers = attention.sdpa_layers(body["layer"], body["op"]) if not cpu else set()
+    if not cpu:  # the softmax, scaling and casts of attention's math path run inside the fused kernel
+        body = body.drop(index=list(attention.fused_rows(body)))
+    norm_channels = batchnorm.channels_by_layer(body, 2.0) if not cpu and precision == "bf16" and mode == "training" \
+        else None
     for _, row in body.iterrows():
         calls = int(row["calls"])
-        work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count)
+        work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count, norm_channels,
+                                                 sdpa_layers)
         host = host_op_seconds(row, mode, calibration) + (module_share if row["phase"] == "forward" else 0.0)
         if cpu:
             host_clock += calls * (host + work)
@@ -368,12 +470,22 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                 by_class[part] = by_class.get(part, 0.0) + calls * seconds
 
     if mode == "training" and not cpu:
-        if precision == "fp16":
-            # GradScaler.step reads found_inf on the host: the host waits for the GPU, then unscale/update
-            host_clock = max(host_clock, device_clock) + 3 * calibration.host_op_seconds
         optimizer = ops[ops["phase"] == "optimizer"]
         tensors = int(totals.get("param_tensors") or optimizer["layer"].nunique() or 1)
         bandwidth = _bandwidth(device)
+        if precision == "fp16":
+            # GradScaler.unscale_: one foreach pass over the gradients (inf/NaN check and multiply, in place);
+            # GradScaler.step then reads found_inf on the host: the host waits for the GPU
+            launches = max(1, math.ceil(tensors / 48))
+            unscale = max(2.0 * float(totals.get("gradient_bytes") or 0.0)
+                          / (bandwidth * calibration.memory_efficiency_of("elementwise", mode)),
+                          launches * calibration.kernel_seconds)
+            host_clock += calibration.host_optimizer_call_seconds
+            device_clock = max(device_clock, host_clock) + unscale
+            device_busy += unscale
+            kernels_total += launches
+            by_class["grad scaler"] = unscale
+            host_clock = max(host_clock, device_clock) + 3 * calibration.host_op_seconds
         optimizer_bytes = float((optimizer["bytes_read"] + optimizer["bytes_written"]).sum())
         foreach_calls = 4  # SGD(momentum, weight decay), foreach: d = g + wd·p; buf·m; buf + d; p − lr·buf
         launches = foreach_calls * max(1, math.ceil(tensors / 48))  # multi_tensor_apply chunks of tensors

@@ -3,10 +3,11 @@ h100-sweep-7-models.jsonl: 138 measured steps of resnet18/50, vgg16, alexnet, mo
 and vit_b_16 at batch 1/32/256, fp32/tf32/bf16 and a few fp16, inference and training).
 
 None of it calibrated the H100 (its calibration comes from b64 kernel recordings of resnet50, vgg16 and
-mobilenet_v2). Pinned at what the model reaches; the misses are named so a change that fixes or breaks one
-shows: depthwise convolutions in inference (predicted slower than measured), bf16/fp16 training of
-BatchNorm-heavy nets (measured 1.6–1.9× the prediction), vit_b_16 (PyTorch's fused SDPA kernels and its
-FP32 GEMMs run faster than the model's math-path attention and conv-derived GEMM efficiency).
+mobilenet_v2). Two constants were read from the sweep: the per-channel block rate of PyTorch's bf16
+BatchNorm kernels (rooflow.estimate.batchnorm), from resnet18 and resnet50, and the efficiency of the
+memory-efficient attention backward kernel, from vit_b_16's fp32/TF32 training (the only attention model);
+efficientnet_b0 was kept out of every choice and is checked as a held-out model. The remaining batch-256 miss
+is named so a change that fixes or breaks it shows: alexnet bf16 training (measured 1.3× the prediction).
 """
 
 from __future__ import annotations
@@ -49,29 +50,52 @@ def sweep():
 
 
 def test_gpu_bound_runs(sweep):
-    """GPU-bound runs at batch 256: 34 of 48 within ±25%, mean |error| 20% (the issue's goal: 90%, 12%)."""
+    """GPU-bound runs at batch 256: 47 of 48 within ±25%, mean |error| 10% (the issue's goal: 90%, 12%)."""
     gpu = sweep[sweep["bound"] == "gpu"]
     error = (gpu["time_ratio"] - 1).abs()
     assert len(gpu) == 48
-    assert (error <= 0.25).sum() >= 34
-    assert error.mean() <= 0.21
-    # the four models the H100 calibration saw kernels of, or the sweep before: within ±25% for most
-    old = gpu[gpu["model"].isin(["resnet50", "vgg16", "alexnet"])]
-    assert ((old["time_ratio"] - 1).abs() <= 0.25).mean() >= 0.9
+    assert (error <= 0.25).sum() >= 47
+    assert error.mean() <= 0.10
+
+
+def test_held_out_model(sweep):
+    """efficientnet_b0 (SiLU, squeeze-excitation, depthwise 5×5), which no choice of the model looked at: all
+    six batch-256 runs within ±25%, mean |error| 12%."""
+    held_out = sweep[sweep["model"] == "efficientnet_b0"]
+    error = (held_out["time_ratio"] - 1).abs()
+    assert len(held_out) == 6 and (error <= 0.25).all()
+    assert error.mean() <= 0.13
+
+
+def _ratio(sweep, model, precision, mode):
+    row = sweep[(sweep["model"] == model) & (sweep["precision"] == precision) & (sweep["mode"] == mode)]
+    return float(row["time_ratio"].iloc[0])
+
+
+def test_fixed_misses(sweep):
+    """What the previous model missed by 1.5–2×: fused SDPA attention in bf16, bf16 BatchNorm and depthwise
+    training (PyTorch's native kernels), depthwise inference (its forward kernels apart from backward), fp16
+    BatchNorm training (element-bound) and fp16 depthwise where PyTorch leaves cuDNN (stride 2)."""
+    assert abs(_ratio(sweep, "vit_b_16", "bf16", "inference") - 1) < 0.15
+    assert abs(_ratio(sweep, "vit_b_16", "fp32", "inference") - 1) < 0.1
+    assert abs(_ratio(sweep, "vit_b_16", "tf32", "training") - 1) < 0.2  # memory-efficient attention backward
+    assert abs(_ratio(sweep, "mobilenet_v2", "bf16", "training") - 1) < 0.1
+    assert abs(_ratio(sweep, "efficientnet_b0", "bf16", "training") - 1) < 0.1
+    assert abs(_ratio(sweep, "resnet18", "bf16", "training") - 1) < 0.15
+    assert _ratio(sweep, "mobilenet_v2", "fp32", "inference") > 0.75
+    assert abs(_ratio(sweep, "mobilenet_v2", "fp16", "training") - 1) < 0.2
+    assert abs(_ratio(sweep, "resnet50", "fp16", "training") - 1) < 0.1
 
 
 def test_named_misses(sweep):
     """The misses are where the model knows it is weak (module docstring)."""
-    def ratio(model, batch, precision, mode):
-        row = sweep[(sweep["model"] == model) & (sweep["batch"] == batch) & (sweep["precision"] == precision)
-                    & (sweep["mode"] == mode)]
-        return float(row["time_ratio"].iloc[0])
-
-    assert ratio("mobilenet_v2", 256, "fp32", "inference") < 0.75  # depthwise inference: faster than modelled
-    assert ratio("mobilenet_v2", 256, "bf16", "training") > 1.5  # bf16 BN/depthwise training: slower
-    assert ratio("vit_b_16", 256, "bf16", "inference") < 0.6  # fused SDPA (flash) in bf16
+    assert _ratio(sweep, "alexnet", "bf16", "training") > 1.25
 
 
 def test_memory(sweep):
-    """Steady-state peak within ±15% for 40 of the 48 batch-256 runs."""
-    assert ((sweep["memory_ratio"] - 1).abs() <= 0.15).sum() >= 40
+    """Steady-state peak within ±15% for 43 of the 48 batch-256 runs (attention fused on the GPU: no L × L
+    matrices; vit_b_16 training within 12%); the misses are AlexNet (FP32: FFT convolutions' workspaces; bf16 1.16), VGG16 FP32 training
+    (FFT) and vit_b_16 bf16 inference (its fp32 copies of q, k, v, which flash attention never makes)."""
+    assert ((sweep["memory_ratio"] - 1).abs() <= 0.15).sum() >= 43
+    vit = sweep[sweep["model"] == "vit_b_16"].set_index(["precision", "mode"])["memory_ratio"]
+    assert abs(vit[("bf16", "training")] - 1) < 0.12 and abs(vit[("fp32", "training")] - 1) < 0.1

@@ -1,0 +1,96 @@
+"""Scaled-dot-product attention as a GPU runs it: one fused kernel, not the math decomposition the estimate counts.
+
+The estimate counts attention at its math decomposition (rooflow.estimate.formulas: QK^T and AV as ``bmm``,
+the scaling ``mul``, the softmax; under autocast the math path also up-casts q, k and v to fp32). On a CUDA
+GPU, ``F.scaled_dot_product_attention`` picks a fused kernel instead (PyTorch's ``select_sdp_backend``,
+aten/src/ATen/native/transformers/cuda/sdp_utils.cpp: flash, then memory-efficient, then math):
+
+- **flash** for fp16/bf16 on sm_80 and newer (head dimension ≤ 256, a multiple of 8): tensor cores at the
+  dtype's peak;
+- **memory-efficient** (CUTLASS, from xFormers) otherwise, fp32 included: on sm_80 and newer its fp32 GEMMs run
+  on tensor cores as three TF32 products per product (``OpMultiplyAddFastF32``: fp32 accuracy, whatever
+  ``allow_tf32`` says), before sm_80 on FP32 FMA units.
+
+Either kernel keeps the L × L score matrix on chip: it reads q, k, v and writes the output (backward: reads
+those and the output gradient, writes dq, dk, dv), so the scaling and the softmax are not separate kernels,
+and backward recomputes the scores (five products where the math path runs four).
+"""
+
+from __future__ import annotations
+
+BACKWARD_RECOMPUTE = 5 / 4  # backward products of a fused kernel / those of the math path (QK^T again)
+SDPA_SOFTMAX = "_safe_softmax"
+KERNEL_PREFIX = "sdpa_"  # time-model compute paths of fused attention: sdpa_<backend>_<phase>_<path>
+FAST_FP32_PRODUCTS = 3  # memory-efficient fp32 on sm_80+: three TF32 products per product
+
+
+def backend(precision: str, capability: tuple[int, int] | None) -> str:
+    """``flash``, ``efficient`` or ``math``: the kernel PyTorch picks for a run's attention (module docstring)."""
+    if not capability:
+        return "math"
+    if precision in ("fp16", "bf16") and capability >= (8, 0):
+        return "flash"
+    return "efficient" if capability >= (5, 0) else "math"
+
+
+def kernel_path(precision: str, capability: tuple[int, int] | None) -> tuple[str, float]:
+    """(compute path, products per product) of the fused attention kernel: its peak is the path's ÷ products."""
+    chosen = backend(precision, capability)
+    if chosen == "flash":
+        return precision, 1.0
+    if capability and capability >= (8, 0):
+        return "tf32", float(FAST_FP32_PRODUCTS)
+    return "fp32", 1.0
+
+
+def fused_bytes(views, element_bytes: int) -> float:
+    """Bytes a fused kernel moves for the attention products ``views`` ((m, n, k, count, ...) each): the
+    operands of each product but its largest, the L × L score (or probability) matrix kept on chip."""
+    total = 0.0
+    for m, n, k, count, *_ in views:
+        operands = sorted((m * k, k * n, m * n))
+        total += (operands[0] + operands[1]) * count * element_bytes
+    return total
+
+
+def _absorbed(op: str, op_class: str, phase: str, dtype: str) -> bool:
+    """Whether an op of an attention layer is part of the math path that a fused kernel absorbs."""
+    cast = op == "_to_copy" and ((phase == "forward" and dtype == "fp32")
+                                 or (phase == "backward" and dtype in ("fp16", "bf16")))
+    return op_class == "softmax" or op == "mul" or cast
+
+
+def fused_rows(ops) -> set:
+    """Index labels of the rows of an ops table that a fused attention kernel absorbs: in each layer and phase
+    that has attention products, the softmax, the scaling ``mul`` and the math path's casts of q, k, v (to fp32
+    in forward, back in backward)."""
+    layers = sdpa_layers(ops["layer"], ops["op"])
+    if not layers:
+        return set()
+    return {index for index, row in ops.iterrows() if row["layer"] in layers
+            and _absorbed(row["op"], row["op_class"], row["phase"], row["compute_precision"])}
+
+
+def sdpa_layers(layers, ops) -> set[str]:
+    """The layers that call ``F.scaled_dot_product_attention``: its math path (what the meta device runs)
+    normalises with ``_safe_softmax``, where a model's own ``softmax`` call (Swin's, MaxViT's attention: eager
+    products and softmax on a GPU too) runs ``_softmax``."""
+    return {layer for layer, op in zip(layers, ops) if op == SDPA_SOFTMAX}
+
+
+def on_chip_storages(records) -> set[int]:
+    """Storage keys of a recorded step (rooflow.estimate.counter.OpRecord) that a fused attention kernel never
+    allocates: the L × L scores and probabilities (and their gradients) the math path writes. Its scaled or
+    cast copies of q, k, v stay: they stand for the q, k, v that a fused kernel saves for backward."""
+    layers = sdpa_layers([r.layer for r in records], [r.op for r in records])
+    keys: set[int] = set()
+    for record in records:
+        if record.layer not in layers:
+            continue
+        if record.op_class == "attention" and record.gemms:
+            m, n, k, count = record.gemms[0][:4]
+            if m * n >= max(m * k, k * n):  # the product writes the score matrix (or its gradient)
+                keys.update(key for key, _ in record.writes)
+        elif record.op_class == "softmax":
+            keys.update(key for key, _ in record.writes)
+    return keys

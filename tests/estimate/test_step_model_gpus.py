@@ -1,0 +1,67 @@
+"""The step model's GPU-side choices, on closed forms: PyTorch's fused attention backend, the channels of a
+training BatchNorm read from the ops table, and the H200 as the H100's calibration on its own datasheet
+(memory-bound work scales with bandwidth, compute-bound work does not)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rooflow.estimate import attention, batchnorm, estimate
+from rooflow.estimate.calibration import for_device
+from rooflow.estimate.timemodel import predict_step
+from rooflow.hardware.devices import load_device
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOGUE = ROOT / "config" / "devices.yaml"
+
+
+def test_attention_backend_by_dtype_and_gpu():
+    assert attention.backend("bf16", (9, 0)) == "flash"
+    assert attention.backend("fp16", (7, 0)) == "efficient"  # flash needs sm_80
+    assert attention.backend("fp32", (8, 0)) == "efficient"
+    assert attention.backend("fp32", None) == "math"
+    assert attention.kernel_path("fp32", (9, 0)) == ("tf32", 3.0)  # three TF32 products per fp32 product
+    assert attention.kernel_path("fp32", (7, 0)) == ("fp32", 1.0)
+
+
+def test_fused_attention_keeps_the_score_matrix_on_chip():
+    """ViT-B/16: L = 197 tokens, head dimension 64: QK^T and AV move q, k, v and the output, 4·L·64 per head."""
+    views = [(197, 197, 64, 12), (197, 64, 197, 12)]
+    assert attention.fused_bytes(views, 2) == 4 * 197 * 64 * 12 * 2
+
+
+def test_batch_norm_channels_from_the_ops_table():
+    """resnet18's stem BatchNorm in bf16 training: 64 channels of 32 × 112 × 112 elements."""
+    ops = estimate("resnet18", 32, "bf16", "training").ops
+    channels, per_channel = batchnorm.channels_by_layer(ops, 2.0)["bn1"]
+    assert channels == 64 and per_channel == pytest.approx(32 * 112 * 112)
+    # one block per channel: 64 blocks fill one wave of 132 SMs; a statistics pass reads each element once
+    assert batchnorm.block_seconds("native_batch_norm", 64, per_channel, 132, 1e9) == pytest.approx(per_channel / 1e9)
+
+
+def test_h200_scales_memory_bound_work_not_compute():
+    """Same SMs and tensor cores as the H100, 4.8 instead of 3.35 TB/s: elementwise work takes 3.35/4.8 of
+    the H100's time, GEMMs the same (batch 256: no kernel at its launch floor)."""
+    h100, h200 = load_device(CATALOGUE, "h100-sxm5-80gb"), load_device(CATALOGUE, "h200-sxm-141gb")
+    est = estimate("resnet18", 256, "bf16", "training")
+    classes = pd.DataFrame({d.key: predict_step(est.ops, est.totals, d, for_device(d)).by_class_seconds
+                            for d in (h100, h200)})
+    ratio = classes["h200-sxm-141gb"] / classes["h100-sxm5-80gb"]
+    assert ratio["elementwise"] == pytest.approx(3.35 / 4.8, rel=0.01)
+    assert ratio["matmul"] == pytest.approx(1.0, rel=0.01)
+    assert "scaled from the h100-sxm5-80gb calibration" in for_device(h200).source
+
+
+def test_only_scaled_dot_product_attention_runs_fused():
+    """ViT calls F.scaled_dot_product_attention in its 12 encoder layers; Swin computes attention with its own
+    matmuls and softmax, which a GPU runs eagerly too: nothing of it is fused, in time or in memory."""
+    vit = estimate("vit_b_16", 1, "fp32", "inference")
+    assert len(attention.sdpa_layers(vit.ops["layer"], vit.ops["op"])) == 12
+    assert vit.totals["peak_memory_bytes_fused_attention"] < vit.totals["peak_memory_bytes"]
+    swin = estimate("swin_t", 1, "fp32", "inference")
+    assert (swin.ops["op_class"] == "attention").any()
+    assert not attention.sdpa_layers(swin.ops["layer"], swin.ops["op"])
+    assert swin.totals["peak_memory_bytes_fused_attention"] == swin.totals["peak_memory_bytes"]
