@@ -308,7 +308,8 @@ import runpy, sys, types
 out = types.SimpleNamespace(trace=sys.argv[1] + "/trace.csv", kern_sum=sys.argv[1] + "/kern_sum.csv")
 snakemake = types.SimpleNamespace(
     wildcards=types.SimpleNamespace(model="vgg16", batch="64", precision="fp32", mode="training"),
-    params=types.SimpleNamespace(tool={"executable": sys.argv[2], "extra_args": []}, warmup=10),
+    params=types.SimpleNamespace(tool={"executable": sys.argv[2], "extra_args": []}, warmup=10,
+                                 model={"name": "vgg16"}),
     input=types.SimpleNamespace(subset="results/dataset/subset.pt"), output=out, threads=2,
     log=[sys.argv[1] + "/nsys.log"])
 runpy.run_path("scripts/profile_nsys.py", init_globals={"snakemake": snakemake})
