@@ -400,9 +400,12 @@ def test_cli_ctrl_c_exits_130_with_one_line(tmp_path):
     """Interrupted while reading its input (a FIFO that never delivers): status 130, one line, no traceback."""
     fifo = tmp_path / "ncu.fifo"
     os.mkfifo(fifo)
+    # SIGINT's default disposition, as in a terminal: a shell that starts the tests in the background leaves
+    # SIGINT ignored, and Python then installs no KeyboardInterrupt handler
     process = subprocess.Popen([sys.executable, "-m", "rooflow", "ncu", str(fifo)], cwd=ROOT, text=True,
                                env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+                               stderr=subprocess.PIPE,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     with open(fifo, "w") as writer:  # returns once rooflow has opened the FIFO: it is now waiting for data
         writer.write("==PROF== Connected to process 1\n")
         writer.flush()

@@ -224,8 +224,10 @@ def test_an_interrupted_workflow_resumes_to_the_same_results(tmp_path, snakemake
     command = [snakemake_exe, "--cores", "2", "--configfile", CONFIG, "--rerun-incomplete"]
 
     def start():
+        # SIGINT's default disposition, as in a terminal (a background shell leaves it ignored)
         return subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def count(pattern):
         return len(list((workdir / "results").rglob(pattern)))
