@@ -91,6 +91,33 @@ ATEN_POLICIES: dict[Any, str] = {
 FLOATING = (torch.float16, torch.bfloat16, torch.float32)
 
 
+_DISPATCH_CHECKS = ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic")
+
+
+def _redispatch(func, types, args, kwargs):
+    """Call ``func`` one ``__torch_function__`` hop on, so that a mode active around the call sees the ops
+    inside it (F.multi_head_attention_forward calls linear and scaled_dot_product_attention).
+    torch.overrides.redispatch_function does it from torch 2.14 (here); torch 2.11, on rooflow's lent
+    H100/H200 image, has neither it nor its C hook, and there a Python function's first dispatch check
+    (``if has_torch_function(...)``, the top line of every overridable torch function) answers False once."""
+    hop = getattr(torch.overrides, "redispatch_function", None) or getattr(torch._C, "_skip_one_hop_torch_function",
+                                                                            None)
+    if hop is not None:
+        return hop(func, types, args, kwargs)
+    namespace = getattr(func, "__globals__", None) or {}
+    saved = {name: namespace[name] for name in _DISPATCH_CHECKS if name in namespace}
+
+    def once(*_args, **_kwargs):
+        namespace.update(saved)  # nested functions dispatch to the mode again
+        return False
+
+    namespace.update(dict.fromkeys(saved, once))
+    try:
+        return func(*args, **kwargs)  # a C function: the mode's plain-call branch takes it
+    finally:
+        namespace.update(saved)
+
+
 def function_policy(func) -> str | None:
     """The autocast policy of a function or Tensor method called in Python (None: autocast leaves it)."""
     name = getattr(func, "__name__", None)
@@ -182,7 +209,7 @@ class AutocastEmulation(TorchFunctionMode):
             self._redispatching.append(func)
             try:
                 with self:
-                    return torch.overrides.redispatch_function(func, types, args, kwargs)
+                    return _redispatch(func, types, args, kwargs)
             finally:
                 self._redispatching.pop()
         if policy == BANNED:

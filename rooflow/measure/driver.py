@@ -76,6 +76,61 @@ def _profiler_stop() -> None:
     torch.cuda.profiler.stop()
 
 
+def node_creation_recorder(callback):
+    """A context manager calling ``callback(node)`` once for each autograd node created inside it:
+    torch.autograd.graph.node_creation_hook where torch has it (2.14 here); torch 2.11, which rooflow met on
+    the lent H100/H200 image, has none, and there a TorchFunctionMode records, after each torch call, its
+    outputs' grad_fn and the new nodes behind it (a composite op's inner nodes too) — the same nodes,
+    found when the call returns, which is still inside the layer that made them."""
+    import torch
+
+    hook = getattr(torch.autograd.graph, "node_creation_hook", None)
+    if hook is not None:
+        return hook(callback)
+    return _NodeRecorder(callback)
+
+
+def _new_nodes(node, seen: set) -> list:
+    """``node`` and the nodes behind it not in ``seen``, stopping at known ones (they were recorded before)."""
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if current is None or current in seen or hasattr(current, "variable"):  # AccumulateGrad: a parameter
+            continue
+        seen.add(current)
+        found.append(current)
+        stack.extend(next_node for next_node, _ in current.next_functions)
+    return found
+
+
+def _make_node_recorder():
+    from torch.overrides import TorchFunctionMode
+
+    class NodeRecorder(TorchFunctionMode):
+        def __init__(self, callback):
+            super().__init__()
+            self.callback, self.seen = callback, set()
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for value in out if isinstance(out, (tuple, list)) else (out,):
+                node = getattr(value, "grad_fn", None)
+                if node is not None and node not in self.seen:
+                    for new in reversed(_new_nodes(node, self.seen)):
+                        self.callback(new)
+            return out
+
+        def __exit__(self, *exc):
+            self.seen.clear()
+            return super().__exit__(*exc)
+
+    return NodeRecorder
+
+
+def _NodeRecorder(callback):  # noqa: N802 - builds the class on first use: torch is imported lazily here
+    return _make_node_recorder()(callback)
+
+
 class StepAnnotations:
     """Phase and layer NVTX ranges of one step, and where each op of it runs (phase, layer stack).
 
@@ -114,7 +169,7 @@ class StepAnnotations:
             for parameter in module.parameters(recurse=False):
                 self.param_layers[id(parameter)] = stack
         if self.training:
-            self._node_hook = torch.autograd.graph.node_creation_hook(self._node_created)
+            self._node_hook = node_creation_recorder(self._node_created)
             self._node_hook.__enter__()
         return self
 

@@ -193,3 +193,30 @@ def test_banned_op_is_one_sentence():
 
     with pytest.raises(RooflowError, match="unsafe under autocast"):
         estimate_module(Probabilities(), torch.empty(4, 4, device="meta"), precision="fp16")
+
+
+class _SelfAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(64, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+def test_nested_ops_are_cast_on_a_torch_without_redispatch(monkeypatch):
+    """torch 2.11 (the lent H100/H200 image) has no torch.overrides.redispatch_function: the projections and
+    attention inside F.multi_head_attention_forward are still seen and cast to bf16, op for op as on torch 2.14."""
+    x = torch.empty(2, 16, 64, device="meta")
+
+    def ops():
+        table = estimate_module(_SelfAttention().to("meta"), x, precision="bf16", mode="training").ops
+        return sorted(zip(table["op"], table["phase"], table["compute_precision"], table["flops"]))
+
+    with_redispatch = ops()
+    monkeypatch.delattr(torch.overrides, "redispatch_function")
+    monkeypatch.delattr(torch._C, "_skip_one_hop_torch_function")
+    without = ops()
+    assert without == with_redispatch
+    assert ("addmm", "forward", "bf16") in {row[:3] for row in without}
+    assert torch.nn.functional.has_torch_function is torch._C._has_torch_function  # restored

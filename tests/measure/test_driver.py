@@ -95,6 +95,21 @@ def test_distinct_mode_profiles_the_first_call_of_each_signature_once(recorder):
     assert foreach and {o["phase"] for entry in foreach for o in entry["occurrences"]} == {"optimizer"}
 
 
+def test_backward_layers_without_node_creation_hook(recorder, monkeypatch):
+    """torch 2.11 (the lent H100/H200 image) has no torch.autograd.graph.node_creation_hook: the recorder that
+    stands in for it gives every backward call the same layer and node as the hook does."""
+    def backward_occurrences():
+        plan, _ = run_step(tiny_runner("training"), recorder, "distinct")
+        return sorted((o["index"], o.get("node"), tuple(o["layers"])) for entry in plan["signatures"]
+                      for o in entry["occurrences"] if o["phase"] == "backward")
+
+    with_hook = backward_occurrences()
+    monkeypatch.delattr(torch.autograd.graph, "node_creation_hook")
+    without_hook = backward_occurrences()
+    assert without_hook == with_hook
+    assert ("ConvolutionBackward0", ("layer", "layer.0", "layer.0.conv1")) in {o[1:] for o in without_hook}
+
+
 def test_op_signature_tells_apart_what_changes_the_kernels():
     conv = torch.ops.aten.convolution.default
     x = torch.empty(2, 4, 8, 8)
