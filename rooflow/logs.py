@@ -63,7 +63,10 @@ def step_logging(log_path: str | Path | None, step: str) -> Iterator[logging.Log
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        stream = open(log_path, "w", buffering=1)  # noqa: SIM115 - closed by logging.shutdown
+        # Emptied, then appended to: a profiler run by the step appends its program's output to the same file,
+        # and a handle opened "w" would write over it from its own offset (a traceback lost on the H100).
+        Path(log_path).write_text("")
+        stream = open(log_path, "a", buffering=1)  # noqa: SIM115 - closed by logging.shutdown
         handlers.append(logging.StreamHandler(stream))
     logging.basicConfig(level=logging.INFO, format=FORMAT, handlers=handlers, force=True)
     logger = logging.getLogger(f"rooflow.{step}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -15,6 +16,7 @@ from conftest import ROOT
 
 from rooflow.cli import main
 from rooflow.errors import ParseError, RooflowError
+from rooflow.logs import step_logging
 from rooflow.measure.launch import driver_argv, require_nsys_report
 from rooflow.profilers.commands import check_profiler_log, ncu_command, nsys_commands, nsys_stats_outputs
 from rooflow.profilers.metrics import (
@@ -461,3 +463,21 @@ def test_a_bug_in_a_rule_script_keeps_its_traceback(tmp_path):
     done = subprocess.run([sys.executable, "-c", STEP, str(tmp_path / "step.log"), "bug"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 1 and "Traceback" in done.stderr and "ValueError: a bug" in done.stderr
+
+
+def test_step_log_keeps_what_a_profiled_program_appended(tmp_path):
+    """A profiler started by the step appends its program's output to the step's log; the step's own later
+    lines go after it, not over it (on the H100 a handle opened "w" overwrote the driver's traceback)."""
+    log = tmp_path / "step.log"
+    log.write_text("a previous run's log\n")
+    with step_logging(log, "some_step") as logger:
+        logger.info("running the profiler")
+        with open(log, "a") as sink:  # what run_tool does with the profiled program's output
+            subprocess.run([sys.executable, "-c", "print('Traceback of the profiled program\\n' * 3)"],
+                           stdout=sink, check=True)
+        logger.error("the profiler failed")
+    logging.shutdown()
+    text = log.read_text()
+    assert "a previous run's log" not in text  # emptied at the start of the step
+    assert text.count("Traceback of the profiled program") == 3
+    assert text.index("running the profiler") < text.index("Traceback of") < text.index("the profiler failed")
