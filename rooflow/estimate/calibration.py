@@ -72,11 +72,40 @@ def for_device(device, ceilings: dict[str, Any] | None = None, catalogue: dict |
     kernels = None if device.architecture == "sm_90" else time_model_calibration(device, reference, reference_key)
     if kernels is not None:
         return kernels
+    cap = sm_bound_bandwidth(device, reference_key)
+    notes = (*reference.notes, f"{device.key} was not calibrated: efficiencies and host costs are the "
+                               f"{reference_key}'s, roofs are {device.key}'s")
+    if cap is not None:
+        notes = (*notes, f"memory-bound kernels held to {cap / 1e12:.2f} TB/s: the {reference_key}'s bandwidth per "
+                         f"SM cycle, which {device.key}'s memory exceeds (its SMs, not its memory, bound them)")
     return reference.with_(
         source=f"scaled from the {reference_key} calibration ({reference.source}) by {device.key}'s datasheet roofs",
         relative_uncertainty=max(reference.relative_uncertainty, SCALED_UNCERTAINTY),
-        notes=(*reference.notes, f"{device.key} was not calibrated: efficiencies and host costs are the "
-                                 f"{reference_key}'s, roofs are {device.key}'s"))
+        bandwidth_cap_bytes_per_second=cap, notes=notes)
+
+
+def sm_bound_bandwidth(device, reference_key: str) -> float | None:
+    """The bandwidth ``device``'s SMs sustain, by the reference GPU's (same architecture) bytes per SM cycle, when
+    its memory offers more; else None.
+
+    A kernel keeps a number of bytes in flight per SM (its threads' loads: occupancy × bytes per thread), so by
+    Little's law it moves at most that over the memory latency, per SM. The calibration's efficiencies were
+    measured on the reference, whose kernels reach its bandwidth; a GPU with the same SMs and clocks but more
+    bandwidth (the H200's 4.8 TB/s beside the H100's 3.35, both 132 SMs at 1.98 GHz) runs the same kernels at
+    the same per-SM rate. Measured: the H200 ran 72 batch-256 steps of 12 CNNs/ViTs 0.93× the H100's time
+    (spread 0.04), memory-bound ones included, not the up to 0.7× its bandwidth would give
+    (tests/data/real/gpu-2026-11-25). The SM rate is the FP32 datasheet peak (SMs × clock × lanes)."""
+    from rooflow.estimate.timemodel import device_bandwidth
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    reference = load_devices(default_catalogue_path()).get(reference_key)
+    if reference is None or device.architecture != reference.architecture:
+        return None
+    sm_rate, reference_rate = device.compute_peak("fp32", False), reference.compute_peak("fp32", False)
+    if not sm_rate or not reference_rate:
+        return None
+    cap = device_bandwidth(reference) * sm_rate / reference_rate
+    return cap if cap < device_bandwidth(device) else None
 
 
 # ------------------------------------------------------------------------------------------ recordings

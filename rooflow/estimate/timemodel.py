@@ -133,6 +133,9 @@ class Calibration:
     tiles: tuple[tuple[int, int, float], ...] = ((256, 128, 1.0), (128, 256, 1.0), (128, 128, 0.95),
                                                  (128, 64, 0.85), (64, 128, 0.85), (64, 64, 0.7),
                                                  (32, 32, 0.4))
+    # Bytes/s the kernels can sustain whatever the memory offers: set when the calibration comes from another GPU
+    # of the same architecture with fewer bytes of bandwidth per SM cycle (rooflow.estimate.calibration.for_device)
+    bandwidth_cap_bytes_per_second: float | None = None
     relative_uncertainty: float = 0.25
     notes: tuple[str, ...] = ()
 
@@ -357,14 +360,20 @@ def _peak(device, path: str) -> float:
     return device.compute_peak(path, True) or (device.compute_peak(path, False) or 0.0) * 0.8
 
 
-def _bandwidth(device) -> float:
+def device_bandwidth(device) -> float:
     """Bytes per second the device's memory moves: measured, or 90% of the catalogue's."""
     return device.bandwidth(True) or (device.bandwidth(False) or 1.0) * 0.9
 
 
+def _bandwidth(device, calibration: Calibration) -> float:
+    """The device's bandwidth, held to what its SMs sustain where the calibration says so."""
+    cap = calibration.bandwidth_cap_bytes_per_second
+    return min(device_bandwidth(device), cap) if cap else device_bandwidth(device)
+
+
 def _layout_seconds(terms: dict[str, Any], path: str, device, calibration: Calibration, mode: str) -> float:
     """Seconds of the layout transposes around a tensor-core convolution on ``path`` (none for FFMA)."""
-    bandwidth = _bandwidth(device)
+    bandwidth = _bandwidth(device, calibration)
     ratio = calibration.layout_bytes_per_byte.get(path, 0.0)
     return ratio * terms["conv_bytes"] / (bandwidth * calibration.memory_efficiency_of("layout", mode))
 
@@ -389,7 +398,7 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     the BatchNorm layers' channels (rooflow.estimate.batchnorm.channels_by_layer); ``sdpa_layers``: the layers
     whose attention runs as PyTorch's fused kernel (rooflow.estimate.attention.sdpa_layers)."""
     terms = op_terms(row, precision, device, calibration, sm_count, mode, bool(sdpa_layers) and row["layer"] in sdpa_layers)
-    bandwidth = _bandwidth(device)
+    bandwidth = _bandwidth(device, calibration)
     memory_class = "depthwise" if terms.get("depthwise") else row["op_class"]
     # depthwise backward (input gradient, and the weight gradient: a reduction over N·H·W per tap) runs
     # other kernels than forward, in training and inference alike
@@ -472,7 +481,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     if mode == "training" and not cpu:
         optimizer = ops[ops["phase"] == "optimizer"]
         tensors = int(totals.get("param_tensors") or optimizer["layer"].nunique() or 1)
-        bandwidth = _bandwidth(device)
+        bandwidth = _bandwidth(device, calibration)
         if precision == "fp16":
             # GradScaler.unscale_: one foreach pass over the gradients (inf/NaN check and multiply, in place);
             # GradScaler.step then reads found_inf on the host: the host waits for the GPU

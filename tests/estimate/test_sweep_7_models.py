@@ -12,6 +12,7 @@ is named so a change that fixes or breaks it shows: alexnet bf16 training (measu
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pandas as pd
 import pytest
 
 from rooflow.estimate import estimate
-from rooflow.estimate.calibration import shipped_calibration
+from rooflow.estimate.calibration import for_device, shipped_calibration
 from rooflow.estimate.predict import predict_memory
 from rooflow.estimate.timemodel import predict_step
 from rooflow.hardware.devices import load_device
@@ -27,6 +28,28 @@ from rooflow.hardware.devices import load_device
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ROOT.parent / "shared" / "fixtures" / "real" / "h100-rooflow" / "h100-sweep-7-models.jsonl"
 H100 = ROOT / "tests" / "data" / "real" / "h100-rooflow"
+H200_SWEEP = ROOT / "tests" / "data" / "real" / "gpu-2026-11-25" / "h200-sweep-12-models.jsonl"
+NEW_MODELS = ("convnext_tiny", "densenet121", "googlenet", "regnet_y_1_6gf", "squeezenet1_1")
+
+
+@functools.cache
+def _estimate(model: str, batch: int, precision: str, mode: str):
+    return estimate(model, batch, precision, mode)  # shared by the H100 and H200 checks (minutes on 2 cores)
+
+
+def _compare(path: Path, device, calibration, keep) -> pd.DataFrame:
+    rows = []
+    for line in path.read_text().splitlines():
+        run = json.loads(line)
+        if run["batch"] != 256 or not keep(run):  # GPU-bound; batch 1 (host-bound) and 32 left out: test time
+            continue
+        est = _estimate(run["model"], run["batch"], run["precision"], run["mode"])
+        time = predict_step(est.ops, est.totals, device, calibration)
+        memory = predict_memory(est.totals, device)
+        rows.append({**{k: run[k] for k in ("model", "batch", "precision", "mode")}, "bound": time.bound,
+                     "time_ratio": run["median_seconds"] / time.seconds,
+                     "memory_ratio": run["steady_peak_allocated"] / memory["predicted_memory_bytes"]})
+    return pd.DataFrame(rows)
 
 
 @pytest.fixture(scope="module")
@@ -34,19 +57,7 @@ def sweep():
     if not SWEEP.is_file():
         pytest.skip("shared fixtures (../shared) not present")
     device = load_device(ROOT / "config" / "devices.yaml", "h100-sxm5-80gb", H100 / "ceilings-h100.json")
-    calibration = shipped_calibration("h100-sxm5-80gb")
-    rows = []
-    for line in SWEEP.read_text().splitlines():
-        run = json.loads(line)
-        if run["batch"] != 256:  # GPU-bound; batch 1 (host-bound) and 32 are left out to keep the test fast
-            continue
-        est = estimate(run["model"], run["batch"], run["precision"], run["mode"])
-        time = predict_step(est.ops, est.totals, device, calibration)
-        memory = predict_memory(est.totals, device)
-        rows.append({**{k: run[k] for k in ("model", "batch", "precision", "mode")}, "bound": time.bound,
-                     "time_ratio": run["median_seconds"] / time.seconds,
-                     "memory_ratio": run["steady_peak_allocated"] / memory["predicted_memory_bytes"]})
-    return pd.DataFrame(rows)
+    return _compare(SWEEP, device, shipped_calibration("h100-sxm5-80gb"), lambda run: True)
 
 
 def test_gpu_bound_runs(sweep):
@@ -99,3 +110,38 @@ def test_memory(sweep):
     assert ((sweep["memory_ratio"] - 1).abs() <= 0.15).sum() >= 43
     vit = sweep[sweep["model"] == "vit_b_16"].set_index(["precision", "mode"])["memory_ratio"]
     assert abs(vit[("bf16", "training")] - 1) < 0.12 and abs(vit[("fp32", "training")] - 1) < 0.1
+
+
+# ---------------------------------------------------------------------------------------------------
+# The H200 (tests/data/real/gpu-2026-11-25): never calibrated, predicted from the H100's calibration. Its steps
+# ran 0.93× the H100's (spread 0.04) though its memory is 1.43× faster: memory-bound kernels are held to the
+# H100's bandwidth per SM cycle (rooflow.estimate.calibration.sm_bound_bandwidth). With the datasheet bandwidth
+# alone the 72 batch-256 runs were 46/72 within ±25%, mean |error| 25%; now 60/72, 14.6%.
+
+
+@pytest.fixture(scope="module")
+def h200():
+    device = load_device(ROOT / "config" / "devices.yaml", "h200-sxm-141gb")
+    # the seven H100-sweep models (estimates shared with the H100 fixture above) and the five others' inference
+    return _compare(H200_SWEEP, device, for_device(device),
+                    lambda run: run["model"] not in NEW_MODELS or run["mode"] == "inference")
+
+
+def test_h200_from_the_h100_calibration(h200):
+    known = h200[~h200["model"].isin(NEW_MODELS)]
+    error = (known["time_ratio"] - 1).abs()
+    assert len(known) == 42 and (known["bound"] == "gpu").all()
+    assert (error <= 0.25).sum() >= 38 and error.mean() <= 0.11
+    assert ((known["memory_ratio"] - 1).abs() <= 0.15).sum() >= 37
+
+
+def test_h200_models_not_in_the_h100_sweep(h200):
+    """convnext_tiny, densenet121, googlenet, regnet_y_1_6gf, squeezenet1_1 (inference): no choice of the model
+    saw them; 10 of 15 within ±25%, mean |error| 20%. The misses are named: bf16 runs slower than predicted
+    (squeezenet 1.34×, regnet 1.33×, googlenet 1.31×) and fp32 regnet (0.73×, grouped convolutions) and densenet
+    (0.73–0.80×, concatenations) faster — unexplained: no kernel recording of these models exists yet."""
+    new = h200[h200["model"].isin(NEW_MODELS)]
+    error = (new["time_ratio"] - 1).abs()
+    assert len(new) == 15
+    assert (error <= 0.25).sum() >= 10 and error.mean() <= 0.25
+    assert (new[new["precision"] == "bf16"]["time_ratio"] > 1.25).sum() >= 3
