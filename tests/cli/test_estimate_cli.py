@@ -116,8 +116,14 @@ def test_what_if_resnet50_on_an_a100(capsys):
     assert {r["device"] for r in rows} == gpus
     for row in rows:
         assert row["fit_verdict"].startswith(("fits", "does not fit"))
-        if row["variant"] != "compile":
+        if row["variant"] == "eager":
             assert row["predicted_seconds_low"] < row["predicted_seconds"] < row["predicted_seconds_high"]
             assert row["images_per_second"] == pytest.approx(row["batch"] / row["predicted_seconds"])
     fitting = [r["images_per_second"] for r in rows if r["fits"] and r["images_per_second"]]
     assert fitting == sorted(fitting, reverse=True) and fitting == [r["images_per_second"] for r in rows[:len(fitting)]]
+
+
+def test_from_measured_needs_what_if(capsys):
+    status, out, err = run(capsys, "resnet18", "--device", "t4", "--from-measured", "timing.json")
+    assert status != 0 and out == ""
+    assert "--from-measured: it is the starting point of --what-if: add --what-if" in err

@@ -57,11 +57,12 @@ def test_ranking_is_the_time_models_own_numbers(resnet18, devices):
 def test_variants(resnet18):
     variant = {r["variant"]: r for r in resnet18["alternatives"] if r["device"] == "a100-sxm4-40gb"
                and r["batch"] == 8 and r["precision"] == "tf32"}
-    # channels_last drops cuDNN's NCHW <-> NHWC transposes: never slower than eager under the model
-    assert variant["channels_last"]["predicted_seconds"] <= variant["eager"]["predicted_seconds"]
-    assert variant["compile"]["predicted_seconds"] is None and not variant["compile"]["modelled"]
+    # not predicted (the H200's measured channels_last gains are far beyond the transposes the model prices)
+    for name in ("channels_last", "compile"):
+        assert variant[name]["predicted_seconds"] is None and not variant[name]["modelled"]
     assert "fused-traffic roofline bound" in variant["compile"]["note"]
-    assert resnet18["alternatives"][-1]["variant"] == "compile"  # no prediction: ranked last
+    assert "NCHW <-> NHWC transposes alone are" in variant["channels_last"]["note"]
+    assert {r["variant"] for r in resnet18["alternatives"][-2:]} == {"channels_last", "compile"}  # ranked last
 
 
 def test_supported_precisions(devices):
