@@ -24,12 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rooflow.conventions import VARIANTS
 from rooflow.errors import RooflowError
 from rooflow.estimate.calibration import for_device
 from rooflow.estimate.predict import predict_memory, predict_seconds
 from rooflow.estimate.timemodel import predict_step
 
-VARIANTS = ("eager", "channels_last", "compile")
 CHANGES = ("precision", "batch", "variant", "device")
 BATCH_FACTORS = (0.5, 2, 4)
 RUN_KEYS = ("model", "batch", "precision", "mode")
