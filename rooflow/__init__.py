@@ -2,7 +2,8 @@
 
 The package holds all the logic and knows nothing of Snakemake; the workflow's rule scripts are thin
 adapters over it, and ``python -m rooflow`` / ``rooflow`` gives the same steps on the command line.
-From Python: ``rooflow.estimate_module(module, example_inputs, device=None, ...)`` (rooflow.estimate.api),
+From Python: ``rooflow.estimate_module(module, example_inputs, device=None, ...)`` (rooflow.estimate.api) and
+``rooflow.what_if_module(module, example_inputs, device, ...)`` (what to change next, rooflow.estimate.whatif),
 imported on first use so that ``import rooflow`` stays free of torch.
 """
 
@@ -10,7 +11,7 @@ __version__ = "0.1.0"
 
 from rooflow.conventions import MODES, PRECISIONS
 
-__all__ = ["MODES", "PRECISIONS", "__version__", "estimate_module"]
+__all__ = ["MODES", "PRECISIONS", "__version__", "estimate_module", "what_if_module"]
 
 
 def __getattr__(name: str):
@@ -18,4 +19,8 @@ def __getattr__(name: str):
         from rooflow.estimate.api import estimate_module
 
         return estimate_module
+    if name == "what_if_module":
+        from rooflow.estimate.api import what_if_module
+
+        return what_if_module
     raise AttributeError(f"module 'rooflow' has no attribute {name!r}")

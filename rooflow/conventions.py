@@ -3,6 +3,9 @@ estimator's op classes, and when a timing counts as noisy."""
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 MODES = ("inference", "training")
+# How a step runs: eager PyTorch in the default memory format, channels_last tensors (NHWC), torch.compile
+# (inductor). rooflow.measure.timing runs them; rooflow.estimate.whatif lists them.
+VARIANTS = ("eager", "channels_last", "compile")
 
 # The estimator's op classes (rooflow.estimate.formulas registers each aten op under one of them).
 OP_CLASSES = ("matmul", "attention", "elementwise", "normalization", "pooling", "softmax", "memory", "other")

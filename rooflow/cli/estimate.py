@@ -94,12 +94,36 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
     return out.getvalue()
 
 
+def _what_if(args: argparse.Namespace, specs: list) -> int:
+    from rooflow.errors import RooflowError
+    from rooflow.estimate.api import what_if_run
+    from rooflow.estimate.whatif import format_table
+
+    if not args.device or len(specs) != 1:
+        raise RooflowError("rooflow estimate --what-if: give one model and --device (the device the run is on)")
+    if args.format == "csv":
+        raise RooflowError("rooflow estimate --what-if: use --format table or json (the alternatives are not one CSV)")
+    result = what_if_run(specs[0], args.batch, args.precision, args.mode, args.device, args.input_size,
+                         devices_file=args.devices_file, ceilings=args.ceilings, measured=args.from_measured)
+    if args.format == "json":
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_table(result))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    from rooflow.errors import RooflowError
     from rooflow.estimate.api import estimate_run, predict
     from rooflow.workload.spec import spec_from_options
 
     specs = [spec_from_options(model, args.input, args.loss, args.name if len(args.models) == 1 else None)
              for model in args.models]
+    if args.what_if:
+        return _what_if(args, specs)
+    if args.from_measured:
+        raise RooflowError("rooflow estimate --from-measured: it is the starting point of --what-if: add --what-if")
     results = []
     for spec in specs:
         est = estimate_run(spec, args.batch, args.precision, args.mode, args.input_size)
@@ -164,6 +188,14 @@ def register(subparsers) -> None:
                         help="measured ceilings JSON of the device (results/ceilings/DEVICE.json) to merge in")
     parser.add_argument("--measured", action="store_true",
                         help="predict with the measured roofs instead of the datasheet ones")
+    parser.add_argument("--what-if", action="store_true",
+                        help="with --device: list what to try next, ranked by predicted throughput: the other "
+                             "precisions the device has, half/double/4x the batch, the variants (channels_last, "
+                             "torch.compile) and every catalogue GPU, each with its predicted time range, memory, "
+                             "fit and (where the catalogue prices it) cost per 1,000 images")
+    parser.add_argument("--from-measured", metavar="TIMING.json",
+                        help="with --what-if: a timing record of the same run (results/timing/...json) on a catalogue "
+                             "device; every alternative is then the measured step x its predicted ratio to it")
     parser.add_argument("--layers", action="store_true", help="add the per-layer table")
     parser.add_argument("--format", choices=["table", "json", "csv"], default="table")
     parser.set_defaults(func=run)

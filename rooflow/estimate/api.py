@@ -144,3 +144,45 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
     totals.update(predict_memory(totals, device))
     return result
 
+
+
+def _what_if(estimator, batch: int, precision: str, mode: str, device: str, devices_file: str | None,
+             ceilings: str | None, measured) -> dict[str, Any]:
+    from rooflow.estimate.whatif import what_if
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+    from rooflow.io import read_json
+
+    record = measured
+    if isinstance(measured, (str, bytes)) or hasattr(measured, "__fspath__"):
+        record = {"source": str(measured), **read_json(measured)}
+    return what_if(estimator, batch, precision, mode, device, load_devices(devices_file or default_catalogue_path()),
+                   ceilings=read_json(ceilings) if ceilings else None, measured=record)
+
+
+def what_if_run(spec, batch: int, precision: str, mode: str, device: str, input_size: int | None = None, *,
+                devices_file: str | None = None, ceilings: str | None = None, measured=None) -> dict[str, Any]:
+    """What to change next for one run of a model spec on ``device`` (rooflow.estimate.whatif.what_if):
+    ``measured`` is a timing record (a path or its dict) of the same run, to start from it."""
+    return _what_if(lambda b, p: estimate_run(spec, b, p, mode, input_size), batch, precision, mode, device,
+                    devices_file, ceilings, measured)
+
+
+def what_if_module(module, example_inputs, device: str, precision: str = "fp32", mode: str = "inference",
+                   loss_fn=None, name: str | None = None, *, devices_file: str | None = None,
+                   ceilings: str | None = None, measured=None) -> dict[str, Any]:
+    """What to change next for ``module`` on ``example_inputs`` (as :func:`estimate_module`): its other
+    precisions, batches (the inputs' first dimension scaled), variants and every catalogue GPU, ranked by
+    predicted throughput (rooflow.estimate.whatif.what_if)."""
+    import torch
+
+    name = name or _snake(type(module).__name__)
+    inputs = _meta_inputs(example_inputs)
+    batch = int(inputs[0].shape[0]) if inputs and inputs[0].dim() else 1
+    counted = _meta_module(module, name)  # once, not per alternative
+
+    def estimator(b: int, p: str) -> Estimate:
+        resized = tuple(torch.empty((b, *t.shape[1:]), dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
+                        if t.dim() and t.shape[0] == batch else t for t in inputs)
+        return estimate_module(counted, resized, None, p, mode, loss_fn, name)
+
+    return _what_if(estimator, batch, precision, mode, device, devices_file, ceilings, measured)

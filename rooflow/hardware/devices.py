@@ -96,6 +96,8 @@ class Device:
     # Datasheet arithmetic of the kernel model (rooflow.estimate.kernel_calibration): L2 size, board power.
     l2_cache_bytes: float | None = None
     tdp_watts: float | None = None
+    # What renting it costs (optional; rooflow.estimate.whatif turns it into a cost per 1,000 images).
+    price_per_hour_usd: float | None = None
 
     @property
     def is_cuda(self) -> bool:
@@ -199,6 +201,7 @@ def _from_entry(key: str, entry: dict[str, Any]) -> Device:
         derivation=dict(entry.get("derivation") or {}),
         l2_cache_bytes=scaled("l2_cache_mbytes", 2**20),
         tdp_watts=scaled("tdp_watts", 1.0),
+        price_per_hour_usd=scaled("price_per_hour_usd", 1.0),
     )
 
 

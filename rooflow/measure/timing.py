@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rooflow.conventions import MODES, NOISY_SPREAD, PRECISIONS
+from rooflow.conventions import MODES, NOISY_SPREAD, PRECISIONS, VARIANTS
 from rooflow.errors import RooflowError
 from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
 from rooflow.measure.oom import cpu_memory_limit, is_out_of_memory, oom_details
@@ -48,6 +48,9 @@ class RunSpec:
     factory: str | None = None
     inputs: tuple[tuple[int, ...], ...] = ()
     loss: str | None = None
+    # rooflow.conventions.VARIANTS: eager; channels_last (model and 4-D inputs NHWC); compile (torch.compile,
+    # inductor: its first step, the compilation, is recorded apart as compile_seconds)
+    variant: str = "eager"
 
     def model_spec(self):
         from rooflow.workload.spec import ModelSpec
@@ -234,6 +237,25 @@ class Runner:
             self.scaler = step.make_scaler(self.device.type, spec.precision, spec.mode)
         else:
             self.model.eval()
+        self._apply_variant(spec.variant)
+
+    def _apply_variant(self, variant: str) -> None:
+        """Run the step as ``variant`` asks (RunSpec.variant); the optimizer is rebuilt on the parameters
+        the step then updates."""
+        import torch
+
+        from rooflow.workload import step
+
+        if variant not in VARIANTS:
+            raise RooflowError(f"variant '{variant}' is unknown: use one of {', '.join(VARIANTS)}")
+        if variant == "channels_last":
+            self.model = self.model.to(memory_format=torch.channels_last)
+            self.inputs = tuple(x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
+                                for x in self.inputs)
+        elif variant == "compile":
+            self.model = torch.compile(self.model)
+        if variant != "eager" and self.spec.mode == "training":
+            self.optimizer = step.make_optimizer(self.model.parameters())
 
     def _check_inputs(self, model_spec) -> None:
         """One forward of a custom model on its inputs: a wrong input shape is one sentence, not a traceback
@@ -308,6 +330,7 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
         "mode": spec.mode, "device_type": "cuda" if spec.device.startswith("cuda") else "cpu",
         "threads": threads, "warmup_iterations": spec.warmup_iterations,
         "timed_iterations": spec.timed_iterations, "max_timing_rounds": spec.max_timing_rounds,
+        "variant": spec.variant,
     }
     record["environment"] = describe(threads)
     runner = None
@@ -322,6 +345,13 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
                       timer="cuda-events" if runner.cuda else "perf_counter_ns")
         if runner.cuda:
             torch.cuda.reset_peak_memory_stats()
+        if spec.variant == "compile":
+            # torch.compile compiles on the first call (forward and, in training, backward graphs): that step
+            # is the compile time, kept apart from the warm-up and the timed steps that follow it
+            started = time.perf_counter()
+            runner.step()
+            runner.synchronize()
+            record["compile_seconds"] = time.perf_counter() - started
         started = time.perf_counter()
         for i in range(spec.warmup_iterations):
             runner.step()

@@ -95,3 +95,35 @@ def test_unknown_model_is_one_clear_error(capsys):
 def test_unknown_device(capsys):
     status, _, err = run(capsys, "alexnet", "--device", "tpu-v9")
     assert status == 2 and "tpu-v9" in err
+
+
+def test_what_if_resnet50_on_an_a100(capsys):
+    """The issue's command: the other precisions, three batch sizes, the variants and every catalogue GPU, each
+    with a predicted time range and a fit verdict, ranked by predicted images/s."""
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    status, out, _ = run(capsys, "resnet50", "--batch", "64", "--mode", "training", "--device", "a100-sxm4-40gb",
+                         "--what-if", "--format", "json")
+    assert status == 0
+    result = json.loads(out)
+    rows = result["alternatives"]
+    assert result["run"] == {"model": "resnet50", "batch": 64, "precision": "fp32", "mode": "training",
+                             "device": "a100-sxm4-40gb"} and result["measured_from"] is None
+    assert {r["precision"] for r in rows if r["change"] == "precision"} == {"tf32", "fp16", "bf16"}
+    assert sorted(r["batch"] for r in rows if r["change"] == "batch") == [32, 128, 256]
+    assert {r["variant"] for r in rows if r["change"] == "variant"} == {"channels_last", "compile"}
+    gpus = {k for k, d in load_devices(default_catalogue_path()).items() if d.is_cuda}
+    assert {r["device"] for r in rows} == gpus
+    for row in rows:
+        assert row["fit_verdict"].startswith(("fits", "does not fit"))
+        if row["variant"] == "eager":
+            assert row["predicted_seconds_low"] < row["predicted_seconds"] < row["predicted_seconds_high"]
+            assert row["images_per_second"] == pytest.approx(row["batch"] / row["predicted_seconds"])
+    fitting = [r["images_per_second"] for r in rows if r["fits"] and r["images_per_second"]]
+    assert fitting == sorted(fitting, reverse=True) and fitting == [r["images_per_second"] for r in rows[:len(fitting)]]
+
+
+def test_from_measured_needs_what_if(capsys):
+    status, out, err = run(capsys, "resnet18", "--device", "t4", "--from-measured", "timing.json")
+    assert status != 0 and out == ""
+    assert "--from-measured: it is the starting point of --what-if: add --what-if" in err

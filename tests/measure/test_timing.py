@@ -7,7 +7,7 @@ from rooflow.conventions import NOISY_SPREAD
 from rooflow.errors import RooflowError
 from rooflow.measure import timing
 from rooflow.measure.oom import is_out_of_memory, oom_details
-from rooflow.measure.timing import RunSpec, measure, summarize_seconds
+from rooflow.measure.timing import Runner, RunSpec, measure, summarize_seconds
 from rooflow.workload.dataset import SubsetSpec, build_subset, load_subset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -368,3 +368,37 @@ def test_an_oom_timing_reaches_the_summary_with_its_numbers():
                                     "free")
     oom = [c for c in summary_checks(pd.DataFrame([row])) if c["check"] == "out of memory"]
     assert len(oom) == 1 and "asked for 3.06 GiB" in oom[0]["likely_cause"]
+
+
+def _tiny(variant: str, mode: str) -> RunSpec:
+    # the shared tiny model (tests.support.Tiny) as a factory model: a few ms a step on a CPU
+    return RunSpec("tiny", 2, "fp32", mode, "cpu", 1, 2, 1, factory="tests.support:Tiny", inputs=((3, 8, 8),),
+                   variant=variant)
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_channels_last_runs_nhwc_tensors(mode):
+    runner = Runner(_tiny("channels_last", mode), {})
+    assert runner.inputs[0].is_contiguous(memory_format=torch.channels_last)
+    assert not runner.inputs[0].is_contiguous()
+    assert runner.model.stem.weight.is_contiguous(memory_format=torch.channels_last)
+    if mode == "training":  # the optimizer updates the converted parameters
+        before = runner.model.stem.weight.detach().clone()
+        runner.step()
+        assert {id(p) for group in runner.optimizer.param_groups for p in group["params"]} == \
+            {id(p) for p in runner.model.parameters()}
+        assert not torch.equal(before, runner.model.stem.weight)
+
+
+@pytest.mark.slow  # inductor compiles C++ for the graph: about 20 s on two shared cores
+def test_compile_records_its_compile_time_apart():
+    record = measure(_tiny("compile", "inference"), {})
+    assert record["status"] == "ok" and record["variant"] == "compile"
+    # compiling (dynamo + inductor's C++ for the graph) takes far longer than a step
+    assert record["compile_seconds"] > 10 * record["median_seconds"]
+    assert "compile_seconds" not in measure(_tiny("eager", "inference"), {})
+
+
+def test_unknown_variant_is_one_sentence():
+    with pytest.raises(RooflowError, match=r"^variant 'nhwc' is unknown: use one of eager, channels_last, compile$"):
+        Runner(_tiny("nhwc", "inference"), {})

@@ -1,0 +1,214 @@
+"""What to change next: one run's alternatives, each predicted by the time model and ranked by throughput.
+
+For one model, batch, precision and mode on a device, :func:`what_if` lists the run itself and its
+alternatives — the other precisions the device has a roof for, half, double and four times the batch, the
+variants (channels_last, torch.compile) and every catalogue GPU — each with its predicted step time and
+range (rooflow.estimate.timemodel, the device's calibration from rooflow.estimate.calibration), images per
+second, predicted memory and fit verdict (rooflow.estimate.predict.predict_memory), the calibration it rests
+on and, where the catalogue gives ``price_per_hour_usd``, the cost of 1,000 images.
+
+From a measurement (Habitat's idea, Yu et al., USENIX ATC 2021: scale a step measured on one GPU by the
+predicted ratio): with a timing record of the same run on device A, every alternative's time is the
+measured step × (its prediction / the prediction of the measured run on A). The timing record has no
+per-class times, so the whole step is scaled.
+
+Variants are listed but not predicted: ``channels_last`` removes cuDNN's NCHW ↔ NHWC transposes, which the
+time model prices (its ``layout`` part) at a few per cent of a step, while an H200 measured it 25-49% faster
+(CHANNELS_LAST_EVIDENCE): NHWC changes more kernels than the transposes, so the row says how much the model
+would give and why it is not ranked; ``compile`` (inductor's fused kernels are not in the time model) is
+listed with its fused-traffic roofline bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rooflow.conventions import VARIANTS
+from rooflow.errors import RooflowError
+from rooflow.estimate.calibration import for_device
+from rooflow.estimate.predict import predict_memory, predict_seconds
+from rooflow.estimate.timemodel import predict_step
+
+CHANGES = ("precision", "batch", "variant", "device")
+BATCH_FACTORS = (0.5, 2, 4)
+RUN_KEYS = ("model", "batch", "precision", "mode")
+# Why channels_last is not predicted: tests/data/real/gpu-2026-11-25/h200-variants-b64-bf16.jsonl
+CHANNELS_LAST_EVIDENCE = ("H200, bf16, batch 64, 2026-11-25: resnet50 7.77 -> 5.11 ms inference and 30.43 -> 22.72 ms "
+                          "training, mobilenet_v2 9.41 -> 4.82 ms inference")
+
+Estimator = Callable[[int, str], Any]  # (batch, precision) -> rooflow.estimate.core.Estimate
+
+
+def supported_precisions(device) -> list[str]:
+    """The precisions a device has a datasheet roof for (fp32 always; tf32, fp16, bf16 where listed)."""
+    from rooflow.conventions import PRECISIONS
+
+    return [p for p in PRECISIONS if p == "fp32" or p in device.peak_flops_per_second]
+
+
+def _batches(batch: int) -> list[int]:
+    return sorted({int(batch * f) for f in BATCH_FACTORS if int(batch * f) >= 1} - {batch})
+
+
+def _prediction(estimate, device, calibration, variant: str = "eager") -> dict[str, Any]:
+    """Time, range, memory and fit of ``estimate`` on ``device`` (None times where the device has no roofs)."""
+    totals = estimate.totals
+    row: dict[str, Any] = {"predicted_seconds": None, "predicted_seconds_low": None, "predicted_seconds_high": None,
+                           "calibration_source": calibration.source, "modelled": True}
+    if variant == "compile":
+        bound = predict_seconds(estimate.ops, device, totals["precision"], bytes_model="fused")
+        fused = bound.get("predicted_seconds_fused")
+        row.update(modelled=False, note="not modelled: torch.compile's fused kernels are not in the time model"
+                   + ("" if fused is None else f"; its fused-traffic roofline bound is {fused * 1e3:.2f} ms"))
+    elif variant == "channels_last" and (device.bandwidth(True) or device.bandwidth(False)):
+        eager = predict_step(estimate.ops, totals, device, calibration).seconds
+        nhwc = predict_step(estimate.ops, totals, device, calibration.with_(layout_bytes_per_byte={})).seconds
+        row.update(modelled=False, note=f"not modelled: the time model's NCHW <-> NHWC transposes alone are "
+                                        f"{1 - nhwc / eager:.0%} of this step, far less than measured "
+                                        f"({CHANNELS_LAST_EVIDENCE})")
+    elif device.bandwidth(True) or device.bandwidth(False):
+        step = predict_step(estimate.ops, totals, device, calibration)
+        row.update(predicted_seconds=step.seconds, predicted_seconds_low=step.low_seconds,
+                   predicted_seconds_high=step.high_seconds, predicted_bound=step.bound)
+    else:
+        row["note"] = "no roofs: the device's ceilings were not measured"
+    memory = predict_memory(totals, device)
+    row.update({k: memory[k] for k in ("predicted_memory_bytes", "fits", "fit_verdict")})
+    return row
+
+
+def _measured_anchor(measured: dict[str, Any], base: dict[str, Any], devices: dict, estimate,
+                     calibrations: dict) -> dict[str, Any]:
+    """The scale every prediction is multiplied by: measured seconds / predicted seconds of the measured run."""
+    source = measured.get("source", "the timing record")
+    different = [k for k in RUN_KEYS if measured.get(k) != base[k]]
+    if different:
+        raise RooflowError(f"{source}: the measured run differs from the what-if's in "
+                           f"{', '.join(f'{k} ({measured.get(k)} vs {base[k]})' for k in different)}: "
+                           f"pass a timing record of the same model, batch, precision and mode")
+    key = measured.get("device")
+    if key not in devices:
+        raise RooflowError(f"{source}: its device '{key}' is not in the catalogue: pass a timing record "
+                           f"written by rooflow's timing job on a catalogue device")
+    seconds = measured.get("median_seconds")
+    if not seconds or measured.get("status", "ok") != "ok":
+        raise RooflowError(f"{source}: it has no median_seconds (status {measured.get('status')}): pass the "
+                           f"timing record of a run that completed")
+    predicted = _prediction(estimate, devices[key], calibrations[key])["predicted_seconds"]
+    if not predicted:
+        raise RooflowError(f"{source}: rooflow cannot predict the run on '{key}' (no roofs), so it cannot scale "
+                           f"from it: measure the device's ceilings first")
+    return {"device": key, "measured_seconds": float(seconds), "predicted_seconds": predicted,
+            "scale": float(seconds) / predicted}
+
+
+def what_if(estimator: Estimator, batch: int, precision: str, mode: str, device_key: str, devices: dict, *,
+            ceilings: dict[str, Any] | None = None, measured: dict[str, Any] | None = None,
+            variants: tuple[str, ...] = VARIANTS, changes: tuple[str, ...] = CHANGES) -> dict[str, Any]:
+    """The run and its alternatives, ranked (module docstring). ``estimator(batch, precision)`` returns the
+    estimate of the model at that batch and precision (``mode`` fixed); ``devices`` is the catalogue
+    (rooflow.hardware.devices.load_devices); ``ceilings`` the measured ceilings of ``device_key``;
+    ``measured`` a timing record of the same run (rooflow.measure.timing), to start from it; ``changes``
+    which kinds of alternative to list (CHANGES).
+
+    Returns ``{"run": {...}, "measured_from": anchor or None, "alternatives": [rows, best first]}``; each row
+    has ``change`` (run, precision, batch, variant, device), the run's keys, ``variant``, the predicted
+    seconds with ``_low``/``_high``, ``images_per_second``, memory and fit, ``calibration_source``, ``basis``
+    and, priced, ``cost_per_1000_images_usd``."""
+    if device_key not in devices:
+        raise RooflowError(f"device '{device_key}' is not in the catalogue: use one of {', '.join(sorted(devices))}")
+    device = devices[device_key]
+    cache: dict[tuple[int, str], Any] = {}
+
+    def estimate(b: int, p: str):
+        if (b, p) not in cache:
+            cache[b, p] = estimator(b, p)
+        return cache[b, p]
+
+    calibrations: dict[str, Any] = {}
+
+    def calibration(key: str):
+        if key not in calibrations:
+            calibrations[key] = for_device(devices[key], ceilings if key == device_key else None)
+        return calibrations[key]
+
+    base_estimate = estimate(batch, precision)
+    model = base_estimate.totals["model"]
+    base = {"model": model, "batch": batch, "precision": precision, "mode": mode}
+    gpus = [k for k, d in devices.items() if d.is_cuda]
+    for key in {device_key, *gpus, *([measured.get("device")] if measured else [])} & set(devices):
+        calibration(key)
+    anchor = _measured_anchor(measured, base, devices, base_estimate, calibrations) if measured else None
+
+    candidates: list[tuple[str, str, int, str, str]] = [("run", device_key, batch, precision, "eager")]
+    candidates += [("precision", device_key, batch, p, "eager") for p in supported_precisions(device) if p != precision]
+    candidates += [("batch", device_key, b, precision, "eager") for b in _batches(batch)]
+    candidates += [("variant", device_key, batch, precision, v) for v in variants if v != "eager"]
+    candidates += [("device", k, batch, precision, "eager") for k in gpus if k != device_key]
+
+    rows = []
+    candidates = [c for c in candidates if c[0] == "run" or c[0] in changes]
+    for change, key, b, p, variant in candidates:
+        target = devices[key]
+        row = {"change": change, "device": key, "model": model, "batch": b, "precision": p, "mode": mode,
+               "variant": variant, **_prediction(estimate(b, p), target, calibration(key), variant)}
+        if p not in supported_precisions(target):
+            row["note"] = f"{target.key} has no {p} roof: its matmuls run at its fp32 roof"
+        row["basis"] = "time model"
+        if anchor and row["predicted_seconds"]:
+            same = (key, b, p, variant) == (anchor["device"], batch, precision, "eager")
+            factor = 1.0 if same else anchor["scale"]
+            seconds = anchor["measured_seconds"] if same else row["predicted_seconds"] * factor
+            spread = 0.0 if same else calibration(key).relative_uncertainty
+            row.update(predicted_seconds=seconds, predicted_seconds_low=seconds * (1 - spread),
+                       predicted_seconds_high=seconds * (1 + spread),
+                       basis="measured" if same else
+                       f"from the measured {anchor['device']} run × predicted ratio")
+        seconds = row["predicted_seconds"]
+        row["images_per_second"] = b / seconds if seconds else None
+        price = getattr(target, "price_per_hour_usd", None)
+        row["price_per_hour_usd"] = price
+        row["cost_per_1000_images_usd"] = price / 3600.0 * seconds / b * 1000.0 if price and seconds else None
+        rows.append(row)
+    rows.sort(key=_rank)
+    return {"run": {**base, "device": device_key}, "measured_from": anchor, "alternatives": rows}
+
+
+def _rank(row: dict[str, Any]) -> tuple:
+    """Predicted throughput, best first; runs that do not fit, then those without a prediction, last."""
+    rate = row["images_per_second"]
+    return (rate is None, row["fits"] is False, -(rate or 0.0))
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The ranked alternatives as a text table, with what each prediction rests on."""
+    run = result["run"]
+    lines = [f"What to try next: {run['model']} b{run['batch']} {run['precision']} {run['mode']} on {run['device']} "
+             f"(predictions, ranked by predicted images/s)",
+             f"{'change':9} {'device':16} {'batch':>5} {'prec':4} {'variant':13} {'pred ms':>9} {'range ms':>17} "
+             f"{'img/s':>8} {'mem GB':>7} {'fits':>4} {'$/1k img':>8}"]
+    lines.append("-" * len(lines[-1]))
+    for row in result["alternatives"]:
+        seconds = row["predicted_seconds"]
+        span = "-" if seconds is None else \
+            f"{row['predicted_seconds_low'] * 1e3:.2f}–{row['predicted_seconds_high'] * 1e3:.2f}"
+        cost, rate = row["cost_per_1000_images_usd"], row["images_per_second"]
+        fits = {True: "yes", False: "NO", None: "-"}[row["fits"]]
+        lines.append(
+            f"{row['change']:9} {row['device']:16} {row['batch']:>5} {row['precision']:4} {row['variant']:13} "
+            f"{'-' if seconds is None else f'{seconds * 1e3:.2f}':>9} {span:>17} "
+            f"{'-' if rate is None else f'{rate:,.0f}':>8} {row['predicted_memory_bytes'] / 1e9:>7.2f} {fits:>4} "
+            f"{'-' if cost is None else f'{cost:.4f}':>8}")
+    anchor = result.get("measured_from")
+    if anchor:
+        lines.append(f"Times start from the measured {anchor['device']} run ({anchor['measured_seconds'] * 1e3:.2f} ms; "
+                     f"the time model predicted {anchor['predicted_seconds'] * 1e3:.2f} ms): each is the measured step "
+                     f"× its predicted ratio to that run.")
+    for source in sorted({row["calibration_source"] for row in result["alternatives"]}):
+        lines.append(f"Calibration: {source}")
+    for row in result["alternatives"]:
+        if row.get("note"):
+            lines.append(f"{row['change']} {row['device']} b{row['batch']} {row['precision']} {row['variant']}: "
+                         f"{row['note']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,120 @@
+"""What to change next (rooflow.estimate.whatif): the alternatives of a run, ranked by the time model's numbers,
+and started from a measured H100 step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from rooflow.errors import RooflowError
+from rooflow.estimate.api import estimate_run, predict, what_if_module
+from rooflow.estimate.whatif import format_table, supported_precisions, what_if
+from rooflow.hardware.devices import default_catalogue_path, load_devices
+from rooflow.io import read_json
+from rooflow.workload.spec import spec_from_options
+from tests.support import real
+
+H100_STEP = "h100-rooflow/resnet50-b64-tf32-training-timing.json"
+
+
+def estimator(model: str, mode: str):
+    spec = spec_from_options(model, None, None, None)
+    return lambda batch, precision: estimate_run(spec, batch, precision, mode)
+
+
+@pytest.fixture(scope="module")
+def devices():
+    return load_devices(default_catalogue_path())
+
+
+@pytest.fixture(scope="module")
+def resnet18(devices):
+    return what_if(estimator("resnet18", "training"), 8, "tf32", "training", "a100-sxm4-40gb", devices)
+
+
+def test_ranking_is_the_time_models_own_numbers(resnet18, devices):
+    rows = resnet18["alternatives"]
+    gpus = [k for k, d in devices.items() if d.is_cuda]
+    assert {r["device"] for r in rows if r["change"] == "device"} == set(gpus) - {"a100-sxm4-40gb"}
+    assert {r["precision"] for r in rows if r["change"] == "precision"} == {"fp32", "fp16", "bf16"}
+    assert sorted(r["batch"] for r in rows if r["change"] == "batch") == [4, 16, 32]
+    spec = spec_from_options("resnet18", None, None, None)
+    recomputed = []
+    for row in rows:
+        if row["variant"] != "eager":
+            continue
+        # the same run through `rooflow estimate --device`'s path: predict() on a fresh estimate
+        totals = predict(estimate_run(spec, row["batch"], row["precision"], "training"), row["device"]).totals
+        assert row["predicted_seconds"] == pytest.approx(totals["predicted_seconds"], rel=1e-9)
+        assert row["fits"] == totals["fits"] and row["calibration_source"] == totals["calibration_source"]
+        recomputed.append((row["batch"] / totals["predicted_seconds"], (row["device"], row["batch"], row["precision"])))
+    # every run fits: the ranking is the time model's images/s, best first
+    assert [key for _, key in recomputed] == [key for _, key in sorted(recomputed, key=lambda x: -x[0])]
+
+
+def test_variants(resnet18):
+    variant = {r["variant"]: r for r in resnet18["alternatives"] if r["device"] == "a100-sxm4-40gb"
+               and r["batch"] == 8 and r["precision"] == "tf32"}
+    # not predicted (the H200's measured channels_last gains are far beyond the transposes the model prices)
+    for name in ("channels_last", "compile"):
+        assert variant[name]["predicted_seconds"] is None and not variant[name]["modelled"]
+    assert "fused-traffic roofline bound" in variant["compile"]["note"]
+    assert "NCHW <-> NHWC transposes alone are" in variant["channels_last"]["note"]
+    assert {r["variant"] for r in resnet18["alternatives"][-2:]} == {"channels_last", "compile"}  # ranked last
+
+
+def test_supported_precisions(devices):
+    assert supported_precisions(devices["v100-sxm2-16gb"]) == ["fp32", "fp16"]
+    assert supported_precisions(devices["a100-sxm4-40gb"]) == ["fp32", "tf32", "fp16", "bf16"]
+
+
+def test_from_the_measured_h100_step_scales_with_it(devices):
+    """Habitat's way: a GPU's what-if is the measured H100 step × the predicted ratio; change the measurement
+    and every other GPU's prediction changes by the same factor."""
+    record = read_json(real(H100_STEP))
+    run = estimator("resnet50", "training")
+    results = []
+    for factor in (1.0, 1.5):
+        measured = {**record, "median_seconds": record["median_seconds"] * factor}
+        results.append(what_if(run, 64, "tf32", "training", "a100-sxm4-40gb", devices, measured=measured,
+                               changes=("device",)))
+    first, second = ({r["device"]: r for r in result["alternatives"]} for result in results)
+    assert first["h100-sxm5-80gb"]["predicted_seconds"] == record["median_seconds"]
+    assert first["h100-sxm5-80gb"]["basis"] == "measured"
+    anchor = results[0]["measured_from"]
+    for key in ("a100-sxm4-40gb", "h200-sxm-141gb", "t4"):
+        assert second[key]["predicted_seconds"] == pytest.approx(1.5 * first[key]["predicted_seconds"])
+        assert first[key]["basis"] == "from the measured h100-sxm5-80gb run × predicted ratio"
+        analytic = first[key]["predicted_seconds"] / anchor["scale"]
+        assert first[key]["predicted_seconds"] == pytest.approx(
+            record["median_seconds"] * analytic / anchor["predicted_seconds"])
+    assert "Times start from the measured h100-sxm5-80gb run" in format_table(results[0])
+
+
+def test_measured_run_must_be_the_same_run(devices):
+    record = {**read_json(real(H100_STEP)), "source": "h100.json"}
+    with pytest.raises(RooflowError, match=r"^h100.json: the measured run differs .* batch \(64 vs 32\)"):
+        what_if(estimator("resnet50", "training"), 32, "tf32", "training", "a100-sxm4-40gb", devices,
+                measured=record, changes=())
+
+
+def test_price_gives_cost_per_1000_images(tmp_path):
+    import yaml
+
+    catalogue = tmp_path / "devices.yaml"
+    data = yaml.safe_load(default_catalogue_path().read_text())
+    data["l4"]["price_per_hour_usd"] = 0.8
+    catalogue.write_text(yaml.safe_dump(data))
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                 torch.nn.Linear(8 * 30 * 30, 10))
+    result = what_if_module(module, torch.empty(4, 3, 32, 32, device="meta"), "l4", devices_file=str(catalogue))
+    assert sorted(r["batch"] for r in result["alternatives"] if r["change"] == "batch") == [2, 8, 16]
+    for row in result["alternatives"]:
+        if row["device"] == "l4" and row["predicted_seconds"]:
+            assert row["cost_per_1000_images_usd"] == pytest.approx(0.8 / 3600 * row["predicted_seconds"] / row["batch"]
+                                                                    * 1000)
+        else:
+            assert row["cost_per_1000_images_usd"] is None
+    json.dumps(result)  # a record: JSON as it is
