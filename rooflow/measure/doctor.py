@@ -347,6 +347,20 @@ def _subset(folder: Path) -> Path:
     return path
 
 
+def program_error(log_path: str | Path) -> str | None:
+    """The last exception line (``AttributeError: ...``) a profiled Python program wrote to its log, or None:
+    the cause a failed profile's table row names (on the H200 it was a torch API missing from torch 2.11)."""
+    path = Path(log_path)
+    if not path.is_file():
+        return None
+    found = None
+    for line in path.read_text(errors="replace").splitlines():
+        head = line.split(":", 1)[0]
+        if ":" in line and head.isidentifier() and head.endswith(("Error", "Exception", "Interrupt")):
+            found = line.strip()
+    return found
+
+
 def step_checks(ncu: str, architecture: str, folder: Path) -> list[dict[str, str]]:
     """Profile :data:`STEP` in distinct and exhaustive mode under ncu, capture its torch.profiler timeline,
     and compare (files left in ``folder``)."""
@@ -370,8 +384,9 @@ def step_checks(ncu: str, architecture: str, folder: Path) -> list[dict[str, str
             run_tool(ncu_command(ncu, metrics, path, argv), folder / f"ncu-{mode}.log", "ncu", outputs=[path])
         out.append(compare_profiles(paths["distinct"], folder / "ncu-plan-distinct.json", paths["exhaustive"]))
     except Exception as error:  # noqa: BLE001 - the doctor reports, it does not stop
+        cause = next(filter(None, (program_error(folder / f"ncu-{mode}.log") for mode in paths)), None)
         out.append(record("ncu distinct vs exhaustive", "fail", f"{type(error).__name__}: {error}",
-                          f"see the logs in {folder}"))
+                          f"the profiled program raised {cause}; " * bool(cause) + f"see the logs in {folder}"))
         return out
     try:
         spec = RunSpec(STEP["model"], STEP["batch"], STEP["precision"], STEP["mode"], "cuda", 3, 1)

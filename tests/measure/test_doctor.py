@@ -26,6 +26,7 @@ from rooflow.measure.doctor import (
     missing_metrics,
     nsys_build,
     nsys_check,
+    program_error,
     run_doctor,
     timeline_check,
 )
@@ -190,3 +191,16 @@ def test_timeline_vs_ncu_on_the_recorded_h100_step():
     assert "autotuning" in row["fix"]
     assert timeline_check(kernels, kernels) == {"check": "timeline vs ncu", "status": "ok",
                                                 "result": "the same 241 kernels", "fix": ""}
+
+
+def test_a_failed_profile_names_the_programs_exception(tmp_path):
+    """The H100's doctor said only "see the logs": the row now names what the profiled program raised."""
+    log = tmp_path / "ncu-distinct.log"
+    log.write_text("==PROF== Connected to process 1\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
+                   "AttributeError: module 'torch.autograd.graph' has no attribute 'node_creation_hook'\n"
+                   "==PROF== Disconnected: the application returned an error code (1)\n")
+    assert program_error(log) == ("AttributeError: module 'torch.autograd.graph' has no attribute "
+                                  "'node_creation_hook'")
+    assert program_error(tmp_path / "missing.log") is None
+    log.write_text("==WARNING== Note: Running with default clock control\n")
+    assert program_error(log) is None
