@@ -52,7 +52,7 @@ def real_text(relative: str) -> str:
 def test_fixture_copies_are_byte_for_byte():
     """Every copied fixture, decompressed where stored compressed, has the original's SHA-256."""
     lines = (REAL / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 73  # 72 recorded files (39 from public studies, 25 of rooflow's H100 run, 8 of the 2026-11-25 H200/H100 runs) + PROVENANCE.md
+    assert len(lines) == 76  # 39 files from public studies, 25 of rooflow's H100 run, 11 of the 2026-11-25 runs, PROVENANCE.md
     for line in lines:
         digest, relative = line.split("  ", 1)
         path = real(relative)

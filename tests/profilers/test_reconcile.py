@@ -422,3 +422,23 @@ def test_an_unexplained_gap_inside_the_band_is_an_error():
     far = dict(row, flops_ratio=0.3)
     [band] = failed(far, "measured/estimated FLOPs")
     assert band["severity"] == "error" and band["likely_cause"].startswith("Unexplained")
+
+
+def test_h100_resnet18_bf16_inference_excess_is_conv1_padded_to_32_channels():
+    """rooflow's own workflow on a lent H100 (tests/data/real/gpu-2026-11-25, ncu distinct mode, torch 2.11):
+    in bf16 cuDNN pads conv1's 3 input channels to 32, not TF32's 16 — 10.7× its FLOPs, nearly all of the
+    65% excess; the rest is GEMM tiles overhanging layer4's 7×7 outputs."""
+    from rooflow.profilers.distinct import apply_plan
+
+    folder = H100.parent / "gpu-2026-11-25"
+    plan = read_json(folder / "resnet18-b32-bf16-inference-ncu_plan.json")
+    kernels, totals = apply_plan(aggregate_ncu(folder / "resnet18-b32-bf16-inference-ncu.csv.gz"), plan)
+    estimate = rooflow_estimate("resnet18", 32, "bf16", "inference")
+    outcome = reconcile(totals, estimate.totals, "bf16", "inference", totals["tensor_metrics_collected"],
+                        architecture="sm_90", kernels=kernels, ops=estimate.ops, layers=estimate.layers)
+    cause = outcome["cause"]
+    assert outcome["flops_ratio"] == pytest.approx(1.6533, abs=1e-4)
+    assert ("first-layer channel padding — conv1 forward: +73.09 GFLOP (7.553 GFLOP → 80.64 GFLOP, ×10.68; "
+            "10.68× ≈ 32/3: the image's 3 channels padded to 32)") in cause
+    assert "GEMM padding — layer4.0.conv2, layer4.1.conv1, layer4.1.conv2 forward" in cause
+    assert cause.endswith("These account for all of the convolution/matmul difference.")
