@@ -78,8 +78,10 @@ def for_device(device, ceilings: dict[str, Any] | None = None, catalogue: dict |
     if cap is not None:
         notes = (*notes, f"memory-bound kernels held to {cap / 1e12:.2f} TB/s: the {reference_key}'s bandwidth per "
                          f"SM cycle, which {device.key}'s memory exceeds (its SMs, not its memory, bound them)")
+    held = f", memory-bound kernels held to {cap / 1e12:.2f} TB/s ({reference_key}'s bytes per SM cycle)" if cap else ""
     return reference.with_(
-        source=f"scaled from the {reference_key} calibration ({reference.source}) by {device.key}'s datasheet roofs",
+        source=f"scaled from the {reference_key} calibration ({reference.source}) by {device.key}'s datasheet "
+               f"roofs{held}",
         relative_uncertainty=max(reference.relative_uncertainty, SCALED_UNCERTAINTY),
         bandwidth_cap_bytes_per_second=cap, notes=notes)
 
