@@ -553,6 +553,8 @@ def _same_kernels(a: _File, b: _File) -> bool:
 
 def _merge_run(files: list[_File]) -> _Run:
     first = files[0]
+    if len(files) == 1:  # nothing to merge: no copy (a raw page's metrics are most of what rooflow holds)
+        return _Run(files, first.info, first.wide)
     info, wide = first.info.copy(), first.wide.copy()
     for other in files[1:]:
         info["cc"] = info["cc"].where(info["cc"].notna(), other.info["cc"])
@@ -654,15 +656,15 @@ def _total(series: pd.Series) -> float | None:
 def _table(info: pd.DataFrame, derived: pd.DataFrame) -> pd.DataFrame:
     # The text columns stay categorical where the reader made them so: a name held once, not once per kernel
     # (a PyTorch template name is ~700 bytes; a big profile has millions of kernels).
-    table = pd.DataFrame({"id": info.index.to_numpy(), "name": info["name"].array})
-    classes = {name: classify_kernel(name) for name in pd.unique(table["name"])}  # names repeat: classify once
-    table["kernel_class"] = np.asarray(table["name"].map(classes), dtype=object)
+    names = info["name"].array
+    classes = {name: classify_kernel(name) for name in pd.unique(names)}  # names repeat: classify once
+    columns = {"id": info.index.to_numpy(), "name": names,
+               "kernel_class": np.asarray(pd.Series(names).map(classes), dtype=object)}
     for column in KERNEL_COLUMNS[3:]:
-        if column in TEXT_COLUMNS:
-            table[column] = info[column].array
-        else:
-            table[column] = derived[column].to_numpy(dtype=float)
-    return table
+        columns[column] = info[column].array if column in TEXT_COLUMNS else derived[column].to_numpy(dtype=float)
+    # copy=False: the frame holds the derived arrays as they are (a copy of ~12 float columns per kernel would
+    # double what a per-metric file of a million kernels holds at its peak).
+    return pd.DataFrame(columns, copy=False)
 
 
 def _check_required(files: list[_File], required: Iterable[str]) -> None:
