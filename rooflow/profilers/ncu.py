@@ -173,7 +173,9 @@ class NcuResult:
     what a column needs. ``totals``: the JSON the workflow writes — :data:`TOTAL_KEYS` (None where not
     collected), ``seconds`` when a duration metric exists, ``metrics_collected`` (the collected metrics
     rooflow uses), ``tensor_metrics_collected`` and ``source_format``. ``metrics``: every numeric metric per
-    kernel in SI units (index: kernel ID), for anyone who needs a metric rooflow does not derive.
+    kernel in SI units (index: kernel ID), for anyone who needs a metric rooflow does not derive (the raw
+    page's: float32 for a metric rooflow does not use whose every value float32 holds exactly, so memory
+    stays low; a value read from it is the same number).
     ``notes``: how each quantity was obtained, in sentences.
     """
 
