@@ -658,10 +658,15 @@ def _total(series: pd.Series) -> float | None:
 def _table(info: pd.DataFrame, derived: pd.DataFrame) -> pd.DataFrame:
     # The text columns stay categorical where the reader made them so: a name held once, not once per kernel
     # (a PyTorch template name is ~700 bytes; a big profile has millions of kernels).
-    names = info["name"].array
-    classes = {name: classify_kernel(name) for name in pd.unique(names)}  # names repeat: classify once
-    columns = {"id": info.index.to_numpy(), "name": names,
-               "kernel_class": np.asarray(pd.Series(names).map(classes), dtype=object)}
+    import pyarrow as pa
+
+    names = pd.Categorical(info["name"].array)  # every reader's names are categorical already: no copy
+    # Names repeat: each distinct one is classified once, and the per-kernel texts are written by pyarrow from
+    # the codes (no Python string object per kernel).
+    classes = pa.array([classify_kernel(name) for name in names.categories], type=pa.string())
+    kernel_class = pa.DictionaryArray.from_arrays(pa.array(names.codes), classes).cast(pa.string())
+    columns = {"id": info.index.to_numpy(), "name": info["name"].array,
+               "kernel_class": pd.array(kernel_class, dtype="str")}
     for column in KERNEL_COLUMNS[3:]:
         columns[column] = info[column].array if column in TEXT_COLUMNS else derived[column].to_numpy(dtype=float)
     # copy=False: the frame holds the derived arrays as they are (a copy of ~12 float columns per kernel would
