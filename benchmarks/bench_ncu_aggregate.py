@@ -198,7 +198,8 @@ def run_pandas(path: str, fmt: str) -> dict:
     import pandas as pd
 
     from rooflow.profilers._details import _power_of_ten
-    from rooflow.profilers.ncu import TOTAL_KEYS, _derive, _total
+    from rooflow.profilers.metrics import derive_quantities
+    from rooflow.profilers.ncu import TOTAL_KEYS, _total
 
     def si(values: np.ndarray, units: pd.Series) -> np.ndarray:
         # Unit -> power of ten; value × 10^k (or / 10^-k): one rounding, as rooflow converts.
@@ -226,7 +227,7 @@ def run_pandas(path: str, fmt: str) -> dict:
         wide = frame.pivot_table(index="ID", columns="Metric Name", values="si", aggfunc="first")
         cc = (frame.groupby("ID")["CC"].first().astype(str) if "CC" in frame.columns
               else pd.Series("7.0", index=wide.index))
-    derived, info, _ = _derive(wide, cc, {})
+    derived, info, _ = derive_quantities(wide, cc)
     totals = {"kernels": len(wide)}
     for key in TOTAL_KEYS[1:]:
         totals[key] = _total(derived[key])

@@ -498,9 +498,11 @@ class DetailsReader:
             raise ParseError(f"{path}: line {self.header_line}: the ncu CSV has a header but no metric rows, so the "
                              f"file is truncated or nothing was profiled; read the profiling log and profile again.")
         kernel_ids, kernel_lines, kernel_descriptions = (np.concatenate(c) for c in zip(*self.kernels))
-        order = np.argsort(kernel_ids, kind="stable")
-        kernel_ids, kernel_lines, kernel_descriptions = (kernel_ids[order], kernel_lines[order],
-                                                         kernel_descriptions[order])
+        self.kernels = []
+        if not _ascending(kernel_ids):  # as ncu writes them, the IDs ascend: no sorted copy of a million kernels
+            order = np.argsort(kernel_ids, kind="stable")
+            kernel_ids, kernel_lines, kernel_descriptions = (kernel_ids[order], kernel_lines[order],
+                                                             kernel_descriptions[order])
         # Kernel descriptions repeat (the same kernel launched again): the text columns are categorical.
         columns = {}
         for position, column in enumerate(("name", "cc", "grid_size", "block_size", "nvtx_stack")):
@@ -520,8 +522,9 @@ class DetailsReader:
         width = len(names)
         ids, matrix, present = self.store.arrays(width)
         self.store = _Rows()
-        order = np.argsort(ids, kind="stable")  # a kernel cut by a block boundary: earlier block first
-        ids, matrix, present = ids[order], matrix[order], present[order]
+        if not _ascending(ids):  # a kernel cut by a block boundary (repeated ID): earlier block first
+            order = np.argsort(ids, kind="stable")
+            ids, matrix, present = ids[order], matrix[order], present[order]
         repeated = np.flatnonzero(ids[1:] == ids[:-1]) + 1
         if len(repeated):
             for row in repeated.tolist()[::-1]:  # fold each repeat into the row before it, last first
@@ -601,6 +604,11 @@ def kernel_id_of(path: Path, number: int, text: str) -> int:
     except ValueError:
         raise ParseError(f"{path}: line {number}: kernel ID {text!r} is not an integer; this is not an ncu CSV "
                          f"page as ncu writes it, so give the file exactly as ncu wrote it.") from None
+
+
+def _ascending(values: np.ndarray) -> bool:
+    """Whether `values` never decrease (equal neighbours allowed: a stable sort would not move them)."""
+    return bool((values[1:] >= values[:-1]).all())
 
 
 def first_occurrences(codes: np.ndarray) -> np.ndarray:

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from rooflow.profilers import metrics as m
-from rooflow.profilers._details import _MAX_DIGITS, _NEWLINE, _POW10, _QUOTE, DetailsReader
+from rooflow.profilers._details import _MAX_DIGITS, _NEWLINE, _POW10, _QUOTE, DetailsReader, first_occurrences
 from rooflow.profilers._text import to_si
 
 _SAMPLE_LINES = 200
@@ -54,23 +54,24 @@ class ArrowBlocks:
         self.reader, self.fields = reader, fields
         self.pa, self.pacsv, self.compute = pa, pacsv, compute
         self.queue: deque[tuple[bytes, object]] = deque()
-        # The kernel descriptions met so far (their fields joined by NUL) and their codes in the reader.
-        self.known_keys = pa.array([], type=pa.string())
-        self.known_codes = np.empty(0, dtype=np.int64)
         self.stopped = False
         names = [f"c{position}" for position in range(fields)]
         r = reader
         wanted = {"id": r.c_id, "name": r.c_name, "cc": r.c_cc, "grid": r.c_grid, "block": r.c_block,
                   "nvtx": r.c_nvtx, "metric": r.c_metric, "unit": r.c_unit, "value": r.c_value}
         self.column = {key: names[position] for key, position in wanted.items() if position is not None}
-        types = {key: pa.string() for key in self.column}
-        types.update(id=pa.int64(), metric=pa.dictionary(pa.int32(), pa.string()),
-                     unit=pa.dictionary(pa.int32(), pa.string()))
+        # Every text column but the value is dictionary-encoded by the tokenizer: a 700-byte kernel name that a
+        # block repeats (one row per metric, or a kernel launched again) is hashed there, never copied per row.
+        types = {key: pa.dictionary(pa.int32(), pa.string()) for key in self.column}
+        types.update(id=pa.int64(), value=pa.string())
         self.names = names
         self.convert = pacsv.ConvertOptions(
             include_columns=list(self.column.values()),
             column_types={self.column[key]: kind for key, kind in types.items() if key in self.column},
-            strings_can_be_null=False, quoted_strings_can_be_null=False)
+            strings_can_be_null=False, quoted_strings_can_be_null=False,
+            # UTF-8 is checked after the read, on each dictionary's distinct texts and on the values (see
+            # _valid_utf8): checked per row, it cost 40% of the tokenizer's time on 700-byte kernel names.
+            check_utf8=False)
 
     @classmethod
     def for_page(cls, reader: DetailsReader, block: bytes) -> ArrowBlocks | None:
@@ -138,6 +139,7 @@ class ArrowBlocks:
         pa = self.pa
         try:
             table = self._read(block, self.names, self.convert, handler)
+            self._valid_utf8(table)
         except (pa.ArrowException, ValueError):
             return None
         a = np.frombuffer(block, dtype=np.uint8)
@@ -151,7 +153,7 @@ class ArrowBlocks:
             return None
         quotes = int(np.count_nonzero(a == _QUOTE)) - sum(text.count('"') for _, text in handed_back)
         if quotes != 2 * self.fields * rows and quotes != 2 * self.fields * rows + 2 * sum(
-                self.compute.sum(self.compute.count_substring(table.column(self.column[key]), '"')).as_py() or 0
+                self._inner_quotes(table.column(self.column[key]))
                 for key in ("name", "cc", "grid", "block", "nvtx", "value") if key in self.column):
             return None
         ids = table.column(self.column["id"])
@@ -169,6 +171,28 @@ class ArrowBlocks:
         return _Parsed(table, count, rule_lines, ids.to_numpy(), pair_codes,
                        [(metric_names[p // units], unit_names[p % units]) for p in pairs.tolist()],
                        mantissa, decimals, plain)
+
+    def _valid_utf8(self, table) -> None:
+        """Raises ArrowInvalid where a text column holds bytes that are not UTF-8 (the numpy reader then reads
+        the block and replaces them, as it always has): each dictionary once, the value column whole."""
+        for column in table.columns:
+            for chunk in column.chunks:
+                if self.pa.types.is_dictionary(chunk.type):
+                    chunk.dictionary.validate(full=True)
+                elif self.pa.types.is_string(chunk.type):
+                    chunk.validate(full=True)
+
+    def _inner_quotes(self, column) -> int:
+        """The quotes inside the fields of a column (a dictionary column: counted once per distinct text)."""
+        compute = self.compute
+        if not self.pa.types.is_dictionary(column.type):
+            return compute.sum(compute.count_substring(column, '"')).as_py() or 0
+        total = 0
+        for chunk in column.chunks:
+            counts = compute.count_substring(chunk.dictionary, '"').to_numpy(zero_copy_only=False)
+            if counts.any():
+                total += int(counts[chunk.indices.to_numpy(zero_copy_only=False)].sum())
+        return total
 
     def _read(self, data: bytes, names: list[str], convert, handler):
         pacsv = self.pacsv
@@ -265,25 +289,23 @@ class ArrowBlocks:
 
 
     def _descriptions(self, table, rows: np.ndarray) -> np.ndarray:
-        """The description codes of the kernels that start at `rows`. Kernels are launched again with the same
-        description (a per-metric file starts a kernel on every row): the ones seen before are found in one
-        vectorised lookup, and only a new one is looked at in Python."""
-        pa, compute = self.pa, self.compute
+        """The description codes of the kernels that start at `rows`. Each description column is dictionary
+        encoded, so a description is a tuple of small integers: those are numbered per block without touching
+        the text, and only each distinct description of the block is looked up (in Python) by its texts."""
         keys = [key for key in DESCRIPTION_KEYS if key in self.column]
-        fields = [table.column(self.column[key]).take(pa.array(rows)).combine_chunks() for key in keys]
-        joined = compute.binary_join_element_wise(*fields, "\x00")
-        found = compute.index_in(joined, value_set=self.known_keys)
-        if found.null_count:
-            new = compute.unique(joined.filter(compute.is_null(found)))
-            at = compute.index_in(new, value_set=joined).to_numpy(zero_copy_only=False)
-            texts = dict(zip(keys, (field.take(pa.array(at)).to_pylist() for field in fields)))
-            codes = [self.reader.description(key, *(texts[name][index] if name in texts else ""
-                                                     for name in DESCRIPTION_KEYS))
-                     for index, key in enumerate(new.to_pylist())]
-            self.known_keys = pa.concat_arrays([self.known_keys, new.cast(self.known_keys.type)])
-            self.known_codes = np.concatenate([self.known_codes, np.array(codes, dtype=np.int64)])
-            found = compute.index_in(joined, value_set=self.known_keys)
-        return self.known_codes[found.to_numpy(zero_copy_only=False)]
+        chunks = [table.column(self.column[key]).chunk(0) for key in keys]
+        indices = [chunk.indices.to_numpy(zero_copy_only=False)[rows].astype(np.int64) for chunk in chunks]
+        combined = np.zeros(len(rows), dtype=np.int64)
+        for index, chunk in zip(indices, chunks):  # mixed radix, renumbered each step so it cannot overflow
+            combined, _ = pd.factorize(combined * max(len(chunk.dictionary), 1) + index)
+        firsts = first_occurrences(combined)
+        texts = [chunk.dictionary.take(self.pa.array(index[firsts])).to_pylist()
+                 for index, chunk in zip(indices, chunks)]
+        described = dict(zip(keys, texts))
+        codes = np.array([self.reader.description(key, *(described[name][unique] if name in described else ""
+                                                          for name in DESCRIPTION_KEYS))
+                          for unique, key in enumerate(zip(*texts))], dtype=np.int64)
+        return codes[combined]
 
 
 DESCRIPTION_KEYS = ("name", "cc", "grid", "block", "nvtx")

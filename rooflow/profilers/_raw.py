@@ -11,7 +11,10 @@ Values it leaves (``n/a``, an exponent, a text value, a unit whose factor is not
 
 Memory: a column whose value is the same for every kernel (the ``device__attribute_*`` columns: most of a
 raw page) is kept as one number, not one per kernel (a sparse column whose fill value is that number), so
-what the result holds grows with the kernels times the columns that vary.
+what the result holds grows with the kernels times the columns that vary; of those, a metric rooflow derives
+nothing from is held in float32 where that holds each of its values exactly (integer counters below 2^24:
+37 of the 49 varying columns of the H100 recordings), the metrics rooflow adds up stay float64. The columns
+are converted :data:`COLUMNS_AT_ONCE` at a time, so the conversion's temporaries stay small.
 
 This reader is strict by refusing: anything it does not expect (a row with another number of fields, a
 second header, a non-integer ID, a repeated ID, a line that is not a CSV row, a value rooflow needs that is
@@ -157,11 +160,16 @@ class _Texts:
 def _column(parts: list[tuple[np.ndarray | float | None, int]], rows: int) -> np.ndarray | pd.arrays.SparseArray:
     """One metric's values over the batches; a number that every batch holds for every kernel is held once."""
     scalars = {part for part, _ in parts if not isinstance(part, np.ndarray)}
-    if len(scalars) == 1 and None not in scalars and not any(isinstance(part, np.ndarray) for part, _ in parts):
+    arrays = [part for part, _ in parts if isinstance(part, np.ndarray)]
+    if len(scalars) == 1 and None not in scalars and not arrays:
         (value,) = scalars
         return pd.arrays.SparseArray(np.full(rows, value), fill_value=value)
-    return np.concatenate([part if isinstance(part, np.ndarray) else np.full(count, np.nan if part is None else part)
-                           for part, count in parts])
+    # float32 only where every batch's values were (see _compact) and each batch's one number is exact in it.
+    narrow = all(part.dtype == np.float32 for part in arrays) and all(
+        value is None or float(np.float32(value)) == value for value in scalars)
+    dtype = np.float32 if narrow else np.float64
+    return np.concatenate([part.astype(dtype, copy=False) if isinstance(part, np.ndarray)
+                           else np.full(count, np.nan if part is None else part, dtype=dtype) for part, count in parts])
 
 
 def _exponent(unit: str) -> int:
@@ -186,8 +194,27 @@ def _numbers(strings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.concatenate(column) for column in zip(*parts))
 
 
+# Metric columns converted at once: the conversion's temporaries (a dozen arrays of kernels × columns) stay a
+# few MB, whatever the page's width.
+COLUMNS_AT_ONCE = 48
+
+
 def _convert(batch, positions: list[int], names: list[str], units: list[str], exponents: np.ndarray,
-             cache: dict, bad: dict[str, tuple[str, int]], first_line: int) -> tuple[np.ndarray, np.ndarray]:
+             cache: dict, bad: dict[str, tuple[str, int]], first_line: int) -> tuple[list, np.ndarray]:
+    """(per metric column: None, one number or its values; the first row holding a value or -1) of one batch,
+    :data:`COLUMNS_AT_ONCE` columns at a time."""
+    parts, firsts = [], []
+    for at in range(0, len(positions), COLUMNS_AT_ONCE):
+        group = slice(at, at + COLUMNS_AT_ONCE)
+        some, first = _convert_columns(batch, positions[group], names[group], units[group], exponents[group], cache,
+                                       bad, first_line)
+        parts += some
+        firsts.append(first)
+    return parts, np.concatenate(firsts) if firsts else np.empty(0, dtype=np.int64)
+
+
+def _convert_columns(batch, positions: list[int], names: list[str], units: list[str], exponents: np.ndarray,
+                     cache: dict, bad: dict[str, tuple[str, int]], first_line: int) -> tuple[list, np.ndarray]:
     """(values, present) of one batch: kernels × metric columns, SI floats; present where the whole-file
     parser stores a value (a number or n/a), False for a text value or a unit it cannot convert."""
     import pyarrow as pa
@@ -244,5 +271,16 @@ def _convert(batch, positions: list[int], names: list[str], units: list[str], ex
     # Per column: None (no value here), one number (the same for every kernel here), or the values.
     constant = (values == values[:, :1]).all(axis=1)
     has, first = present.any(axis=1), present.argmax(axis=1)
-    parts = [None if not has[j] else float(values[j, 0]) if constant[j] else values[j].copy() for j in range(width)]
+    parts = [None if not has[j] else float(values[j, 0]) if constant[j] else _compact(values[j], names[j])
+             for j in range(width)]
     return parts, np.where(has, first, -1)
+
+
+def _compact(values: np.ndarray, name: str) -> np.ndarray:
+    """One batch of a varying column: float32 where that holds every value exactly (most counters of a raw page
+    are integers below 2^24) and rooflow adds nothing up from the metric (its sums stay float64); else float64."""
+    if not m.is_used_metric(name):
+        narrow = values.astype(np.float32)
+        if np.array_equal(narrow, values, equal_nan=True):  # compared in float64: exact, or not taken
+            return narrow
+    return values.copy()

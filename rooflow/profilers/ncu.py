@@ -173,7 +173,9 @@ class NcuResult:
     what a column needs. ``totals``: the JSON the workflow writes — :data:`TOTAL_KEYS` (None where not
     collected), ``seconds`` when a duration metric exists, ``metrics_collected`` (the collected metrics
     rooflow uses), ``tensor_metrics_collected`` and ``source_format``. ``metrics``: every numeric metric per
-    kernel in SI units (index: kernel ID), for anyone who needs a metric rooflow does not derive.
+    kernel in SI units (index: kernel ID), for anyone who needs a metric rooflow does not derive (the raw
+    page's: float32 for a metric rooflow does not use whose every value float32 holds exactly, so memory
+    stays low; a value read from it is the same number).
     ``notes``: how each quantity was obtained, in sentences.
     """
 
@@ -553,6 +555,8 @@ def _same_kernels(a: _File, b: _File) -> bool:
 
 def _merge_run(files: list[_File]) -> _Run:
     first = files[0]
+    if len(files) == 1:  # nothing to merge: no copy (a raw page's metrics are most of what rooflow holds)
+        return _Run(files, first.info, first.wide)
     info, wide = first.info.copy(), first.wide.copy()
     for other in files[1:]:
         info["cc"] = info["cc"].where(info["cc"].notna(), other.info["cc"])
@@ -654,15 +658,20 @@ def _total(series: pd.Series) -> float | None:
 def _table(info: pd.DataFrame, derived: pd.DataFrame) -> pd.DataFrame:
     # The text columns stay categorical where the reader made them so: a name held once, not once per kernel
     # (a PyTorch template name is ~700 bytes; a big profile has millions of kernels).
-    table = pd.DataFrame({"id": info.index.to_numpy(), "name": info["name"].array})
-    classes = {name: classify_kernel(name) for name in pd.unique(table["name"])}  # names repeat: classify once
-    table["kernel_class"] = np.asarray(table["name"].map(classes), dtype=object)
+    import pyarrow as pa
+
+    names = pd.Categorical(info["name"].array)  # every reader's names are categorical already: no copy
+    # Names repeat: each distinct one is classified once, and the per-kernel texts are written by pyarrow from
+    # the codes (no Python string object per kernel).
+    classes = pa.array([classify_kernel(name) for name in names.categories], type=pa.string())
+    kernel_class = pa.DictionaryArray.from_arrays(pa.array(names.codes), classes).cast(pa.string())
+    columns = {"id": info.index.to_numpy(), "name": info["name"].array,
+               "kernel_class": pd.array(kernel_class, dtype="str")}
     for column in KERNEL_COLUMNS[3:]:
-        if column in TEXT_COLUMNS:
-            table[column] = info[column].array
-        else:
-            table[column] = derived[column].to_numpy(dtype=float)
-    return table
+        columns[column] = info[column].array if column in TEXT_COLUMNS else derived[column].to_numpy(dtype=float)
+    # copy=False: the frame holds the derived arrays as they are (a copy of ~12 float columns per kernel would
+    # double what a per-metric file of a million kernels holds at its peak).
+    return pd.DataFrame(columns, copy=False)
 
 
 def _check_required(files: list[_File], required: Iterable[str]) -> None:

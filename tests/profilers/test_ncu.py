@@ -16,6 +16,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from support import (
@@ -32,6 +33,7 @@ from support import (
 )
 
 from rooflow.errors import ParseError
+from rooflow.profilers import metrics as m
 from rooflow.profilers.kernels import KERNEL_CLASSES, classify_kernel
 from rooflow.profilers.ncu import KERNEL_COLUMNS, TOTAL_KEYS, aggregate_ncu
 
@@ -1031,8 +1033,11 @@ def test_streamed_raw_page_reads_as_the_whole_file_parser(relative, monkeypatch)
     from rooflow.profilers import _raw, ncu
 
     monkeypatch.setattr(_raw, "BATCH_BYTES", 40_000)  # several batches even for these small files
+    monkeypatch.setattr(_raw, "COLUMNS_AT_ONCE", 7)  # several column groups per batch
     streamed = aggregate_ncu(real(relative))
     assert any(isinstance(dtype, pd.SparseDtype) for dtype in streamed.metrics.dtypes)  # it was streamed
+    narrow = [name for name, dtype in streamed.metrics.dtypes.items() if dtype == np.float32]
+    assert narrow and not [name for name in narrow if m.is_used_metric(name)]  # the metrics rooflow adds: float64
     monkeypatch.setattr(ncu, "RAW_STREAMED", False)
     whole = aggregate_ncu(real(relative))
     assert streamed.totals == whole.totals

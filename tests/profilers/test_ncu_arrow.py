@@ -92,3 +92,22 @@ def test_plain_numbers_match_the_numpy_conversion():
     assert ok.sum() == 13  # "1234,567" too, as the numpy conversion reads it
     assert mantissa[ok].tolist() == expected_mantissa[ok].tolist()
     assert decimals[ok].tolist() == expected_decimals[ok].tolist()
+
+
+def test_bytes_that_are_not_utf8_are_read_as_the_numpy_reader_reads_them(tmp_path, committed, monkeypatch):
+    """pyarrow checks UTF-8 after its read (dictionaries, values): a block with a kernel name or a value whose
+    bytes are not UTF-8 goes to the numpy reader, which replaces them; the other blocks stay with pyarrow."""
+    path, lines = _short_rows_file(tmp_path, kernels=600)
+    data = ("\n".join(lines) + "\n").encode()
+    first = _old_row(300, "dram__bytes_read.sum", "Mbyte", "301,000.5").encode()  # kernel 300's first row
+    assert first in data
+    # A byte no UTF-8 text holds, in the kernel's name.
+    path.write_bytes(data.replace(first, first.replace(b"volta_sgemm", b"volta\xffsgemm"), 1))
+    through_arrow = aggregate_ncu(path)
+    assert len(committed) >= 5
+    assert through_arrow.kernels["name"][300] == "volta\ufffdsgemm_128x64_nt"
+    _same_result(through_arrow, _numpy_only(path, monkeypatch))
+    value = _old_row(450, "dram__bytes_write.sum", "byte", "2,048").encode()
+    path.write_bytes(data.replace(value, value.replace(b'"2,048"', b'"2,04\xff"'), 1))
+    with pytest.raises(ParseError, match=r"dram__bytes_write.sum is '2,04\ufffd', not a number"):
+        aggregate_ncu(path)
