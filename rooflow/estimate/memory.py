@@ -123,8 +123,26 @@ def layout_workspace_bytes(trace: Trace) -> list[int]:
 
 def fused_attention_peak(trace: Trace) -> int:
     """The peak of live bytes when attention runs as one fused kernel, as on a GPU (rooflow.estimate.attention):
-    the math path's L × L matrices and its copies of q, k, v never exist. The peak itself for other models."""
-    return int(max(live_bytes(trace, on_chip_storages(trace.records))))
+    the math path's L × L matrices and its copies of q, k, v never exist; the q, k, v they were made from stay
+    alive as long as the copies did (the kernel saves its inputs for backward). The peak itself for other
+    models."""
+    skip = on_chip_storages(trace.records)
+    if not skip:
+        return int(max(live_bytes(trace)))
+    source: dict[int, int] = {}  # an on-chip copy → the live storage it was made from
+    free_at: dict[int, int] = {}
+    for record in trace.records:
+        made = [key for key, _ in record.writes if key in skip and trace.storages[key].alloc_index == record.index]
+        inputs = [source.get(key, key) for key, _ in record.reads if trace.storages[key].alloc_index >= 0]
+        if not made or len(inputs) != 1 or inputs[0] in skip:
+            continue
+        for key in made:
+            source[key] = inputs[0]
+            freed = trace.storages[key].free_index
+            held = free_at.get(inputs[0], trace.storages[inputs[0]].free_index)
+            free_at[inputs[0]] = None if freed is None or held is None else max(freed, held)
+    free_at = {key: index for key, index in free_at.items() if index is not None}
+    return int(max(live_bytes(trace, skip, free_at)))
 
 
 def peak_with_workspace(trace: Trace, workspace: list[int]) -> int:
