@@ -137,7 +137,9 @@ def test_h200_from_the_h100_calibration(h200):
     error = (known["time_ratio"] - 1).abs()
     assert len(known) == 42 and (known["bound"] == "gpu").all()
     assert (error <= 0.25).sum() >= 38 and error.mean() <= 0.11
-    assert ((known["memory_ratio"] - 1).abs() <= 0.15).sum() >= 37
+    # memory, held out while the memory model was changed (issue 25): 38 of 42 (37 before); the misses are the
+    # H100's (FP32 AlexNet and VGG16 training, AlexNet bf16 inference)
+    assert ((known["memory_ratio"] - 1).abs() <= 0.15).sum() >= 38
 
 
 def test_h200_models_not_in_the_h100_sweep(h200):
@@ -150,3 +152,15 @@ def test_h200_models_not_in_the_h100_sweep(h200):
     assert len(new) == 15
     assert (error <= 0.25).sum() >= 10 and error.mean() <= 0.25
     assert (new[new["precision"] == "bf16"]["time_ratio"] > 1.25).sum() >= 3
+
+
+
+def test_h200_memory_of_models_not_in_the_h100_sweep(h200):
+    """Memory of the five new models' inference: 12 of 15 within ±15%; every FP32 run within 2% (DenseNet's
+    concatenations included). The misses are over-predictions of cuDNN's NHWC copies on tensor cores
+    (densenet121 TF32 0.71 and bf16 0.73, squeezenet1_1 TF32 0.82): their TF32 peaks equal their FP32 ones,
+    so no copy was held at the peak — unexplained (resnet18's and vgg16's TF32 peaks do hold them)."""
+    new = h200[h200["model"].isin(NEW_MODELS)]
+    error = (new["memory_ratio"] - 1).abs()
+    assert (error <= 0.15).sum() >= 12
+    assert (error[new["precision"] == "fp32"] <= 0.02).all()
