@@ -80,8 +80,10 @@ def sdpa_layers(layers, ops) -> set[str]:
 
 def on_chip_storages(records) -> set[int]:
     """Storage keys of a recorded step (rooflow.estimate.counter.OpRecord) that a fused attention kernel never
-    allocates: the L × L scores and probabilities (and their gradients) the math path writes. Its scaled or
-    cast copies of q, k, v stay: they stand for the q, k, v that a fused kernel saves for backward."""
+    allocates: the L × L scores and probabilities (and their gradients) the math path writes, their casts, and
+    the forward's copies of q, k, v that the time model's fused kernel absorbs too (its scaling ``mul`` and its
+    casts to fp32: a fused kernel reads q, k, v as they are — rooflow.estimate.memory.fused_attention_peak
+    keeps those alive as long as the copies were, since the kernel saves them for backward)."""
     layers = sdpa_layers([r.layer for r in records], [r.op for r in records])
     keys: set[int] = set()
     for record in records:
@@ -92,5 +94,9 @@ def on_chip_storages(records) -> set[int]:
             if m * n >= max(m * k, k * n):  # the product writes the score matrix (or its gradient)
                 keys.update(key for key, _ in record.writes)
         elif record.op_class == "softmax":
+            keys.update(key for key, _ in record.writes)
+        elif record.op == "_to_copy" and any(key in keys for key, _ in record.reads):
+            keys.update(key for key, _ in record.writes)  # a cast of the probabilities
+        elif record.phase == "forward" and _absorbed(record.op, record.op_class, record.phase, record.dtype):
             keys.update(key for key, _ in record.writes)
     return keys

@@ -35,12 +35,7 @@ import pandas as pd
 from rooflow.conventions import MATMUL_OP_CLASSES, MODES, PRECISIONS
 from rooflow.estimate import formulas
 from rooflow.estimate.counter import LOSS, Trace, run_step, trace_step
-from rooflow.estimate.memory import (
-    fused_attention_peak,
-    layout_workspace_bytes,
-    peak_memory,
-    peak_with_workspace,
-)
+from rooflow.estimate.memory import memory_totals
 
 FLOP_CLASSES = ("matmul", "elementwise", "normalization", "pooling", "softmax", "attention")
 FUSIBLE_CONSUMERS = {"elementwise"}
@@ -276,8 +271,6 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
     else:
         min_bytes = trace.input_bytes + weight_bytes + trace.output_bytes
     total_flops = forward_flops + loss_flops + backward_flops + optimizer_flops
-    memory = peak_memory(trace)
-    workspace = layout_workspace_bytes(trace)
 
     totals: dict[str, Any] = {
         "model": model, "batch": batch, "precision": precision, "mode": mode, "input_size": input_size,
@@ -309,13 +302,7 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
         "arithmetic_intensity": total_flops / min_bytes if min_bytes else None,
         "arithmetic_intensity_fused": total_flops / fused_bytes if fused_bytes else None,
         "arithmetic_intensity_unfused": total_flops / unfused_bytes if unfused_bytes else None,
-        "peak_memory_bytes": memory["peak_memory_bytes"],
-        "peak_memory_breakdown": memory["breakdown"],
-        # with cuDNN's NCHW→NHWC copies while each convolution runs (tensor-core paths; see memory.py)
-        "peak_memory_bytes_layout_workspace": peak_with_workspace(trace, workspace),
-        # attention as one fused kernel (a GPU's flash / memory-efficient SDPA; see attention.py)
-        "peak_memory_bytes_fused_attention": fused_attention_peak(trace),
-        "largest_conv_activation_bytes": max(workspace, default=0),
+        **memory_totals(trace),
         "unsupported_ops": dict(sorted(trace.unsupported.items())),
         "module_calls": dict(trace.module_calls),
         "param_tensors": int(trace.param_tensors),

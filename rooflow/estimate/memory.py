@@ -44,12 +44,30 @@ def _category(trace: Trace, key: int, category: str) -> str:
     return "temporaries"
 
 
-def live_bytes(trace: Trace, skip: set[int] | frozenset = frozenset()) -> list[int]:
+def previous_gradients(trace: Trace) -> tuple[int, int | None]:
+    """(bytes, index of the first backward record): the previous step's gradients. rooflow's training step
+    (rooflow.measure.timing.Runner, as PyTorch's ImageNet example) calls ``zero_grad(set_to_none=True)``
+    after the forward and the loss, just before backward, so in the steady state the last step's gradients
+    are still alive through the forward — at the forward's end, where activations peak. (0, None) in
+    inference."""
+    if not trace.gradient_keys:
+        return 0, None
+    first = next((record.index for record in trace.records if record.phase == "backward"), None)
+    return sum(trace.storages[key].nbytes for key in trace.gradient_keys), first
+
+
+def live_bytes(trace: Trace, skip: set[int] | frozenset = frozenset(),
+               free_at: dict[int, int] | None = None) -> list[int]:
     """Live bytes after each recorded op (index i: the storages allocated at or before op i and not yet
-    released when op i finished); ``skip``: storage keys left out."""
+    released when op i finished, and the previous step's gradients until backward starts); ``skip``: storage
+    keys left out; ``free_at``: storage keys released later than the trace recorded (key → op index)."""
     n = len(trace.records)
     delta = [0] * (n + 2)
-    base = 0
+    stale, zero_grad = previous_gradients(trace)
+    base = stale
+    if zero_grad is not None:
+        delta[zero_grad] -= stale
+    free_at = free_at or {}
     for storage in trace.storages.values():
         if storage.key in skip:
             continue
@@ -58,8 +76,9 @@ def live_bytes(trace: Trace, skip: set[int] | frozenset = frozenset()) -> list[i
             base += storage.nbytes
         else:
             delta[start] += storage.nbytes
-        if storage.free_index is not None:
-            end = max(storage.free_index, start)
+        free_index = free_at.get(storage.key, storage.free_index)
+        if free_index is not None:
+            end = max(free_index, start)
             delta[min(end, n + 1)] -= storage.nbytes
     live, current = [], base
     for i in range(n + 1):
@@ -77,6 +96,9 @@ def peak_memory(trace: Trace) -> dict:
                  and (storage.free_index is None or storage.free_index > peak_index))
         if alive:
             breakdown[_category(trace, storage.key, storage.category)] += storage.nbytes
+    stale, zero_grad = previous_gradients(trace)
+    if zero_grad is not None and peak_index < zero_grad:
+        breakdown["gradients"] += stale
     peak_phase = trace.records[min(peak_index, len(trace.records) - 1)].phase if trace.records else None
     return {"peak_memory_bytes": int(live[peak_index]), "breakdown": breakdown, "peak_phase": peak_phase}
 
@@ -101,11 +123,62 @@ def layout_workspace_bytes(trace: Trace) -> list[int]:
 
 def fused_attention_peak(trace: Trace) -> int:
     """The peak of live bytes when attention runs as one fused kernel, as on a GPU (rooflow.estimate.attention):
-    the math path's L × L matrices and its copies of q, k, v never exist. The peak itself for other models."""
-    return int(max(live_bytes(trace, on_chip_storages(trace.records))))
+    the math path's L × L matrices and its copies of q, k, v never exist; the q, k, v they were made from stay
+    alive as long as the copies did (the kernel saves its inputs for backward). The peak itself for other
+    models."""
+    skip = on_chip_storages(trace.records)
+    if not skip:
+        return int(max(live_bytes(trace)))
+    source: dict[int, int] = {}  # an on-chip copy → the live storage it was made from
+    free_at: dict[int, int] = {}
+    for record in trace.records:
+        made = [key for key, _ in record.writes if key in skip and trace.storages[key].alloc_index == record.index]
+        inputs = [source.get(key, key) for key, _ in record.reads if trace.storages[key].alloc_index >= 0]
+        if not made or len(inputs) != 1 or inputs[0] in skip:
+            continue
+        for key in made:
+            source[key] = inputs[0]
+            freed = trace.storages[key].free_index
+            held = free_at.get(inputs[0], trace.storages[inputs[0]].free_index)
+            free_at[inputs[0]] = None if freed is None or held is None else max(freed, held)
+    free_at = {key: index for key, index in free_at.items() if index is not None}
+    return int(max(live_bytes(trace, skip, free_at)))
 
 
 def peak_with_workspace(trace: Trace, workspace: list[int]) -> int:
     """The peak of live bytes when each record also holds ``workspace[i]`` bytes while it runs."""
     live = live_bytes(trace)
     return int(max([live[0]] + [live[i] + workspace[i] for i in range(min(len(workspace), len(live)))]))
+
+
+def foreach_optimizer_peak(trace: Trace) -> int:
+    """The optimizer's peak of live bytes when SGD runs its multi-tensor (foreach) update, PyTorch's default
+    for CUDA tensors (torch.optim.SGD, ``foreach=None``): ``torch._foreach_add(grads, params,
+    alpha=weight_decay)`` makes ``g + wd·p`` for every parameter at once, so all of them are alive together
+    until the update ends — one more copy of the gradients — where the single-tensor update the trace records
+    (CPU's default) holds one at a time. 0 in inference."""
+    optimizer = [record.index for record in trace.records if record.phase == "optimizer"]
+    if not optimizer:
+        return 0
+    first, last = optimizer[0], optimizer[-1]
+    held = {storage.key: last for storage in trace.storages.values()
+            if storage.category == "optimizer" and first <= storage.alloc_index <= last}
+    live = live_bytes(trace, free_at=held)
+    return int(max(live[first:last + 1]))
+
+
+def memory_totals(trace: Trace) -> dict:
+    """The estimate's memory fields (rooflow.estimate.predict.predict_memory reads them)."""
+    memory = peak_memory(trace)
+    workspace = layout_workspace_bytes(trace)
+    return {
+        "peak_memory_bytes": memory["peak_memory_bytes"],
+        "peak_memory_breakdown": memory["breakdown"],
+        # with cuDNN's NCHW→NHWC copies while each convolution runs (tensor-core paths)
+        "peak_memory_bytes_layout_workspace": peak_with_workspace(trace, workspace),
+        # attention as one fused kernel (a GPU's flash / memory-efficient SDPA; see attention.py)
+        "peak_memory_bytes_fused_attention": fused_attention_peak(trace),
+        # SGD's multi-tensor update, a GPU's default
+        "peak_memory_bytes_foreach_optimizer": foreach_optimizer_peak(trace),
+        "largest_conv_activation_bytes": max(workspace, default=0),
+    }

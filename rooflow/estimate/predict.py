@@ -86,13 +86,30 @@ FIT_MARGIN = 0.10  # a run fits when its predicted steady peak + 10% + the conte
 
 
 def cublas_workspace_bytes(device) -> int:
-    """The workspace PyTorch gives each cuBLAS/cuBLASLt handle: 32 MiB on Hopper and newer, 4 MiB × 2 +
-    16 KiB × 8 before (cuBLAS's recommendation, PyTorch's CUBLAS_WORKSPACE_CONFIG default), allocated
-    through its caching allocator, so it counts in max_memory_allocated."""
+    """The workspaces PyTorch gives each thread that runs matrix products, allocated through its caching
+    allocator, so they count in max_memory_allocated: cuBLAS's (32 MiB on Hopper and newer, 4 MiB × 2 +
+    16 KiB × 8 before: cuBLAS's recommendation, PyTorch's CUBLAS_WORKSPACE_CONFIG default) and cuBLASLt's
+    (1 MiB, PyTorch's CUBLASLT_WORKSPACE_SIZE default). On the H100 and the H200 a process holds 33 MiB more
+    after its first inference step and another 33 MiB after its first training step (autograd's backward
+    thread: a handle of its own) — 34,603,008 bytes each in both sweeps' at-rest records."""
     capability = device.compute_capability if device is not None else None
+    lt = 1 * MIB
     if capability and capability[0] >= 9:
-        return 32 * MIB
-    return 8 * MIB + 128 * 1024
+        return 32 * MIB + lt
+    return 8 * MIB + 128 * 1024 + lt
+
+
+def workspace_threads(mode: str | None) -> int:
+    """Threads that hold cuBLAS workspaces in a step: the caller's, and in training autograd's backward one."""
+    return 2 if mode == "training" else 1
+
+
+def held_workspace_threads(at_rest_bytes: int, device, run_bytes: int = 0) -> int:
+    """How many threads' cuBLAS workspaces a process already holds: what it had allocated at rest before the
+    step (``at_rest_bytes``) beyond the run's own tensors (``run_bytes``: its weights and input where those
+    were allocated already). A sweep that runs its runs one after another in one process keeps the
+    workspaces of its earlier steps (an inference run after a training run holds two)."""
+    return max(0, round((at_rest_bytes - run_bytes) / cublas_workspace_bytes(device)))
 
 
 def tensor_core_convolutions(device, precision: str) -> bool:
@@ -104,19 +121,22 @@ def tensor_core_convolutions(device, precision: str) -> bool:
     return (precision == "fp16" and cc >= 70) or (precision in ("tf32", "bf16") and cc >= 80)
 
 
-def predict_memory(totals: dict[str, Any], device) -> dict[str, Any]:
+def predict_memory(totals: dict[str, Any], device, held_threads: int = 0) -> dict[str, Any]:
     """The steady-state peak of ``torch.cuda.max_memory_allocated`` for one step (after warm-up), its range,
     and whether the run fits the device.
 
     Point: the estimator's live-tensor peak (parameters, gradients, momentum, saved activations, autocast's
-    weight copies, temporaries), without the L × L matrices of attention's math path (a GPU runs it fused);
+    weight copies, temporaries; in training the previous step's gradients through the forward), without the L × L
+    matrices of attention's math path (a GPU runs it fused); at least the optimizer's peak under SGD's foreach
+    update (a GPU's default: a copy of every gradient at once);
     with cuDNN's NHWC copies of each convolution's activations while it runs
-    where convolutions use tensor cores; plus the cuBLAS/cuBLASLt workspaces (two handles in inference, one
-    more for autograd's thread in training). Range: low = the tensors alone; high = the point plus an FFT
+    where convolutions use tensor cores; plus the cuBLAS/cuBLASLt workspaces (the caller's thread; in training
+    autograd's too). Range: low = the tensors alone; high = the point plus an FFT
     workspace of twice the largest convolution's activations (cuDNN's autotuner may pick FFT for FP32
     3×3/5×5 convolutions, whose workspace holds their activations in the frequency domain — which it picks
     cannot be known before it runs). ``fits`` compares point × (1 + margin) + the CUDA context with the
-    device's memory."""
+    device's memory. ``held_threads``: threads whose workspaces the process already holds from earlier steps
+    (held_workspace_threads; 0: a fresh process, as each of the workflow's timing jobs)."""
     tensors = int(totals.get("peak_memory_bytes") or 0)
     if device is None or not device.is_cuda:
         return {"predicted_memory_bytes": tensors, "predicted_memory_bytes_low": tensors,
@@ -126,8 +146,9 @@ def predict_memory(totals: dict[str, Any], device) -> dict[str, Any]:
     base = int(totals.get("peak_memory_bytes_layout_workspace") or tensors) if layout else tensors
     # a GPU runs attention as one fused kernel: the math path's L × L matrices are never allocated
     base -= tensors - int(totals.get("peak_memory_bytes_fused_attention") or tensors)
-    handles = 3 if mode == "training" else 2
-    point = base + handles * cublas_workspace_bytes(device)
+    # SGD's foreach update holds a copy of every gradient at once (the optimizer's peak; no convolution runs)
+    base = max(base, int(totals.get("peak_memory_bytes_foreach_optimizer") or 0))
+    point = base + max(workspace_threads(mode), held_threads) * cublas_workspace_bytes(device)
     high = point + (0 if layout else 2 * int(totals.get("largest_conv_activation_bytes") or 0))
     capacity = device.memory_bytes
     result = {"predicted_memory_bytes": point, "predicted_memory_bytes_low": tensors,

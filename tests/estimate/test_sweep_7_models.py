@@ -21,7 +21,7 @@ import pytest
 
 from rooflow.estimate import estimate
 from rooflow.estimate.calibration import for_device, shipped_calibration
-from rooflow.estimate.predict import predict_memory
+from rooflow.estimate.predict import held_workspace_threads, predict_memory
 from rooflow.estimate.timemodel import predict_step
 from rooflow.hardware.devices import load_device
 
@@ -37,7 +37,9 @@ def _estimate(model: str, batch: int, precision: str, mode: str):
     return estimate(model, batch, precision, mode)  # shared by the H100 and H200 checks (minutes on 2 cores)
 
 
-def _compare(path: Path, device, calibration, keep) -> pd.DataFrame:
+def _compare(path: Path, device, calibration, keep, rest_counts_run: bool) -> pd.DataFrame:
+    """``rest_counts_run``: whether the file's at_rest_before counts the run's weights and input (the H100
+    sweep's does, the H200's not); beyond them it holds the cuBLAS workspaces of the sweep's earlier steps."""
     rows = []
     for line in path.read_text().splitlines():
         run = json.loads(line)
@@ -45,7 +47,8 @@ def _compare(path: Path, device, calibration, keep) -> pd.DataFrame:
             continue
         est = _estimate(run["model"], run["batch"], run["precision"], run["mode"])
         time = predict_step(est.ops, est.totals, device, calibration)
-        memory = predict_memory(est.totals, device)
+        run_bytes = est.totals["weight_bytes"] + est.totals["input_bytes"] if rest_counts_run else 0
+        memory = predict_memory(est.totals, device, held_workspace_threads(run["at_rest_before"], device, run_bytes))
         rows.append({**{k: run[k] for k in ("model", "batch", "precision", "mode")}, "bound": time.bound,
                      "time_ratio": run["median_seconds"] / time.seconds,
                      "memory_ratio": run["steady_peak_allocated"] / memory["predicted_memory_bytes"]})
@@ -57,7 +60,7 @@ def sweep():
     if not SWEEP.is_file():
         pytest.skip("shared fixtures (../shared) not present")
     device = load_device(ROOT / "config" / "devices.yaml", "h100-sxm5-80gb", H100 / "ceilings-h100.json")
-    return _compare(SWEEP, device, shipped_calibration("h100-sxm5-80gb"), lambda run: True)
+    return _compare(SWEEP, device, shipped_calibration("h100-sxm5-80gb"), lambda run: True, True)
 
 
 def test_gpu_bound_runs(sweep):
@@ -104,12 +107,14 @@ def test_named_misses(sweep):
 
 
 def test_memory(sweep):
-    """Steady-state peak within ±15% for 43 of the 48 batch-256 runs (attention fused on the GPU: no L × L
-    matrices; vit_b_16 training within 12%); the misses are AlexNet (FP32: FFT convolutions' workspaces; bf16 1.16), VGG16 FP32 training
-    (FFT) and vit_b_16 bf16 inference (its fp32 copies of q, k, v, which flash attention never makes)."""
-    assert ((sweep["memory_ratio"] - 1).abs() <= 0.15).sum() >= 43
-    vit = sweep[sweep["model"] == "vit_b_16"].set_index(["precision", "mode"])["memory_ratio"]
-    assert abs(vit[("bf16", "training")] - 1) < 0.12 and abs(vit[("fp32", "training")] - 1) < 0.1
+    """Steady-state peak within ±15% for 44 of the 48 batch-256 runs (43 before the fused attention kernel's
+    inputs replaced the math path's fp32 copies of q, k, v); the misses are AlexNet (FP32: FFT convolutions'
+    workspaces, inference 1.35 and training 1.20; bf16 inference 1.16) and VGG16 FP32 training (FFT, 1.57):
+    which algorithm cuDNN's heuristics pick is not in the estimate. Every vit_b_16 run within 8% (bf16
+    inference was 0.80: its fp32 copies of q, k, v, which a fused kernel never makes)."""
+    assert ((sweep["memory_ratio"] - 1).abs() <= 0.15).sum() >= 44
+    vit = sweep[sweep["model"] == "vit_b_16"]["memory_ratio"]
+    assert len(vit) == 6 and ((vit - 1).abs() < 0.08).all()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -124,7 +129,7 @@ def h200():
     device = load_device(ROOT / "config" / "devices.yaml", "h200-sxm-141gb")
     # the seven H100-sweep models (estimates shared with the H100 fixture above) and the five others' inference
     return _compare(H200_SWEEP, device, for_device(device),
-                    lambda run: run["model"] not in NEW_MODELS or run["mode"] == "inference")
+                    lambda run: run["model"] not in NEW_MODELS or run["mode"] == "inference", False)
 
 
 def test_h200_from_the_h100_calibration(h200):
@@ -132,7 +137,9 @@ def test_h200_from_the_h100_calibration(h200):
     error = (known["time_ratio"] - 1).abs()
     assert len(known) == 42 and (known["bound"] == "gpu").all()
     assert (error <= 0.25).sum() >= 38 and error.mean() <= 0.11
-    assert ((known["memory_ratio"] - 1).abs() <= 0.15).sum() >= 37
+    # memory, held out while the memory model was changed (issue 25): 38 of 42 (37 before); the misses are the
+    # H100's (FP32 AlexNet and VGG16 training, AlexNet bf16 inference)
+    assert ((known["memory_ratio"] - 1).abs() <= 0.15).sum() >= 38
 
 
 def test_h200_models_not_in_the_h100_sweep(h200):
@@ -145,3 +152,15 @@ def test_h200_models_not_in_the_h100_sweep(h200):
     assert len(new) == 15
     assert (error <= 0.25).sum() >= 10 and error.mean() <= 0.25
     assert (new[new["precision"] == "bf16"]["time_ratio"] > 1.25).sum() >= 3
+
+
+
+def test_h200_memory_of_models_not_in_the_h100_sweep(h200):
+    """Memory of the five new models' inference: 12 of 15 within ±15%; every FP32 run within 2% (DenseNet's
+    concatenations included). The misses are over-predictions of cuDNN's NHWC copies on tensor cores
+    (densenet121 TF32 0.71 and bf16 0.73, squeezenet1_1 TF32 0.82): their TF32 peaks equal their FP32 ones,
+    so no copy was held at the peak — unexplained (resnet18's and vgg16's TF32 peaks do hold them)."""
+    new = h200[h200["model"].isin(NEW_MODELS)]
+    error = (new["memory_ratio"] - 1).abs()
+    assert (error <= 0.15).sum() >= 12
+    assert (error[new["precision"] == "fp32"] <= 0.02).all()

@@ -25,7 +25,7 @@ from rooflow.estimate.calibration import (
     shipped_calibration,
 )
 from rooflow.estimate.core import parse_gemms
-from rooflow.estimate.predict import predict_memory
+from rooflow.estimate.predict import held_workspace_threads, predict_memory
 from rooflow.estimate.timemodel import (
     Calibration,
     device_op_seconds,
@@ -250,7 +250,9 @@ def sweep(h100):
         run = json.loads(line)
         est = estimate(run["model"], run["batch"], run["precision"], run["mode"])
         time = predict_step(est.ops, est.totals, h100, calibration)
-        memory = predict_memory(est.totals, h100)
+        # one process ran the sweep: the workspaces of its earlier steps are still held (at_rest_before)
+        held = held_workspace_threads(run["at_rest_before"], h100, est.totals["weight_bytes"] + est.totals["input_bytes"])
+        memory = predict_memory(est.totals, h100, held)
         rows.append({**{k: run[k] for k in ("model", "batch", "precision", "mode")},
                      "time_ratio": run["median_seconds"] / time.seconds,
                      "memory_ratio": run["steady_peak_allocated"] / memory["predicted_memory_bytes"],
@@ -285,14 +287,15 @@ def test_sweep_time_gpu_bound(sweep):
 
 
 def test_sweep_memory(sweep):
-    """Steady-state peak within ±15% for 69 of 80 runs; every miss but four is an FP32 run whose
-    autotuner picked FFT convolutions (VGG16, AlexNet), and those lie inside the predicted range. Of the
-    four, ResNet-18's three b1 inference runs held one 32 MiB library workspace where the model counts two
-    (ResNet-50 b1 held two): which library allocates one is not in the recordings."""
-    assert _within(sweep["memory_ratio"], 0.15) >= 69
+    """Steady-state peak within ±15% for 72 of 80 runs; every miss but two is an FP32 run whose autotuner
+    picked FFT convolutions (VGG16, AlexNet), and those lie inside the predicted range. The two: ResNet-18 b32
+    FP32 training (1.15) and AlexNet b256 bf16 inference (1.16). The b1 runs (69 of 80 before) needed the
+    sweep's process history: its earlier steps' cuBLAS workspaces were still held (at_rest_before), one
+    33 MiB workspace per thread (rooflow.estimate.predict.cublas_workspace_bytes)."""
+    assert _within(sweep["memory_ratio"], 0.15) >= 72
     misses = sweep[(sweep["memory_ratio"] - 1).abs() > 0.15]
     fft = misses[(misses["precision"] == "fp32") & misses["model"].isin(["vgg16", "alexnet"])]
-    assert len(misses) - len(fft) <= 4
+    assert len(misses) - len(fft) <= 2
     assert fft["within_range"].mean() >= 0.5
 
 
