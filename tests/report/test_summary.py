@@ -88,6 +88,18 @@ def test_build_summary_joins_estimates_to_every_device_that_measured_them():
     assert frame.set_index("device").loc["gpu", "roof_source"] == "datasheet"
 
 
+def test_each_variant_of_a_run_is_a_row_of_its_own_with_the_one_estimate_and_its_compile_time():
+    """The timing jobs of one run as eager, channels_last and compiled: three rows (eager first, whatever the
+    order they come in), each its own measured time on the same estimated FLOPs; compile time apart."""
+    frame = build_summary({"cpu": CPU}, [estimate()],
+                          [timing(0.05, variant="compile", compile_seconds=12.0), timing(0.1),
+                           timing(0.08, variant="channels_last")])
+    assert list(frame["variant"]) == ["eager", "channels_last", "compile"]
+    assert list(frame["measured_seconds"]) == [0.1, 0.08, 0.05]
+    assert list(frame["achieved_flops_per_second"]) == pytest.approx([4e9 / 0.1, 4e9 / 0.08, 4e9 / 0.05])
+    assert frame["compile_seconds"].tolist()[2] == 12.0 and frame["compile_seconds"][:2].isna().all()
+
+
 def test_a_run_that_cannot_fit_is_a_result_row_with_the_verdict():
     """The workflow's record_unfit row (rooflow.estimate.predict.unfit_record): status does-not-fit, the
     prediction's verdict as a 'result' check, no time, no roofline point."""
