@@ -48,7 +48,7 @@ RUN_PATTERN = "{model}/b{batch}-{precision}-{mode}"
 # A timed run's name adds its variant unless it is eager (conventions.variant_suffix): eager paths, and the
 # results cached under them, are what they were before variants. The estimate and the ncu/nsys profiles
 # (eager only) keep RUN_PATTERN.
-TIMED_RUN_PATTERN = RUN_PATTERN + "{variant}"
+TIMED_RUN_PATTERN = f"{RUN_PATTERN}{{variant}}"
 VARIANT_SUFFIXES = "|".join(variant_suffix(v) for v in VARIANTS if v != "eager")
 MODEL_SPECS = model_specs(config)
 
@@ -381,6 +381,13 @@ def get_report_outputs():
         rules.plot_time_by_layer.output.figure,
     ):
         outputs += expand(pattern, device=devices)
+    outputs += expand(
+        [
+            rules.tabulate_what_if.output.try_next,
+            rules.tabulate_what_if.output.cross_gpu,
+        ],
+        device=MEASURED_DEVICES,
+    )
     outputs += [
         fill(rules.tabulate_layers.output.table, run) for run in estimated_runs()
     ]

@@ -69,6 +69,14 @@ def _measured_key(record: dict[str, Any]) -> tuple:
     return (*_key(record), VARIANTS.index(variant), variant)
 
 
+def eager_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary's eager runs (all of a summary written before variants): one row per device and run, for
+    the tables and figures that compare runs rather than variants."""
+    if "variant" not in summary:
+        return summary
+    return summary[summary["variant"].isna() | (summary["variant"] == "eager")]
+
+
 def _roofline_seconds(ops: pd.DataFrame | None, device: Device, precision: str) -> float | None:
     """The per-op roofline time (every op at its roof): a lower bound, beside the time model's prediction."""
     if ops is None:

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from rooflow.hardware.devices import Device
-from rooflow.report.summary import build_row, build_summary
+from rooflow.report.summary import build_row, build_summary, eager_rows
 
 GPU = Device(key="gpu", kind="cuda", name="Test GPU", architecture="sm_80",
              peak_flops_per_second={"fp32": 10e12, "tf32": 100e12}, dram_bytes_per_second=1e12)
@@ -98,6 +98,8 @@ def test_each_variant_of_a_run_is_a_row_of_its_own_with_the_one_estimate_and_its
     assert list(frame["measured_seconds"]) == [0.1, 0.08, 0.05]
     assert list(frame["achieved_flops_per_second"]) == pytest.approx([4e9 / 0.1, 4e9 / 0.08, 4e9 / 0.05])
     assert frame["compile_seconds"].tolist()[2] == 12.0 and frame["compile_seconds"][:2].isna().all()
+    # the figures that compare runs (latency, correlation, forward:backward) see the eager row only
+    assert eager_rows(frame)["measured_seconds"].tolist() == [0.1]
 
 
 def test_a_run_that_cannot_fit_is_a_result_row_with_the_verdict():
