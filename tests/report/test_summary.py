@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from rooflow.hardware.devices import Device
+from rooflow.report.findings import run_label
 from rooflow.report.summary import build_row, build_summary, eager_rows
 
 GPU = Device(key="gpu", kind="cuda", name="Test GPU", architecture="sm_80",
@@ -100,6 +101,9 @@ def test_each_variant_of_a_run_is_a_row_of_its_own_with_the_one_estimate_and_its
     assert frame["compile_seconds"].tolist()[2] == 12.0 and frame["compile_seconds"][:2].isna().all()
     # the figures that compare runs (latency, correlation, forward:backward) see the eager row only
     assert eager_rows(frame)["measured_seconds"].tolist() == [0.1]
+    # ...and the report names a variant after the run (roofline points, checks, the home page)
+    assert [run_label(row) for _, row in frame.iterrows()] == [
+        "cpu toy b4 fp32 inference", "cpu toy b4 fp32 inference channels_last", "cpu toy b4 fp32 inference compile"]
 
 
 def test_a_run_that_cannot_fit_is_a_result_row_with_the_verdict():
