@@ -4,8 +4,8 @@ there, as two tables — the run's own alternatives (precisions, batches, varian
 
 One what-if per model, precision and mode: of its eager runs that completed, the largest batch (the batch
 alternatives already cover half, double and four times it). On a GPU the predictions start from the
-measured step (Habitat's scaling from a source GPU); a CPU's measured step is not scaled onto GPUs (a CPU's
-efficiency says nothing about a GPU's), so there every row is the time model's own prediction."""
+measured step (Habitat's scaling from a source GPU). On a CPU its own alternatives start from its measured
+step, but the GPU rows are the time model's own prediction (a CPU's efficiency says nothing about a GPU's)."""
 
 from __future__ import annotations
 
@@ -42,22 +42,58 @@ def what_to_try(timing_files: list[str], specs: dict[str, Any], device_key: str,
     """(the alternatives on ``device_key``, the cross-GPU table) of the runs timed there (runs_to_try), each
     ranked by predicted throughput; ``specs`` maps a model name to its config entry
     (rooflow.workload.spec.spec_from_entry); ``ceilings`` the device's measured ceilings (a CPU's roofs)."""
+    import functools
+
     from rooflow.estimate.api import estimate_run
-    from rooflow.estimate.whatif import what_if
+    from rooflow.estimate.whatif import CHANGES, what_if
     from rooflow.workload.spec import spec_from_entry
 
     devices = load_devices(devices_file)
+    device = devices[device_key]
     measured_roofs = read_json(ceilings) if ceilings else None
     if measured_roofs:
-        devices[device_key].with_measured(measured_roofs)
+        device.with_measured(measured_roofs)
+    # The device's own alternatives start from its measurement wherever the time model can predict the run
+    # there (roofs); the GPUs do only from a GPU's.
+    anchored = device.bandwidth(True) or device.bandwidth(False)
+    local = tuple(c for c in CHANGES if c != "device")
+    records = [read_json(p) for p in timing_files]
     rows = []
-    for record in runs_to_try([read_json(p) for p in timing_files]):
+    for record in runs_to_try(records):
         model, batch, precision, mode = record["model"], int(record["batch"]), record["precision"], record["mode"]
         spec = spec_from_entry(specs.get(model) or model)
-        result = what_if(lambda b, p, spec=spec, mode=mode: estimate_run(spec, b, p, mode), batch, precision, mode,
-                         device_key, devices, ceilings=measured_roofs,
-                         measured=record if devices[device_key].is_cuda else None)
-        rows += [{"run_batch": batch, "run_precision": precision, **row} for row in result["alternatives"]]
-    table = pd.DataFrame(rows, columns=COLUMNS)
-    return (table[table["change"] != "device"].reset_index(drop=True),
-            table[table["change"].isin(CROSS_GPU)].reset_index(drop=True))
+        estimator = functools.cache(lambda b, p, spec=spec, mode=mode: estimate_run(spec, b, p, mode))
+        calls = [(CHANGES, record if anchored else None)] if device.is_cuda else \
+            [(local, record if anchored else None), (("device",), None)]
+        for changes, measured in calls:
+            result = what_if(estimator, batch, precision, mode, device_key, devices, ceilings=measured_roofs,
+                             measured=measured, changes=changes)
+            # the second call's run row is the unanchored prediction: the first call's measured one stands
+            rows += [{"run_batch": batch, "run_precision": precision, **row} for row in result["alternatives"]
+                     if changes != ("device",) or row["change"] == "device"]
+    table = pd.DataFrame([_measured_variant(row, records) for row in rows], columns=COLUMNS)
+    return _ranked(table[table["change"] != "device"]), _ranked(table[table["change"].isin(CROSS_GPU)])
+
+
+def _measured_variant(row: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """A variant row of a run whose variant was timed here too: the measured step instead of "not modelled"."""
+    if row["change"] != "variant":
+        return row
+    for record in records:
+        if record.get("status", "ok") == "ok" and record.get("median_seconds") and \
+                (record["model"], int(record["batch"]), record["precision"], record["mode"], record.get("variant")) \
+                == (row["model"], row["batch"], row["precision"], row["mode"], row["variant"]):
+            seconds = float(record["median_seconds"])
+            return {**row, "predicted_seconds": seconds, "predicted_seconds_low": seconds,
+                    "predicted_seconds_high": seconds, "images_per_second": row["batch"] / seconds,
+                    "basis": "measured", "note": None}
+    return row
+
+
+def _ranked(table: pd.DataFrame) -> pd.DataFrame:
+    """Each run's rows as rooflow.estimate.whatif ranks them: by predicted images/s, best first; those that do
+    not fit, then those without a prediction, last."""
+    order = pd.DataFrame({"none": table["images_per_second"].isna(), "unfit": table["fits"].eq(False),
+                          "rate": -table["images_per_second"].fillna(0.0)}, index=table.index)
+    keys = [*RUN_COLUMNS, "none", "unfit", "rate"]
+    return table.join(order).sort_values(keys, kind="stable")[COLUMNS].reset_index(drop=True)

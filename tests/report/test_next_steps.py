@@ -53,3 +53,34 @@ def test_rows_are_ranked_by_predicted_throughput_and_split_between_the_two_table
             predicted = one.dropna(subset=["images_per_second"])
             order = [(fits is False, -rate) for fits, rate in zip(predicted["fits"], predicted["images_per_second"])]
             assert len(order) > 1 and order == sorted(order)
+
+
+def test_a_variant_timed_on_the_device_is_its_measured_step_ranked_among_the_predictions(tmp_path):
+    paths = []
+    for name, rec in (("eager", record(8, 0.001)), ("nhwc", record(8, 0.0001, variant="channels_last"))):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(rec))
+    try_next, _ = what_to_try([str(p) for p in paths], TINY, GPU, str(default_catalogue_path()))
+    top = try_next.iloc[0]  # 80,000 images/s measured: faster than anything predicted from the 1 ms step
+    assert (top["change"], top["variant"], top["basis"], top["images_per_second"]) == \
+        ("variant", "channels_last", "measured", pytest.approx(8 / 0.0001))
+    compiled = try_next.set_index("variant").loc["compile"]
+    assert compiled["basis"] == "time model" and "not modelled" in compiled["note"]
+
+
+def test_on_a_cpu_its_own_alternatives_start_from_the_measurement_and_the_gpus_do_not(tmp_path):
+    ceilings = tmp_path / "cpu.json"
+    ceilings.write_text(json.dumps({"peak_flops_per_second": {"fp32": 100e9}, "dram_bytes_per_second": 10e9}))
+    out = {}
+    for seconds in (0.01, 0.02):
+        path = tmp_path / f"{seconds}.json"
+        path.write_text(json.dumps({**record(8, seconds), "device": "cpu"}))
+        out[seconds] = what_to_try([str(path)], TINY, "cpu", str(default_catalogue_path()), str(ceilings))
+    (mine, gpus), (doubled, gpus_again) = out[0.01], out[0.02]
+    assert mine.set_index("change").loc["run", "predicted_seconds"] == 0.01
+    batches = mine[mine["change"] == "batch"]["predicted_seconds"]
+    assert len(batches) == 3 and list(doubled[doubled["change"] == "batch"]["predicted_seconds"]) == \
+        pytest.approx(list(2 * batches))
+    other = gpus[gpus["change"] == "device"]
+    assert len(other) > 5 and set(other["basis"]) == {"time model"}
+    assert list(other["predicted_seconds"]) == list(gpus_again[gpus_again["change"] == "device"]["predicted_seconds"])
