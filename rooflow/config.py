@@ -169,13 +169,15 @@ def load_config(path: str | Path, workdir: str | Path = ".") -> dict[str, Any]:
 
 
 def experiment_matrix(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every model × batch × precision × mode (device-independent: what the estimator runs); a model's
-    entry in model_batch_sizes replaces the common batch_sizes for that model."""
+    """Every model × batch × precision × mode × variant (device-independent; the estimator counts each run
+    once, whatever its variant); a model's entry in model_batch_sizes replaces the common batch_sizes for
+    that model."""
     runs = []
     for model in model_names(config):
         batches = config.get("model_batch_sizes", {}).get(model, config["batch_sizes"])
         runs += [
-            {"model": model, "batch": b, "precision": p, "mode": mode}
-            for b, p, mode in itertools.product(batches, config["precisions"], config["modes"])
+            {"model": model, "batch": b, "precision": p, "mode": mode, "variant": variant}
+            for b, p, mode, variant in itertools.product(batches, config["precisions"], config["modes"],
+                                                         config.get("variants", ["eager"]))
         ]
     return runs

@@ -7,6 +7,17 @@ MODES = ("inference", "training")
 # (inductor). rooflow.measure.timing runs them; rooflow.estimate.whatif lists them.
 VARIANTS = ("eager", "channels_last", "compile")
 
+
+def variant_suffix(variant: str) -> str:
+    """What a run's name adds for its variant: nothing for eager (so the paths and cached results of eager
+    runs stay what they were before variants existed), '-channels_last' or '-compile' otherwise."""
+    return "" if variant == "eager" else f"-{variant}"
+
+
+def variant_of_suffix(suffix: str) -> str:
+    """The variant a run name's suffix names (variant_suffix's inverse)."""
+    return suffix.removeprefix("-") or "eager"
+
 # The estimator's op classes (rooflow.estimate.formulas registers each aten op under one of them).
 OP_CLASSES = ("matmul", "attention", "elementwise", "normalization", "pooling", "softmax", "memory", "other")
 # The classes that run as GEMMs/convolutions on tensor cores or at the matmul roof.

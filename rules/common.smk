@@ -15,6 +15,7 @@ os.environ.update(
 from rooflow.config import validate_config, experiment_matrix, model_specs
 from rooflow.hardware.devices import load_devices
 from rooflow.errors import RooflowError
+from rooflow.conventions import VARIANTS, variant_suffix, variant_of_suffix
 
 try:
     validate_config(config, workdir=".", source="config")
@@ -44,6 +45,11 @@ CUDA_DEVICES = [d for d in MEASURED_DEVICES if DEVICES[d].is_cuda]
 RUNS = experiment_matrix(config)
 IMPORTS = config["imports"]
 RUN_PATTERN = "{model}/b{batch}-{precision}-{mode}"
+# A timed run's name adds its variant unless it is eager (conventions.variant_suffix): eager paths, and the
+# results cached under them, are what they were before variants. The estimate and the ncu/nsys profiles
+# (eager only) keep RUN_PATTERN.
+TIMED_RUN_PATTERN = f"{RUN_PATTERN}{{variant}}"
+VARIANT_SUFFIXES = "|".join(variant_suffix(v) for v in VARIANTS if v != "eager")
 MODEL_SPECS = model_specs(config)
 
 
@@ -53,6 +59,7 @@ wildcard_constraints:
     batch=r"\d+",
     precision="fp32|tf32|fp16|bf16",
     mode="inference|training",
+    variant=f"({VARIANT_SUFFIXES})?",
 
 
 localrules:
@@ -66,6 +73,7 @@ localrules:
 
 
 def run_path(run):
+    """The run's estimate name (variant-independent)."""
     return RUN_PATTERN.format(**run)
 
 
@@ -73,7 +81,13 @@ def fill(pattern, run, device=None):
     """A rule's output pattern (`rules.<name>.output.<item>`) for one run (and device): the input functions
     below take every path from the rule that writes it, never from a second copy of the pattern.
     """
-    return str(pattern).format(device=device, **run)
+    suffix = variant_suffix(run.get("variant", "eager"))
+    return str(pattern).format(device=device, **{**run, "variant": suffix})
+
+
+def get_variant(wildcards):
+    """The timed run's variant (eager, channels_last, compile) from its name's suffix."""
+    return variant_of_suffix(wildcards.variant)
 
 
 def get_model_spec(wildcards):
@@ -124,12 +138,15 @@ def _memory_checked(device):
 
 
 def get_fit_pairs():
-    """'device/model/bBATCH-PRECISION-MODE' of every run checked against its GPU's memory."""
-    return [
-        f"{device}/{run_path(run)}"
-        for device, run in measured_runs()
-        if _memory_checked(device)
-    ]
+    """'device/model/bBATCH-PRECISION-MODE' of every run checked against its GPU's memory (once for all its
+    variants: the estimate is the same)."""
+    return sorted(
+        {
+            f"{device}/{run_path(run)}"
+            for device, run in measured_runs()
+            if _memory_checked(device)
+        }
+    )
 
 
 def get_fit_estimates():
@@ -179,11 +196,12 @@ def _profiled_runs(tool):
     """(device, run) pairs with an aggregate of `tool` (ncu or nsys): profiled cuda runs + imports."""
     pairs = []
     if config["profiling"][tool]["enabled"]:
+        # The profiling driver's per-layer hooks and NVTX ranges see eager modules: eager runs only.
         pairs += [
             (device, run)
             for device in CUDA_DEVICES
             for run in RUNS
-            if run_fits(device, run)
+            if run["variant"] == "eager" and run_fits(device, run)
         ]
     pairs += [
         (e["device"], {k: e[k] for k in ("model", "batch", "precision", "mode")})
@@ -241,25 +259,31 @@ def _timed_run(wildcards):
         imported_run(wildcards) is None
         and wildcards.device in MEASURED_DEVICES
         and any(
-            (r["model"], int(r["batch"]), r["precision"], r["mode"]) == run
+            (r["model"], int(r["batch"]), r["precision"], r["mode"], r["variant"])
+            == (*run, "eager")
             for r in RUNS
         )
     )
 
 
 def get_timeline_input(wildcards):
-    """The timing job's kernel timeline of this run (for the timed vs profiled kernels), where rooflow timed it."""
+    """The eager timing job's kernel timeline of this (profiled, so eager) run, for the timed vs profiled
+    kernels, where rooflow timed it."""
     if not _timed_run(wildcards):
         return []
-    return [rules.profile_time.output.kernels.format(**wildcards)]
+    run = {k: wildcards[k] for k in ("model", "batch", "precision", "mode")}
+    return [fill(rules.profile_time.output.kernels, run, wildcards.device)]
 
 
 def get_device_timings(wildcards):
-    """The timing records of the runs timed on this device (their measured time per layer)."""
+    """The timing records of the eager runs timed on this device (their measured time per layer; the time by
+    layer type is of the eager step, as the profiles are)."""
     return [
-        f"results/profile/{wildcards.device}/{run_path(run)}/timing.json"
+        fill(rules.profile_time.output.timing, run, wildcards.device)
         for run in RUNS
-        if wildcards.device in MEASURED_DEVICES and run_fits(wildcards.device, run)
+        if wildcards.device in MEASURED_DEVICES
+        and run["variant"] == "eager"
+        and run_fits(wildcards.device, run)
     ]
 
 
@@ -270,7 +294,7 @@ def get_device_timelines(wildcards):
     return [
         fill(rules.profile_time.output.kernels, run, wildcards.device)
         for run in RUNS
-        if run_fits(wildcards.device, run)
+        if run["variant"] == "eager" and run_fits(wildcards.device, run)
     ]
 
 
@@ -357,6 +381,13 @@ def get_report_outputs():
         rules.plot_time_by_layer.output.figure,
     ):
         outputs += expand(pattern, device=devices)
+    outputs += expand(
+        [
+            rules.tabulate_what_if.output.try_next,
+            rules.tabulate_what_if.output.cross_gpu,
+        ],
+        device=MEASURED_DEVICES,
+    )
     outputs += [
         fill(rules.tabulate_layers.output.table, run) for run in estimated_runs()
     ]

@@ -14,6 +14,7 @@ localrules:
     tabulate_layers,
     tabulate_summary,
     tabulate_environment,
+    tabulate_what_if,
 
 
 rule check_runs:
@@ -293,3 +294,35 @@ rule tabulate_environment:
         "../envs/rooflow.yaml"
     script:
         "../scripts/tabulate_environment.py"
+
+
+# What to try next (the what-ifs of the runs measured on the device) and the cross-GPU table: predictions,
+# started from the measurement on a GPU (rooflow.report.next_steps).
+rule tabulate_what_if:
+    input:
+        timings=get_device_timings,
+        ceilings=get_plot_ceilings,
+    output:
+        try_next=report(
+            "results/tables/what_to_try/{device}.csv",
+            caption="../report/what_to_try.rst",
+            category="What to try next",
+            subcategory="{device}",
+            labels={"table": "what to try next", "device": "{device}"},
+        ),
+        cross_gpu=report(
+            "results/tables/cross_gpu/{device}.csv",
+            caption="../report/cross_gpu.rst",
+            category="What to try next",
+            subcategory="{device}",
+            labels={"table": "every catalogue GPU", "device": "{device}"},
+        ),
+    log:
+        "logs/tables/what_if/{device}.log",
+    conda:
+        "../envs/rooflow.yaml"
+    params:
+        devices_file=config["devices_file"],
+        models={name: spec.as_dict() for name, spec in MODEL_SPECS.items()},
+    script:
+        "../scripts/tabulate_what_if.py"

@@ -7,10 +7,10 @@ rule profile_time:
     input:
         subset=rules.subset_dataset.output.tensor,
     output:
-        timing=f"results/profile/{{device}}/{RUN_PATTERN}/timing.json",
-        kernels=f"results/profile/{{device}}/{RUN_PATTERN}/kernels.csv",
+        timing=f"results/profile/{{device}}/{TIMED_RUN_PATTERN}/timing.json",
+        kernels=f"results/profile/{{device}}/{TIMED_RUN_PATTERN}/kernels.csv",
     log:
-        f"logs/profile/{{device}}/{RUN_PATTERN}/timing.log",
+        f"logs/profile/{{device}}/{TIMED_RUN_PATTERN}/timing.log",
     conda:
         "../envs/rooflow.yaml"
     threads: device_threads
@@ -23,6 +23,7 @@ rule profile_time:
         mem_mb=mem_mb,
     params:
         model=get_model_spec,
+        variant=get_variant,
         kind=device_kind,
         warmup=config["profiling"]["warmup_iterations"],
         iterations=config["profiling"]["timed_iterations"],
@@ -37,13 +38,14 @@ rule record_unfit:
     input:
         totals=f"results/estimate/{RUN_PATTERN}/totals.json",
     output:
-        unfit=f"results/profile/{{device}}/{RUN_PATTERN}/unfit.json",
+        unfit=f"results/profile/{{device}}/{TIMED_RUN_PATTERN}/unfit.json",
     log:
-        f"logs/profile/{{device}}/{RUN_PATTERN}/unfit.log",
+        f"logs/profile/{{device}}/{TIMED_RUN_PATTERN}/unfit.log",
     conda:
         "../envs/rooflow.yaml"
     params:
         devices_file=config["devices_file"],
+        variant=get_variant,
     script:
         "../scripts/record_unfit.py"
 

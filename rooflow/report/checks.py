@@ -61,7 +61,7 @@ from rooflow.report.findings import (  # CHECK_COLUMNS and run_label: also impor
     run_checks,
     run_label,  # noqa: F401
 )
-from rooflow.report.summary import RUN_KEYS
+from rooflow.report.summary import RUN_KEYS, eager_rows
 
 # The estimator's backward:forward matmul FLOP ratio must match the ratio its own layers imply within this
 # relative tolerance: both are computed from the same per-layer counts, so only a wrong backward formula
@@ -113,6 +113,7 @@ def forward_backward_table(summary: pd.DataFrame, totals: dict[tuple, dict], lay
     ``totals``/``layers`` are keyed by (model, batch, precision, mode) — the estimator's totals.json and
     layers.csv of that run."""
     rows = []
+    summary = eager_rows(summary)  # the forward:backward split of the eager step, as the profiles are
     training = summary[summary["mode"] == "training"] if len(summary) else summary
     for _, run in training.iterrows():
         key = (run["model"], int(run["batch"]), run["precision"], run["mode"])

@@ -29,6 +29,7 @@ from rooflow.report.plots import (
     ring_handles,
     scatter_run,
 )
+from rooflow.report.summary import eager_rows
 
 # An axis goes logarithmic only when its data span more than this many decades (factor 100): below that,
 # a linear axis shows differences as they are.
@@ -55,7 +56,9 @@ def _apply_scale(ax, axis: str, values, label: str) -> str:
 
 
 def measured_runs(summary: pd.DataFrame, device: str | None = None) -> pd.DataFrame:
-    """The summary rows with a measured time (status ok), on one device or all."""
+    """The summary rows with a measured time (status ok), on one device or all; eager runs only (these
+    figures compare models, batches and devices; the variants are in the summary and on the roofline)."""
+    summary = eager_rows(summary)
     rows = summary[(summary["status"] == "ok") & summary["measured_seconds"].notna()]
     if device is not None:
         rows = rows[rows["device"] == device]

@@ -66,11 +66,19 @@ class Check:
         return {c: row[c] for c in CHECK_COLUMNS}
 
 
+def variant_label(row: Any) -> str:
+    """' channels_last' or ' compile' after a run's label; nothing for an eager run (or a row without one)."""
+    variant = row.get("variant") if hasattr(row, "get") else None
+    return f" {variant}" if isinstance(variant, str) and variant != "eager" else ""
+
+
 def run_label(row: Any) -> str:
-    """'cpu resnet18 b8 fp32 training': the run a check concerns, as the report shows it."""
+    """'cpu resnet18 b8 fp32 training' (then its variant unless eager): the run a check concerns, as the report
+    shows it."""
     device = row.get("device") if hasattr(row, "get") else row["device"]
     parts = [device] if isinstance(device, str) and device else []
-    return " ".join(parts + [str(row["model"]), f"b{int(row['batch'])}", str(row["precision"]), str(row["mode"])])
+    return " ".join(parts + [str(row["model"]), f"b{int(row['batch'])}", str(row["precision"]),
+                             str(row["mode"])]) + variant_label(row)
 
 
 def for_run(run: Any, severity: str, check: str, value: str, expected: str, cause: str, evidence: str = "",

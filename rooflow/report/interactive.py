@@ -16,6 +16,7 @@ import pandas as pd
 
 from rooflow.hardware.devices import Device
 from rooflow.io import atomic_path
+from rooflow.report.findings import variant_label
 from rooflow.report.plots import roof_lines
 from rooflow.report.sweep import batch_sizes, measured_points, model_styles
 
@@ -79,7 +80,7 @@ def roofline_traces(summary: pd.DataFrame, devices: list[Device], checks: pd.Dat
             for _, row in group.iterrows():
                 key = (int(row["batch"]), row["precision"], row["mode"])
                 note = notes.get((device.key, model, *key)) or notes.get(("", model, *key)) or "none failed"
-                custom.append([f"{device.key} {model} b{key[0]} {key[1]} {key[2]}",
+                custom.append([f"{device.key} {model} b{key[0]} {key[1]} {key[2]}{variant_label(row)}",
                                _percent(row.get("percent_of_roofline")), row.get("bound") or "n/a", note,
                                model, key[0], key[1], key[2]])
             traces.append({

@@ -25,6 +25,7 @@ from matplotlib.ticker import EngFormatter
 
 from rooflow.hardware.devices import COMPUTE_ROOFS, MATMUL_ROOF, Device, Roof
 from rooflow.hardware.roofs import intensity_range, roof_polyline
+from rooflow.report.findings import variant_label
 from rooflow.units import format_si
 
 # SVG text stays text (small files, searchable, crisp at any zoom), not paths.
@@ -94,7 +95,8 @@ def ring_handles(severities) -> list[Line2D]:
 
 
 def point_label(row) -> str:
-    return f"{row['model']} b{int(row['batch'])} {row['precision']} {MODE_SHORT.get(row['mode'], row['mode'])}"
+    return (f"{row['model']} b{int(row['batch'])} {row['precision']} {MODE_SHORT.get(row['mode'], row['mode'])}"
+            + variant_label(row))
 
 
 def scatter_run(ax, x, y, marker, colour, filled: bool, severity: str | None = None, size: float = 80,
@@ -379,7 +381,7 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
         obstacles.append((x, y, size * 3.6 if severity else size))
         label = point_label(row)
         short = f"{row['model']} b{batch}" + (f" {row['precision']}" if by_precision else "") + \
-            f" {MODE_SHORT.get(row['mode'], row['mode'])}"
+            f" {MODE_SHORT.get(row['mode'], row['mode'])}" + variant_label(row)
         if severity:
             drawn["flagged"].append({"label": label, "severity": severity})
         # Points are numbered on the plot and named in the key beside it: a number fits where a name

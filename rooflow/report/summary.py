@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from rooflow.conventions import VARIANTS
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import Device, load_devices
 from rooflow.hardware.environment import throttle_reading
@@ -28,11 +29,12 @@ KEYS = ["device", "model", "batch", "precision", "mode"]
 RUN_KEYS = KEYS[1:]
 
 COLUMNS = [
-    *KEYS, "device_kind", "status", "status_message", "timer", "input_size", "params",
+    *KEYS, "variant", "device_kind", "status", "status_message", "timer", "input_size", "params",
     "estimated_flops", "estimated_forward_flops", "estimated_backward_flops", "estimated_optimizer_flops",
     "estimated_matmul_flops", "estimated_min_bytes", "estimated_fused_bytes", "estimated_unfused_bytes",
     "estimated_peak_memory_bytes", "forward_backward_flops_ratio",
     "measured_seconds", "seconds_spread", "forward_seconds", "backward_seconds", "images_per_second",
+    "compile_seconds",
     "timing_rounds", "throttle", "memory_requested_bytes", "memory_available_bytes",
     "measured_flops", "measured_dram_bytes", "measured_tensor_flops", "kernel_seconds", "memcpy_seconds",
     "memset_seconds", "flops", "flops_source", "bytes", "bytes_source", "arithmetic_intensity",
@@ -59,6 +61,20 @@ COLUMNS = [
 def _key(record: dict[str, Any], device: str | None = None) -> tuple:
     return (device if device is not None else record.get("device"), record["model"], int(record["batch"]),
             record["precision"], record["mode"])
+
+
+def _measured_key(record: dict[str, Any]) -> tuple:
+    """A measurement's key: the run's and its variant's (records written before variants are eager)."""
+    variant = record.get("variant") or "eager"
+    return (*_key(record), VARIANTS.index(variant), variant)
+
+
+def eager_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary's eager runs (all of a summary written before variants): one row per device and run, for
+    the tables and figures that compare runs rather than variants."""
+    if "variant" not in summary:
+        return summary
+    return summary[summary["variant"].isna() | (summary["variant"] == "eager")]
 
 
 def _roofline_seconds(ops: pd.DataFrame | None, device: Device, precision: str) -> float | None:
@@ -132,6 +148,7 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
     here from the ncu totals alone. ``calibration``: the device's time-model calibration
     (rooflow.estimate.calibration.for_device when None)."""
     row: dict[str, Any] = dict(zip(KEYS, _key(estimate, device.key)))
+    row["variant"] = (timing or {}).get("variant") or "eager"
     row["device_kind"] = device.kind
     row["input_size"] = estimate.get("input_size")
     row["params"] = estimate.get("params")
@@ -158,6 +175,7 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["forward_seconds"] = timing.get("forward_median_seconds")
             row["backward_seconds"] = timing.get("backward_median_seconds")
             row["images_per_second"] = timing.get("images_per_second")
+            row["compile_seconds"] = timing.get("compile_seconds")
             row["measured_memory_bytes"] = timing.get("steady_peak_allocated_bytes")
             row["warmup_memory_bytes"] = timing.get("warmup_peak_allocated_bytes")
             row["measured_reserved_bytes"] = timing.get("steady_peak_reserved_bytes")
@@ -264,18 +282,18 @@ def build_summary(devices: dict[str, Device], estimates: list[dict], timings: li
                   ncu: list[dict] = (), nsys: list[dict] = (),
                   ops: dict[tuple, pd.DataFrame] | None = None,
                   reconciliations: list[dict] = (), calibrations: dict | None = None) -> pd.DataFrame:
-    """Join everything on (device, model, batch, precision, mode). Timings and aggregates carry a `device`
-    key; estimates are device-independent and joined to every device that measured the run."""
+    """Join everything on (device, model, batch, precision, mode, variant). Timings and aggregates carry a
+    `device` key (and a `variant`, eager where they have none: the profiles are of eager runs); estimates are
+    device- and variant-independent and joined to every device and variant that measured the run."""
     by_run = {_key(e, "")[1:]: e for e in estimates}
-    timing_by_key = {_key(t): t for t in timings}
-    ncu_by_key = {_key(r): r for r in ncu}
-    nsys_by_key = {_key(r): r for r in nsys}
-    reconciliation_by_key = {_key(r): r for r in reconciliations}
-    keys = sorted(set(timing_by_key) | set(ncu_by_key) | set(nsys_by_key),
-                  key=lambda k: (k[0], k[1], k[2], k[3], k[4]))
+    timing_by_key = {_measured_key(t): t for t in timings}
+    ncu_by_key = {_measured_key(r): r for r in ncu}
+    nsys_by_key = {_measured_key(r): r for r in nsys}
+    reconciliation_by_key = {_measured_key(r): r for r in reconciliations}
+    keys = sorted(set(timing_by_key) | set(ncu_by_key) | set(nsys_by_key), key=lambda k: k[:6])
     rows = []
     for key in keys:
-        device_key, run = key[0], key[1:]
+        device_key, run = key[0], key[1:5]
         if device_key not in devices:
             raise RooflowError(f"a measurement names device '{device_key}', which is not in the catalogue")
         if run not in by_run:

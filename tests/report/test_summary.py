@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from rooflow.hardware.devices import Device
-from rooflow.report.summary import build_row, build_summary
+from rooflow.report.findings import run_label
+from rooflow.report.summary import build_row, build_summary, eager_rows
 
 GPU = Device(key="gpu", kind="cuda", name="Test GPU", architecture="sm_80",
              peak_flops_per_second={"fp32": 10e12, "tf32": 100e12}, dram_bytes_per_second=1e12)
@@ -86,6 +87,23 @@ def test_build_summary_joins_estimates_to_every_device_that_measured_them():
                           [timing(0.1), timing(0.001, device="gpu")])
     assert sorted(frame["device"]) == ["cpu", "gpu"]
     assert frame.set_index("device").loc["gpu", "roof_source"] == "datasheet"
+
+
+def test_each_variant_of_a_run_is_a_row_of_its_own_with_the_one_estimate_and_its_compile_time():
+    """The timing jobs of one run as eager, channels_last and compiled: three rows (eager first, whatever the
+    order they come in), each its own measured time on the same estimated FLOPs; compile time apart."""
+    frame = build_summary({"cpu": CPU}, [estimate()],
+                          [timing(0.05, variant="compile", compile_seconds=12.0), timing(0.1),
+                           timing(0.08, variant="channels_last")])
+    assert list(frame["variant"]) == ["eager", "channels_last", "compile"]
+    assert list(frame["measured_seconds"]) == [0.1, 0.08, 0.05]
+    assert list(frame["achieved_flops_per_second"]) == pytest.approx([4e9 / 0.1, 4e9 / 0.08, 4e9 / 0.05])
+    assert frame["compile_seconds"].tolist()[2] == 12.0 and frame["compile_seconds"][:2].isna().all()
+    # the figures that compare runs (latency, correlation, forward:backward) see the eager row only
+    assert eager_rows(frame)["measured_seconds"].tolist() == [0.1]
+    # ...and the report names a variant after the run (roofline points, checks, the home page)
+    assert [run_label(row) for _, row in frame.iterrows()] == [
+        "cpu toy b4 fp32 inference", "cpu toy b4 fp32 inference channels_last", "cpu toy b4 fp32 inference compile"]
 
 
 def test_a_run_that_cannot_fit_is_a_result_row_with_the_verdict():

@@ -28,7 +28,8 @@ def test_example_models_run_end_to_end_on_the_cpu(tiny_run, snakemake_exe, tmp_p
     config["models"] = [entry for name in ("tiny_cnn", "two_input")
                         for entry in yaml.safe_load((ROOT / "examples" / name / "config.yaml").read_text())["models"]
                         if isinstance(entry, dict)]
-    config.update(batch_sizes=[2], model_batch_sizes={}, imports=[])
+    # channels_last as a second variant: a timing job of its own per run (compile is too slow on 2 CPU cores)
+    config.update(batch_sizes=[2], model_batch_sizes={}, imports=[], variants=["eager", "channels_last"])
     (workdir / "examples.yaml").write_text(yaml.safe_dump(config))
 
     dry = subprocess.run([snakemake_exe, "-n", "--cores", "2", "--configfile", "examples.yaml"], cwd=workdir,
@@ -39,9 +40,9 @@ def test_example_models_run_end_to_end_on_the_cpu(tiny_run, snakemake_exe, tmp_p
                          capture_output=True, text=True, timeout=1500)
     assert run.returncode == 0, run.stderr[-4000:]
 
-    summary = pd.read_csv(workdir / "results" / "summary.csv").set_index(["model", "mode"])
-    assert set(summary.index) == {(m, mode) for m in ("tiny_cnn", "image_and_features")
-                                  for mode in ("inference", "training")}
+    summary = pd.read_csv(workdir / "results" / "summary.csv").set_index(["model", "mode", "variant"])
+    assert set(summary.index) == {(m, mode, v) for m in ("tiny_cnn", "image_and_features")
+                                  for mode in ("inference", "training") for v in ("eager", "channels_last")}
     assert (summary["status"] == "ok").all() and (summary["measured_seconds"] > 0).all()
     # tiny_cnn's convolutions and linear at batch 2, written out (one FMA = 2 FLOPs, + bias)
     b = 2
@@ -54,6 +55,9 @@ def test_example_models_run_end_to_end_on_the_cpu(tiny_run, snakemake_exe, tmp_p
     assert two["input_shapes"] == [[2, 3, 32, 32], [2, 8]] and two["backward_flops"] > 0
     timing = json.loads((workdir / "results/profile/cpu/image_and_features/b2-fp32-training/timing.json").read_text())
     assert timing["status"] == "ok" and timing["backward_median_seconds"] > 0
+    nhwc = json.loads((workdir / "results/profile/cpu/tiny_cnn/b2-fp32-training-channels_last/timing.json")
+                      .read_text())
+    assert nhwc["variant"] == "channels_last" and nhwc["status"] == "ok"
 
     report = subprocess.run([snakemake_exe, "--cores", "2", "--configfile", "examples.yaml", "--report",
                              "report.html"], cwd=workdir, capture_output=True, text=True, timeout=900)

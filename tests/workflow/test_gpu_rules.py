@@ -54,7 +54,7 @@ def test_a_run_that_cannot_fit_is_not_submitted(tmp_path_factory, snakemake_exe)
     submitted = {(rule, wildcards) for rule, wildcards, _ in found if rule.startswith("profile_")}
     assert submitted and all("model=resnet18" in wildcards for _, wildcards in submitted)
     assert [w for r, w, _ in found if r == "record_unfit"] == \
-        ["device=t4, model=vgg16, batch=256, precision=fp32, mode=training"]
+        ["device=t4, model=vgg16, batch=256, precision=fp32, mode=training, variant="]  # eager: no suffix
 
 
 def jobs(output):
@@ -76,8 +76,10 @@ def test_each_gpu_gets_profiling_jobs_with_its_gres(dry_run, device, gres):
     mine = [(r, w, res) for r, w, res in jobs(dry_run) if f"device={device}" in w and "gres=" in res]
     rules = sorted({r for r, _, _ in mine})
     assert rules == ["measure_ceilings", "profile_ncu", "profile_nsys", "profile_time"]
-    # 1 model × 1 batch × 2 precisions × 1 mode, for each of the three profiling rules
-    assert sum(r.startswith("profile_") for r, _, _ in mine) == 6
+    # 1 model × 1 batch × 2 precisions × 1 mode: timed as eager and compiled, profiled (ncu, nsys) eager only
+    assert sorted(w.split("variant=")[-1] for r, w, _ in mine if r == "profile_time") == \
+        ["", "", "-compile", "-compile"]
+    assert sum(r in ("profile_ncu", "profile_nsys") for r, _, _ in mine) == 4
     for _, _, resources in mine:
         assert f"gres={gres}" in resources and "slurm_partition=gpu" in resources
         assert "runtime=" in resources and "mem_mb=" in resources

@@ -160,6 +160,8 @@ def expected_results(workdir: Path) -> set[str]:
     for device in devices:
         out |= {f"results/plots/{kind}/{device}.svg" for kind in
                 ("roofline", "latency", "throughput", "predicted", "time_by_layer")}
+    for device in config["devices"]:  # what to try next, from the runs measured there
+        out |= {f"results/tables/what_to_try/{device}.csv", f"results/tables/cross_gpu/{device}.csv"}
     for model in config["models"]:
         for batch in config["batch_sizes"]:
             for precision in config["precisions"]:
