@@ -171,13 +171,14 @@ def what_if(estimator: Estimator, batch: int, precision: str, mode: str, device_
         row["price_per_hour_usd"] = price
         row["cost_per_1000_images_usd"] = price / 3600.0 * seconds / b * 1000.0 if price and seconds else None
         rows.append(row)
-    rows.sort(key=_rank)
+    rows.sort(key=rank_key)
     return {"run": {**base, "device": device_key}, "measured_from": anchor, "alternatives": rows}
 
 
-def _rank(row: dict[str, Any]) -> tuple:
+def rank_key(row: dict[str, Any]) -> tuple:
     """Predicted throughput, best first; runs that do not fit, then those without a prediction, last."""
     rate = row["images_per_second"]
+    rate = None if rate is None or rate != rate else rate  # a table's missing value (NaN) is no prediction
     return (rate is None, row["fits"] is False, -(rate or 0.0))
 
 

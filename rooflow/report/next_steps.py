@@ -91,9 +91,9 @@ def _measured_variant(row: dict[str, Any], records: list[dict[str, Any]]) -> dic
 
 
 def _ranked(table: pd.DataFrame) -> pd.DataFrame:
-    """Each run's rows as rooflow.estimate.whatif ranks them: by predicted images/s, best first; those that do
-    not fit, then those without a prediction, last."""
-    order = pd.DataFrame({"none": table["images_per_second"].isna(), "unfit": table["fits"].eq(False),
-                          "rate": -table["images_per_second"].fillna(0.0)}, index=table.index)
-    keys = [*RUN_COLUMNS, "none", "unfit", "rate"]
-    return table.join(order).sort_values(keys, kind="stable")[COLUMNS].reset_index(drop=True)
+    """Each run's rows as rooflow.estimate.whatif ranks them (rank_key), runs in order."""
+    from rooflow.estimate.whatif import rank_key
+
+    keys = [(*(row[c] for c in RUN_COLUMNS), *rank_key(row)) for row in table.to_dict("records")]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return table.iloc[order][COLUMNS].reset_index(drop=True)
