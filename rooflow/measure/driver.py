@@ -87,7 +87,27 @@ def node_creation_recorder(callback):
     hook = getattr(torch.autograd.graph, "node_creation_hook", None)
     if hook is not None:
         return hook(callback)
-    return _NodeRecorder(callback)
+    from torch.overrides import TorchFunctionMode
+
+    class NodeRecorder(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.seen: set = set()
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for value in out if isinstance(out, (tuple, list)) else (out,):
+                node = getattr(value, "grad_fn", None)
+                if node is not None and node not in self.seen:
+                    for new in reversed(_new_nodes(node, self.seen)):
+                        callback(new)
+            return out
+
+        def __exit__(self, *exc):
+            self.seen.clear()
+            return super().__exit__(*exc)
+
+    return NodeRecorder()
 
 
 def _new_nodes(node, seen: set) -> list:
@@ -101,34 +121,6 @@ def _new_nodes(node, seen: set) -> list:
         found.append(current)
         stack.extend(next_node for next_node, _ in current.next_functions)
     return found
-
-
-def _make_node_recorder():
-    from torch.overrides import TorchFunctionMode
-
-    class NodeRecorder(TorchFunctionMode):
-        def __init__(self, callback):
-            super().__init__()
-            self.callback, self.seen = callback, set()
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            for value in out if isinstance(out, (tuple, list)) else (out,):
-                node = getattr(value, "grad_fn", None)
-                if node is not None and node not in self.seen:
-                    for new in reversed(_new_nodes(node, self.seen)):
-                        self.callback(new)
-            return out
-
-        def __exit__(self, *exc):
-            self.seen.clear()
-            return super().__exit__(*exc)
-
-    return NodeRecorder
-
-
-def _NodeRecorder(callback):  # noqa: N802 - builds the class on first use: torch is imported lazily here
-    return _make_node_recorder()(callback)
 
 
 class StepAnnotations:
