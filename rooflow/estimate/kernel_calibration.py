@@ -40,16 +40,21 @@ SMs; a fit holds it there and fits the rest of the convolution parameters).
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from rooflow.estimate import shape_residuals
+from rooflow.estimate.shape_residuals import ShapeResiduals
 
 FP32_BYTES = 4
 # The files of the measurement set, by the operator's folder name: (op class, operand count). Operands:
@@ -139,13 +144,27 @@ def load_measurements(root: str | Path, gpus: list[str] | None = None) -> pd.Dat
 
 
 def load_dataset_gpus(root: str | Path) -> dict[str, Gpu]:
-    """The :class:`Gpu` of each measured GPU, from the data set's ``device_configs``."""
+    """The :class:`Gpu` of each measured GPU, from the data set's ``device_configs`` (its architecture and
+    board power from :data:`DATASET_GPUS`, else from the catalogue entry of the same name)."""
     gpus = {}
     for path in sorted((Path(root) / "device_configs").glob("*.json")):
         data = json.loads(path.read_text())
-        _, architecture, tdp_watts = DATASET_GPUS.get(data["Device"], (None, "sm_80", None))
+        _, architecture, tdp_watts = dataset_gpu_identity(data["Device"], path)
         gpus[data["Device"]] = gpu_from_config(data, architecture, tdp_watts)
     return gpus
+
+
+def dataset_gpu_identity(name: str, where: str | Path = "") -> tuple[str | None, str, float | None]:
+    """(catalogue key, architecture, board watts) of a GPU by the name its measurements give it."""
+    if name in DATASET_GPUS:
+        return DATASET_GPUS[name]
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    for key, device in load_devices(default_catalogue_path()).items():
+        if device.is_cuda and device.name == name and device.architecture:
+            return key, device.architecture, getattr(device, "tdp_watts", None)
+    raise ValueError(f"{where or name}: GPU {name!r} is not in rooflow's device catalogue: add it to "
+                     f"config/devices.yaml with its architecture (sm_XX) and tdp_watts, named exactly {name!r}")
 
 
 # ------------------------------------------------------------------------------------------ work of a call
@@ -182,16 +201,19 @@ class _ShapeTable:
     k_part: np.ndarray
 
 
-def _shape_table(m, n, k, count, sm_count: int) -> _ShapeTable:
+def _shape_table(m, n, k, count, sm_count: int, batched=None) -> _ShapeTable:
+    """``batched``: rows that are batched GEMMs (torch.bmm), which cuBLAS does not split along k (none of the
+    data set's 88,000 bmm calls launched a split-K reduction; 2–11% of its linear calls did)."""
     largest = max(tm * tn / (tm + tn) for tm, tn in SGEMM_TILES)
     intensity, bases, parts = [], [], []
+    unsplit = np.zeros(len(m), bool) if batched is None else np.asarray(batched, bool)
     for tm, tn in SGEMM_TILES:
         tiles_m, tiles_n = np.ceil(m / tm), np.ceil(n / tn)
         padding = (m * n) / (tiles_m * tm * tiles_n * tn)
         tiles = tiles_m * tiles_n * count
         for split in (1, 2, 4, 8, 16):
             if split > 1:
-                useful = (tiles * split <= 2 * sm_count) & (k / split >= 128)
+                useful = (tiles * split <= 2 * sm_count) & (k / split >= 128) & ~unsplit
             else:
                 useful = np.ones(len(m), bool)
             slots = tiles * split
@@ -224,13 +246,20 @@ class KernelCalibration:
     # per operator (add, relu, ln, ...): the launch floor of one call of a memory-bound class — the
     # measuring host's dispatch path for that operator, not the GPU's (its class's floor where absent)
     floors: dict[str, float] = field(default_factory=dict)
+    # the architecture its measurements were made on: their shapes carry to GPUs of that architecture only
+    architecture: str = ""
+    # per class (gemm, convolution): the measured shapes' residuals against the model — what the library's
+    # kernel picks do by shape (rooflow.estimate.shape_residuals); stored beside the JSON, not in it
+    shapes: dict[str, ShapeResiduals] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data.pop("shapes")
+        return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> KernelCalibration:
-        return cls(**data)
+    def from_json(cls, data: dict[str, Any], shapes: dict[str, ShapeResiduals] | None = None) -> KernelCalibration:
+        return cls(**data, shapes=shapes or {})
 
 
 DEFAULTS = {
@@ -275,7 +304,7 @@ class _Prepared:
             if op_class in ("gemm", "convolution"):
                 m, n, k, count, moved = _gemm_views(part)
                 work = {"flops": 2 * m * n * k * count, "bytes": moved,
-                        "table": _shape_table(m, n, k, count, gpu.sm_count)}
+                        "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm")}
                 if op_class == "convolution":
                     kernel, stride = part["Kernel_Szie"].to_numpy(), part["Stride"].to_numpy()
                     work["winograd"] = (kernel == 3) & (stride == 1)
@@ -292,7 +321,9 @@ class _Prepared:
                 self.work[op_class] = work
             else:
                 elements = part["B"].to_numpy(float) * part["H"].to_numpy(float)
-                operands = part["operator"].map(lambda o: OPERATORS[o][1]).to_numpy(float)
+                # tensors each call reads (an estimate's elementwise ops say so in an "operands" column)
+                operands = (part["operands"].to_numpy(float) if "operands" in part
+                            else part["operator"].map(lambda o: OPERATORS[o][1]).to_numpy(float))
                 moved = FP32_BYTES * elements * (operands + 1)
                 if op_class == "normalization":  # weight and bias read, mean and rstd written
                     moved = moved + FP32_BYTES * (2 * part["H"].to_numpy(float) + 2 * part["B"].to_numpy(float))
@@ -330,9 +361,33 @@ class _Prepared:
 
 
 def predict_seconds(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) -> np.ndarray:
-    """Predicted seconds of each measured-layout row (:func:`load_measurements`) on ``gpu``."""
+    """Predicted seconds of each measured-layout row (:func:`load_measurements`) on ``gpu``: the model, times
+    the measured shapes' residuals near each row where the calibration has them (its own GPU's, or another
+    GPU's of the same architecture)."""
     prepared = _Prepared(rows, gpu)
-    result = np.full(len(rows), np.nan)
+    result = _model_seconds(prepared, calibration)
+    for op_class, residuals in calibration.shapes.items():
+        idx = prepared.index.get(op_class, ())
+        if len(idx):
+            result[idx] *= residuals.correction(shape_residuals.features(rows.iloc[idx], op_class))
+    return result
+
+
+def launch_floors(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) -> np.ndarray:
+    """The launch floor of each measured-layout row: its operator's (its class's where the operator has
+    none): the part of one call alone that is the measuring host's, not its kernels'."""
+    prepared = _Prepared(rows, gpu)
+    result = np.zeros(len(rows))
+    for op_class, idx in prepared.index.items():
+        if len(idx):
+            default = {**DEFAULTS[op_class], **calibration.classes.get(op_class, {})}["floor_seconds"]
+            result[idx] = prepared.operator_floors(op_class, calibration.floors, default)
+    return result
+
+
+def _model_seconds(prepared: _Prepared, calibration: KernelCalibration) -> np.ndarray:
+    """The model's seconds of each prepared row, without the measured shapes' residuals."""
+    result = np.full(len(prepared.op_class), np.nan)
     for op_class, idx in prepared.index.items():
         if len(idx):
             params = {**DEFAULTS[op_class], **calibration.classes.get(op_class, {})}
@@ -406,34 +461,58 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
             params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False)
             params["floor_seconds"] = float(np.median(floor_rows))
         classes[op_class] = {k: round(v, 9 if k == "floor_seconds" else 4) for k, v in params.items()}
-    return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
-                             classes=classes, rows=len(rows), floors=floors)
+    calibration = KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
+                                    classes=classes, rows=len(rows), floors=floors, architecture=gpu.architecture)
+    modelled = _model_seconds(prepared, calibration)
+    shapes = {op_class: shape_residuals.measured_residuals(rows.iloc[prepared.index[op_class]],
+                                                           modelled[prepared.index[op_class]], op_class)
+              for op_class in shape_residuals.CLASSES if len(prepared.index.get(op_class, ()))}
+    return replace(calibration, shapes=shapes)
 
 
-def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measured_gpus: dict[str, Gpu]
-                       ) -> KernelCalibration:
-    """The calibration of ``gpu`` (not measured) from measured GPUs' calibrations: per class and parameter,
-    the median over the measured GPUs of its architecture family, or over all of them where its family has
-    none. Efficiencies are against each GPU's own roofs, so ``gpu``'s datasheet carries them over."""
+@dataclass(frozen=True)
+class MeasuredRoof:
+    """A GPU's FP32 GEMM efficiency measured by rooflow's own ceilings (a large square torch.mm: its best
+    tile, full waves, a long k) — what its family's kernel calibration takes where no single ops of the
+    family were measured (the H100 SXM5 for Ada/Hopper)."""
+
+    gpu: Gpu
+    gemm_efficiency: float
+    source: str
+
+
+def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measured_gpus: dict[str, Gpu],
+                       roofs: dict[str, MeasuredRoof] | None = None) -> KernelCalibration:
+    """The calibration of ``gpu`` (not measured) from measured GPUs' calibrations.
+
+    A measured GPU of the **same architecture** (an A100 80GB beside the A100 40GB) runs the same kernels by
+    the same heuristics: its parameters and measured shapes carry over whole, with ``gpu``'s datasheet.
+    Otherwise, per class and parameter, the median over the measured GPUs of its architecture family, or over
+    all of them where its family has none; the FP32 GEMM efficiency of its family's full-power boards — or,
+    where none of its family's single ops were measured, of a measured roof of its family (``roofs``) — held
+    to what its board power sustains at its family's FP32 GEMM FLOPs per joule. Efficiencies are against each
+    GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
+    memory-bound classes: all measured GPUs'."""
+    roofs = roofs or {}
+    same_architecture = [name for name in measured if measured_gpus[name].architecture == gpu.architecture]
     same = [name for name in measured if measured_gpus[name].family == gpu.family]
-    donors = same or list(measured)
+    donors = same_architecture or same or list(measured)
+    family_roofs = [roof for roof in roofs.values() if roof.gpu.family == gpu.family]
     classes: dict[str, dict[str, float]] = {}
     for op_class in CLASSES:
         # memory-bound kernels: all measured GPUs (their parameters carry across architectures)
-        values = [measured[name].classes[op_class] for name in (list(measured) if op_class in MEMORY_CLASSES
-                                                                 else donors) if op_class in measured[name].classes]
+        pool = donors if same_architecture or op_class not in MEMORY_CLASSES else list(measured)
+        values = [measured[name].classes[op_class] for name in pool if op_class in measured[name].classes] or \
+            [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
         if not values:
-            values = [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
-        if values:
-            classes[op_class] = {key: float(statistics.median(v[key] for v in values)) for key in values[0]}
-            if op_class not in ("gemm", "convolution"):
-                # one kernel's floor is the measuring host's dispatch and launch, not the architecture's:
-                # all GPUs'. cuDNN/cuBLAS calls keep their family's (library heuristics, multi-kernel
-                # algorithms such as Winograd's transforms differ by architecture).
-                class_floors = [measured[name].classes[op_class]["floor_seconds"] for name in measured
-                                if op_class in measured[name].classes]
-                classes[op_class]["floor_seconds"] = float(statistics.median(class_floors))
-        if op_class in ("gemm", "convolution") and op_class in classes:
+            continue
+        classes[op_class] = {key: float(statistics.median(v[key] for v in values)) for key in values[0]}
+        if op_class in MEMORY_CLASSES:
+            # one kernel's floor is the measuring host's dispatch and launch, not the architecture's: all GPUs'
+            classes[op_class]["floor_seconds"] = float(statistics.median(
+                measured[name].classes[op_class]["floor_seconds"] for name in measured
+                if op_class in measured[name].classes))
+        elif not same_architecture:
             donors_of = [name for name in measured if op_class in measured[name].classes]
             # a GEMV-like call streams its weights: DRAM efficiency, which carries across architectures
             classes[op_class]["memory_efficiency"] = float(statistics.median(
@@ -441,26 +520,58 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 for name in donors_of))
             full_family = [name for name in same if name in donors_of
                            and (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS]
-            _unthrottled_efficiency(classes[op_class], [(measured_gpus[name], measured[name].classes[op_class])
-                                                        for name in (full_family or donors_of)])
-            if same and gpu.tdp_watts:
-                _power_limit(classes[op_class], gpu, [(measured_gpus[name], measured[name].classes[op_class])
-                                                      for name in same if op_class in measured[name].classes])
-    if "convolution" in classes and "gemm" in classes:  # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted)
-        conv, efficiency = classes["convolution"], classes["gemm"]["efficiency"]
-        conv["winograd_efficiency"] *= efficiency / conv["efficiency"]
-        conv["efficiency"] = efficiency
+            if full_family or not family_roofs:
+                _unthrottled_efficiency(classes[op_class], [(measured_gpus[name], measured[name].classes[op_class])
+                                                            for name in (full_family or donors_of)])
+            else:  # its family's measured roof: its own if it is that GPU, else the median of the family's
+                own = [roof for roof in family_roofs if roof.gpu.name == gpu.name] or family_roofs
+                _set_efficiency(classes[op_class], float(statistics.median(r.gemm_efficiency for r in own)))
+        if op_class in ("gemm", "convolution") and gpu.tdp_watts:
+            power = [(measured_gpus[name], measured[name].classes[op_class]) for name in same
+                     if op_class in measured[name].classes]
+            power += [(roof.gpu, {"efficiency": roof.gemm_efficiency}) for roof in family_roofs]
+            _power_limit(classes[op_class], gpu, power)
+    if "convolution" in classes and "gemm" in classes and not same_architecture:
+        # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted)
+        _set_efficiency(classes["convolution"], classes["gemm"]["efficiency"])
     # one call's floor is the measuring host's dispatch path for that operator: all GPUs' median
     operators = sorted({o for cal in measured.values() for o in cal.floors})
     floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
               for o in operators}
-    which = "its family's" if same else "all"
-    source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
-              f"({', '.join(sorted(donors))}), elementwise/normalization/softmax and launch floors from all "
-              f"({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 peak, "
-              f"bandwidth, L2)")
+    shapes = _shapes_of([measured[name] for name in same_architecture])
+    if same_architecture:
+        source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "
+                  f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "
+                  f"measured shapes included, with its datasheet (SMs, FP32 peak, bandwidth, L2, board power); "
+                  f"launch floors from all measured GPUs ({', '.join(sorted(measured))})")
+    else:
+        which = "its family's" if same else "all"
+        roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "
+                     f"{', '.join(sorted(r.gpu.name for r in family_roofs))}" if family_roofs and not same else "")
+        source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
+                  f"({', '.join(sorted(donors))}){roof_note}, elementwise/normalization/softmax and launch floors "
+                  f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "
+                  f"peak, bandwidth, L2, board power)")
     return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes,
-                             floors=floors)
+                             floors=floors, architecture=gpu.architecture, shapes=shapes)
+
+
+def _shapes_of(calibrations: list[KernelCalibration]) -> dict[str, ShapeResiduals]:
+    """The measured shapes of several calibrations of one architecture, together."""
+    shapes = {}
+    for op_class in shape_residuals.CLASSES:
+        parts = [cal.shapes[op_class] for cal in calibrations if op_class in cal.shapes]
+        if parts:
+            shapes[op_class] = ShapeResiduals(np.vstack([p.points for p in parts]),
+                                              np.concatenate([p.residuals for p in parts]))
+    return shapes
+
+
+def _set_efficiency(params: dict[str, float], efficiency: float) -> None:
+    """Set the FP32 GEMM efficiency, scaling the Winograd efficiency alike. In place."""
+    if "winograd_efficiency" in params:
+        params["winograd_efficiency"] *= efficiency / params["efficiency"]
+    params["efficiency"] = efficiency
 
 
 def _unthrottled_efficiency(params: dict[str, float], donors: list[tuple[Gpu, dict[str, float]]]) -> None:
@@ -470,10 +581,7 @@ def _unthrottled_efficiency(params: dict[str, float], donors: list[tuple[Gpu, di
     the power limit then applies per board (:func:`_power_limit`). In place."""
     full = [p["efficiency"] for d, p in donors if (d.tdp_watts or 0) >= FULL_POWER_WATTS]
     if full:
-        efficiency = float(statistics.median(full))
-        if "winograd_efficiency" in params:
-            params["winograd_efficiency"] *= efficiency / params["efficiency"]
-        params["efficiency"] = efficiency
+        _set_efficiency(params, float(statistics.median(full)))
 
 
 def _power_limit(params: dict[str, float], gpu: Gpu, donors: list[tuple[Gpu, dict[str, float]]]) -> None:
@@ -485,9 +593,7 @@ def _power_limit(params: dict[str, float], gpu: Gpu, donors: list[tuple[Gpu, dic
         return
     sustained = gpu.tdp_watts * max(per_watt) / gpu.fp32_flops_per_second
     if sustained < params["efficiency"]:
-        if "winograd_efficiency" in params:
-            params["winograd_efficiency"] *= sustained / params["efficiency"]
-        params["efficiency"] = sustained
+        _set_efficiency(params, sustained)
 
 
 # ------------------------------------------------------------------------------------------ checking
@@ -518,6 +624,20 @@ def held_out_shapes(data: pd.DataFrame, gpus: dict[str, Gpu], fraction: float = 
     return pd.DataFrame(table)
 
 
+def check_shipped(root: str | Path, band: float = 0.25) -> pd.DataFrame:
+    """The shipped calibrations against the measurements under ``root`` (the measurement layout): each GPU
+    predicted with its own shipped calibration, or — rooflow having no measurements of it — its architecture's
+    or family's with its datasheet (``device_configs``); per GPU and class, rows, the fraction within
+    ±``band`` and the median |error|."""
+    data = load_measurements(root)
+    gpus = load_dataset_gpus(root)
+    table = []
+    for name, rows in data.groupby("gpu"):
+        key = dataset_gpu_identity(name)[0]
+        table += _score(rows, predict_seconds(rows, gpus[name], calibration_of(gpus[name], key)), name, band)
+    return pd.DataFrame(table)
+
+
 def _score(rows: pd.DataFrame, predicted: np.ndarray, gpu: str, band: float) -> list[dict[str, Any]]:
     ratio = predicted / rows["seconds"].to_numpy(float)
     result = []
@@ -534,47 +654,115 @@ def _score(rows: pd.DataFrame, predicted: np.ndarray, gpu: str, band: float) -> 
 SHIPPED_FILE = "kernels.json"
 
 
-def calibrate_measured(root: str | Path) -> dict[str, Any]:
-    """The kernel calibration of every GPU measured under ``root`` (the shipped file's content): per GPU
-    its datasheet (:class:`Gpu`), catalogue key (where the catalogue has it) and fitted parameters."""
+SHAPES_FILE = "kernels_shapes.npz"  # beside SHIPPED_FILE (<stem>_shapes.npz): the measured shapes' residuals, per GPU and class
+
+
+def roof_from_ceilings(ceilings: dict[str, Any], device) -> MeasuredRoof:
+    """A :class:`MeasuredRoof` from ``rooflow ceilings`` output on a catalogue GPU: its best FP32 GEMM rate
+    over its datasheet FP32 peak, divided by the kernel model's waves and padding of that GEMM (an n×n×n
+    product of the ceilings' largest size at 128×128 tiles), so that the model reproduces the measurement."""
+    gpu = gpu_from_device(device)
+    rate = (ceilings.get("peak_flops_per_second") or {}).get("fp32")
+    if gpu is None or not rate:
+        raise ValueError(f"{device.key}: the ceilings hold no measured FP32 GEMM rate of a GPU")
+    n = float(max((ceilings.get("plan") or {}).get("gemm_sizes") or [8192]))
+    tiles = math.ceil(n / 128) ** 2  # cuBLAS's largest FP32 tile on a large square product
+    shape = tiles / (math.ceil(tiles / gpu.sm_count) * gpu.sm_count)  # its last wave partly empty
+    efficiency = round(rate / (gpu.fp32_flops_per_second * shape), 4)
+    source = (f"rooflow ceilings on a real {ceilings.get('device_name') or gpu.name}: FP32 torch.mm "
+              f"{rate / 1e12:.1f} TFLOP/s of {gpu.fp32_flops_per_second / 1e12:.1f} (n = {n:.0f})")
+    return MeasuredRoof(gpu=gpu, gemm_efficiency=efficiency, source=source)
+
+
+def calibrate_measured(root: str | Path, roofs: dict[str, MeasuredRoof] | None = None
+                       ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The kernel calibration of every GPU measured under ``root`` and the measured roofs (``roofs``, by
+    catalogue key): the shipped JSON's content, and the arrays of the measured shapes (:data:`SHAPES_FILE`).
+    Per GPU its datasheet (:class:`Gpu`), catalogue key (where the catalogue has it) and fitted parameters."""
     data = load_measurements(root)
     gpus = load_dataset_gpus(root)
-    measured = {}
+    measured, arrays = {}, {}
     for name, rows in data.groupby("gpu"):
         operators = ", ".join(sorted(rows["operator"].unique()))
         source = (f"fitted on {len(rows)} measured single-op latencies of the {name} ({operators}; FP32, "
                   f"the public NeuSight data set, {Path(root).name}/)")
+        calibration = fit_gpu(rows, gpus[name], source)
         measured[name] = {"catalogue": DATASET_GPUS.get(name, (None,))[0], "gpu": asdict(gpus[name]),
-                          "calibration": fit_gpu(rows, gpus[name], source).to_json()}
-    return {"about": "rooflow calibrate-kernels: per-GPU kernel-model parameters fitted on measured single ops "
-                     "(rooflow.estimate.kernel_calibration)", "measured": measured}
+                          "calibration": calibration.to_json()}
+        for op_class, residuals in calibration.shapes.items():
+            arrays.update(residuals.to_arrays(f"{name}/{op_class}"))
+    about = ("rooflow calibrate-kernels: per-GPU kernel-model parameters fitted on measured single ops, and "
+             "measured roofs of GPUs whose family has none (rooflow.estimate.kernel_calibration)")
+    roof_json = {key: {"gpu": asdict(roof.gpu), "gemm_efficiency": roof.gemm_efficiency, "source": roof.source}
+                 for key, roof in (roofs or {}).items()}
+    return {"about": about, "measured": measured, "roofs": roof_json}, arrays
 
 
-def load_shipped(path: str | Path | None = None) -> tuple[dict[str, KernelCalibration], dict[str, Gpu], dict[str, str]]:
+def write_shipped(result: dict[str, Any], arrays: dict[str, np.ndarray], path: str | Path) -> Path:
+    """Write a calibration (:func:`calibrate_measured`) as ``path`` and its measured shapes beside it
+    (``<stem>_shapes.npz``), each atomically; returns the shapes' path."""
+    from rooflow.io import atomic_path, write_json
+
+    path = Path(path)
+    shapes_path = path.with_name(f"{path.stem}_shapes.npz")
+    with atomic_path(shapes_path) as temporary, open(temporary, "wb") as handle:
+        np.savez_compressed(handle, **arrays)
+    write_json(path, result)
+    return shapes_path
+
+
+def load_shipped(path: str | Path | None = None
+                 ) -> tuple[dict[str, KernelCalibration], dict[str, Gpu], dict[str, str], dict[str, MeasuredRoof]]:
     """(calibrations, datasheets, catalogue keys) of the measured GPUs in ``path`` (default: the shipped
-    rooflow/data/calibration/kernels.json), by the GPU's name."""
+    rooflow/data/calibration/kernels.json and its shapes), by the GPU's name, and the measured roofs by
+    catalogue key."""
     if path is None:
-        text = resources.files("rooflow.data.calibration").joinpath(SHIPPED_FILE).read_text()
+        folder = resources.files("rooflow.data.calibration")
+        text = folder.joinpath(SHIPPED_FILE).read_text()
+        shapes_bytes = folder.joinpath(SHAPES_FILE).read_bytes()
     else:
-        text = Path(path).read_text()
-    data = json.loads(text)["measured"]
-    calibrations = {name: KernelCalibration.from_json(v["calibration"]) for name, v in data.items()}
+        path = Path(path)
+        text = path.read_text()
+        shapes_path = path.with_name(f"{path.stem}_shapes.npz")
+        shapes_bytes = shapes_path.read_bytes() if shapes_path.exists() else None
+    content = json.loads(text)
+    data = content["measured"]
+    arrays = np.load(io.BytesIO(shapes_bytes)) if shapes_bytes else {}
+    calibrations = {}
+    for name, value in data.items():
+        shapes = {op_class: ShapeResiduals.from_arrays(arrays, f"{name}/{op_class}")
+                  for op_class in shape_residuals.CLASSES if f"{name}/{op_class}/points" in arrays}
+        calibrations[name] = KernelCalibration.from_json(value["calibration"], shapes)
     gpus = {name: Gpu(**v["gpu"]) for name, v in data.items()}
     keys = {name: v["catalogue"] for name, v in data.items() if v.get("catalogue")}
-    return calibrations, gpus, keys
+    roofs = {key: MeasuredRoof(gpu=Gpu(**v["gpu"]), gemm_efficiency=v["gemm_efficiency"], source=v["source"])
+             for key, v in content.get("roofs", {}).items()}
+    return calibrations, gpus, keys, roofs
+
+
+def calibration_of(gpu: Gpu, key: str | None = None, shipped=None) -> KernelCalibration:
+    """The kernel calibration of ``gpu`` (``key``: its catalogue key, if any): its own measured one where
+    rooflow ships it (by key or by name), else its architecture's or family's (:func:`family_calibration`)
+    from the shipped calibrations and measured roofs (``shipped``: :func:`load_shipped`'s result)."""
+    calibrations, gpus, keys, roofs = shipped or _shipped()
+    for name, calibration in calibrations.items():
+        if name == gpu.name or (key and keys.get(name) == key):
+            return calibration
+    return family_calibration(gpu, calibrations, gpus, roofs)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped():
+    return load_shipped()
 
 
 def for_gpu(device) -> tuple[KernelCalibration, Gpu] | None:
     """The kernel calibration of a catalogue device: its own measured one where rooflow ships it, else its
-    architecture family's with its datasheet (None: not a GPU, or the catalogue lacks its L2 size)."""
+    architecture's or family's with its datasheet (None: not a GPU, or the catalogue lacks its L2 size)."""
     gpu = gpu_from_device(device)
     if gpu is None:
         return None
-    calibrations, gpus, keys = load_shipped()
-    for name, key in keys.items():
-        if key == device.key:
-            return calibrations[name], gpu
-    return family_calibration(gpu, calibrations, gpus), gpu
+    return calibration_of(gpu, device.key), gpu
 
 
 def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80gb"):
@@ -601,7 +789,7 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
               f"the {reference_key} calibration (range ±{max(reference.relative_uncertainty, kernels.relative_uncertainty):.0%})")
     # the fitted GEMMs are cuBLAS's (linear, bmm): the time model's gemm_efficiency, too
     gemm_efficiency = {**reference.gemm_efficiency, "fp32": matmul["fp32"]} if gemm else reference.gemm_efficiency
-    return reference.with_(source=source, matmul_efficiency=matmul, gemm_efficiency=gemm_efficiency,
+    return reference.with_(source=source, matmul_efficiency=matmul, gemm_efficiency=gemm_efficiency, kernel_model=True,
                            memory_efficiency_by_class=memory,
                            memory_efficiency=memory.get("elementwise", reference.memory_efficiency),
                            relative_uncertainty=max(reference.relative_uncertainty, kernels.relative_uncertainty),
