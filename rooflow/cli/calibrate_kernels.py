@@ -42,7 +42,7 @@ def _cmd(args) -> int:
         print(format_table(check_shipped(args.check), "GPU (shipped calibration)"))
         return 0
     if not args.data:
-        raise RooflowError("rooflow calibrate-kernels: give --data DIR (measurements to fit or hold out) "
+        raise RooflowError("give --data DIR (measurements to fit or hold out) "
                            "or --check DIR (measurements to score the shipped calibrations on)")
     if args.held_out:
         data = load_measurements(args.data)

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rooflow.errors import RooflowError
 from rooflow.estimate import shape_residuals
 from rooflow.estimate.shape_residuals import ShapeResiduals
 
@@ -68,6 +69,11 @@ OPERATORS = {"conv": ("convolution", 0), "linear": ("gemm", 0), "bmm": ("gemm", 
 CLASSES = ("convolution", "gemm", "elementwise", "normalization", "softmax")
 # FP32 SGEMM tiles cuBLAS/cuDNN pick among (sm_50 … sm_90 "sgemm_128x128", "…_32x128", ...).
 SGEMM_TILES = ((128, 128), (128, 64), (64, 128), (128, 32), (32, 128), (64, 64), (64, 32), (32, 64), (32, 32))
+# cuDNN's FP32 forward convolutions tile 128 output pixels by 128, 64 or 32 channels (implicit GEMM:
+# scudnn_128x128/128x64/128x32 in the data set's kernel names), and its fused Winograd kernel 128 × 128
+# (scudnn_winograd_128x128): a convolution of few pixels or channels pads them, it does not pick a smaller tile
+IMPLICIT_GEMM_TILES = ((128, 128), (128, 64), (128, 32))
+FUSED_WINOGRAD_TILES = ((128, 128),)
 # Architecture families: a GPU without measurements takes the parameters of measured GPUs of its family —
 # one SM design on one process node: Pascal (16 nm), Volta and Turing (12 nm, 64 FP32 lanes and 4
 # sub-cores per SM), Ampere (7/8 nm), Ada and Hopper (4N). The node sets the energy of a FLOP, so a family's
@@ -82,6 +88,12 @@ FAMILIES = {"sm_60": "pascal", "sm_61": "pascal", "sm_70": "volta-turing", "sm_7
 DATASET_GPUS = {"Tesla P100-PCIE-16GB": ("p100-pcie-16gb", "sm_60", 250.0), "Tesla P4": (None, "sm_61", 75.0),
                 "Tesla T4": ("t4", "sm_75", 70.0), "Tesla V100-PCIE-32GB": ("v100-pcie-16gb", "sm_70", 250.0),
                 "NVIDIA A100-PCIE-40GB": ("a100-pcie-40gb", "sm_80", 250.0)}
+# cuBLAS's FP32 batched GEMM (torch.bmm) runs one tile whatever the shape on some architectures: 128×128 on
+# Ampere (16,588 of the A100's 16,661 bmm calls in the data set), 128×64 on Pascal (17,720 of the P100's
+# 17,792); Volta and Turing pick by shape (64×64, 32×128, 128×64, 128×32). Ada and Hopper run Ampere's SIMT
+# kernels for FP32 (cutlass_80_simt_sgemm_*, sm80_xmma_gemm_f32f32_*_ffma in rooflow's H100 recordings).
+BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada-hopper": (128, 128)}
+FLOOR_QUANTILE = 0.02  # an operator's launch floor: this quantile of its calls (the fastest one can be an outlier)
 FULL_POWER_WATTS = 150.0  # boards of this power or more sustain their boost clock under FP32 GEMM
 MEASURED_UNCERTAINTY = 0.25  # a GPU whose own kernels were measured
 FAMILY_UNCERTAINTY = 0.4  # a GPU predicted from its family's measurements and its datasheet
@@ -136,6 +148,10 @@ def load_measurements(root: str | Path, gpus: list[str] | None = None) -> pd.Dat
                 continue
             frame["operator"] = operator
             frames.append(frame)
+    if not frames:
+        raise RooflowError(f"{root}: no single-op measurements found: expected <operator>/<GPU>.csv(.gz) files "
+                           f"(operators {', '.join(OPERATORS)}) beside device_configs/<GPU>.json, the public "
+                           f"NeuSight data set's layout")
     data = pd.concat(frames, ignore_index=True)
     data["op_class"] = data["operator"].map(lambda o: OPERATORS[o][0])
     data["gpu"] = data["Device"]
@@ -163,7 +179,7 @@ def dataset_gpu_identity(name: str, where: str | Path = "") -> tuple[str | None,
     for key, device in load_devices(default_catalogue_path()).items():
         if device.is_cuda and device.name == name and device.architecture:
             return key, device.architecture, getattr(device, "tdp_watts", None)
-    raise ValueError(f"{where or name}: GPU {name!r} is not in rooflow's device catalogue: add it to "
+    raise RooflowError(f"{where or name}: GPU {name!r} is not in rooflow's device catalogue: add it to "
                      f"config/devices.yaml with its architecture (sm_XX) and tdp_watts, named exactly {name!r}")
 
 
@@ -201,21 +217,28 @@ class _ShapeTable:
     k_part: np.ndarray
 
 
-def _shape_table(m, n, k, count, sm_count: int, batched=None) -> _ShapeTable:
+def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None, split_k: bool = True,
+                 tiles=SGEMM_TILES) -> _ShapeTable:
     """``batched``: rows that are batched GEMMs (torch.bmm), which cuBLAS does not split along k (none of the
-    data set's 88,000 bmm calls launched a split-K reduction; 2–11% of its linear calls did)."""
+    data set's 88,000 bmm calls launched a split-K reduction; 2–11% of its linear calls did) and runs with
+    its architecture's one ``batched_tile`` where it has one (:data:`BATCHED_TILES`). ``split_k`` False: no
+    row splits k (cuDNN's forward convolutions: none of the data set's 20,000 launched a split-K kernel, so a
+    convolution of few output tiles and many input channels runs on few SMs)."""
     largest = max(tm * tn / (tm + tn) for tm, tn in SGEMM_TILES)
     intensity, bases, parts = [], [], []
     unsplit = np.zeros(len(m), bool) if batched is None else np.asarray(batched, bool)
-    for tm, tn in SGEMM_TILES:
+    if not split_k:
+        unsplit = np.ones(len(m), bool)
+    for tm, tn in tiles:
         tiles_m, tiles_n = np.ceil(m / tm), np.ceil(n / tn)
         padding = (m * n) / (tiles_m * tm * tiles_n * tn)
         tiles = tiles_m * tiles_n * count
+        allowed = ~unsplit if batched_tile and (tm, tn) != tuple(batched_tile) else np.ones(len(m), bool)
         for split in (1, 2, 4, 8, 16):
             if split > 1:
                 useful = (tiles * split <= 2 * sm_count) & (k / split >= 128) & ~unsplit
             else:
-                useful = np.ones(len(m), bool)
+                useful = allowed
             slots = tiles * split
             waves = np.ceil(slots / sm_count)
             occupancy = slots / (waves * sm_count)  # the last wave runs partly empty
@@ -304,8 +327,12 @@ class _Prepared:
             if op_class in ("gemm", "convolution"):
                 m, n, k, count, moved = _gemm_views(part)
                 work = {"flops": 2 * m * n * k * count, "bytes": moved,
-                        "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm")}
+                        "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
+                                              BATCHED_TILES.get(gpu.family), split_k=op_class == "gemm",
+                                              tiles=SGEMM_TILES if op_class == "gemm" else IMPLICIT_GEMM_TILES)}
                 if op_class == "convolution":
+                    work["fused_table"] = _shape_table(m, n, k, count, gpu.sm_count, split_k=False,
+                                                       tiles=FUSED_WINOGRAD_TILES)
                     kernel, stride = part["Kernel_Szie"].to_numpy(), part["Stride"].to_numpy()
                     work["winograd"] = (kernel == 3) & (stride == 1)
                     # non-fused Winograd F(4×4, 3×3): 36 GEMMs (one per point of a 6×6 input tile) of
@@ -314,7 +341,8 @@ class _Prepared:
                     tiles = part["B"].to_numpy(float) * np.ceil(np.sqrt(m / part["B"].to_numpy(float)) / 4) ** 2
                     cin = part["Input_Channel"].to_numpy(float)
                     work["nonfused_flops"] = 2 * 36 * tiles * n * cin
-                    work["nonfused_table"] = _shape_table(tiles, n, cin, np.full(len(m), 36.0), gpu.sm_count)
+                    work["nonfused_table"] = _shape_table(tiles, n, cin, np.full(len(m), 36.0), gpu.sm_count,
+                                                          split_k=False)
                     activations = moved - FP32_BYTES * n * k
                     work["nonfused_bytes"] = 2 * 36 / 16 * activations + 2 * 36 / 9 * FP32_BYTES * n * k + moved
                 work["operator"] = part["operator"].to_numpy()
@@ -339,8 +367,9 @@ class _Prepared:
             bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
             seconds = np.maximum(compute, work["bytes"] / bandwidth)
             if op_class == "convolution":  # cuDNN's autotuner: the fastest algorithm that applies
-                fused = np.maximum(work["flops"] / (gpu.fp32_flops_per_second * p["winograd_efficiency"] * shape),
-                                   work["bytes"] / bandwidth)
+                fused_shape = np.maximum(_shape_factor(work["fused_table"], p["tile_exponent"], p["fill_k"]), 1e-4)
+                fused = np.maximum(work["flops"] / (gpu.fp32_flops_per_second * p["winograd_efficiency"]
+                                                    * fused_shape), work["bytes"] / bandwidth)
                 nonfused_shape = np.maximum(_shape_factor(work["nonfused_table"], p["tile_exponent"], p["fill_k"]), 1e-4)
                 nonfused = (work["nonfused_flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * nonfused_shape)
                             + work["nonfused_bytes"] / bandwidth)
@@ -456,7 +485,8 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
         else:
             # the fastest call of each operator (its smallest shapes) is its launch floor
             operators = rows["operator"].to_numpy()[idx]
-            floors.update({o: round(float(measured[idx][operators == o].min()), 9) for o in np.unique(operators)})
+            floors.update({o: round(float(np.quantile(measured[idx][operators == o], FLOOR_QUANTILE)), 9)
+                           for o in np.unique(operators)})
             floor_rows = prepared.operator_floors(op_class, floors, 0.0)
             params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False)
             params["floor_seconds"] = float(np.median(floor_rows))
@@ -664,7 +694,8 @@ def roof_from_ceilings(ceilings: dict[str, Any], device) -> MeasuredRoof:
     gpu = gpu_from_device(device)
     rate = (ceilings.get("peak_flops_per_second") or {}).get("fp32")
     if gpu is None or not rate:
-        raise ValueError(f"{device.key}: the ceilings hold no measured FP32 GEMM rate of a GPU")
+        raise RooflowError(f"{device.key}: the ceilings file holds no measured FP32 GEMM rate of a GPU: give the "
+                           f"JSON `rooflow ceilings` wrote on that GPU")
     n = float(max((ceilings.get("plan") or {}).get("gemm_sizes") or [8192]))
     tiles = math.ceil(n / 128) ** 2  # cuBLAS's largest FP32 tile on a large square product
     shape = tiles / (math.ceil(tiles / gpu.sm_count) * gpu.sm_count)  # its last wave partly empty
