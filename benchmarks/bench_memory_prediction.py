@@ -6,7 +6,8 @@
 Per GPU and batch: runs, how many are within ±15% (the issue's target: 90%), and the worst misses with their
 ratio measured / predicted. The sweeps: the H100's 7 models at batch 1/32/256
 (../shared/fixtures/real/h100-rooflow/h100-sweep-7-models.jsonl) and the H200's 12 models at batch 32/256
-(tests/data/real/gpu-2026-11-25/h200-sweep-12-models.jsonl). Estimates take seconds each on 2 cores; they are
+(tests/data/real/gpu-2026-11-25/h200-sweep-12-models.jsonl), and 10 H100 runs of models not in the H100 sweep
+(h100-sweep-5-new-models-partial.jsonl there). Estimates take seconds each on 2 cores; they are
 pickled to ``--cache`` with their traces, whose memory replay (rooflow.estimate.memory) is rerun each time:
 delete the cache only after changing what the trace records.
 """
@@ -31,6 +32,9 @@ SWEEPS = {
              "h100-sxm5-80gb", True),
     "h200": (ROOT / "tests" / "data" / "real" / "gpu-2026-11-25" / "h200-sweep-12-models.jsonl", "h200-sxm-141gb",
              False),
+    # 10 H100 runs of two models not in the H100 sweep (convnext_tiny, densenet121), batch 256
+    "h100-new": (ROOT / "tests" / "data" / "real" / "gpu-2026-11-25" / "h100-sweep-5-new-models-partial.jsonl",
+                 "h100-sxm5-80gb", False),
 }
 TOLERANCE = 0.15
 

@@ -545,6 +545,27 @@ def _fast_eligible(w, stride, dilation, groups) -> int:
                and all(int(d) == 1 for d in (dilation or [1])) and int(groups) == 1)
 
 
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp64": 8}  # by compute dtype (rooflow's names)
+
+
+def runs_as_gemm(views, read_elements: float) -> bool:
+    """Whether a convolution (its GEMM views, and the elements its forward reads: input, weights, bias) is 1×1,
+    stride 1 and ungrouped. cuDNN runs those on NCHW tensors as plain GEMMs over C × H·W (cutlass and cuBLAS
+    ``s1688gemm``/``xmma_gemm`` kernels) rather than as NHWC implicit-GEMM kernels, so without NCHW ↔ NHWC
+    transposes: in rooflow's H100 TF32 recordings of ResNet-50 (tests/data/real/h100-rooflow, torch.profiler) 27 of
+    its 33 such forward convolutions ran GEMM kernels, and 26 convolutions with transposes ran the 3×3, 7×7 and
+    strided ones. Forward: one view of one tap (k_taps) whose input is read once (m·k elements beside the n·k
+    weights and n biases); backward: one tap in the data gradient (k_taps) and in the weight gradient (n_taps),
+    the data gradient's positions those of the weight gradient's reduction (dgrad m = wgrad k)."""
+    if not views or any(int(view[3]) != 1 for view in views):
+        return False
+    if len(views) == 1:
+        m, n, k, _, _, k_taps, _ = views[0][:7]
+        return k_taps == 1 and abs(read_elements - (m + n) * k) <= n
+    dgrad, wgrad = views[0], views[1]
+    return dgrad[5] == 1 and wgrad[6] == 1 and dgrad[0] == wgrad[2]
+
+
 @register_gemm_view([aten.convolution, aten._convolution])
 def _conv_view(x, w, bias, stride=None, padding=None, dilation=None, transposed=False, output_padding=None,
                groups=1, *args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from rooflow.estimate.attention import on_chip_storages
 from rooflow.estimate.counter import Trace
+from rooflow.estimate.formulas import ELEMENT_BYTES, runs_as_gemm
 
 CATEGORIES = ("params", "activations", "gradients", "optimizer_state", "temporaries")
 
@@ -106,13 +107,17 @@ def peak_memory(trace: Trace) -> dict:
 def layout_workspace_bytes(trace: Trace) -> list[int]:
     """Per record: the workspace cuDNN takes when a convolution runs on tensor cores with NCHW tensors — it
     transposes its activations (input and output; in backward the output gradient, the input and the input
-    gradient) into NHWC copies for the duration of the call. 0 for every other op. On the H100 this
+    gradient) into NHWC copies for the duration of the call. 0 for every other op, and for 1×1 stride-1
+    convolutions, which run as GEMMs on NCHW tensors (rooflow.estimate.formulas.runs_as_gemm). On the H100 this
     workspace is what separates the steady-state peaks of TF32 and FP32 runs of the same model
-    (VGG16 b256 inference: 13.93 vs 7.35 GB, the first conv layers' input and output)."""
+    (VGG16 b256 inference: 13.93 vs 7.35 GB, the first conv layers' input and output); DenseNet-121's, whose peak
+    is at a 1×1 convolution of its concatenated features, are the same in TF32 and FP32 (2.82 GB at b256)."""
     workspace = []
     for record in trace.records:
+        read_elements = sum(nbytes for _, nbytes in record.reads) / ELEMENT_BYTES.get(record.dtype, 4)
         if record.op_class != "matmul" or not record.op.startswith(("convolution", "_convolution")) \
-                or any(view[3] > 1 and view[1] == 1 for view in record.gemms):  # depthwise: no transposes
+                or any(view[3] > 1 and view[1] == 1 for view in record.gemms) \
+                or runs_as_gemm(record.gemms, read_elements):  # depthwise, 1×1: no transposes
             workspace.append(0)
             continue
         reads = sum(nbytes for key, nbytes in record.reads if key not in trace.param_keys)

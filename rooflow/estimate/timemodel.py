@@ -91,6 +91,14 @@ NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
 CUDNN_DEPTHWISE_TAPS = (9, 25)
 CUDNN_DEPTHWISE_MIN_CHANNELS = 32
+# Max-pooling runs PyTorch's own NCHW kernels in every dtype (max_pool_forward_nchw, max_pool_backward_nchw in
+# aten/src/ATen/native/cuda/DilatedMaxPool2d.cu): one output (forward) or input (backward) element per thread, the
+# window's values and int64 indices loaded one at a time, so their time follows elements, not bytes. Measured on the
+# H100 (torch.profiler): max_pool_forward_nchw took 16.6 ps per output in bf16 (resnet18 b32,
+# tests/data/real/gpu-2026-11-25) and 15.8 ps in fp32 (resnet50 b64, tests/data/real/h100-rooflow). A 16-bit
+# max-pool takes the time of the same op on 4-byte values; its int64 indices (8 bytes per output) are the same.
+NATIVE_POOLING_OPS = ("max_pool2d_with_indices", "max_pool2d_with_indices_backward")
+POOLING_INDEX_SHARE = 8 / 10  # of the bytes per output of a 16-bit max-pool: an int64 index beside a 2-byte value
 
 
 @dataclass(frozen=True)
@@ -258,6 +266,16 @@ def _native_depthwise(row) -> bool:
     return not (taps in CUDNN_DEPTHWISE_TAPS and channels >= CUDNN_DEPTHWISE_MIN_CHANNELS and stride_one)
 
 
+def four_byte_pooling_bytes(row) -> float:
+    """Bytes of ONE call of a 16-bit max-pool row (``NATIVE_POOLING_OPS``) had its values 4 bytes each: every byte
+    twice but the int64 indices. Forward writes a value and an index per output; backward reads the output
+    gradient and the indices, the input (2 bytes per element) and writes the input gradient."""
+    calls = max(1, int(row["calls"]))
+    read, written = float(row["bytes_read"]) / calls, float(row["bytes_written"]) / calls
+    per_output = written if row["op"] == NATIVE_POOLING_OPS[0] else read - written
+    return 2.0 * (read + written) - POOLING_INDEX_SHARE * per_output
+
+
 def _is_depthwise(views) -> bool:
     return any(view[3] > 1 and view[1] == 1 for view in views)
 
@@ -415,6 +433,9 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
         if norm_channels and row["layer"] in norm_channels and row["compute_precision"] == "bf16":
             memory = max(memory, batchnorm.block_seconds(row["op"], *norm_channels[row["layer"]], sm_count,
                                                          calibration.norm_block_elements_per_second))
+    if (calibration.kind == "cuda" and row["op"] in NATIVE_POOLING_OPS and row["compute_precision"] in ("fp16", "bf16")
+            and terms["bytes"]):
+        memory *= four_byte_pooling_bytes(row) / terms["bytes"]
     if calibration.kind == "cuda" and memory_class == "depthwise" and _native_depthwise(row):
         memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())

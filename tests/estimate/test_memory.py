@@ -1,12 +1,19 @@
-"""The steady-state memory replay (rooflow.estimate.memory) on two bias-free linear layers: closed forms."""
+"""The steady-state memory replay (rooflow.estimate.memory): closed forms on two bias-free linear layers, and which
+convolutions hold NHWC copies."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from rooflow.estimate import estimate_module
-from rooflow.estimate.memory import foreach_optimizer_peak, live_bytes, previous_gradients
+from rooflow.estimate import estimate, estimate_module
+from rooflow.estimate.formulas import runs_as_gemm
+from rooflow.estimate.memory import (
+    foreach_optimizer_peak,
+    layout_workspace_bytes,
+    live_bytes,
+    previous_gradients,
+)
 
 BATCH, WIDTH = 1024, 1024
 ACTIVATION = BATCH * WIDTH * 4  # fp32: the input, the hidden and the output are one size
@@ -47,3 +54,27 @@ def test_inference_has_neither(trace):
     inference = estimate_module(model, torch.empty(BATCH, WIDTH, device="meta")).trace
     assert previous_gradients(inference) == (0, None)
     assert foreach_optimizer_peak(inference) == 0
+
+
+def test_pointwise_convolutions_run_as_gemms_without_nhwc_copies():
+    """1×1 stride-1 ungrouped convolutions are GEMMs on NCHW tensors (no layout workspace); a 3×3 or a strided 1×1
+    is not. Views (m, n, k, groups, fast, k_taps, n_taps) of N = 2 images of 8 × 8, 16 → 32 channels."""
+    m, cin, cout = 2 * 8 * 8, 16, 32
+    forward = ((m, cout, cin, 1, 0, 1, 0),)
+    assert runs_as_gemm(forward, read_elements=m * cin + cout * cin + cout)  # input, weights, bias
+    assert not runs_as_gemm(forward, read_elements=4 * m * cin + cout * cin)  # stride 2: 4× the input
+    assert not runs_as_gemm(((m, cout, cin * 9, 1, 1, 9, 0),), read_elements=m * cin + cout * cin * 9)
+    assert not runs_as_gemm(((m, cout // 4, cin // 4, 4, 0, 1, 0),), read_elements=m * cin + cout * cin // 4)
+    backward = ((m, cin, cout, 1, 0, 1, 0), (cout, cin, m, 1, 0, 0, 1))  # data gradient, weight gradient
+    assert runs_as_gemm(backward, read_elements=0)
+    assert not runs_as_gemm(((4 * m, cin, cout, 1, 0, 1, 0), (cout, cin, m, 1, 0, 0, 1)), read_elements=0)
+
+
+def test_layout_workspace_skips_pointwise_convolutions():
+    """ResNet-50 in TF32: the 3×3 convolutions and the strided 1×1 downsample hold NHWC copies, the 1×1 stride-1
+    ones not (cuDNN's GEMM kernels in rooflow's H100 recordings)."""
+    est = estimate("resnet50", 2, "tf32", "inference")
+    workspace = dict(zip(((r.layer, r.op) for r in est.trace.records), layout_workspace_bytes(est.trace)))
+    assert workspace[("layer1.0.conv2", "convolution")] > 0
+    assert workspace[("layer2.0.downsample.0", "convolution")] > 0
+    assert workspace[("layer1.0.conv1", "convolution")] == 0 and workspace[("layer1.0.conv3", "convolution")] == 0

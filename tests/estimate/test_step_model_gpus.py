@@ -11,7 +11,7 @@ import pytest
 
 from rooflow.estimate import attention, batchnorm, estimate
 from rooflow.estimate.calibration import for_device, sm_bound_bandwidth
-from rooflow.estimate.timemodel import predict_step
+from rooflow.estimate.timemodel import NATIVE_POOLING_OPS, four_byte_pooling_bytes, predict_step
 from rooflow.hardware.devices import load_device
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,3 +71,19 @@ def test_only_scaled_dot_product_attention_runs_fused():
     assert (swin.ops["op_class"] == "attention").any()
     assert not attention.sdpa_layers(swin.ops["layer"], swin.ops["op"])
     assert swin.totals["peak_memory_bytes_fused_attention"] == swin.totals["peak_memory_bytes"]
+
+
+def test_16_bit_max_pool_takes_the_time_of_4_byte_values():
+    """PyTorch's max-pool kernels follow elements: a bf16 max-pool moves the bytes the same op moves on fp32
+    values (resnet18's stem max-pool, forward and backward), its int64 indices unchanged."""
+    bf16 = estimate("resnet18", 8, "bf16", "training").ops
+    fp32 = estimate("resnet18", 8, "fp32", "training").ops
+    for op in NATIVE_POOLING_OPS:
+        row, reference = bf16[bf16["op"] == op].iloc[0], fp32[fp32["op"] == op].iloc[0]
+        assert four_byte_pooling_bytes(row) == pytest.approx(reference["bytes_read"] + reference["bytes_written"])
+        assert four_byte_pooling_bytes(row) < 2 * (row["bytes_read"] + row["bytes_written"])  # indices counted once
+    device = load_device(CATALOGUE, "h100-sxm5-80gb")
+    seconds = {p: predict_step(e.ops, e.totals, device, for_device(device)).by_class_seconds["pooling"]
+               for p, e in (("bf16", estimate("resnet18", 64, "bf16", "inference")),
+                            ("fp32", estimate("resnet18", 64, "fp32", "inference")))}
+    assert seconds["bf16"] == pytest.approx(seconds["fp32"], rel=0.02)  # adaptive average pool: a few µs apart

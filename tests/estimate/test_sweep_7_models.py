@@ -6,8 +6,9 @@ None of it calibrated the H100 (its calibration comes from b64 kernel recordings
 mobilenet_v2). Two constants were read from the sweep: the per-channel block rate of PyTorch's bf16
 BatchNorm kernels (rooflow.estimate.batchnorm), from resnet18 and resnet50, and the efficiency of the
 memory-efficient attention backward kernel, from vit_b_16's fp32/TF32 training (the only attention model);
-efficientnet_b0 was kept out of every choice and is checked as a held-out model. The remaining batch-256 miss
-is named so a change that fixes or breaks it shows: alexnet bf16 training (measured 1.3× the prediction).
+efficientnet_b0 was kept out of every choice and is checked as a held-out model. The last batch-256 miss, alexnet
+bf16 training (1.30×), went inside ±25% (1.22×) when 16-bit max-pooling took the time of 4-byte values
+(rooflow.estimate.timemodel.NATIVE_POOLING_OPS, read from two kernel recordings, not from this sweep).
 """
 
 from __future__ import annotations
@@ -64,12 +65,13 @@ def sweep():
 
 
 def test_gpu_bound_runs(sweep):
-    """GPU-bound runs at batch 256: 47 of 48 within ±25%, mean |error| 10% (the issue's goal: 90%, 12%)."""
+    """GPU-bound runs at batch 256: 48 of 48 within ±25%, mean |error| 9.4% (the issue's goal: 90%, 12%; 47 of 48
+    and 9.8% before 16-bit max-pooling followed elements)."""
     gpu = sweep[sweep["bound"] == "gpu"]
     error = (gpu["time_ratio"] - 1).abs()
     assert len(gpu) == 48
-    assert (error <= 0.25).sum() >= 47
-    assert error.mean() <= 0.10
+    assert (error <= 0.25).sum() >= 48
+    assert error.mean() <= 0.095
 
 
 def test_held_out_model(sweep):
@@ -101,9 +103,12 @@ def test_fixed_misses(sweep):
     assert abs(_ratio(sweep, "resnet50", "fp16", "training") - 1) < 0.1
 
 
-def test_named_misses(sweep):
-    """The misses are where the model knows it is weak (module docstring)."""
-    assert _ratio(sweep, "alexnet", "bf16", "training") > 1.25
+def test_16_bit_max_pooling(sweep):
+    """The nets with max-pooling in bf16 (module docstring): alexnet's training was the sweep's last batch-256 miss
+    (1.30×); it still runs slower than predicted, now within the band."""
+    assert 1.1 < _ratio(sweep, "alexnet", "bf16", "training") < 1.25
+    assert abs(_ratio(sweep, "alexnet", "bf16", "inference") - 1) < 0.17  # 1.20 before
+    assert abs(_ratio(sweep, "resnet18", "bf16", "inference") - 1) < 0.17  # 1.19 before
 
 
 def test_memory(sweep):
@@ -121,7 +126,8 @@ def test_memory(sweep):
 # The H200 (tests/data/real/gpu-2026-11-25): never calibrated, predicted from the H100's calibration. Its steps
 # ran 0.93× the H100's (spread 0.04) though its memory is 1.43× faster: memory-bound kernels are held to the
 # H100's bandwidth per SM cycle (rooflow.estimate.calibration.sm_bound_bandwidth). With the datasheet bandwidth
-# alone the 72 batch-256 runs were 46/72 within ±25%, mean |error| 25%; now 60/72, 14.6%.
+# alone the 72 batch-256 runs were 46/72 within ±25%, mean |error| 25%; the cap made it 60/72, 14.6%; 16-bit
+# max-pooling on the time of 4-byte values 62/72, 13.9%.
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +142,7 @@ def test_h200_from_the_h100_calibration(h200):
     known = h200[~h200["model"].isin(NEW_MODELS)]
     error = (known["time_ratio"] - 1).abs()
     assert len(known) == 42 and (known["bound"] == "gpu").all()
-    assert (error <= 0.25).sum() >= 38 and error.mean() <= 0.11
+    assert (error <= 0.25).sum() >= 38 and error.mean() <= 0.107
     # memory, held out while the memory model was changed (issue 25): 38 of 42 (37 before); the misses are the
     # H100's (FP32 AlexNet and VGG16 training, AlexNet bf16 inference)
     assert ((known["memory_ratio"] - 1).abs() <= 0.15).sum() >= 38
@@ -144,23 +150,28 @@ def test_h200_from_the_h100_calibration(h200):
 
 def test_h200_models_not_in_the_h100_sweep(h200):
     """convnext_tiny, densenet121, googlenet, regnet_y_1_6gf, squeezenet1_1 (inference): no choice of the model
-    saw them; 10 of 15 within ±25%, mean |error| 20%. The misses are named: bf16 runs slower than predicted
-    (squeezenet 1.34×, regnet 1.33×, googlenet 1.31×) and fp32 regnet (0.73×, grouped convolutions) and densenet
-    (0.73–0.80×, concatenations) faster — unexplained: no kernel recording of these models exists yet."""
+    saw them; 12 of 15 within ±25%, mean |error| 19% (10 and 20% before 16-bit max-pooling followed elements:
+    squeezenet bf16 1.34 → 1.24, googlenet 1.31 → 1.20). The misses are named: regnet bf16 slower than predicted
+    (1.33×), and TF32 densenet (0.73×, concatenations) and fp32 regnet (0.73×, grouped convolutions) faster —
+    unexplained: no kernel recording of these models exists yet."""
     new = h200[h200["model"].isin(NEW_MODELS)]
     error = (new["time_ratio"] - 1).abs()
     assert len(new) == 15
-    assert (error <= 0.25).sum() >= 10 and error.mean() <= 0.25
-    assert (new[new["precision"] == "bf16"]["time_ratio"] > 1.25).sum() >= 3
+    assert (error <= 0.25).sum() >= 12 and error.mean() <= 0.19
+    bf16 = new[new["precision"] == "bf16"].set_index("model")["time_ratio"]
+    assert bf16["regnet_y_1_6gf"] > 1.25 and bf16["squeezenet1_1"] < 1.25 and bf16["googlenet"] < 1.25
 
 
 
 def test_h200_memory_of_models_not_in_the_h100_sweep(h200):
-    """Memory of the five new models' inference: 12 of 15 within ±15%; every FP32 run within 2% (DenseNet's
-    concatenations included). The misses are over-predictions of cuDNN's NHWC copies on tensor cores
-    (densenet121 TF32 0.71 and bf16 0.73, squeezenet1_1 TF32 0.82): their TF32 peaks equal their FP32 ones,
-    so no copy was held at the peak — unexplained (resnet18's and vgg16's TF32 peaks do hold them)."""
+    """Memory of the five new models' inference: 14 of 15 within ±15%; every FP32 run within 2% (DenseNet's
+    concatenations included). DenseNet-121's TF32 and bf16 peaks (0.71 and 0.73 before) are its FP32 one: the peak is
+    at a 1×1 convolution, which cuDNN runs as a GEMM on NCHW tensors without NHWC copies
+    (rooflow.estimate.formulas.runs_as_gemm, read from the H100 ResNet-50 traces). The miss left is squeezenet1_1
+    TF32 (0.82): its peak is at a 3×3 expand convolution whose copies are not in the measured peak — unexplained."""
     new = h200[h200["model"].isin(NEW_MODELS)]
     error = (new["memory_ratio"] - 1).abs()
-    assert (error <= 0.15).sum() >= 12
+    assert (error <= 0.15).sum() >= 14
     assert (error[new["precision"] == "fp32"] <= 0.02).all()
+    densenet = new[new["model"] == "densenet121"]["memory_ratio"]
+    assert ((densenet - 1).abs() <= 0.02).all()
