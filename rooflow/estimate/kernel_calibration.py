@@ -94,6 +94,10 @@ DATASET_GPUS = {"Tesla P100-PCIE-16GB": ("p100-pcie-16gb", "sm_60", 250.0), "Tes
 # kernels for FP32 (cutlass_80_simt_sgemm_*, sm80_xmma_gemm_f32f32_*_ffma in rooflow's H100 recordings).
 BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada-hopper": (128, 128)}
 FLOOR_QUANTILE = 0.02  # an operator's launch floor: this quantile of its calls (the fastest one can be an outlier)
+# GPU Boost holds a power-limited board's boost clock for about this long into a kernel before its power
+# average catches up (the measured low-power boards: a T4's FP32 GEMMs reach 0.58 of its datasheet peak at
+# 0.1–0.3 ms, 0.39 beyond 10 ms; held one out, the T4 and the P4 are both best predicted with this window)
+BOOST_WINDOW_SECONDS = 3e-4
 FULL_POWER_WATTS = 150.0  # boards of this power or more sustain their boost clock under FP32 GEMM
 MEASURED_UNCERTAINTY = 0.25  # a GPU whose own kernels were measured
 FAMILY_UNCERTAINTY = 0.4  # a GPU predicted from its family's measurements and its datasheet
@@ -363,16 +367,16 @@ class _Prepared:
         gpu, work = self.gpu, self.work[op_class]
         if op_class in ("gemm", "convolution"):
             shape = np.maximum(_shape_factor(work["table"], p["tile_exponent"], p["fill_k"]), 1e-4)
-            compute = work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * shape)
+            compute = _throttled(work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * shape), p)
             bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
             seconds = np.maximum(compute, work["bytes"] / bandwidth)
             if op_class == "convolution":  # cuDNN's autotuner: the fastest algorithm that applies
                 fused_shape = np.maximum(_shape_factor(work["fused_table"], p["tile_exponent"], p["fill_k"]), 1e-4)
-                fused = np.maximum(work["flops"] / (gpu.fp32_flops_per_second * p["winograd_efficiency"]
-                                                    * fused_shape), work["bytes"] / bandwidth)
+                fused = np.maximum(_throttled(work["flops"] / (gpu.fp32_flops_per_second * p["winograd_efficiency"]
+                                                               * fused_shape), p), work["bytes"] / bandwidth)
                 nonfused_shape = np.maximum(_shape_factor(work["nonfused_table"], p["tile_exponent"], p["fill_k"]), 1e-4)
-                nonfused = (work["nonfused_flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * nonfused_shape)
-                            + work["nonfused_bytes"] / bandwidth)
+                nonfused = (_throttled(work["nonfused_flops"] / (gpu.fp32_flops_per_second * p["efficiency"]
+                                                  * nonfused_shape), p) + work["nonfused_bytes"] / bandwidth)
                 seconds = np.where(work["winograd"], np.minimum(seconds, np.minimum(fused, nonfused)), seconds)
             return p["floor_seconds"] + seconds
         # back-to-back calls: the part of the working set that stays in L2 (``l2_fraction`` of it) moves
@@ -556,14 +560,18 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             else:  # its family's measured roof: its own if it is that GPU, else the median of the family's
                 own = [roof for roof in family_roofs if roof.gpu.name == gpu.name] or family_roofs
                 _set_efficiency(classes[op_class], float(statistics.median(r.gemm_efficiency for r in own)))
-        if op_class in ("gemm", "convolution") and gpu.tdp_watts:
-            power = [(measured_gpus[name], measured[name].classes[op_class]) for name in same
-                     if op_class in measured[name].classes]
-            power += [(roof.gpu, {"efficiency": roof.gemm_efficiency}) for roof in family_roofs]
-            _power_limit(classes[op_class], gpu, power)
     if "convolution" in classes and "gemm" in classes and not same_architecture:
         # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted)
         _set_efficiency(classes["convolution"], classes["gemm"]["efficiency"])
+    if "gemm" in classes and gpu.tdp_watts:
+        power = [(measured_gpus[name], measured[name].classes["gemm"]) for name in same
+                 if "gemm" in measured[name].classes]
+        power += [(roof.gpu, {"efficiency": roof.gemm_efficiency}) for roof in family_roofs]
+        sustained = _sustained_fraction(classes["gemm"]["efficiency"], gpu, power)
+        if sustained < 1.0:  # one board, one power limit: cuBLAS's and cuDNN's kernels alike
+            for op_class in ("gemm", "convolution"):
+                if op_class in classes:
+                    classes[op_class].update(sustained=sustained, boost_seconds=BOOST_WINDOW_SECONDS)
     # one call's floor is the measuring host's dispatch path for that operator: all GPUs' median
     operators = sorted({o for cal in measured.values() for o in cal.floors})
     floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
@@ -608,22 +616,31 @@ def _unthrottled_efficiency(params: dict[str, float], donors: list[tuple[Gpu, di
     """Set the FP32 GEMM efficiency to the median of the full-power ``donors``' (its family's where it has
     one, else all families'; at or above :data:`FULL_POWER_WATTS` a board holds its boost clock under
     SGEMM, so its efficiency is cuBLAS's, not its power limit's), scaling the Winograd efficiency alike;
-    the power limit then applies per board (:func:`_power_limit`). In place."""
+    the power limit then applies per board (:func:`_sustained_fraction`). In place."""
     full = [p["efficiency"] for d, p in donors if (d.tdp_watts or 0) >= FULL_POWER_WATTS]
     if full:
         _set_efficiency(params, float(statistics.median(full)))
 
 
-def _power_limit(params: dict[str, float], gpu: Gpu, donors: list[tuple[Gpu, dict[str, float]]]) -> None:
-    """Hold ``gpu``'s FP32 GEMM efficiency to what its board power sustains at its family's FP32 GEMM
-    FLOPs per watt (the best measured donor's: a donor below its power limit understates it), scaling the
-    Winograd efficiency alike. In place."""
+def _sustained_fraction(efficiency: float, gpu: Gpu, donors: list[tuple[Gpu, dict[str, float]]]) -> float:
+    """The fraction of its boost-clock FP32 GEMM rate (``efficiency`` of its datasheet peak) that ``gpu``'s
+    board power sustains, at its family's FP32 GEMM FLOPs per watt (the best measured donor's: a donor below
+    its power limit understates it); 1 where its power suffices or no donor says."""
     per_watt = [d.fp32_flops_per_second * p["efficiency"] / d.tdp_watts for d, p in donors if d.tdp_watts]
     if not per_watt:
-        return
-    sustained = gpu.tdp_watts * max(per_watt) / gpu.fp32_flops_per_second
-    if sustained < params["efficiency"]:
-        _set_efficiency(params, sustained)
+        return 1.0
+    return float(min(1.0, gpu.tdp_watts * max(per_watt) / (gpu.fp32_flops_per_second * efficiency)))
+
+
+def _throttled(seconds: np.ndarray, p: dict[str, float]) -> np.ndarray:
+    """Compute-bound seconds on a power-limited board: the first ``boost_seconds`` of a kernel run at the boost
+    clock its efficiency is quoted at; beyond, at the ``sustained`` fraction of that rate its power allows
+    (GPU Boost averages power over a window, so a short kernel does not see the limit)."""
+    sustained = p.get("sustained", 1.0)
+    if sustained >= 1.0:
+        return seconds
+    boost = p.get("boost_seconds", 0.0)
+    return np.where(seconds > boost, boost + (seconds - boost) / sustained, seconds)
 
 
 # ------------------------------------------------------------------------------------------ checking

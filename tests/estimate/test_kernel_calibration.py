@@ -64,14 +64,23 @@ def test_gemm_waves_and_tiles():
 
 
 def test_power_limit_carries_flops_per_watt():
-    """A 70 W board of a family whose 250 W member sustains 80% of 10 TFLOP/s (32 GFLOP/J) gets
-    70 × 32e9 FLOP/s of its own 8 TFLOP/s datasheet peak."""
-    big = kc.KernelCalibration(source="t", gpu="big", classes={"gemm": {"efficiency": 0.8}})
+    """A 70 W board of a family whose 250 W member sustains 80% of 10 TFLOP/s (32 GFLOP/J) runs its GEMMs
+    at 80% of its own 8 TFLOP/s for the first BOOST_WINDOW_SECONDS of a kernel, then at the 70 × 32e9 FLOP/s
+    its power sustains: a 10 ms kernel at boost takes window + (10 ms − window) / 0.35."""
+    big = kc.KernelCalibration(source="t", gpu="big", classes={"gemm": {
+        "efficiency": 0.8, "memory_efficiency": 1.0, "floor_seconds": 0.0, "tile_exponent": 0.0, "fill_k": 0.0}})
     small = kc.Gpu(name="small", architecture="sm_80", sm_count=40, fp32_flops_per_second=8e12,
                    dram_bytes_per_second=3e11, l2_bytes=4 * 2**20, tdp_watts=70.0)
     result = kc.family_calibration(small, {"big": big}, {"big": GPU})
-    assert result.classes["gemm"]["efficiency"] == pytest.approx(70 * 0.8 * 10e12 / 250 / 8e12)
+    sustained = 70 * 0.8 * 10e12 / 250 / (8e12 * 0.8)
+    assert result.classes["gemm"]["efficiency"] == 0.8
+    assert result.classes["gemm"]["sustained"] == pytest.approx(sustained)
     assert "not measured" in result.source and result.relative_uncertainty == kc.FAMILY_UNCERTAINTY
+    boost = 10e-3  # 40 tiles of 128×128 on 40 SMs, k long enough for 10 ms at 6.4 TFLOP/s
+    rows = _rows("linear", B=1, M=128 * 5, N=round(boost * 8e12 * 0.8 / (2 * 640 * 1024)), K=1024)
+    window = kc.BOOST_WINDOW_SECONDS
+    at_boost = 2 * 640 * 1024 * rows["N"].iloc[0] / (8e12 * 0.8)
+    assert kc.predict_seconds(rows, small, result)[0] == pytest.approx(window + (at_boost - window) / sustained)
 
 
 def test_gpu_without_data_takes_full_power_boards_and_its_gemm_for_convolution():
@@ -254,8 +263,8 @@ def test_same_architecture_takes_the_measured_gpus_calibration_whole():
 
 def test_family_without_single_ops_takes_its_measured_roof_and_board_power():
     """A 72 W Ada board (no Ada single ops measured) takes the FP32 GEMM efficiency of its family's measured
-    roof (a 700 W Hopper at 0.8 of 67 TFLOP/s), held to its board power at that roof's FLOPs per joule:
-    72 × 0.8 × 67e12 / 700 of its own 30.3 TFLOP/s."""
+    roof (a 700 W Hopper at 0.8 of 67 TFLOP/s), and beyond GPU Boost's window its board power at that roof's
+    FLOPs per joule: 72 × 0.8 × 67e12 / 700 FLOP/s of the 0.8 × 30.3 TFLOP/s it reaches at boost."""
     measured = {"a100": kc.KernelCalibration(source="t", gpu="a100", architecture="sm_80", classes={"gemm": {
         "efficiency": 0.9, "memory_efficiency": 0.8, "floor_seconds": 40e-6, "tile_exponent": 1.5, "fill_k": 5.0}})}
     a100 = kc.Gpu(name="a100", architecture="sm_80", sm_count=108, fp32_flops_per_second=19.5e12,
@@ -267,7 +276,8 @@ def test_family_without_single_ops_takes_its_measured_roof_and_board_power():
     roofs = {"h100": kc.MeasuredRoof(gpu=h100, gemm_efficiency=0.8, source="ceilings")}
     assert kc.family_calibration(h100, measured, {"a100": a100}, roofs).classes["gemm"]["efficiency"] == 0.8
     result = kc.family_calibration(l4, measured, {"a100": a100}, roofs)
-    assert result.classes["gemm"]["efficiency"] == pytest.approx(72 * 0.8 * 67e12 / 700 / 30.3e12)
+    assert result.classes["gemm"]["efficiency"] == 0.8
+    assert result.classes["gemm"]["sustained"] == pytest.approx(72 * 0.8 * 67e12 / 700 / (30.3e12 * 0.8))
     assert "measured roof of h100" in result.source
 
 
