@@ -257,11 +257,14 @@ def worker(method: str, path: str, fmt: str) -> None:
 
 def measure(method: str, path: Path, fmt: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     done = subprocess.run([sys.executable, __file__, "--worker", method, str(path), fmt], capture_output=True,
                           text=True, env=env, check=False)
     if done.returncode:
         raise SystemExit(f"{method} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["load"] = load  # the 1-minute load average as the method started
+    return result
 
 
 def machine() -> str:
@@ -314,6 +317,7 @@ def main() -> int:
                     rows.append((fmt, size / 1e6, method, seconds,
                                  statistics.median(r["cpu_seconds"] for r in runs[method]),
                                  max(r["peak_rss_mb"] for r in runs[method]),
+                                 statistics.median(r["load"] for r in runs[method]),
                                  all(r["totals"] == reference for r in runs[method])))
                     if not rows[-1][-1]:
                         failures.append(f"{method}, {fmt} at {size / 1e6:.0f} MB: {runs[method][0]['totals']} != "
@@ -321,14 +325,17 @@ def main() -> int:
                 if not args.keep:
                     path.unlink()
     print(f"\n{'format':14} {'MB':>6}  {'method':15} {'seconds':>8} {'CPU s':>7} {'peak RSS MB':>11} "
-          f"{'vs pandas':>9}  {'totals identical':16}")
-    baseline = {(fmt, size): seconds for fmt, size, method, seconds, *_ in rows if method == "pandas"}
-    for fmt, size, method, seconds, cpu, rss, same in rows:
-        ratio = f"{baseline[fmt, size] / seconds:>8.2f}x" if (fmt, size) in baseline else f"{'n/a':>9}"
-        print(f"{fmt:14} {size:>6.0f}  {method:15} {seconds:>8.2f} {cpu:>7.2f} {rss:>11.0f} {ratio}  "
+          f"{'load':>5} {'vs pandas (wall / CPU)':>22}  {'totals identical':16}")
+    baseline = {(fmt, size): (seconds, cpu) for fmt, size, method, seconds, cpu, *_ in rows if method == "pandas"}
+    for fmt, size, method, seconds, cpu, rss, load, same in rows:
+        ratio = (f"{baseline[fmt, size][0] / seconds:.2f}x / {baseline[fmt, size][1] / cpu:.2f}x"
+                 if (fmt, size) in baseline else "n/a")
+        print(f"{fmt:14} {size:>6.0f}  {method:15} {seconds:>8.2f} {cpu:>7.2f} {rss:>11.0f} {load:>5.1f} {ratio:>22}  "
               f"{'yes' if same else 'NO'}")
-    print(f"\n(seconds: median of {args.rounds} round(s) of the aggregation alone, imports excluded; "
-          f"'vs pandas': pandas' seconds / this method's seconds; peak RSS: the largest of the rounds)")
+    print(f"\n(seconds: median of {args.rounds} round(s) of the aggregation alone, imports excluded; CPU s: user + "
+          f"system time of the process (all threads) over the same span; 'vs pandas': pandas' seconds / this "
+          f"method's, wall and CPU; peak RSS: the largest ru_maxrss of the rounds, imports included; load: the "
+          f"1-minute load average as the method started (median of the rounds))")
     for failure in failures:
         print("TOTALS DIFFER:", failure)
     return 1 if failures else 0
