@@ -163,17 +163,26 @@ class _Kernel:
 class _TextKernels:
     """The kernels of a text output as they stream, held compactly (a big log holds millions of values): per
     kernel its line and the codes of its name, CC and launch configuration (each distinct text held once), per
-    value its kernel, metric code and SI value in flat arrays. A metric's first value in a kernel counts, as
-    before (one dictionary per kernel, ``setdefault``)."""
+    value its kernel, metric code and SI value in flat arrays of at most :data:`CHUNK` values (no big array is
+    copied as it grows). A metric's first value in a kernel counts, as before (one dictionary per kernel,
+    ``setdefault``)."""
+
+    CHUNK = 1 << 20
 
     def __init__(self, path: Path, seen: set[str]):
         self.path, self.seen = path, seen
         self.lines = array("q")
         self.texts: dict[str, dict[str | None, int]] = {column: {} for column in ("name", "cc", "grid", "block")}
-        self.codes: dict[str, array] = {column: array("l") for column in self.texts}
-        self.kernel_of, self.metric_of, self.values = array("l"), array("l"), array("d")
+        self.codes: dict[str, array] = {column: array("i") for column in self.texts}
+        self.chunks: list[tuple[array, array, array]] = []
+        self._new_chunk()
+        # Codes in the order of each metric's first value: the order of the per-kernel dictionaries' keys.
         self.metrics: dict[str, int] = {}
         self.bad_units: dict[str, tuple[str, int]] = {}
+
+    def _new_chunk(self) -> None:
+        self.kernel_of, self.metric_of, self.values = array("i"), array("i"), array("d")
+        self.chunks.append((self.kernel_of, self.metric_of, self.values))
 
     def __len__(self) -> int:
         return len(self.lines)
@@ -201,6 +210,8 @@ class _TextKernels:
                 self.bad_units.setdefault(metric, (unit, number))
                 return
             si = math.nan if si is None else si
+        if len(self.values) == self.CHUNK:
+            self._new_chunk()
         self.kernel_of.append(kernel)
         self.metric_of.append(self.metrics.setdefault(metric, len(self.metrics)))
         self.values.append(si)
@@ -209,36 +220,37 @@ class _TextKernels:
         count = len(self.lines)
         index = pd.Index(np.arange(count, dtype=np.int64), name="id")
 
-        def categorical(column: str) -> pd.Categorical:
-            texts = list(self.texts[column])
-            return pd.Categorical.from_codes(np.frombuffer(self.codes[column], dtype=np.int_)
-                                             if count else np.empty(0, dtype=np.int_),
-                                             categories=pd.Index(texts, dtype=object))
+        def codes(column: str) -> np.ndarray:
+            return np.frombuffer(self.codes[column], dtype=np.int32) if count else np.empty(0, dtype=np.int32)
 
-        cc = np.array(list(self.texts["cc"]), dtype=object)[np.frombuffer(self.codes["cc"], dtype=np.int_)] \
-            if count else np.empty(0, dtype=object)
+        def categorical(column: str) -> pd.Categorical:
+            return pd.Categorical.from_codes(codes(column), categories=pd.Index(list(self.texts[column]), dtype=object))
+
         info = pd.DataFrame({"name": categorical("name"), "line": np.frombuffer(self.lines, dtype=np.int64),
-                             "cc": cc, "grid_size": categorical("grid"), "block_size": categorical("block"),
+                             "cc": np.array(list(self.texts["cc"]), dtype=object)[codes("cc")],
+                             "grid_size": categorical("grid"), "block_size": categorical("block"),
                              "nvtx_stack": pd.Categorical.from_codes(np.zeros(count, dtype=np.int8),
                                                                      categories=pd.Index([""], dtype=object))},
                             index=index)
-        kernels = np.frombuffer(self.kernel_of, dtype=np.int_)
-        metrics = np.frombuffer(self.metric_of, dtype=np.int_)
-        values = np.frombuffer(self.values, dtype=np.float64)
-        # The columns: the metrics with a value, in the order of their first value (as pandas orders the keys of
-        # the per-kernel dictionaries the parser used to build).
-        codes, firsts = np.unique(metrics, return_index=True)
-        order = codes[np.argsort(firsts)]
-        names = sorted(self.metrics, key=self.metrics.get)
-        width = len(names)
-        cells = kernels * width + metrics
-        if len(cells) and np.bincount(cells, minlength=count * width).max() > 1:
-            _, first = np.unique(cells, return_index=True)  # a metric twice in a kernel: its first value counts
-            cells, values = cells[first], values[first]
+        width = len(self.metrics)
         matrix = np.full(count * width, np.nan)
-        matrix[cells] = values
-        matrix = matrix.reshape(count, width)
-        wide = pd.DataFrame(matrix[:, order], index=index, columns=[names[code] for code in order.tolist()])
+        present = np.zeros(count * width, dtype=bool)
+        for kernels, metrics, values in self.chunks:
+            if not len(values):
+                continue
+            cells = np.frombuffer(kernels, dtype=np.int32).astype(np.int64) * width + np.frombuffer(metrics,
+                                                                                                   dtype=np.int32)
+            values = np.frombuffer(values, dtype=np.float64)
+            if np.bincount(cells - cells[0]).max() > 1:  # a metric twice in a kernel: its first value counts
+                _, first = np.unique(cells, return_index=True)
+                first.sort()
+                cells, values = cells[first], values[first]
+            new = ~present[cells]
+            matrix[cells[new]] = values[new]
+            present[cells] = True
+        self.chunks = []
+        wide = pd.DataFrame(matrix.reshape(count, width), index=index,
+                            columns=sorted(self.metrics, key=self.metrics.get))
         return _File(self.path, source_format, info, wide, dict(self.bad_units), self.seen)
 
 
@@ -787,9 +799,16 @@ def _check_units(bad_units: dict[str, tuple[str, int, Path]]) -> None:
 
 
 def _total(series: pd.Series) -> float | None:
-    if series.isna().all():
+    """The exactly rounded sum of the values present (so integer counts add up exactly); None if none is."""
+    values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    values = values[~np.isnan(values)]
+    if not len(values):
         return None
-    return math.fsum(series.dropna())  # exactly rounded, so integer counts add up exactly
+    # Integers whose absolute values add up below 2^53: every partial sum is exact in any order, so numpy's sum is
+    # the exact sum, which math.fsum (a Python loop over a million kernels) would round to itself.
+    if np.abs(values).sum() < 2.0 ** 53 and (values == np.trunc(values)).all():
+        return float(values.sum()) + 0.0  # + 0.0: fsum's zero is +0.0
+    return math.fsum(values)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ def test_streamed_text_reads_as_the_whole_file_parser(relative, monkeypatch):
     path = real(relative)
     whole = ncu._parse_whole(path)
     monkeypatch.setattr(ncu, "BLOCK_BYTES", 3_000)  # many blocks, each cut at a line break
+    monkeypatch.setattr(ncu._TextKernels, "CHUNK", 7)  # values in many small arrays, kernels across them
     monkeypatch.setattr(ncu, "_parse_whole", None)  # streamed, not read whole
     streamed = ncu._parse_file(path)
     assert streamed.source_format == whole.source_format == "ncu-text"
@@ -53,3 +54,15 @@ def test_kernel_lines_are_read_as_the_header_pattern_reads_them():
         match = ncu._KERNEL_HEADER.match(line)
         expected = match and (match.group("name"), match.group("grid"), match.group("block"), match.group("cc"))
         assert ncu._kernel_header(line) == expected, line
+
+
+def test_a_metric_twice_in_a_kernel_keeps_its_first_value(tmp_path, monkeypatch):
+    lines = ncu.read_text(real(f"{ANOUSHKA}/a100/vgg11/ncu-log-vgg11.txt")).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("dram__bytes.sum"))
+    first = ncu._parse_whole(real(f"{ANOUSHKA}/a100/vgg11/ncu-log-vgg11.txt")).wide["dram__bytes.sum"].iloc[0]
+    lines.insert(at + 1, lines[at].rsplit(" ", 1)[0] + " 99.99")
+    path = tmp_path / "twice.txt"
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(ncu._TextKernels, "CHUNK", 3)
+    parsed = ncu._parse_file(path)
+    assert parsed.wide["dram__bytes.sum"].iloc[0] == first != 99.99e6
