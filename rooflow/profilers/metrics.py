@@ -240,8 +240,15 @@ def _weighted(wide: pd.DataFrame, weights: dict[str, float]) -> pd.Series | None
     for name, weight in present.items():
         values = np.asarray(wide[name].to_numpy())  # a sparse column (one number for every kernel) made dense
         missing = np.isnan(values)
-        term = np.where(missing, values.dtype.type(0), values) * weight
-        total = 0 + term if total is None else total + term
+        term = np.where(missing, values.dtype.type(0), values)
+        term *= weight  # in place: the dtype and rounding of term * weight
+        if total is None:
+            term += 0  # 0 + term (a -0.0 becomes 0.0)
+            total = term
+        elif np.result_type(total, term) == total.dtype:
+            total += term
+        else:
+            total = total + term
         absent = missing if absent is None else absent & missing
     total[absent] = np.nan
     return pd.Series(total, index=wide.index)

@@ -800,15 +800,23 @@ def _check_units(bad_units: dict[str, tuple[str, int, Path]]) -> None:
 
 def _total(series: pd.Series) -> float | None:
     """The exactly rounded sum of the values present (so integer counts add up exactly); None if none is."""
-    values = series.to_numpy(dtype=np.float64, na_value=np.nan)
-    values = values[~np.isnan(values)]
-    if not len(values):
+    values = np.asarray(series.to_numpy(dtype=np.float64, na_value=np.nan))
+    # Integers whose absolute values add up below 2^53: every partial sum is exact in any order, so numpy's sums
+    # (a chunk at a time: few temporaries) add up to the exact sum, which math.fsum (a Python loop over a million
+    # kernels) would round to itself.
+    sums, magnitude, integral = [], 0.0, True
+    for at in range(0, len(values), 1 << 18):
+        chunk = values[at:at + (1 << 18)]
+        chunk = chunk[~np.isnan(chunk)]
+        if len(chunk):
+            sums.append(float(chunk.sum()))
+            magnitude += float(np.abs(chunk).sum())
+            integral = integral and bool((chunk == np.trunc(chunk)).all())
+    if not sums:
         return None
-    # Integers whose absolute values add up below 2^53: every partial sum is exact in any order, so numpy's sum is
-    # the exact sum, which math.fsum (a Python loop over a million kernels) would round to itself.
-    if np.abs(values).sum() < 2.0 ** 53 and (values == np.trunc(values)).all():
-        return float(values.sum()) + 0.0  # + 0.0: fsum's zero is +0.0
-    return math.fsum(values)
+    if integral and magnitude < 2.0 ** 53:
+        return sum(sums) + 0.0  # + 0.0: fsum's zero is +0.0
+    return math.fsum(values[~np.isnan(values)])
 
 
 # --------------------------------------------------------------------------------------------------
