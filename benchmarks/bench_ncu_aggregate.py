@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_ncu_aggregate.py                   # ~1 GB, 3 rounds
     .venv/bin/python benchmarks/bench_ncu_aggregate.py --size-mb 50 200 --rounds 1
     .venv/bin/python benchmarks/bench_ncu_aggregate.py --size-mb 100 --with-strict   # + the csv-module path
+    .venv/bin/python benchmarks/bench_ncu_aggregate.py --compare /tmp/main           # + another checkout's rooflow
 
 The file is made in a temporary folder from rooflow's own H100 recordings (tests/data/real/h100-rooflow, the
 `*-ncu.csv.gz` details pages with the standard header) concatenated until it reaches the size asked for,
@@ -16,7 +17,9 @@ the aggregation itself (imports excluded), its CPU time, the peak RSS, and wheth
 - ``pandas``: ``pd.read_csv`` of the whole file (``thousands=","``), each value times its unit's factor, a
   ``pivot_table`` to kernels × metrics, then rooflow's own derivation of the totals from that table (the
   same formulas, so any difference in the totals is a difference in parsing);
-- ``rooflow strict`` (``--with-strict``): rooflow with its vectorised path off, every row through ``csv``.
+- ``rooflow strict`` (``--with-strict``): rooflow with its vectorised path off, every row through ``csv``;
+- ``rooflow before`` (``--compare DIR``): the same as ``rooflow`` with the ``rooflow`` package of another checkout
+  (e.g. ``git archive main rooflow | tar -x -C DIR``), in the same rounds.
 """
 
 from __future__ import annotations
@@ -255,13 +258,19 @@ def worker(method: str, path: str, fmt: str) -> None:
 # The driver
 
 
-def measure(method: str, path: Path, fmt: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, __file__, "--worker", method, str(path), fmt], capture_output=True,
+def measure(method: str, path: Path, fmt: str, before: str | None = None) -> dict:
+    # "rooflow before": the same worker on another checkout's rooflow package (--compare), side by side.
+    package = before if method == "rooflow before" else str(ROOT)
+    env = dict(os.environ, PYTHONPATH=package + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    worker_method = "rooflow" if method == "rooflow before" else method
+    done = subprocess.run([sys.executable, __file__, "--worker", worker_method, str(path), fmt], capture_output=True,
                           text=True, env=env, check=False)
     if done.returncode:
         raise SystemExit(f"{method} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["load"] = load  # the 1-minute load average as the method started
+    return result
 
 
 def machine() -> str:
@@ -285,6 +294,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per method; the table shows the median")
     parser.add_argument("--with-strict", action="store_true", help="also time rooflow's csv-module path")
     parser.add_argument("--keep", metavar="DIR", help="build the file(s) here and keep them")
+    parser.add_argument("--compare", metavar="DIR", help="also run the rooflow package of this checkout (the "
+                        "folder holding its rooflow/), as 'rooflow before'")
     parser.add_argument("--worker", nargs=3, metavar=("METHOD", "PATH", "FORMAT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -296,8 +307,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=args.keep) as scratch:
         for fmt in args.format:
             # ncu's text output has no CSV reader to compare with: rooflow alone.
-            methods = (["pandas"] if fmt != "text" else []) + ["rooflow"] + (["rooflow strict"] if args.with_strict
-                                                                             else [])
+            methods = ((["pandas"] if fmt != "text" else []) + ["rooflow"] + (["rooflow before"] if args.compare else [])
+                       + (["rooflow strict"] if args.with_strict else []))
             for size_mb in args.size_mb:
                 path = Path(args.keep or scratch) / f"ncu-{fmt}-{size_mb:g}MB.csv"
                 start = time.perf_counter()
@@ -307,13 +318,14 @@ def main() -> int:
                 runs = {method: [] for method in methods}
                 for _ in range(args.rounds):
                     for method in methods:
-                        runs[method].append(measure(method, path, fmt))
+                        runs[method].append(measure(method, path, fmt, args.compare))
                 reference = runs[methods[0]][0]["totals"]
                 for method in methods:
                     seconds = statistics.median(r["seconds"] for r in runs[method])
                     rows.append((fmt, size / 1e6, method, seconds,
                                  statistics.median(r["cpu_seconds"] for r in runs[method]),
                                  max(r["peak_rss_mb"] for r in runs[method]),
+                                 statistics.median(r["load"] for r in runs[method]),
                                  all(r["totals"] == reference for r in runs[method])))
                     if not rows[-1][-1]:
                         failures.append(f"{method}, {fmt} at {size / 1e6:.0f} MB: {runs[method][0]['totals']} != "
@@ -321,14 +333,17 @@ def main() -> int:
                 if not args.keep:
                     path.unlink()
     print(f"\n{'format':14} {'MB':>6}  {'method':15} {'seconds':>8} {'CPU s':>7} {'peak RSS MB':>11} "
-          f"{'vs pandas':>9}  {'totals identical':16}")
-    baseline = {(fmt, size): seconds for fmt, size, method, seconds, *_ in rows if method == "pandas"}
-    for fmt, size, method, seconds, cpu, rss, same in rows:
-        ratio = f"{baseline[fmt, size] / seconds:>8.2f}x" if (fmt, size) in baseline else f"{'n/a':>9}"
-        print(f"{fmt:14} {size:>6.0f}  {method:15} {seconds:>8.2f} {cpu:>7.2f} {rss:>11.0f} {ratio}  "
+          f"{'load':>5} {'vs pandas (wall / CPU)':>22}  {'totals identical':16}")
+    baseline = {(fmt, size): (seconds, cpu) for fmt, size, method, seconds, cpu, *_ in rows if method == "pandas"}
+    for fmt, size, method, seconds, cpu, rss, load, same in rows:
+        ratio = (f"{baseline[fmt, size][0] / seconds:.2f}x / {baseline[fmt, size][1] / cpu:.2f}x"
+                 if (fmt, size) in baseline else "n/a")
+        print(f"{fmt:14} {size:>6.0f}  {method:15} {seconds:>8.2f} {cpu:>7.2f} {rss:>11.0f} {load:>5.1f} {ratio:>22}  "
               f"{'yes' if same else 'NO'}")
-    print(f"\n(seconds: median of {args.rounds} round(s) of the aggregation alone, imports excluded; "
-          f"'vs pandas': pandas' seconds / this method's seconds; peak RSS: the largest of the rounds)")
+    print(f"\n(seconds: median of {args.rounds} round(s) of the aggregation alone, imports excluded; CPU s: user + "
+          f"system time of the process (all threads) over the same span; 'vs pandas': pandas' seconds / this "
+          f"method's, wall and CPU; peak RSS: the largest ru_maxrss of the rounds, imports included; load: the "
+          f"1-minute load average as the method started (median of the rounds))")
     for failure in failures:
         print("TOTALS DIFFER:", failure)
     return 1 if failures else 0

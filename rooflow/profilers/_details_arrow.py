@@ -60,16 +60,17 @@ class ArrowBlocks:
         wanted = {"id": r.c_id, "name": r.c_name, "cc": r.c_cc, "grid": r.c_grid, "block": r.c_block,
                   "nvtx": r.c_nvtx, "metric": r.c_metric, "unit": r.c_unit, "value": r.c_value}
         self.column = {key: names[position] for key, position in wanted.items() if position is not None}
-        # Every text column but the value is dictionary-encoded by the tokenizer: a 700-byte kernel name that a
-        # block repeats (one row per metric, or a kernel launched again) is hashed there, never copied per row.
+        # Every text column is dictionary-encoded by the tokenizer: a 700-byte kernel name that a block repeats
+        # (one row per metric, or a kernel launched again) is hashed there, never copied per row, and a value
+        # text that a block repeats (zero counters, the same kernel launched again) is converted once.
         types = {key: pa.dictionary(pa.int32(), pa.string()) for key in self.column}
-        types.update(id=pa.int64(), value=pa.string())
+        types.update(id=pa.int64())
         self.names = names
         self.convert = pacsv.ConvertOptions(
             include_columns=list(self.column.values()),
             column_types={self.column[key]: kind for key, kind in types.items() if key in self.column},
             strings_can_be_null=False, quoted_strings_can_be_null=False,
-            # UTF-8 is checked after the read, on each dictionary's distinct texts and on the values (see
+            # UTF-8 is checked after the read, on each dictionary's distinct texts (see
             # _valid_utf8): checked per row, it cost 40% of the tokenizer's time on 700-byte kernel names.
             check_utf8=False)
 
@@ -167,14 +168,16 @@ class ArrowBlocks:
         pair = metric.indices.to_numpy().astype(np.int64) * units + unit.indices.to_numpy().astype(np.int64)
         pair_codes, pairs = pd.factorize(pair)
         metric_names, unit_names = metric.dictionary.to_pylist(), unit.dictionary.to_pylist()
-        mantissa, decimals, plain = plain_numbers(self.compute, table.column(self.column["value"]).chunk(0))
+        value = table.column(self.column["value"]).chunk(0)
+        mantissa, decimals, plain = plain_numbers(self.compute, value.dictionary)  # each distinct text once
+        at = value.indices.to_numpy().astype(np.int64)
         return _Parsed(table, count, rule_lines, ids.to_numpy(), pair_codes,
                        [(metric_names[p // units], unit_names[p % units]) for p in pairs.tolist()],
-                       mantissa, decimals, plain)
+                       mantissa[at], decimals[at], plain[at])
 
     def _valid_utf8(self, table) -> None:
         """Raises ArrowInvalid where a text column holds bytes that are not UTF-8 (the numpy reader then reads
-        the block and replaces them, as it always has): each dictionary once, the value column whole."""
+        the block and replaces them, as it always has): each dictionary once."""
         for column in table.columns:
             for chunk in column.chunks:
                 if self.pa.types.is_dictionary(chunk.type):

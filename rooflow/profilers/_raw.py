@@ -57,11 +57,11 @@ def read_raw_page(path: Path, header: list[str], header_line: int, descriptive: 
     parse = pacsv.ParseOptions(ignore_empty_lines=False)
     convert = pacsv.ConvertOptions(column_types={f"c{p}": pa.string() for p in range(len(header))},
                                    strings_can_be_null=False, quoted_strings_can_be_null=False)
-    ids: list[np.ndarray] = []
+    ids = _Integers()
     texts = {key: _Texts() for key in ("name", "cc", "grid_size", "block_size", "nvtx_stack")}
     sources = {"name": "Kernel Name", "cc": "CC", "grid_size": "Grid Size", "block_size": "Block Size",
                "nvtx_stack": nvtx}
-    columns: list[list] = [[] for _ in metric_names]  # per metric: its parts, batch after batch
+    columns = [_Column() for _ in metric_names]  # per metric: its values, batch after batch
     first = np.full(len(metric_names), -1, dtype=np.int64)  # the first row holding a value, per metric
     units: list[str] | None = None
     exponents = None
@@ -82,7 +82,10 @@ def read_raw_page(path: Path, header: list[str], header_line: int, descriptive: 
             skip = 0
             table = pacsv.read_csv(pa.py_buffer(block), read_options=read, parse_options=parse,
                                    convert_options=convert).combine_chunks()
+            if not row:  # room for the rows the file holds at this block's bytes per row (never touched: free)
+                capacity = _rows_estimate(path, len(block), table.num_rows)
             del block
+            pa.default_memory_pool().release_unused()  # the last block's buffers, which its allocator would keep
             for batch in table.to_batches():
                 if units is None:
                     if not batch.num_rows or batch.column(column["ID"])[0].as_py() != "":
@@ -97,15 +100,15 @@ def read_raw_page(path: Path, header: list[str], header_line: int, descriptive: 
                     batch_ids = np.array(batch.column(column["ID"]).to_numpy(zero_copy_only=False), dtype=np.int64)
                 except (ValueError, OverflowError):
                     raise Unusual("an ID that is not an integer") from None
-                if (np.diff(batch_ids) <= 0).any() or (ids and batch_ids[0] <= ids[-1][-1]):
+                if (np.diff(batch_ids) <= 0).any() or (ids.rows and batch_ids[0] <= ids.array[ids.rows - 1]):
                     raise Unusual("kernel IDs out of order or repeated")
-                ids.append(batch_ids)
+                ids.add(batch_ids, capacity)
                 for key, source in sources.items():
-                    texts[key].add(batch.column(column[source]) if source in column else None, count)
+                    texts[key].add(batch.column(column[source]) if source in column else None, count, capacity)
                 parts, firsts = _convert(batch, metric_positions, metric_names, units, exponents, cache, bad,
                                          header_line + 2 + row)
                 for j, part in enumerate(parts):
-                    columns[j].append((part, count))
+                    columns[j].add(part, count, capacity)
                 unseen = (first < 0) & (firsts >= 0)
                 first[unseen] = firsts[unseen] + row
                 row += count
@@ -113,7 +116,7 @@ def read_raw_page(path: Path, header: list[str], header_line: int, descriptive: 
         raise Unusual(str(error)) from None
     if units is None or not row:
         raise Unusual("no kernel rows")
-    index = pd.Index(np.concatenate(ids), name="id")
+    index = pd.Index(ids.values(), name="id")
     cc = np.asarray(texts["cc"].values(), dtype=object)
     cc[(cc == "") | pd.isna(cc)] = None  # as the whole-file parser: None where the page has no CC
     info = pd.DataFrame({"name": texts["name"].values(), "line": header_line + 2 + np.arange(row, dtype=np.int64),
@@ -124,10 +127,11 @@ def read_raw_page(path: Path, header: list[str], header_line: int, descriptive: 
     # by the first kernel that holds a value, then by position.
     kept = sorted(np.flatnonzero(first >= 0).tolist(), key=lambda j: (first[j], j))
     data = {}
-    for j in kept:  # each column's parts let go as soon as it is one array; the frame keeps the arrays as they are
-        data[metric_names[j]] = _column(columns[j], row)
-        columns[j] = []
+    for j in kept:  # the frame keeps the arrays as they are
+        data[metric_names[j]] = columns[j].values(row)
+        columns[j] = None
     wide = pd.DataFrame(data, index=index, copy=False)
+    pa.default_memory_pool().release_unused()  # the batches' buffers, which pyarrow's allocator would keep
     return info, wide, bad, set(metric_names)
 
 
@@ -136,40 +140,107 @@ class _Texts:
 
     def __init__(self):
         self.codes: dict[str, int] = {}
-        self.parts: list[np.ndarray] = []
+        self.kernels = _Integers()
 
-    def add(self, column, count: int) -> None:
+    def add(self, column, count: int, capacity: int) -> None:
         import pyarrow.compute as pc
 
         if column is None:
-            self.parts.append(np.full(count, self.codes.setdefault("", len(self.codes)), dtype=np.int64))
+            self.kernels.add(np.full(count, self.codes.setdefault("", len(self.codes)), dtype=np.int64), capacity)
             return
         encoded = pc.dictionary_encode(column)
         if hasattr(encoded, "combine_chunks"):
             encoded = encoded.combine_chunks()
         mapping = np.array([self.codes.setdefault(text, len(self.codes)) for text in encoded.dictionary.to_pylist()],
                            dtype=np.int64)
-        self.parts.append(mapping[encoded.indices.to_numpy(zero_copy_only=False)])
+        self.kernels.add(mapping[encoded.indices.to_numpy(zero_copy_only=False)], capacity)
 
     def values(self, strip: bool = False) -> pd.Categorical:
         texts = [text.strip() if strip else text for text in self.codes]
         codes, uniques = pd.factorize(np.array(texts, dtype=object))
-        return pd.Categorical.from_codes(codes[np.concatenate(self.parts)], categories=pd.Index(uniques, dtype=object))
+        return pd.Categorical.from_codes(codes[self.kernels.values()], categories=pd.Index(uniques, dtype=object))
 
 
-def _column(parts: list[tuple[np.ndarray | float | None, int]], rows: int) -> np.ndarray | pd.arrays.SparseArray:
-    """One metric's values over the batches; a number that every batch holds for every kernel is held once."""
-    scalars = {part for part, _ in parts if not isinstance(part, np.ndarray)}
-    arrays = [part for part, _ in parts if isinstance(part, np.ndarray)]
-    if len(scalars) == 1 and None not in scalars and not arrays:
-        (value,) = scalars
-        return pd.arrays.SparseArray(np.full(rows, value), fill_value=value)
-    # float32 only where every batch's values were (see _compact) and each batch's one number is exact in it.
-    narrow = all(part.dtype == np.float32 for part in arrays) and all(
-        value is None or float(np.float32(value)) == value for value in scalars)
-    dtype = np.float32 if narrow else np.float64
-    return np.concatenate([part.astype(dtype, copy=False) if isinstance(part, np.ndarray)
-                           else np.full(count, np.nan if part is None else part, dtype=dtype) for part, count in parts])
+class _Integers:
+    """Integers appended batch by batch into one array with room for the whole file (as _Column)."""
+
+    def __init__(self):
+        self.array = np.empty(0, dtype=np.int64)
+        self.rows = 0
+
+    def add(self, values: np.ndarray, capacity: int) -> None:
+        end = self.rows + len(values)
+        if end > len(self.array):
+            grown = np.empty(max(capacity, end, 2 * len(self.array)), dtype=np.int64)
+            grown[: self.rows] = self.array[: self.rows]
+            self.array = grown
+        self.array[self.rows:end] = values
+        self.rows = end
+
+    def values(self) -> np.ndarray:
+        return self.array[: self.rows]
+
+
+class _Column:
+    """One metric's values over the batches, written as they come into one array with room for the whole file
+    (pages never written are never resident). Joining per-batch parts at the end held every column twice, and
+    the parts left the heap full of holes the allocator kept: at 1 GB, 170 MB of the peak. The result is what
+    joining the parts gave: a number that every batch holds for every kernel is held once (a sparse column);
+    else float32 where every batch's values were float32 (see _compact) and each batch's one number is exact in
+    it, float64 otherwise."""
+
+    def __init__(self):
+        self.array: np.ndarray | None = None
+        self.runs: list[tuple[float | None, int]] = []  # batches of one number each, before any array came
+        self.rows = 0
+        self.narrow = True
+
+    def add(self, part: np.ndarray | float | None, count: int, capacity: int) -> None:
+        if isinstance(part, np.ndarray):
+            self.narrow &= part.dtype == np.float32
+        elif part is not None:
+            self.narrow &= float(np.float32(part)) == part
+        if self.array is None:
+            if not isinstance(part, np.ndarray):
+                self.runs.append((part, count))
+                self.rows += count
+                return
+            self.array = self._room(max(capacity, self.rows + count))
+            at = 0
+            for value, run in self.runs:
+                self.array[at:at + run] = np.nan if value is None else value
+                at += run
+            self.runs = []
+        if self.rows + count > len(self.array) or (not self.narrow and self.array.dtype == np.float32):
+            grown = self._room(max(self.rows + count, len(self.array) * (2 if self.rows + count > len(self.array)
+                                                                         else 1)))
+            grown[: self.rows] = self.array[: self.rows]
+            self.array = grown
+        self.array[self.rows:self.rows + count] = np.nan if part is None else part
+        self.rows += count
+
+    def _room(self, rows: int) -> np.ndarray:
+        return np.empty(rows, dtype=np.float32 if self.narrow else np.float64)
+
+    def values(self, rows: int) -> np.ndarray | pd.arrays.SparseArray:
+        if self.array is not None:
+            return self.array[:rows]
+        numbers = {value for value, _ in self.runs}
+        if len(numbers) == 1 and None not in numbers:
+            (value,) = numbers
+            return pd.arrays.SparseArray(np.full(rows, value), fill_value=value)
+        return np.concatenate([np.full(run, np.nan if value is None else value,
+                                       dtype=np.float32 if self.narrow else np.float64) for value, run in self.runs])
+
+
+def _rows_estimate(path: Path, block_bytes: int, rows: int) -> int:
+    """The rows of a file whose first block of `block_bytes` holds `rows` (a compressed file: its own size, so
+    the arrays grow by doubling past it)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = block_bytes
+    return int(size / max(block_bytes, 1) * rows * 1.02) + rows + 1024
 
 
 def _exponent(unit: str) -> int:

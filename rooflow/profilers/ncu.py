@@ -73,6 +73,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +89,7 @@ from rooflow.profilers._details import (
     ERROR_MARKERS,
     NVTX_STACK_COLUMN_PREFIX,
     DetailsReader,
+    _power_of_ten,
     kernel_id_of,
 )
 from rooflow.profilers._details_arrow import feeder
@@ -134,6 +136,12 @@ _KERNEL_HEADER = re.compile(
     r"(?:, (?P<time>\d{4}-[A-Za-z]{3}-\d{1,2} \d{1,2}:\d{2}:\d{2}))?"
     r", Context (?P<context>\d+), Stream (?P<stream>\d+)"
     r"(?:, Device (?P<device>\d+), CC (?P<cc>\d+\.\d+))?\s*$")
+# _KERNEL_HEADER's parts, matched from the end of the line (its lazy name retried the rest of the pattern at every
+# character of a 700-character template name): see _kernel_header.
+_HEADER_CONTEXT = re.compile(r", Context (?P<context>\d+), Stream (?P<stream>\d+)"
+                             r"(?:, Device (?P<device>\d+), CC (?P<cc>\d+\.\d+))?\s*$")
+_HEADER_TIME = re.compile(r", (?P<time>\d{4}-[A-Za-z]{3}-\d{1,2} \d{1,2}:\d{2}:\d{2})")
+_HEADER_LAUNCH = re.compile(r" \((?P<grid>\d+, \d+, \d+)\)x\((?P<block>\d+, \d+, \d+)\)")
 _SEPARATOR = re.compile(r"^\s+-{3,}( -{3,})+\s*$")
 _SECTION = re.compile(r"^\s+Section: ")
 _PROFILING = re.compile(r'^==PROF== Profiling "')
@@ -150,6 +158,126 @@ class _Kernel:
     grid_size: str = ""
     block_size: str = ""
     nvtx_stack: str = ""
+
+
+class _TextKernels:
+    """The kernels of a text output as they stream, held compactly (a big log holds millions of values): per
+    kernel its line and the codes of its name, CC and launch configuration (each distinct text held once), per
+    value its kernel, metric code and SI value in flat arrays of at most :data:`CHUNK` values (no big array is
+    copied as it grows). A metric's first value in a kernel counts, as before (one dictionary per kernel,
+    ``setdefault``)."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, path: Path, seen: set[str]):
+        self.path, self.seen = path, seen
+        self.lines = array("q")
+        self.texts: dict[str, dict[str | None, int]] = {column: {} for column in ("name", "cc", "grid", "block")}
+        self.codes: dict[str, array] = {column: array("i") for column in self.texts}
+        self.chunks: list[tuple[array, array, array]] = []
+        self._new_chunk()
+        # Codes in the order of each metric's first value: the order of the per-kernel dictionaries' keys.
+        self.metrics: dict[str, int] = {}
+        self.bad_units: dict[str, tuple[str, int]] = {}
+
+    def _new_chunk(self) -> None:
+        self.kernel_of, self.metric_of, self.values = array("i"), array("i"), array("d")
+        self.chunks.append((self.kernel_of, self.metric_of, self.values))
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def add(self, name: str, line: int, cc: str | None, grid: str, block: str) -> int:
+        """A new kernel (its ID: the number of kernels before it)."""
+        for column, text in (("name", name), ("cc", cc), ("grid", grid), ("block", block)):
+            known = self.texts[column]
+            self.codes[column].append(known.setdefault(text, len(known)))
+        self.lines.append(line)
+        return len(self.lines) - 1
+
+    def store(self, kernel: int, metric: str, unit: str, value: str, number: int) -> None:
+        """One metric row's value (as ``_store`` reads it) for `kernel`."""
+        self.seen.add(metric)
+        si = _fast_si(value, unit)
+        if si is None:
+            try:
+                si = to_si(value, unit)
+            except ValueError:
+                if m.is_used_metric(metric):
+                    raise not_a_number(self.path, number, metric, value) from None
+                return  # a text value (a device name, an enum): not a metric rooflow adds up
+            except KeyError:
+                self.bad_units.setdefault(metric, (unit, number))
+                return
+            si = math.nan if si is None else si
+        if len(self.values) == self.CHUNK:
+            self._new_chunk()
+        self.kernel_of.append(kernel)
+        self.metric_of.append(self.metrics.setdefault(metric, len(self.metrics)))
+        self.values.append(si)
+
+    def to_file(self, source_format: str) -> _File:
+        count = len(self.lines)
+        index = pd.Index(np.arange(count, dtype=np.int64), name="id")
+
+        def codes(column: str) -> np.ndarray:
+            return np.frombuffer(self.codes[column], dtype=np.int32) if count else np.empty(0, dtype=np.int32)
+
+        def categorical(column: str) -> pd.Categorical:
+            return pd.Categorical.from_codes(codes(column), categories=pd.Index(list(self.texts[column]), dtype=object))
+
+        info = pd.DataFrame({"name": categorical("name"), "line": np.frombuffer(self.lines, dtype=np.int64),
+                             "cc": np.array(list(self.texts["cc"]), dtype=object)[codes("cc")],
+                             "grid_size": categorical("grid"), "block_size": categorical("block"),
+                             "nvtx_stack": pd.Categorical.from_codes(np.zeros(count, dtype=np.int8),
+                                                                     categories=pd.Index([""], dtype=object))},
+                            index=index)
+        width = len(self.metrics)
+        matrix = np.full(count * width, np.nan)
+        present = np.zeros(count * width, dtype=bool)
+        for kernels, metrics, values in self.chunks:
+            if not len(values):
+                continue
+            cells = np.frombuffer(kernels, dtype=np.int32).astype(np.int64) * width + np.frombuffer(metrics,
+                                                                                                   dtype=np.int32)
+            values = np.frombuffer(values, dtype=np.float64)
+            if np.bincount(cells - cells[0]).max() > 1:  # a metric twice in a kernel: its first value counts
+                _, first = np.unique(cells, return_index=True)
+                first.sort()
+                cells, values = cells[first], values[first]
+            new = ~present[cells]
+            matrix[cells[new]] = values[new]
+            present[cells] = True
+        self.chunks = []
+        wide = pd.DataFrame(matrix.reshape(count, width), index=index,
+                            columns=sorted(self.metrics, key=self.metrics.get))
+        return _File(self.path, source_format, info, wide, dict(self.bad_units), self.seen)
+
+
+# A plain decimal as ``parse_number`` reads it (digits, thousands separators every three digits, a decimal point):
+# its value in a unit whose factor is a power of ten is computed exactly with integers, as float(Decimal * factor)
+# rounds it (once); anything else goes through ``to_si``.
+_PLAIN_TEXT = re.compile(r"^([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]*))?$")
+_UNIT_EXPONENTS: dict[str, int | None] = {}
+
+
+def _fast_si(text: str, unit: str) -> float | None:
+    match = _PLAIN_TEXT.match(text)
+    if match is None:
+        return None
+    exponent = _UNIT_EXPONENTS.get(unit, _UNIT_EXPONENTS)
+    if exponent is _UNIT_EXPONENTS:
+        exponent = _UNIT_EXPONENTS[unit] = _power_of_ten(unit)
+    if exponent is None:
+        return None
+    whole, fraction = match.groups()
+    digits = whole.replace(",", "") + (fraction or "")
+    if len(digits) > 18:  # Decimal's 28 digits always hold the product: kept well inside them
+        return None
+    power = exponent - len(fraction or "")
+    mantissa = int(digits)
+    # int → float and int / int are correctly rounded in Python: one rounding of the exact value.
+    return float(mantissa * 10 ** power) if power >= 0 else mantissa / 10 ** -power
 
 
 @dataclass
@@ -221,8 +349,7 @@ def _parse_file(path: Path) -> _File:
     if notices or capture:
         return _parse_whole(path)  # the profiler's own error lines: the whole-file parser names them
     # No CSV header anywhere: ncu's text output (or not ncu output at all), read line by line as it streams.
-    seen: set[str] = set()
-    return _from_kernels(path, "ncu-text", _parse_text(path, _text_lines(path), seen), seen)
+    return _parse_text(path, _text_lines(path), set()).to_file("ncu-text")
 
 
 def _text_lines(path: Path) -> Iterator[str]:
@@ -315,7 +442,7 @@ def _parse_whole(path: Path) -> _File:
     if header_index is not None:
         header = _csv_fields(path, [lines[header_index]], 0, header_index + 1, header_index == len(lines) - 1)
         return _from_kernels(path, "ncu-csv-raw", _parse_raw(path, lines, header_index, header, seen), seen)
-    return _from_kernels(path, "ncu-text", _parse_text(path, lines, seen), seen)
+    return _parse_text(path, lines, seen).to_file("ncu-text")
 
 
 def _categorical(texts: list[str]) -> pd.Categorical:
@@ -420,10 +547,10 @@ def _parse_raw(path: Path, lines: list[str], header_index: int, header: list[str
     return kernels
 
 
-def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> dict[int, _Kernel]:
+def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> _TextKernels:
     """The kernels of a text output; `lines` may stream (a list only where the file is not ncu output)."""
-    kernels: dict[int, _Kernel] = {}
-    current: _Kernel | None = None
+    kernels = _TextKernels(path, seen)
+    current: int | None = None
     spans: list[tuple[int, int]] | None = None
     in_table = False
     rows_in_table = 0
@@ -440,21 +567,18 @@ def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> dict[int, _
             continue
         header = None
         if line.startswith("  ") and not line.startswith("   ") and "Context " in line:
-            header = _KERNEL_HEADER.match(line)
+            header = _kernel_header(line)
         if header:
             if in_table and rows_in_table:
                 raise ParseError(f"{path}: line {number}: a kernel line inside the metric table opened on line "
                                  f"{table_start}: the file is damaged or two logs were pasted together; profile "
                                  f"again and give the file exactly as ncu wrote it.")
-            kernel_id = len(kernels)
-            current = kernels[kernel_id] = _Kernel(
-                kernel_id, header.group("name"), number, header.group("cc"),
-                grid_size=f"({header.group('grid')})" if header.group("grid") else "",
-                block_size=f"({header.group('block')})" if header.group("block") else "")
+            name, grid, block, cc = header
+            current = kernels.add(name, number, cc, f"({grid})" if grid else "", f"({block})" if block else "")
             in_table = False
             continue
         if in_table:
-            if _SEPARATOR.match(line):
+            if "---" in line and _SEPARATOR.match(line):
                 if rows_in_table == 0:  # the rule under a "Metric Name  Metric Unit  Metric Value" row
                     spans = _spans(line)
                 else:
@@ -466,10 +590,10 @@ def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> dict[int, _
                 continue
             metric, unit, value = _table_row(path, number, line, spans)
             assert current is not None
-            _store(path, current, metric, unit, value, number, seen)
+            kernels.store(current, metric, unit, value, number)
             rows_in_table += 1
             continue
-        if _SEPARATOR.match(line) and current is not None:
+        if current is not None and "---" in line and _SEPARATOR.match(line):
             spans = _spans(line)
             if len(spans) != 3:
                 raise ParseError(f"{path}: line {number}: a metric table with {len(spans)} columns (ncu "
@@ -507,6 +631,33 @@ def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> dict[int, _
     return kernels
 
 
+def _kernel_header(line: str) -> tuple[str, str | None, str | None, str | None] | None:
+    """(name, grid, block, CC) of a kernel header line, exactly as ``_KERNEL_HEADER.match`` reads it, or None.
+
+    The pattern's parts are found from the end: ", Context ..." at the line's last ", Context " (the rest of the
+    line can hold no other), then a time stamp just before it, then a launch configuration just before that;
+    the name is what precedes them (the lazy name of the pattern is the shortest that lets the rest match, so
+    every part that matches is taken)."""
+    if not line.startswith("  ") or line[2:3].isspace() or not line[2:3]:
+        return None
+    at = line.rfind(", Context ")
+    context = _HEADER_CONTEXT.match(line, at) if at > 2 else None
+    if context is None:
+        return None
+    end = at
+    cut = line.rfind(", ", 0, end)
+    if cut > 2 and _HEADER_TIME.fullmatch(line, cut, end):
+        end = cut
+    cut = line.rfind(" (", 0, line.rfind(")x(", 0, end) + 1)
+    launch = _HEADER_LAUNCH.fullmatch(line, cut, end) if cut > 2 else None
+    if launch is not None:
+        end = cut
+    if end <= 2 or not line[2].isprintable():  # an empty name, or one the pattern's \S may read otherwise
+        header = _KERNEL_HEADER.match(line)
+        return header and (header.group("name"), header.group("grid"), header.group("block"), header.group("cc"))
+    return (line[2:end], launch and launch.group("grid"), launch and launch.group("block"), context.group("cc"))
+
+
 def _spans(separator: str) -> list[tuple[int, int]]:
     return [(match.start(), match.end()) for match in re.finditer(r"-+", separator)]
 
@@ -530,6 +681,8 @@ def _table_row(path: Path, number: int, line: str, spans: list[tuple[int, int]] 
 
 
 def _is_value(text: str) -> bool:
+    if _PLAIN_TEXT.match(text):
+        return True
     try:
         to_si(text, "")
     except ValueError:
@@ -646,9 +799,24 @@ def _check_units(bad_units: dict[str, tuple[str, int, Path]]) -> None:
 
 
 def _total(series: pd.Series) -> float | None:
-    if series.isna().all():
+    """The exactly rounded sum of the values present (so integer counts add up exactly); None if none is."""
+    values = np.asarray(series.to_numpy(dtype=np.float64, na_value=np.nan))
+    # Integers whose absolute values add up below 2^53: every partial sum is exact in any order, so numpy's sums
+    # (a chunk at a time: few temporaries) add up to the exact sum, which math.fsum (a Python loop over a million
+    # kernels) would round to itself.
+    sums, magnitude, integral = [], 0.0, True
+    for at in range(0, len(values), 1 << 18):
+        chunk = values[at:at + (1 << 18)]
+        chunk = chunk[~np.isnan(chunk)]
+        if len(chunk):
+            sums.append(float(chunk.sum()))
+            magnitude += float(np.abs(chunk).sum())
+            integral = integral and bool((chunk == np.trunc(chunk)).all())
+    if not sums:
         return None
-    return math.fsum(series.dropna())  # exactly rounded, so integer counts add up exactly
+    if integral and magnitude < 2.0 ** 53:
+        return sum(sums) + 0.0  # + 0.0: fsum's zero is +0.0
+    return math.fsum(values[~np.isnan(values)])
 
 
 # --------------------------------------------------------------------------------------------------

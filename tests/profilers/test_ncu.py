@@ -1046,6 +1046,45 @@ def test_streamed_raw_page_reads_as_the_whole_file_parser(relative, monkeypatch)
     assert streamed.notes == whole.notes
 
 
+def _joined(parts, rows):
+    """A raw-page column as the reader built it before _Column: per-batch parts joined at the end."""
+    scalars = {part for part, _ in parts if not isinstance(part, np.ndarray)}
+    arrays = [part for part, _ in parts if isinstance(part, np.ndarray)]
+    if len(scalars) == 1 and None not in scalars and not arrays:
+        (value,) = scalars
+        return pd.arrays.SparseArray(np.full(rows, value), fill_value=value)
+    narrow = all(part.dtype == np.float32 for part in arrays) and all(
+        value is None or float(np.float32(value)) == value for value in scalars)
+    dtype = np.float32 if narrow else np.float64
+    return np.concatenate([part.astype(dtype, copy=False) if isinstance(part, np.ndarray)
+                           else np.full(count, np.nan if part is None else part, dtype=dtype) for part, count in parts])
+
+
+@pytest.mark.parametrize("capacity", [1, 6, 1000])
+@pytest.mark.parametrize("parts", [
+    [(2.0, 3), (2.0, 4)],  # one number throughout: held once
+    [(2.0, 3), (None, 2), (2.0, 1)],
+    [(2.0, 3), (0.1, 2)],  # 0.1 is not a float32: float64
+    [(None, 2), (np.array([1.0, 2.0], dtype=np.float32), 2), (3.0, 3)],
+    [(np.array([1.0, 2.0], dtype=np.float32), 2), (np.array([0.1, 5.0]), 2), (7.0, 1)],  # float32, then float64
+    [(np.array([1.5], dtype=np.float32), 1), (16_777_217.0, 2), (np.array([2.5, 3.5], dtype=np.float32), 2)],
+    [(np.array([4.0, 5.0]), 2), (None, 3), (np.array([6.0], dtype=np.float32), 1)],
+])
+def test_raw_columns_are_written_as_the_joined_parts_were(parts, capacity):
+    """_Column writes each batch into one array with room for the file; the values and dtype are those of the
+    per-batch parts joined at the end, whatever room it guessed (growing, widening float32 to float64)."""
+    from rooflow.profilers import _raw
+
+    column = _raw._Column()
+    for part, count in parts:
+        column.add(part, count, capacity)
+    rows = sum(count for _, count in parts)
+    expected = _joined(parts, rows)
+    got = column.values(rows)
+    assert type(got) is type(expected) and got.dtype == expected.dtype
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+
+
 def test_raw_page_with_a_text_value_in_a_used_metric_names_the_line(tmp_path):
     """What the streamed reader does not expect goes to the whole-file parser, whose error names the line."""
     lines = real_text(RAW_FILES[0]).splitlines()
