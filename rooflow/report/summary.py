@@ -214,17 +214,16 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
     else:
         row["flops"], row["flops_source"] = row["estimated_flops"], "estimate"
     # the estimate's traffic for how this variant runs (an estimate without that model: the other, else the floor)
-    model = bytes_model(row["variant"])
-    estimate_source = next((name for name in (model, "fused", "unfused", "min") if row[f"estimated_{name}_bytes"]),
-                           "min")
-    row["estimated_bytes"] = row[f"estimated_{estimate_source}_bytes"]
-    estimate_source = "estimate-" + estimate_source.replace("min", "floor")
+    traffic = next((name for name in (bytes_model(row["variant"]), "fused", "unfused")
+                    if row[f"estimated_{name}_bytes"]), "min")
+    row["estimated_bytes"] = row[f"estimated_{traffic}_bytes"]
     if row["estimated_flops"] and row["estimated_bytes"]:
         row["estimated_arithmetic_intensity"] = row["estimated_flops"] / row["estimated_bytes"]
     if row.get("measured_dram_bytes"):
         row["bytes"], row["bytes_source"] = row["measured_dram_bytes"], "ncu-dram"
     else:
-        row["bytes"], row["bytes_source"] = row["estimated_bytes"], estimate_source
+        row["bytes"] = row["estimated_bytes"]
+        row["bytes_source"] = f"estimate-{'floor' if traffic == 'min' else traffic}"
     if row["flops"] and row["bytes"]:
         row["arithmetic_intensity"] = row["flops"] / row["bytes"]
 
