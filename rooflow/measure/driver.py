@@ -52,7 +52,6 @@ import sys
 import threading
 from typing import Any
 
-from rooflow.conventions import VARIANTS
 from rooflow.errors import RooflowError
 from rooflow.profilers.nvtx import LAYER_RANGE, PHASE_RANGE, PLAN_FORMAT, SIGNATURE_RANGE
 
@@ -415,8 +414,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ncu-mode", choices=NCU_MODES, default="exhaustive",
                         help="distinct: profile the first call of each op signature; exhaustive: the whole step")
     parser.add_argument("--plan", help="plan JSON to write (the op calls by signature, for the aggregation)")
-    parser.add_argument("--variant", choices=VARIANTS, default="eager",
-                        help="how the step runs (compile: profiled whole, exhaustive; default: %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
