@@ -18,6 +18,19 @@ def variant_of_suffix(suffix: str) -> str:
     """The variant a run name's suffix names (variant_suffix's inverse)."""
     return suffix.removeprefix("-") or "eager"
 
+
+# Which of the estimate's DRAM-traffic models (rooflow.estimate.core) a variant's step follows: eager PyTorch,
+# in either memory format, runs one kernel per aten op (every op reads its inputs and writes its output:
+# unfused); inductor fuses elementwise ops and inference BatchNorm into their producers (fusion-aware). It
+# places an estimated roofline point and is what the reconciliation holds measured DRAM bytes to.
+VARIANT_BYTES_MODELS = {"eager": "unfused", "channels_last": "unfused", "compile": "fused"}
+
+
+def bytes_model(variant: str | None) -> str:
+    """'unfused' or 'fused': the estimate's traffic model for a step run as ``variant`` (None: eager)."""
+    return VARIANT_BYTES_MODELS[variant or "eager"]
+
+
 # The estimator's op classes (rooflow.estimate.formulas registers each aten op under one of them).
 OP_CLASSES = ("matmul", "attention", "elementwise", "normalization", "pooling", "softmax", "memory", "other")
 # The classes that run as GEMMs/convolutions on tensor cores or at the matmul roof.

@@ -6,10 +6,10 @@ rule aggregate_ncu:
         csv=get_ncu_inputs,
         plan=get_ncu_plan,
     output:
-        totals=f"results/aggregate/{{device}}/{RUN_PATTERN}/ncu.json",
-        kernels=f"results/aggregate/{{device}}/{RUN_PATTERN}/ncu_kernels.csv",
+        totals=f"results/aggregate/{{device}}/{TIMED_RUN_PATTERN}/ncu.json",
+        kernels=f"results/aggregate/{{device}}/{TIMED_RUN_PATTERN}/ncu_kernels.csv",
     log:
-        f"logs/aggregate/{{device}}/{RUN_PATTERN}/ncu.log",
+        f"logs/aggregate/{{device}}/{TIMED_RUN_PATTERN}/ncu.log",
     conda:
         "../envs/rooflow.yaml"
     script:
@@ -20,10 +20,10 @@ rule aggregate_nsys:
     input:
         get_nsys_inputs,
     output:
-        totals=f"results/aggregate/{{device}}/{RUN_PATTERN}/nsys.json",
-        kernels=f"results/aggregate/{{device}}/{RUN_PATTERN}/nsys_kernels.csv",
+        totals=f"results/aggregate/{{device}}/{TIMED_RUN_PATTERN}/nsys.json",
+        kernels=f"results/aggregate/{{device}}/{TIMED_RUN_PATTERN}/nsys_kernels.csv",
     log:
-        f"logs/aggregate/{{device}}/{RUN_PATTERN}/nsys.log",
+        f"logs/aggregate/{{device}}/{TIMED_RUN_PATTERN}/nsys.log",
     conda:
         "../envs/rooflow.yaml"
     script:
@@ -47,10 +47,10 @@ rule reconcile_ncu:
         layers=rules.estimate_model.output.layers,
         timeline=get_timeline_input,
     output:
-        reconciliation=f"results/aggregate/{{device}}/{RUN_PATTERN}/reconcile.json",
-        layers=f"results/aggregate/{{device}}/{RUN_PATTERN}/layers.csv",
+        reconciliation=f"results/aggregate/{{device}}/{TIMED_RUN_PATTERN}/reconcile.json",
+        layers=f"results/aggregate/{{device}}/{TIMED_RUN_PATTERN}/layers.csv",
         table=report(
-            f"results/tables/layers_measured/{{device}}/{RUN_PATTERN}.html",
+            f"results/tables/layers_measured/{{device}}/{TIMED_RUN_PATTERN}.html",
             caption="../report/layers_measured.rst",
             category="Profiles",
             subcategory="Per-layer measured vs estimated",
@@ -59,14 +59,15 @@ rule reconcile_ncu:
                 "model": "{model}",
                 "batch": "{batch}",
                 "precision": "{precision}",
-                "mode": "{mode}",
+                "mode": "{mode}{variant}",
             },
         ),
     log:
-        f"logs/aggregate/{{device}}/{RUN_PATTERN}/reconcile.log",
+        f"logs/aggregate/{{device}}/{TIMED_RUN_PATTERN}/reconcile.log",
     conda:
         "../envs/rooflow.yaml"
     params:
         architecture=device_architecture,
+        variant=get_variant,
     script:
         "../scripts/reconcile_ncu.py"

@@ -45,9 +45,9 @@ CUDA_DEVICES = [d for d in MEASURED_DEVICES if DEVICES[d].is_cuda]
 RUNS = experiment_matrix(config)
 IMPORTS = config["imports"]
 RUN_PATTERN = "{model}/b{batch}-{precision}-{mode}"
-# A timed run's name adds its variant unless it is eager (conventions.variant_suffix): eager paths, and the
-# results cached under them, are what they were before variants. The estimate and the ncu/nsys profiles
-# (eager only) keep RUN_PATTERN.
+# A measured run's name adds its variant unless it is eager (conventions.variant_suffix): eager paths, and the
+# results cached under them, are what they were before variants. The estimate, shared by the variants, keeps
+# RUN_PATTERN; timings, ncu/nsys profiles and their aggregates use TIMED_RUN_PATTERN.
 TIMED_RUN_PATTERN = f"{RUN_PATTERN}{{variant}}"
 VARIANT_SUFFIXES = "|".join(variant_suffix(v) for v in VARIANTS if v != "eager")
 MODEL_SPECS = model_specs(config)
@@ -106,7 +106,10 @@ IMPORTS_BY_RUN = {
 
 
 def imported_run(wildcards):
-    """The config `imports` entry for this device × run, or None when rooflow profiles it itself."""
+    """The config `imports` entry for this device × run, or None when rooflow profiles it itself (imported
+    profiles are of eager steps)."""
+    if wildcards.get("variant"):
+        return None
     return IMPORTS_BY_RUN.get(
         (
             wildcards.device,
@@ -193,15 +196,15 @@ def get_timing_files(wildcards=None):
 
 
 def _profiled_runs(tool):
-    """(device, run) pairs with an aggregate of `tool` (ncu or nsys): profiled cuda runs + imports."""
+    """(device, run) pairs with an aggregate of `tool` (ncu or nsys): profiled cuda runs, every variant (a
+    compiled step is profiled whole: rooflow.measure.driver), + imports (eager)."""
     pairs = []
     if config["profiling"][tool]["enabled"]:
-        # The profiling driver's per-layer hooks and NVTX ranges see eager modules: eager runs only.
         pairs += [
             (device, run)
             for device in CUDA_DEVICES
             for run in RUNS
-            if run["variant"] == "eager" and run_fits(device, run)
+            if run_fits(device, run)
         ]
     pairs += [
         (e["device"], {k: e[k] for k in ("model", "batch", "precision", "mode")})
@@ -218,12 +221,14 @@ def _aggregate_output(tool):
     }[tool]
 
 
-def get_aggregate_files(tool, device=None):
-    """The `tool` aggregates of every profiled run (of one device, where given)."""
+def get_aggregate_files(tool, device=None, eager_only=False):
+    """The `tool` aggregates of every profiled run (of one device, where given; of eager steps only, where
+    asked)."""
     return [
         fill(_aggregate_output(tool), run, d)
         for d, run in _profiled_runs(tool)
         if device in (None, d)
+        and not (eager_only and run.get("variant", "eager") != "eager")
     ]
 
 
@@ -253,25 +258,32 @@ def get_layer_tables(wildcards=None):
 
 
 def _timed_run(wildcards):
-    """Whether rooflow's timing job measured this device × run (not an import)."""
-    run = (wildcards.model, int(wildcards.batch), wildcards.precision, wildcards.mode)
+    """Whether rooflow's timing job measured this device × run × variant (not an import)."""
+    run = (
+        wildcards.model,
+        int(wildcards.batch),
+        wildcards.precision,
+        wildcards.mode,
+        get_variant(wildcards),
+    )
     return (
         imported_run(wildcards) is None
         and wildcards.device in MEASURED_DEVICES
         and any(
             (r["model"], int(r["batch"]), r["precision"], r["mode"], r["variant"])
-            == (*run, "eager")
+            == run
             for r in RUNS
         )
     )
 
 
 def get_timeline_input(wildcards):
-    """The eager timing job's kernel timeline of this (profiled, so eager) run, for the timed vs profiled
-    kernels, where rooflow timed it."""
+    """The timing job's kernel timeline of this profiled run and variant, for the timed vs profiled kernels,
+    where rooflow timed it."""
     if not _timed_run(wildcards):
         return []
     run = {k: wildcards[k] for k in ("model", "batch", "precision", "mode")}
+    run["variant"] = get_variant(wildcards)
     return [fill(rules.profile_time.output.kernels, run, wildcards.device)]
 
 
@@ -395,10 +407,11 @@ def get_report_outputs():
     return outputs
 
 
-def get_device_aggregates(tool):
-    """Input function: the `tool` (ncu or nsys) aggregates of the runs profiled on this device."""
+def get_device_aggregates(tool, eager_only=False):
+    """Input function: the `tool` (ncu or nsys) aggregates of the runs profiled on this device (of its eager
+    steps only, where asked)."""
 
     def inputs(wildcards):
-        return get_aggregate_files(tool, wildcards.device)
+        return get_aggregate_files(tool, wildcards.device, eager_only)
 
     return inputs

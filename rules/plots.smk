@@ -211,7 +211,8 @@ rule plot_time_by_layer:
     input:
         summary=rules.summarize.output.summary,
         ops=get_estimate_files("ops"),
-        nsys=get_device_aggregates("nsys"),
+        # the time by layer type is of eager steps: a compiled step's kernels fuse layers of several types
+        nsys=get_device_aggregates("nsys", eager_only=True),
         timelines=get_device_timelines,
         timings=get_device_timings,
         ceilings=get_plot_ceilings,

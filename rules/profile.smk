@@ -1,6 +1,7 @@
 # Measurement: latency on every device (CUDA events / perf_counter_ns), and on cuda devices one
-# iteration under Nsight Compute (counters) and Nsight Systems (kernel times). A GPU run the estimate says
-# cannot fit is not submitted: record_unfit writes its result row instead.
+# iteration under Nsight Compute (counters) and Nsight Systems (kernel times), each for every variant (a
+# compiled step is profiled whole: rooflow.measure.driver). A GPU run the estimate says cannot fit is not
+# submitted: record_unfit writes its result row instead.
 
 
 rule profile_time:
@@ -54,10 +55,10 @@ rule profile_ncu:
     input:
         subset=rules.subset_dataset.output.tensor,
     output:
-        csv=f"results/profile/{{device}}/{RUN_PATTERN}/ncu.csv",
-        plan=f"results/profile/{{device}}/{RUN_PATTERN}/ncu_plan.json",
+        csv=f"results/profile/{{device}}/{TIMED_RUN_PATTERN}/ncu.csv",
+        plan=f"results/profile/{{device}}/{TIMED_RUN_PATTERN}/ncu_plan.json",
     log:
-        f"logs/profile/{{device}}/{RUN_PATTERN}/ncu.log",
+        f"logs/profile/{{device}}/{TIMED_RUN_PATTERN}/ncu.log",
     conda:
         "../envs/rooflow.yaml"
     threads: device_threads
@@ -70,6 +71,7 @@ rule profile_ncu:
         mem_mb=mem_mb,
     params:
         model=get_model_spec,
+        variant=get_variant,
         tool=config["profiling"]["ncu"],
         architecture=device_architecture,
         warmup=config["profiling"]["warmup_iterations"],
@@ -81,10 +83,10 @@ rule profile_nsys:
     input:
         subset=rules.subset_dataset.output.tensor,
     output:
-        kern_sum=f"results/profile/{{device}}/{RUN_PATTERN}/nsys_cuda_gpu_kern_sum.csv",
-        trace=f"results/profile/{{device}}/{RUN_PATTERN}/nsys_cuda_gpu_trace.csv",
+        kern_sum=f"results/profile/{{device}}/{TIMED_RUN_PATTERN}/nsys_cuda_gpu_kern_sum.csv",
+        trace=f"results/profile/{{device}}/{TIMED_RUN_PATTERN}/nsys_cuda_gpu_trace.csv",
     log:
-        f"logs/profile/{{device}}/{RUN_PATTERN}/nsys.log",
+        f"logs/profile/{{device}}/{TIMED_RUN_PATTERN}/nsys.log",
     conda:
         "../envs/rooflow.yaml"
     threads: device_threads
@@ -97,6 +99,7 @@ rule profile_nsys:
         mem_mb=mem_mb,
     params:
         model=get_model_spec,
+        variant=get_variant,
         tool=config["profiling"]["nsys"],
         warmup=config["profiling"]["warmup_iterations"],
     script:

@@ -1,3 +1,4 @@
+from rooflow.conventions import variant_of_suffix
 from rooflow.io import write_csv, write_json
 from rooflow.logs import step_logging
 from rooflow.profilers.distinct import apply_plan
@@ -9,7 +10,7 @@ plans = [inputs.plan] if isinstance(inputs.plan, str) else list(inputs.plan)  # 
 with step_logging(snakemake.log[0], "aggregate_ncu") as log:
     kernels, totals = apply_plan(aggregate_ncu(files), plans[0] if plans else None)
     totals.update(device=w.device, model=w.model, batch=int(w.batch), precision=w.precision, mode=w.mode,
-                  files=files + plans, kernel_names=sorted(set(kernels["name"])))
+                  variant=variant_of_suffix(w.variant), files=files + plans, kernel_names=sorted(set(kernels["name"])))
     write_json(snakemake.output.totals, totals)
     write_csv(snakemake.output.kernels, kernels)
     log.info("%s mode: %d kernels profiled for %d launches, %.4g FLOP, %.4g DRAM bytes", totals["ncu_mode"],

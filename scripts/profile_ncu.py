@@ -1,6 +1,7 @@
 from rooflow.errors import RooflowError
 from rooflow.io import atomic_path
 from rooflow.logs import step_logging
+from rooflow.measure.driver import ncu_mode_for
 from rooflow.measure.launch import driver_argv, require_tool, run_tool
 from rooflow.measure.ncu_job import profile_with_fallback
 from rooflow.profilers.commands import ncu_command
@@ -15,7 +16,7 @@ with step_logging(snakemake.log[0], "profile_ncu") as log:
 
         def run(mode, log_path):
             argv = driver_argv(spec_from_entry(p.model), int(w.batch), w.precision, w.mode, snakemake.input.subset, p.warmup,
-                               snakemake.threads, ncu_mode=mode, plan=plan)
+                               snakemake.threads, ncu_mode=mode, plan=plan, variant=p.variant)
             command = ncu_command(executable, metrics, tmp, argv, p.tool["extra_args"])
             try:
                 run_tool(command, log_path, "ncu", outputs=[tmp])
@@ -25,4 +26,4 @@ with step_logging(snakemake.log[0], "profile_ncu") as log:
                 raise RooflowError(f"the profiled driver wrote no plan ({out.plan}): see {snakemake.log[0]} for "
                                    f"its output")
 
-        profile_with_fallback(run, p.tool["mode"], tmp, plan, snakemake.log[0])
+        profile_with_fallback(run, ncu_mode_for(p.variant, p.tool["mode"]), tmp, plan, snakemake.log[0])

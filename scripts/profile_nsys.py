@@ -12,7 +12,7 @@ w, p, out = snakemake.wildcards, snakemake.params, snakemake.output
 with step_logging(snakemake.log[0], "profile_nsys"):
     executable = require_tool(p.tool["executable"], "profiling.nsys.executable")
     argv = driver_argv(spec_from_entry(p.model), int(w.batch), w.precision, w.mode, snakemake.input.subset, p.warmup,
-                       snakemake.threads)
+                       snakemake.threads, variant=p.variant)
     # Work in a scratch folder; only complete CSVs are moved onto the outputs. It is named like a
     # temporary of the trace output, so a SIGKILLed job's leftover is removed at the next run's start.
     with scratch_directory(out.trace) as scratch:

@@ -11,8 +11,10 @@ i, o, w = snakemake.input, snakemake.output, snakemake.wildcards
 with step_logging(snakemake.log[0], "reconcile_ncu") as log:
     totals, estimate = read_json(i.totals), read_json(i.estimate)
     kernels, ops, layers = read_kernel_table(i.kernels), pd.read_csv(i.ops), pd.read_csv(i.layers)
+    variant = snakemake.params.variant
     result = reconcile(totals, estimate, w.precision, w.mode, bool(totals.get("tensor_metrics_collected")),
-                       architecture=snakemake.params.architecture, kernels=kernels, ops=ops, layers=layers)
+                       architecture=snakemake.params.architecture, kernels=kernels, ops=ops, layers=layers,
+                       variant=variant)
     record = {"device": w.device, "model": w.model, "batch": int(w.batch), "precision": w.precision,
               "mode": w.mode, **result, "kernels_compared": None}
     if i.timeline:
@@ -22,10 +24,13 @@ with step_logging(snakemake.log[0], "reconcile_ncu") as log:
             log.info("timed vs profiled kernels: %s", record["kernels_compared"]["message"] or "the same")
         else:
             log.info("the timing job recorded no kernel timeline: nothing to compare")
-    table = layer_table(kernels, ops, layers)
+    table = layer_table(kernels, ops, layers, by_layer=variant != "compile")
     write_json(o.reconciliation, record)
     write_csv(o.layers, table)
     view = table.assign(flops_gap=table["measured_flops"] - table["estimated_flops"])
-    write_html_table(o.table, view, f"Per layer, measured vs estimated: {w.device}, {w.model}, batch {w.batch}, "
-                                    f"{w.precision}, {w.mode}", layer_table_note(table, result["cause"]))
+    run = f"{w.device}, {w.model}, batch {w.batch}, {w.precision}, {w.mode}" + (f", {variant}" if w.variant else "")
+    write_html_table(o.table, view, f"Per layer, measured vs estimated: {run}",
+                     layer_table_note(table, result["cause"], result["bytes_cause"]))
     log.info("measured/estimated FLOPs %s: %s", result["flops_ratio"], result["cause"] or "agree")
+    log.info("measured/estimated DRAM bytes (%s) %s: %s", result["bytes_model"], result["bytes_ratio"],
+             result["bytes_cause"] or "agree")

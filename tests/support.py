@@ -273,7 +273,8 @@ exit 0
 """
 
 
-def run_with_fake_ncu(workdir: Path, snakemake_exe: str, script: str, ncu_mode: str = "distinct"):
+def run_with_fake_ncu(workdir: Path, snakemake_exe: str, script: str, ncu_mode: str = "distinct",
+                      targets: tuple[str, ...] = (TARGET,)):
     bin_dir = workdir / "fake-bin"
     bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "ncu"
@@ -283,7 +284,7 @@ def run_with_fake_ncu(workdir: Path, snakemake_exe: str, script: str, ncu_mode: 
     config.write_text((workdir / "tests" / "configs" / "gpu.yaml").read_text()
                       + f"profiling: {{ncu: {{mode: {ncu_mode}}}}}\n")
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run([snakemake_exe, TARGET, "--cores", "2", "--configfile", str(config)],
+    return subprocess.run([snakemake_exe, *targets, "--cores", "2", "--configfile", str(config)],
                           cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
 
 

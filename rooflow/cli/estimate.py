@@ -37,7 +37,7 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
     out = io.StringIO()
     header = (f"{'model':22} {'batch':>5} {'prec':4} {'mode':9} {'fwd GFLOP':>10} {'bwd GFLOP':>10} "
               f"{'total GFLOP':>11} {'params M':>8} {'floor MB':>9} {'fused MB':>10} {'unfused MB':>11} "
-              f"{'AI F/B':>7} {'floor AI':>8} {'peak GB':>8} {'bwd/fwd':>7}")
+              f"{'eager AI':>8} {'fused AI':>8} {'floor AI':>8} {'peak GB':>8} {'bwd/fwd':>7}")
     has_time = any("predicted_seconds" in totals for totals, _ in results)
     if has_time:
         header += f" {'pred ms':>9} {'range ms':>15} {'bound':>5} {'mem GB':>7} {'fits':>4}"
@@ -50,7 +50,8 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
                 f"{format_scaled(totals['total_flops'], GIGA):>11} {totals['params'] / MEGA:>8.2f} "
                 f"{format_scaled(totals['min_bytes'], MEGA, 0):>9} {format_scaled(totals['fused_bytes'], MEGA, 0):>10} "
                 f"{format_scaled(totals['unfused_bytes'], MEGA, 0):>11} "
-                f"{_intensity(totals.get('arithmetic_intensity_fused')):>7} "
+                f"{_intensity(totals.get('arithmetic_intensity_unfused')):>8} "
+                f"{_intensity(totals.get('arithmetic_intensity_fused')):>8} "
                 f"{_intensity(totals.get('arithmetic_intensity')):>8} {format_scaled(totals['peak_memory_bytes'], GIGA):>8} "
                 f"{'-' if ratio is None else f'{ratio:.3f}':>7}")
         if has_time:
@@ -68,9 +69,10 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
     unsupported = {t["model"]: t["unsupported_ops"] for t, _ in results if t["unsupported_ops"]}
     print("\nFLOPs: 1 FMA = 2 FLOPs; attention counted as math-path bmm. Bytes: floor = input + weights + "
           "output (+ gradients, momentum in training); fused = BN folded, ReLU/add in epilogues; unfused = "
-          "every aten op reads its inputs and writes its outputs. AI = total FLOPs / fused bytes, the intensity the "
-          "report plots where nothing was measured; floor AI = total FLOPs / floor bytes, an upper bound no "
-          "eager step reaches.", file=out)
+          "every aten op reads its inputs and writes its outputs. Where nothing was measured the report plots an "
+          "eager (or channels_last) run at eager AI = total FLOPs / unfused bytes and a compiled one at fused AI = "
+          "total FLOPs / fused bytes; floor AI = total FLOPs / floor bytes, an upper bound no step reaches.",
+          file=out)
     if unsupported:
         print(f"Ops without a FLOP formula (counted as 0 FLOPs, bytes counted): {unsupported}", file=out)
     for totals, _ in results:

@@ -16,7 +16,7 @@ def _spec_from_args(args: argparse.Namespace) -> RunSpec:
     return RunSpec(batch=args.batch, precision=args.precision, mode=args.mode, device=args.device,
                    warmup_iterations=args.warmup, timed_iterations=args.iterations, threads=args.threads,
                    max_timing_rounds=args.rounds, noise_budget_seconds=args.noise_budget,
-                   cpu_memory_limit_bytes=args.cpu_memory_limit, **model_fields(args))
+                   cpu_memory_limit_bytes=args.cpu_memory_limit, variant=args.variant, **model_fields(args))
 
 
 def _cmd_time(args: argparse.Namespace) -> int:

@@ -13,6 +13,14 @@ into each kernel's row of the details page):
   ``aten::conv2d, seq = 360, op_id = 1``; backward ops run on autograd's own thread, outside the main
   thread's ranges, as ``ConvolutionBackward0, seq = 360`` (the ``seq`` of the forward op that recorded them).
 
+A **compiled step** (``--variant compile``: torch.compile, inductor) is profiled whole, in exhaustive mode,
+with the phase ranges alone (:class:`PhaseRanges`, pushed at the phase boundaries ``Runner.step`` marks):
+inductor's Triton kernels fuse ops across layers, so a layer range could name no kernel's layer — and the layer
+hooks never run anyway: dynamo ignores module hooks added after compilation
+(``torch._dynamo.config.skip_nnmodule_hook_guards``, on by default: no guard, no call; tests/measure/
+test_driver.py shows it). Its FLOPs and DRAM bytes are the step's, not split by layer. A ``channels_last``
+step runs eager modules and is annotated and profiled like an eager one.
+
 Two ways to profile (``profiling.ncu.mode``):
 
 - ``exhaustive``: ``cudaProfilerStart``/``Stop`` around the whole step: ncu replays every kernel.
@@ -50,6 +58,12 @@ from rooflow.profilers.nvtx import LAYER_RANGE, PHASE_RANGE, PLAN_FORMAT, SIGNAT
 log = logging.getLogger(__name__)
 
 NCU_MODES = ("distinct", "exhaustive")
+
+
+def ncu_mode_for(variant: str, requested: str) -> str:
+    """The ncu mode a step of ``variant`` is profiled in: as ``requested`` (profiling.ncu.mode), except a compiled
+    step, which runs no aten op per kernel for distinct mode's signatures to key: exhaustive."""
+    return "exhaustive" if variant == "compile" else requested
 
 
 def _push(message: str) -> None:
@@ -235,6 +249,23 @@ class StepAnnotations:
         return entry
 
 
+class PhaseRanges:
+    """The phase NVTX ranges of one step, pushed and popped at the boundaries ``Runner.step`` marks (its clock):
+    ``phase:forward`` (with the loss, in training), ``phase:backward``, ``phase:optimizer``. Nothing is installed
+    on the model: what a compiled step is annotated with (module docstring)."""
+
+    def __init__(self, training: bool):
+        self.phases = ("forward", "backward", "optimizer") if training else ("forward",)
+        self._marks = 0
+
+    def mark(self) -> None:
+        if 0 < self._marks <= len(self.phases):
+            _pop()
+        if self._marks < len(self.phases):
+            _push(f"{PHASE_RANGE}{self.phases[self._marks]}")
+        self._marks += 1
+
+
 def _describe(value: Any) -> str:
     """One argument of an op call, as the signature sees it: what decides the kernels it launches."""
     import torch
@@ -316,6 +347,15 @@ def annotated_step(runner, ncu_mode: str = "exhaustive") -> dict[str, Any]:
         raise RooflowError(f"ncu mode '{ncu_mode}' is unknown: use one of {', '.join(NCU_MODES)} "
                            f"(profiling.ncu.mode in the config)")
     training = runner.spec.mode == "training"
+    if getattr(runner.spec, "variant", "eager") == "compile":
+        if ncu_mode != "exhaustive":
+            raise RooflowError(f"a compiled step is profiled whole (exhaustive), not in {ncu_mode} mode: inductor's "
+                               f"kernels run no aten op each for the signatures to key")
+        _profiler_start()
+        runner.step(PhaseRanges(training))
+        runner.synchronize()
+        _profiler_stop()
+        return {"format": PLAN_FORMAT, "mode": "exhaustive", "variant": "compile", "attribution": "whole step"}
     annotations = StepAnnotations(runner.model, getattr(runner, "loss_fn", None), training)
     # emit_nvtx needs CUDA (it synchronizes on entry); on a CPU runner (tests) the op ranges are left out.
     op_ranges = torch.autograd.profiler.emit_nvtx() if runner.cuda else contextlib.nullcontext()
@@ -348,14 +388,17 @@ def profile_one_iteration(spec, subset: dict, ncu_mode: str = "exhaustive",
     runner = Runner(spec, subset)
     if not runner.cuda:
         raise RooflowError("the one-iteration profiling driver needs a CUDA device: ncu/nsys profile GPUs only")
-    for _ in range(max(spec.warmup_iterations, 1)):
+    # a compiled model compiles in its first step, as in the timing job: warm up after it, never profile it
+    for _ in range(max(spec.warmup_iterations, 1) + (spec.variant == "compile")):
         runner.step()
     torch.cuda.synchronize()
     plan = annotated_step(runner, ncu_mode)
-    plan.update(model=spec.model, batch=spec.batch, precision=spec.precision, run_mode=spec.mode)
+    plan.update(model=spec.model, batch=spec.batch, precision=spec.precision, run_mode=spec.mode,
+                variant=spec.variant)
     if plan_path:
         write_json(plan_path, plan)
-    record = {"profiled_iterations": 1, "ncu_mode": ncu_mode, "environment": describe(spec.threads)}
+    record = {"profiled_iterations": 1, "ncu_mode": ncu_mode, "variant": spec.variant,
+              "environment": describe(spec.threads)}
     if ncu_mode == "distinct":
         record.update(op_calls=plan["calls"], distinct_signatures=plan["distinct"])
     return record
@@ -375,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         spec = RunSpec(batch=args.batch, precision=args.precision, mode=args.mode, device=args.device,
-                       warmup_iterations=args.warmup, timed_iterations=1, threads=args.threads, **model_fields(args))
+                       warmup_iterations=args.warmup, timed_iterations=1, threads=args.threads, variant=args.variant,
+                       **model_fields(args))
         record = profile_one_iteration(spec, load_subset(args.subset), args.ncu_mode, args.plan)
     except RooflowError as error:
         print(f"rooflow driver: error: {error}", file=sys.stderr)

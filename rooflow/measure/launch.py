@@ -21,11 +21,13 @@ log = logging.getLogger(__name__)
 
 
 def driver_argv(model, batch: int, precision: str, mode: str, subset: str, warmup: int,
-                threads: int | None, ncu_mode: str | None = None, plan: str | Path | None = None) -> list[str]:
+                threads: int | None, ncu_mode: str | None = None, plan: str | Path | None = None,
+                variant: str = "eager") -> list[str]:
     """The command that runs exactly one profiled iteration (:func:`rooflow.measure.driver.profile_one_iteration`):
     for nsys no ``ncu_mode`` (one profiler range around the step), for ncu ``distinct`` or ``exhaustive``
     with the ``plan`` JSON to write (profiling.ncu.mode). ``model``: a torchvision name, or a
-    rooflow.workload.spec.ModelSpec (a custom model travels as its factory, inputs and loss)."""
+    rooflow.workload.spec.ModelSpec (a custom model travels as its factory, inputs and loss); ``variant``: how
+    the step runs (an eager one adds no argument)."""
     model_argv = ["--model", model] if isinstance(model, str) else model.argv()
     argv = [sys.executable, "-m", "rooflow.measure.driver", "--device", "cuda", *model_argv,
             "--batch", str(batch), "--precision", precision, "--mode", mode,
@@ -36,6 +38,8 @@ def driver_argv(model, batch: int, precision: str, mode: str, subset: str, warmu
         argv += ["--ncu-mode", ncu_mode]
     if plan:
         argv += ["--plan", str(plan)]
+    if variant != "eager":
+        argv += ["--variant", variant]
     return argv
 
 

@@ -484,3 +484,6 @@ def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help:
     parser.add_argument("--device", default=device, help=device_help)
     parser.add_argument("--warmup", type=int, default=10, help="untimed iterations first (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--variant", choices=VARIANTS, default="eager",
+                        help="how the step runs: eager, channels_last (NHWC), compile (torch.compile; profiled "
+                             "whole by ncu/nsys) (default: %(default)s)")

@@ -68,6 +68,30 @@ def _without_arguments(name: str) -> str:
     return name
 
 
+# Kernels inductor (torch.compile) generates: Triton kernels named after the aten ops they fuse —
+# ``triton_poi_`` pointwise, ``triton_red_``/``triton_per_`` reductions, ``triton_tem_`` GEMM/convolution
+# templates (max-autotune). By default inductor leaves convolutions and GEMMs to cuDNN/cuBLAS, and a pointwise
+# or reduction kernel named ``..._fused_convolution_relu_...`` is that convolution's epilogue (its bias and
+# ReLU), not convolution work: the op words of the matmul it follows are not what the kernel computes.
+_INDUCTOR = re.compile(r"^(?:void\s+)?triton_(?:(?P<kind>poi|red|per|tem)_)?")
+_INDUCTOR_MATMUL_WORDS = re.compile(r"(?<=_)(?:convolution(?:_backward)?|addmm|baddbmm|bmm|mm)(?=_|$)")
+
+
+def is_inductor_kernel(name: str) -> bool:
+    """Whether a kernel is one inductor (torch.compile) generated: a Triton kernel named ``triton_*``."""
+    return isinstance(name, str) and bool(_INDUCTOR.match(name.strip().lower()))
+
+
+def _classify_inductor(key: str, kind: str | None) -> str:
+    if kind == "tem":  # a Triton template: the GEMM or convolution itself
+        return "convolution" if "convolution" in key else "gemm"
+    key = _INDUCTOR_MATMUL_WORDS.sub("", key)
+    for kernel_class, pattern in _RULES:
+        if kernel_class not in ("convolution", "gemm") and pattern.search(key):
+            return kernel_class
+    return "reduction" if kind in ("red", "per") else "elementwise"
+
+
 def classify_kernel(name: str) -> str:
     """One of :data:`KERNEL_CLASSES` for a demangled kernel name (or an nsys ``[CUDA memcpy ...]`` row).
 
@@ -79,6 +103,9 @@ def classify_kernel(name: str) -> str:
     if not isinstance(name, str) or not name.strip():
         return "other"
     key = _without_arguments(name).lower()
+    inductor = _INDUCTOR.match(key.strip())
+    if inductor:
+        return _classify_inductor(key.strip(), inductor["kind"])
     for kernel_class, pattern in _RULES:
         if pattern.search(key):
             return kernel_class

@@ -204,23 +204,30 @@ def _ratio(measured: float, estimated: float) -> float:
     return measured / estimated if estimated and not math.isnan(measured) else math.nan
 
 
-def layer_table(kernels: pd.DataFrame, ops: pd.DataFrame, layers: pd.DataFrame | None = None) -> pd.DataFrame:
+# Why a profile's kernels are not split by layer: no NVTX ranges, or a compiled step (profiled whole).
+NO_LAYER_RANGES = ("the ncu profile has no NVTX layer ranges (ncu --nvtx with rooflow's profiling driver records "
+                   "them; imported profiles usually lack them): measured FLOPs and bytes cannot be split by layer")
+WHOLE_STEP = ("a compiled step (torch.compile) is profiled whole: inductor's kernels fuse ops across layers, so "
+              "measured FLOPs and bytes are the step's, not split by layer")
+
+
+def layer_table(kernels: pd.DataFrame, ops: pd.DataFrame, layers: pd.DataFrame | None = None,
+                by_layer: bool = True) -> pd.DataFrame:
     """One row per (layer, phase): estimated vs measured FLOPs and DRAM bytes (:data:`LAYER_TABLE_COLUMNS`).
 
     Rows: every (layer, phase) of the estimate in execution order, then kernels that no estimated row takes
-    (``(outside layers)`` per phase). Without NVTX ranges in the ncu table, the measured columns stay empty,
-    one ``(all kernels)`` row holds the totals and ``note`` says why."""
+    (``(outside layers)`` per phase). Without NVTX ranges in the ncu table, or for a compiled step
+    (``by_layer`` False), the measured columns stay empty, one ``(all kernels)`` row holds the totals and
+    ``note`` says why."""
     estimate = _estimate_rows(ops)
     types = dict(zip(layers["layer"], layers["type"])) if layers is not None and "type" in layers else {}
-    if kernels is None or not has_nvtx(kernels):
+    if kernels is None or not has_nvtx(kernels) or not by_layer:
         table = estimate.assign(layer_type=[types.get(name, "") for name in estimate["layer"]])
         table = table.rename(columns={"layer_type": "type"})
         table["attribution"] = "none"
         table["note"] = ""
         extra = {"layer": "(all kernels)", "type": "", "phase": "(all)", "attribution": "none",
-                 "note": "the ncu profile has no NVTX layer ranges (ncu --nvtx with rooflow's profiling driver "
-                         "records them; imported profiles usually lack them): measured FLOPs and bytes cannot be "
-                         "split by layer"}
+                 "note": NO_LAYER_RANGES if by_layer else WHOLE_STEP}
         if kernels is not None and len(kernels):
             extra.update(kernels=len(kernels), measured_flops=float(_total_flops(kernels).sum()),
                          measured_tensor_flops=float(_column(kernels, "flops_tensor").sum()),
@@ -290,17 +297,20 @@ def read_kernel_table(path) -> pd.DataFrame:
     return frame
 
 
-def layer_table_note(table: pd.DataFrame, cause: str | None) -> str:
-    """The sentence above the per-layer HTML table: how kernels were attributed, the biggest gaps, the cause."""
+def layer_table_note(table: pd.DataFrame, cause: str | None, bytes_cause: str | None = None) -> str:
+    """The sentence above the per-layer HTML table: how kernels were attributed, the biggest gaps, the causes
+    of a FLOP and a DRAM-byte gap."""
     if (table["attribution"] == "nvtx").any():
         gaps = biggest_gaps(table[table["estimated_flops"] > 0], 3)
         shown = "; ".join(f"{r.layer} {r.phase} {r.measured_flops / 1e9:.4g} vs {r.estimated_flops / 1e9:.4g} GFLOP"
                           for r in gaps.itertuples())
         how = (f"Kernels attributed by NVTX ranges (backward kernels through autograd's sequence number); "
                f"the biggest FLOP gaps: {shown}.")
+    elif (table["note"] == WHOLE_STEP).any():
+        how = f"{WHOLE_STEP[0].upper()}{WHOLE_STEP[1:]} (last row: all kernels)."
     else:
         how = ("This profile has no NVTX layer ranges, so measured values are not split by layer (last row: all "
                "kernels).")
     return (f"{how} FLOPs: 1 FMA = 2 FLOP; bytes: DRAM (ncu) vs the estimate's fusion-aware and unfused traffic; "
             f"ratios are measured / estimated; sort by flops_gap to rank layers."
-            + (f" Reconciliation: {cause}" if cause else ""))
+            + (f" Reconciliation: {cause}" if cause else "") + (f" DRAM bytes: {bytes_cause}" if bytes_cause else ""))

@@ -24,11 +24,22 @@ Without a per-kernel table only two facts are evidence: no tensor-core metric wa
 and GPU that use tensor cores (the counters cannot see that work), and nothing else: the cause then says
 "unexplained".
 
+**DRAM bytes** are held to the estimate's traffic model for how the step ran
+(:func:`rooflow.conventions.bytes_model`). An eager step (either memory format) agrees when its bytes lie
+between the compulsory floor and the unfused traffic (± ``tolerance``): caches keep part of the unfused
+traffic off DRAM. A compiled step (torch.compile) is held to the fusion-aware bytes within ± ``tolerance``;
+a gap is explained from the kernels like a FLOP gap: per side, the convolution/matmul kernels (cuDNN and
+cuBLAS, to which inductor leaves convolutions and GEMMs) against the estimate's convolution/matmul ops, and
+the other kernels — inductor's own ``triton_*`` kernels and whatever ran outside them (aten kernels, layout
+copies) — against the estimate's other ops after its fusion rules. The side carrying at least half of the gap
+is named with its kernels; otherwise, or without a per-kernel table, the cause says "unexplained". A
+compiled step is profiled whole (its kernels fuse ops across layers): no per-layer attribution.
+
 Keys read from ``measured`` (rooflow's ncu totals): ``flops_total``, ``dram_bytes``. Keys read from
 ``estimated`` (rooflow's estimate JSON, or plain names): ``total_flops`` or ``flops``; ``matmul_flops`` +
-``attention_flops``, or ``forward_matmul_flops`` + ``backward_matmul_flops``; ``fused_bytes`` or ``bytes``;
-``min_bytes`` and ``unfused_bytes`` for the range of DRAM traffic; ``forward_flops`` and ``first_layer_flops``
-for the training note. Missing keys just leave the corresponding check out.
+``attention_flops``, or ``forward_matmul_flops`` + ``backward_matmul_flops``; ``unfused_bytes`` (eager) or
+``fused_bytes`` (compiled), else the other, else ``bytes``; ``min_bytes`` for the floor; ``forward_flops`` and
+``first_layer_flops`` for the training note. Missing keys just leave the corresponding check out.
 """
 
 from __future__ import annotations
@@ -41,16 +52,18 @@ from typing import Any
 
 import pandas as pd
 
+from rooflow.conventions import MATMUL_OP_CLASSES, bytes_model
 from rooflow.profilers.kernels import (
     MATMUL_KERNEL_CLASSES,
     abbreviate_kernel_name,
+    is_inductor_kernel,
     kernel_algorithm,
     kernel_direction,
     kernel_tile,
     short_kernel_name,
     uses_tensor_cores,
 )
-from rooflow.units import format_flops
+from rooflow.units import format_flops, format_quantity
 
 TENSOR_PRECISIONS = {"tf32", "fp16", "bf16"}
 DEFAULT_TOLERANCE = 0.2
@@ -136,39 +149,45 @@ def measured_sides(kernels: pd.DataFrame) -> dict[str, float]:
 
 def reconcile(measured: dict, estimated: dict, precision: str, mode: str, tensor_metrics_collected: bool,
               *, architecture: str | int | None = None, kernels: Any = None, ops: pd.DataFrame | None = None,
-              layers: pd.DataFrame | None = None, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+              layers: pd.DataFrame | None = None, tolerance: float = DEFAULT_TOLERANCE,
+              variant: str = "eager") -> dict[str, Any]:
     """Compare measured with estimated FLOPs and bytes; explain a FLOP gap from the kernels.
 
     ``kernels``: the profile's per-kernel table (``name``, ``kernel_class``, ``flops_*``, optionally
     ``nvtx_stack``; a table of names alone still shows FFT/Winograd/tensor-core kernels); ``ops`` and
     ``layers``: the estimate's ops.csv and layers.csv (per-layer evidence); ``architecture`` ("sm_80")
-    sharpens the tensor-core diagnosis for FP32 (TF32 exists from sm_80 on).
+    sharpens the tensor-core diagnosis for FP32 (TF32 exists from sm_80 on); ``variant``: how the step ran
+    (rooflow.conventions.VARIANTS) — which bytes it is held to, and ``compile`` profiles are not split by layer.
 
     Returns ``flops_measured, flops_estimated, flops_ratio`` (measured / estimated), ``flops_agree``,
-    ``bytes_measured, bytes_estimated, bytes_ratio, bytes_agree``, ``cause`` (a sentence starting
-    "Unexplained" when no evidence explains the gap; None when the FLOPs agree or cannot be compared),
-    ``bytes_cause``, ``notes``, ``tolerance``, and the evidence: ``sides`` ({side: {measured, estimated,
-    difference}}), ``side`` (the side carrying the gap), ``attribution`` ("nvtx", "launch order" or None),
-    ``layers`` (per-layer evidence rows), ``explained_share`` and ``unexplained`` (bool).
+    ``bytes_measured, bytes_estimated`` (the variant's traffic model, ``bytes_model``), ``bytes_ratio,
+    bytes_agree``, ``cause`` (a sentence starting "Unexplained" when no evidence explains the gap; None when the
+    FLOPs agree or cannot be compared), ``bytes_cause`` (likewise for the bytes), ``bytes_sides`` (compiled
+    steps: {side: {measured, estimated, difference}} of DRAM bytes), ``bytes_unexplained``, ``notes``,
+    ``tolerance``, and the evidence: ``sides`` ({side: {measured, estimated, difference}}), ``side`` (the side
+    carrying the gap), ``attribution`` ("nvtx", "launch order" or None), ``layers`` (per-layer evidence rows),
+    ``explained_share`` and ``unexplained`` (bool).
     """
     precision = (precision or "").lower()
     mode = (mode or "").lower()
+    model = bytes_model(variant)
     flops_measured = _number(measured, "flops_total", "flops")
     flops_estimated = _number(estimated, "total_flops", "flops")
     bytes_measured = _number(measured, "dram_bytes", "bytes")
-    bytes_estimated = _number(estimated, "fused_bytes", "bytes", "dram_bytes")
+    bytes_estimated = _number(estimated, f"{model}_bytes", "fused_bytes", "unfused_bytes", "bytes", "dram_bytes")
     bytes_floor = _number(estimated, "min_bytes", "bytes_floor")
     bytes_unfused = _number(estimated, "unfused_bytes", "bytes_unfused")
 
     result: dict[str, Any] = {
-        "flops_measured": flops_measured, "flops_estimated": flops_estimated, "flops_ratio": None,
-        "flops_agree": None, "bytes_measured": bytes_measured, "bytes_estimated": bytes_estimated,
-        "bytes_ratio": None, "bytes_agree": None, "cause": None, "bytes_cause": None, "notes": [],
+        "variant": variant, "flops_measured": flops_measured, "flops_estimated": flops_estimated,
+        "flops_ratio": None, "flops_agree": None, "bytes_measured": bytes_measured,
+        "bytes_estimated": bytes_estimated, "bytes_model": model, "bytes_ratio": None, "bytes_agree": None,
+        "cause": None, "bytes_cause": None, "bytes_sides": {}, "bytes_unexplained": False, "notes": [],
         "tolerance": tolerance, "sides": {}, "side": None, "attribution": None, "layers": [],
         "explained_share": None, "unexplained": False,
     }
     notes: list[str] = result["notes"]
-    evidence = _Evidence(measured, estimated, kernels, ops, layers)
+    evidence = _Evidence(measured, estimated, kernels, ops, layers, per_layer=variant != "compile")
     result["sides"] = evidence.sides
     result["attribution"] = evidence.attribution
 
@@ -195,6 +214,10 @@ def reconcile(measured: dict, estimated: dict, precision: str, mode: str, tensor
 
     if bytes_measured is not None and bytes_estimated:
         result["bytes_ratio"] = bytes_measured / bytes_estimated
+    if model == "fused":
+        if bytes_measured is not None and bytes_estimated:
+            result.update(_fused_bytes(bytes_measured, bytes_estimated, bytes_floor, evidence, tolerance))
+        return result
     if bytes_measured is not None and (bytes_floor or bytes_unfused or bytes_estimated):
         low = (bytes_floor or bytes_estimated or 0.0) * (1 - tolerance)
         high = (bytes_unfused or bytes_estimated or float("inf")) * (1 + tolerance)
@@ -215,8 +238,9 @@ class _Evidence:
     """Everything the explanation may cite: per-side FLOPs, per-layer matches, kernel families."""
 
     def __init__(self, measured: dict, estimated: dict, kernels: Any, ops: pd.DataFrame | None,
-                 layers: pd.DataFrame | None):
+                 layers: pd.DataFrame | None, per_layer: bool = True):
         self.estimated = estimated
+        self.per_layer = per_layer
         self.kernels = kernels if kernels is not None and "name" in getattr(kernels, "columns", ()) else None
         self.with_flops = _has_flops(self.kernels)
         self.ops = ops
@@ -236,7 +260,7 @@ class _Evidence:
                 OTHER_SIDE: {"measured": got["other"], "estimated": est_other,
                              "difference": got["other"] - est_other},
             }
-        if self.with_flops and ops is not None and len(ops):
+        if self.with_flops and ops is not None and len(ops) and per_layer:
             self._match_layers()
 
     # -- per layer ------------------------------------------------------------------------------------------
@@ -575,7 +599,9 @@ def _by_family(evidence: _Evidence, difference: float) -> tuple[str, float | Non
     algorithms = kernels["name"].map(kernel_algorithm)
     runs = len(matmul_runs(kernels)) if "kernel_class" in kernels.columns else 0
     ops = len(matmul_ops(evidence.ops)) if evidence.ops is not None else 0
-    why = (f"the kernels could not be matched to layers ({runs} runs of convolution/GEMM kernels for {ops} "
+    why = ("a compiled step is profiled whole, not by layer (inductor's kernels fuse ops across layers)"
+           if not evidence.per_layer else
+           f"the kernels could not be matched to layers ({runs} runs of convolution/GEMM kernels for {ops} "
            f"convolution/matmul ops in the estimate)" if ops else
            "the kernels could not be matched to layers (no estimate ops.csv given)")
     fast = algorithms.isin(["fft", "winograd"])
@@ -588,3 +614,126 @@ def _by_family(evidence: _Evidence, difference: float) -> tuple[str, float | Non
     summary = _kernel_summary(kernels[flops > 0], flops[flops > 0])
     return (f"The convolution/matmul kernels carry the gap ({_describe_kernels(summary, 3)}), but {why} and "
             f"their names show no algorithm that {'saves' if difference < 0 else 'adds'} FLOPs."), None
+
+
+# -- DRAM bytes of a compiled step ---------------------------------------------------------------------------
+
+INDUCTOR_KERNELS = "inductor's triton_ kernels"
+OUTSIDE_INDUCTOR = "kernels outside them"
+
+
+def bytes_sides(kernels: Any, ops: pd.DataFrame | None) -> dict[str, dict[str, Any]]:
+    """Measured DRAM bytes of a compiled step's kernels against the estimate's fusion-aware bytes, per side:
+    {MATMUL_SIDE, OTHER_SIDE: {measured, estimated, difference, kernels}}; the other side's measured bytes also
+    split into inductor's ``triton_*`` kernels and the kernels outside them (``families``). Empty without a
+    per-kernel table with DRAM bytes, or without the estimate's ops table."""
+    if kernels is None or "dram_bytes" not in getattr(kernels, "columns", ()) or ops is None or not len(ops) \
+            or "kernel_class" not in kernels.columns:
+        return {}
+    dram = _dram(kernels)
+    on_matmul = kernels["kernel_class"].isin(MATMUL_KERNEL_CLASSES)
+    inductor = kernels["name"].map(is_inductor_kernel) & ~on_matmul
+    fused = ops["fused_bytes_read"] + ops["fused_bytes_written"]
+    estimated_matmul = float(math.fsum(fused[ops["op_class"].isin(MATMUL_OP_CLASSES)]))
+    estimated_other = float(math.fsum(fused)) - estimated_matmul
+    sides = {}
+    for side, mask, estimate in ((MATMUL_SIDE, on_matmul, estimated_matmul), (OTHER_SIDE, ~on_matmul, estimated_other)):
+        got = float(math.fsum(dram[mask]))
+        sides[side] = {"measured": got, "estimated": estimate, "difference": got - estimate,
+                       "kernels": _byte_summary(kernels[mask], dram[mask])}
+    sides[OTHER_SIDE]["families"] = {
+        family: {"measured": float(math.fsum(dram[mask])), "kernels": _byte_summary(kernels[mask], dram[mask]),
+                 "count": int(mask.sum())}
+        for family, mask in ((INDUCTOR_KERNELS, inductor), (OUTSIDE_INDUCTOR, ~on_matmul & ~inductor))}
+    return sides
+
+
+def _dram(kernels: pd.DataFrame) -> pd.Series:
+    return pd.to_numeric(kernels.get("dram_bytes", pd.Series(0.0, index=kernels.index)), errors="coerce").fillna(0.0)
+
+
+def _byte_summary(kernels: pd.DataFrame, dram: pd.Series) -> list[dict[str, Any]]:
+    """[{class, name (short), count, bytes}] of a group of kernels, most DRAM bytes first."""
+    return [{"class": k["class"], "name": k["name"], "count": k["count"], "bytes": k["flops"]}
+            for k in _summarize(kernels["kernel_class"].tolist(), kernels["name"].tolist(), dram.tolist())]
+
+
+def _traffic(value: float) -> str:
+    """DRAM traffic in a sentence, SI units as the summary's columns: '2.183 GB'."""
+    return format_quantity(value, "B")
+
+
+def _describe_bytes(summary: list[dict[str, Any]], limit: int = 2) -> str:
+    return ", ".join(f"{abbreviate_kernel_name(k['name'])} ×{k['count']} ({_traffic(k['bytes'])})"
+                     for k in summary[:limit]) or "none"
+
+
+def _fused_bytes(measured: float, estimated: float, floor: float | None, evidence: _Evidence,
+                 tolerance: float) -> dict[str, Any]:
+    """A compiled step's DRAM bytes against the fusion-aware estimate: agreement within ± ``tolerance``, else
+    the cause from the kernels (module docstring). Keys of :func:`reconcile`'s result."""
+    ratio = measured / estimated
+    sides = bytes_sides(evidence.kernels, evidence.ops)
+    out: dict[str, Any] = {"bytes_agree": abs(ratio - 1) <= tolerance, "bytes_sides": sides}
+    if out["bytes_agree"]:
+        return out
+    direction = f"{100 * (ratio - 1):.0f}% above" if ratio > 1 else f"{100 * (1 - ratio):.0f}% below"
+    lead = (f"Measured DRAM bytes are {direction} the fusion-aware estimate (measured/estimated = {ratio:.3g}, "
+            f"{_traffic(measured)} vs {_traffic(estimated)})")
+    kernels = evidence.kernels
+    if kernels is not None and "kernel_class" in kernels.columns and len(kernels) \
+            and not kernels["name"].map(is_inductor_kernel).any():
+        out["bytes_cause"] = (
+            f"{lead}: the profile holds no kernel inductor generated (triton_*), so the profiled step ran "
+            f"library and eager kernels only ({len(kernels)} kernels, e.g. "
+            f"{_describe_bytes(_byte_summary(kernels, _dram(kernels)))}): a graph break or "
+            f"a compile that fell back to eager; the fusion-aware estimate does not describe such a step.")
+        return out
+    if not sides:
+        out.update(bytes_unexplained=True, bytes_cause=(
+            f"{UNEXPLAINED}: {lead[0].lower()}{lead[1:]}, and without the profile's per-kernel table (with DRAM "
+            f"bytes) and the estimate's ops.csv no kernel can be named for it."))
+        return out
+    families = sides[OTHER_SIDE]["families"]
+    per_side = (f"By side: convolution/matmul kernels {_traffic(sides[MATMUL_SIDE]['measured'])} where the "
+                f"estimate's convolution/matmul ops move {_traffic(sides[MATMUL_SIDE]['estimated'])}; other "
+                f"kernels {_traffic(sides[OTHER_SIDE]['measured'])} (inductor's "
+                f"{families[INDUCTOR_KERNELS]['count']} triton_ kernels "
+                f"{_traffic(families[INDUCTOR_KERNELS]['measured'])}, "
+                f"{families[OUTSIDE_INDUCTOR]['count']} kernels outside them "
+                f"{_traffic(families[OUTSIDE_INDUCTOR]['measured'])}) where the estimate's other ops move "
+                f"{_traffic(sides[OTHER_SIDE]['estimated'])} after its fusion rules.")
+    if floor and measured < floor * (1 - tolerance):
+        out["bytes_cause"] = (f"{lead}, below even the compulsory floor ({_traffic(floor)}): data that fits "
+                              f"in L2 is read from DRAM once however often kernels reuse it, or the profiled range "
+                              f"missed part of the step. {per_side}")
+        return out
+    # the two sides add up to the gap: the larger one with its sign carries at least half of it
+    gap = measured - estimated
+    carrier = max((MATMUL_SIDE, OTHER_SIDE), key=lambda side: sides[side]["difference"] * math.copysign(1, gap))
+    share = sides[carrier]["difference"] / gap
+    more = gap > 0
+    if carrier == MATMUL_SIDE:
+        text = (f"The convolution/matmul kernels carry {100 * min(share, 1):.0f}% of the gap "
+                f"({_describe_bytes(sides[MATMUL_SIDE]['kernels'])}): inductor leaves convolutions and GEMMs to "
+                f"cuDNN and cuBLAS, which " + (
+                    "read their operands from DRAM again in each kernel (ncu starts every kernel with cold caches), "
+                    "and move workspaces and layout transforms the estimate does not count." if more else
+                    "kept part of their operands in L2 between kernels."))
+    else:
+        outside = families[OUTSIDE_INDUCTOR]["measured"]
+        inside = families[INDUCTOR_KERNELS]["measured"]
+        if more and outside >= EXPLAINED_SHARE * gap:
+            text = (f"The other kernels carry {100 * min(share, 1):.0f}% of the gap, and the kernels outside "
+                    f"inductor's fused code alone move {_traffic(outside)} "
+                    f"({_describe_bytes(families[OUTSIDE_INDUCTOR]['kernels'])}): ops inductor did not fuse (aten "
+                    f"fallbacks, layout copies) write and read tensors the fusion-aware estimate keeps on chip.")
+        else:
+            text = (f"The other kernels carry {100 * min(share, 1):.0f}% of the gap: inductor's triton_ kernels move "
+                    f"{_traffic(inside)} ({_describe_bytes(families[INDUCTOR_KERNELS]['kernels'])}), "
+                    + ("keeping more intermediate tensors in DRAM than the estimate's fusion rules (an epilogue "
+                       "per producer, BatchNorm folded in inference) assume." if more else
+                       "fusing more than the estimate's rules assume (across reductions, or recomputing tensors "
+                       "instead of reading them)."))
+    out["bytes_cause"] = f"{lead}. {per_side} {text}"
+    return out

@@ -321,23 +321,27 @@ def build_checks(summary: pd.DataFrame, totals: dict[tuple, dict] | None = None,
 
 
 def flagged_runs(checks: pd.DataFrame) -> dict[tuple, str]:
-    """{(device, model, batch, precision, mode): worst severity} of the runs a check flagged on a device
-    (estimate-only checks, with no device, flag that run on every device)."""
+    """{(device, model, batch, precision, mode, variant): worst severity} of the runs a check flagged on a
+    device (estimate-only checks, with no device and no variant, flag that run on every device and variant;
+    a checks table written before variants flags eager runs)."""
     out: dict[tuple, str] = {}
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     for _, row in checks.iterrows():
-        key = (row["device"] if isinstance(row["device"], str) else "", row["model"], int(row["batch"]),
-               row["precision"], row["mode"])
+        device = row["device"] if isinstance(row["device"], str) else ""
+        variant = row.get("variant")
+        variant = variant if isinstance(variant, str) and variant else ("eager" if device else "")
+        key = (device, row["model"], int(row["batch"]), row["precision"], row["mode"], variant if device else "")
         if key not in out or rank[row["severity"]] < rank[out[key]]:
             out[key] = row["severity"]
     return out
 
 
-def severity_of(flags: dict[tuple, str], device: str, model: str, batch: int, precision: str, mode: str
-                ) -> str | None:
-    """The worst flag on a run on `device`, counting estimate-only flags (device '') too."""
+def severity_of(flags: dict[tuple, str], device: str, model: str, batch: int, precision: str, mode: str,
+                variant: str | None = "eager") -> str | None:
+    """The worst flag on a run on `device` as `variant` ran it, counting estimate-only flags (device '') too."""
     rank = {s: i for i, s in enumerate(SEVERITIES)}
-    found = [flags.get((d, model, int(batch), precision, mode)) for d in (device, "")]
+    variant = variant if isinstance(variant, str) and variant else "eager"
+    found = [flags.get((d, model, int(batch), precision, mode, variant if d else "")) for d in (device, "")]
     found = [f for f in found if f]
     return min(found, key=rank.__getitem__) if found else None
 

@@ -87,7 +87,8 @@ def _flag(flags: dict | None, row) -> str | None:
         return None
     from rooflow.report.checks import severity_of
 
-    return severity_of(flags, row["device"], row["model"], int(row["batch"]), row["precision"], row["mode"])
+    return severity_of(flags, row["device"], row["model"], int(row["batch"]), row["precision"], row["mode"],
+                       row.get("variant"))
 
 
 def _scatter_panel(ax, frame: pd.DataFrame, x: str, y: str, markers, colours, flags=None,

@@ -20,13 +20,14 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.conventions import NOISY_SPREAD
+from rooflow.conventions import NOISY_SPREAD, bytes_model
 from rooflow.errors import RooflowError
 from rooflow.io import read_json, write_json
-from rooflow.profilers.reconcile import UNEXPLAINED
+from rooflow.profilers.reconcile import DEFAULT_TOLERANCE, UNEXPLAINED
 
 RUN_COLUMNS = ["device", "model", "batch", "precision", "mode"]
-CHECK_COLUMNS = ["run", *RUN_COLUMNS, "severity", "check", "value", "expected", "likely_cause", "evidence"]
+CHECK_COLUMNS = ["run", *RUN_COLUMNS, "variant", "severity", "check", "value", "expected", "likely_cause",
+                 "evidence"]
 SEVERITIES = ("error", "warning", "result")
 
 # Measured/estimated FLOPs outside this band need an explanation.
@@ -54,6 +55,8 @@ class Check:
     expected: str
     cause: str
     evidence: str = ""
+    # how the step ran (rooflow.conventions.VARIANTS); "" for a check of the estimate, which every variant shares
+    variant: str = "eager"
 
     def __getitem__(self, column: str) -> Any:
         """A record reads like a row of the checks table: ``check["likely_cause"]``."""
@@ -69,7 +72,7 @@ class Check:
 def variant_label(row: Any) -> str:
     """' channels_last' or ' compile' after a run's label; nothing for an eager run (or a row without one)."""
     variant = row.get("variant") if hasattr(row, "get") else None
-    return f" {variant}" if isinstance(variant, str) and variant != "eager" else ""
+    return f" {variant}" if isinstance(variant, str) and variant not in ("", "eager") else ""
 
 
 def run_label(row: Any) -> str:
@@ -87,6 +90,7 @@ def for_run(run: Any, severity: str, check: str, value: str, expected: str, caus
     keys = {k: run.get(k) for k in RUN_COLUMNS}
     keys["device"] = keys["device"] if isinstance(keys["device"], str) else ""
     keys["batch"] = int(keys["batch"])
+    keys["variant"] = _text(run.get("variant")) or ("eager" if keys["device"] else "")
     return Check(run=label or run_label(keys), severity=severity, check=check, value=value, expected=expected,
                  cause=cause, evidence=evidence, **keys)
 
@@ -107,6 +111,7 @@ def from_frame(frame: pd.DataFrame) -> list[Check]:
     for row in frame.to_dict("records"):
         row = {("cause" if k == "likely_cause" else k): ("" if isinstance(v, float) and math.isnan(v) else v)
                for k, v in row.items()}
+        row.setdefault("variant", "eager" if row.get("device") else "")  # a table written before variants
         out.append(Check(**{k: v for k, v in row.items() if k in names}))
     return out
 
@@ -139,15 +144,24 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
+def estimated_bytes(run: Any) -> Any:
+    """The estimate's DRAM bytes for how the run executed (the summary's ``estimated_bytes``: unfused for an
+    eager step, fusion-aware for a compiled one); a summary written before that column: the fusion-aware
+    bytes, else the floor."""
+    for column in ("estimated_bytes", "estimated_fused_bytes", "estimated_min_bytes"):
+        if _finite(run.get(column)):
+            return run.get(column)
+    return None
+
+
 def estimate_percent_of_roof(run: Any) -> float | None:
     """Where a run's point comes from measured FLOPs or bytes: the ESTIMATE's point (estimated FLOPs over
-    estimated fusion-aware bytes, at the measured time) as a percentage of the attainable FLOP/s of the
-    run's roof. None where the point is the estimate already, or a value is missing."""
+    the estimate's bytes for the run's variant, at the measured time) as a percentage of the attainable
+    FLOP/s of the run's roof. None where the point is the estimate already, or a value is missing."""
     if run.get("flops_source") == "estimate" and str(run.get("bytes_source", "")).startswith("estimate"):
         return None
     flops, seconds = run.get("estimated_flops"), run.get("measured_seconds")
-    nbytes = run.get("estimated_fused_bytes") if _finite(run.get("estimated_fused_bytes")) \
-        else run.get("estimated_min_bytes")
+    nbytes = estimated_bytes(run)
     peak, bandwidth = run.get("peak_flops_per_second"), run.get("bandwidth_bytes_per_second")
     if not all(_finite(v) and v > 0 for v in (flops, seconds, nbytes, peak, bandwidth)):
         return None
@@ -231,9 +245,13 @@ def _roof_checks(run: Any) -> list[Check]:
         attainable = run.get("attainable_flops_per_second")
         roof = (f"{attainable / 1e12:.3g} TFLOP/s of the {run.get('roof_source')} {run.get('precision')} roof"
                 if _finite(attainable) else "FLOP/s")
+        source = str(run.get("bytes_source", ""))
+        traffic = (f"; or, as its bytes are the estimate's {source.removeprefix('estimate-')} traffic, the caches "
+                   "kept part of that traffic off DRAM, so the point's true intensity lies further right"
+                   if source.startswith("estimate") and run.get("bound") == "memory-bound" else "")
         out.append(for_run(run, "error", "above the roof", f"{percent:.0f}% of the attainable {roof}", "≤ 100%",
                            "a wrong peak (a sparse headline?), over-counted FLOPs, an under-measured time, or FLOPs "
-                           "of a precision this roof does not cover"))
+                           "of a precision this roof does not cover" + traffic))
     measured_percent = run.get("percent_of_measured_roofline")
     if run.get("roof_source") == "datasheet" and _finite(measured_percent) and measured_percent > 100:
         out.append(for_run(run, "warning", "above the measured roof",
@@ -286,6 +304,14 @@ def _flop_checks(run: Any) -> list[Check]:
     if contradiction:
         out.append(for_run(run, "error", "explanation contradicts the per-class counts", contradiction[0],
                            f"the gap on the side the explanation blames ({contradiction[1]})", contradiction[2]))
+    bytes_cause = _text(run.get("bytes_reconciliation"))
+    if bytes_cause and _finite(run.get("bytes_ratio")):
+        # held to the estimate of the way the step ran (rooflow.profilers.reconcile): ratio to that estimate
+        band = (f"within ±{100 * DEFAULT_TOLERANCE:.0f}% of the fusion-aware estimate"
+                if bytes_model(_text(run.get("variant"))) == "fused" else
+                f"between the floor and the unfused estimate, ±{100 * DEFAULT_TOLERANCE:.0f}%")
+        out.append(for_run(run, "error" if bytes_cause.startswith(UNEXPLAINED) else "warning",
+                           "measured/estimated DRAM bytes", f"{float(run['bytes_ratio']):.2f}", band, bytes_cause))
     mismatch = _text(run.get("kernel_mismatch"))
     if mismatch:
         differ = str(run.get("kernel_algorithms_differ")).lower() in ("true", "1", "1.0")

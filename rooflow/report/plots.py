@@ -25,7 +25,7 @@ from matplotlib.ticker import EngFormatter
 
 from rooflow.hardware.devices import COMPUTE_ROOFS, MATMUL_ROOF, Device, Roof
 from rooflow.hardware.roofs import intensity_range, roof_polyline
-from rooflow.report.findings import variant_label
+from rooflow.report.findings import estimated_bytes, variant_label
 from rooflow.units import format_si
 
 # SVG text stays text (small files, searchable, crisp at any zoom), not paths.
@@ -298,6 +298,12 @@ def _ok(value) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value)) and value > 0
 
 
+def _variant(record) -> str:
+    """A summary row's or ncu aggregate's variant (eager where it has none: written before variants)."""
+    variant = record.get("variant")
+    return variant if isinstance(variant, str) and variant else "eager"
+
+
 def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, flags: dict | None = None,
                     hierarchy: pd.DataFrame | None = None, show_fp64: bool = False, extra_roofs=(),
                     keep_open: bool = False) -> dict:
@@ -321,19 +327,19 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
     levels: dict[tuple, dict[str, float]] = {}
     if hierarchy is not None and len(hierarchy):
         for _, h in hierarchy[hierarchy["device"] == device.key].iterrows():
-            key = (h["model"], int(h["batch"]), h["precision"], h["mode"])
+            key = (h["model"], int(h["batch"]), h["precision"], h["mode"], _variant(h))
             levels[key] = {lvl: h[f"{lvl}_bytes"] for lvl in ("l2", "l1") if _ok(h.get(f"{lvl}_bytes"))}
             levels[key]["flops"] = h.get("flops_total")
 
     # x range: every point (DRAM, cache and estimate intensities) and every ridge, a decade either side
     xs_all = list(rows["arithmetic_intensity"])
     for _, row in rows.iterrows():
-        key = (row["model"], int(row["batch"]), row["precision"], row["mode"])
+        key = (row["model"], int(row["batch"]), row["precision"], row["mode"], _variant(row))
         for lvl, value in levels.get(key, {}).items():
             if lvl != "flops" and _ok(levels[key].get("flops")):
                 xs_all.append(levels[key]["flops"] / value)
-        if _ok(row.get("estimated_flops")) and _ok(row.get("estimated_fused_bytes")):
-            xs_all.append(row["estimated_flops"] / row["estimated_fused_bytes"])
+        if _ok(row.get("estimated_flops")) and _ok(estimated_bytes(row)):
+            xs_all.append(row["estimated_flops"] / estimated_bytes(row))
     all_roofs = [*device.roofs(), *extra_roofs]
     ridges = [c.value / m.value for c in all_roofs if c.kind == "compute" for m in all_roofs if m.kind == "memory"]
     x_min, x_max = intensity_range(xs_all, ridges)
@@ -369,7 +375,8 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
         colour = ROOF_COLOURS.get(MATMUL_ROOF.get(row["precision"], "fp32"), "black") if by_precision \
             else colours.get(batch, "black")
         size = sizes[batch] if by_precision else 80
-        severity = severity_of(flags or {}, device.key, row["model"], batch, row["precision"], row["mode"])
+        severity = severity_of(flags or {}, device.key, row["model"], batch, row["precision"], row["mode"],
+                               _variant(row))
         filled = row["mode"] == "training"
         attainable = row.get("attainable_flops_per_second")
         if _ok(attainable):
@@ -392,7 +399,7 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
                                   markeredgewidth=1.5, label=f"{number}  {short}"))
         drawn["points"].append({"label": label, "number": number, "x": x, "y": y, "attainable": attainable,
                                 "severity": severity, "marker": markers[row["model"]], "filled": filled})
-        key = (row["model"], batch, row["precision"], row["mode"])
+        key = (row["model"], batch, row["precision"], row["mode"], _variant(row))
         # Hierarchical points: the same kernels (same FLOPs, same time) at their L2 and L1 intensity.
         flops = levels.get(key, {}).get("flops")
         chain = [(x, "DRAM")]
@@ -409,11 +416,12 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
                 drawn["levels"].append({"label": label, "level": lvl, "x": lx, "y": ly})
         if len(chain) > 1:
             ax.plot([c[0] for c in chain], [y] * len(chain), color=colour, linewidth=0.8, alpha=0.6, zorder=4)
-        # The estimate beside a measured point: estimated FLOPs over estimated bytes, at the measured time.
+        # The estimate beside a measured point: estimated FLOPs over the estimate's bytes for the way the step
+        # ran (unfused eager, fusion-aware compiled traffic), at the measured time.
         measured = row.get("flops_source") == "ncu" or str(row.get("bytes_source", "")).startswith("ncu")
-        if measured and _ok(row.get("estimated_flops")) and _ok(row.get("estimated_fused_bytes")) \
+        if measured and _ok(row.get("estimated_flops")) and _ok(estimated_bytes(row)) \
                 and _ok(row.get("measured_seconds")):
-            ex = row["estimated_flops"] / row["estimated_fused_bytes"]
+            ex = row["estimated_flops"] / estimated_bytes(row)
             ey = row["estimated_flops"] / row["measured_seconds"]
             ax.plot([x, ex], [y, ey], color="#888888", linewidth=0.9, linestyle="--", zorder=4)
             ax.scatter([ex], [ey], marker=markers[row["model"]], s=size * 0.8, facecolors="#dddddd",

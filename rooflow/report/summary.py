@@ -2,7 +2,10 @@
 the measured time, the profiler aggregates (where a GPU was profiled) and the device's roofs.
 
 Which FLOPs and bytes place a point on the roofline: measured ones (ncu) where they exist, else the
-estimate (total FLOPs of the mode; fusion-aware DRAM bytes). `flops_source`/`bytes_source` say which.
+estimate: total FLOPs of the mode over the DRAM bytes of the traffic model the run's variant follows
+(rooflow.conventions.bytes_model: unfused for an eager or channels_last step, fusion-aware for a compiled one,
+so fusion moves a compiled point right). `flops_source`/`bytes_source` say which; `estimated_bytes` and
+`estimated_arithmetic_intensity` are that estimate, also where the point itself was measured.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.conventions import VARIANTS
+from rooflow.conventions import VARIANTS, bytes_model
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import Device, load_devices
 from rooflow.hardware.environment import throttle_reading
@@ -32,7 +35,7 @@ COLUMNS = [
     *KEYS, "variant", "device_kind", "status", "status_message", "timer", "input_size", "params",
     "estimated_flops", "estimated_forward_flops", "estimated_backward_flops", "estimated_optimizer_flops",
     "estimated_matmul_flops", "estimated_min_bytes", "estimated_fused_bytes", "estimated_unfused_bytes",
-    "estimated_peak_memory_bytes", "forward_backward_flops_ratio",
+    "estimated_bytes", "estimated_arithmetic_intensity", "estimated_peak_memory_bytes", "forward_backward_flops_ratio",
     "measured_seconds", "seconds_spread", "forward_seconds", "backward_seconds", "images_per_second",
     "compile_seconds",
     "timing_rounds", "throttle", "memory_requested_bytes", "memory_available_bytes",
@@ -48,7 +51,7 @@ COLUMNS = [
     "measured_over_predicted", "roofline_seconds",
     "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
     "measured_memory_bytes", "warmup_memory_bytes", "measured_reserved_bytes", "measured_over_predicted_memory",
-    "flops_ratio", "bytes_ratio", "reconciliation",
+    "flops_ratio", "bytes_ratio", "reconciliation", "bytes_reconciliation",
     # the evidence behind the reconciliation (rooflow.profilers.reconcile) and the timed-vs-profiled kernels
     # (rooflow.measure.timeline), for the checks that test it
     "measured_matmul_flops", "measured_other_flops", "estimated_other_flops", "reconciliation_side",
@@ -127,14 +130,15 @@ def _top_time(row: dict[str, Any], timing: dict[str, Any] | None) -> None:
         row["top_time"], row["top_time_source"] = f"{name} {100 * value / total:.0f}%", source
 
 
-def _reconcile(measured: dict, estimate: dict, precision: str, mode: str, device: Device) -> dict[str, Any]:
+def _reconcile(measured: dict, estimate: dict, precision: str, mode: str, device: Device,
+               variant: str) -> dict[str, Any]:
     from rooflow.profilers.reconcile import reconcile
 
     # Kernel names let the diagnosis cite Winograd/FFT kernels; the aggregate lists them beside its totals.
     kernels = pd.DataFrame({"name": measured["kernel_names"]}) if measured.get("kernel_names") else None
     return reconcile(measured, estimate, precision=precision, mode=mode,
                      tensor_metrics_collected=bool(measured.get("tensor_metrics_collected")),
-                     architecture=device.architecture, kernels=kernels)
+                     architecture=device.architecture, kernels=kernels, variant=variant)
 
 
 def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] | None,
@@ -209,22 +213,28 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
         row["flops"], row["flops_source"] = row["measured_flops"], "ncu"
     else:
         row["flops"], row["flops_source"] = row["estimated_flops"], "estimate"
+    # the estimate's traffic for how this variant runs (an estimate without that model: the other, else the floor)
+    traffic = next((name for name in (bytes_model(row["variant"]), "fused", "unfused")
+                    if row[f"estimated_{name}_bytes"]), "min")
+    row["estimated_bytes"] = row[f"estimated_{traffic}_bytes"]
+    if row["estimated_flops"] and row["estimated_bytes"]:
+        row["estimated_arithmetic_intensity"] = row["estimated_flops"] / row["estimated_bytes"]
     if row.get("measured_dram_bytes"):
         row["bytes"], row["bytes_source"] = row["measured_dram_bytes"], "ncu-dram"
     else:
-        fused = row["estimated_fused_bytes"] or row["estimated_min_bytes"]
-        row["bytes"] = fused
-        row["bytes_source"] = "estimate-fused" if row["estimated_fused_bytes"] else "estimate-floor"
+        row["bytes"] = row["estimated_bytes"]
+        row["bytes_source"] = f"estimate-{'floor' if traffic == 'min' else traffic}"
     if row["flops"] and row["bytes"]:
         row["arithmetic_intensity"] = row["flops"] / row["bytes"]
 
     if ncu:
         if reconciliation is None:
-            reconciliation = _reconcile(ncu, estimate, row["precision"], row["mode"], device)
+            reconciliation = _reconcile(ncu, estimate, row["precision"], row["mode"], device, row["variant"])
         _evidence_columns(row, reconciliation)
         row["flops_ratio"] = reconciliation.get("flops_ratio")
         row["bytes_ratio"] = reconciliation.get("bytes_ratio")
         row["reconciliation"] = reconciliation.get("cause")
+        row["bytes_reconciliation"] = reconciliation.get("bytes_cause")
 
     seconds = row.get("measured_seconds")
     if seconds and row["flops"]:

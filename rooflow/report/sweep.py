@@ -145,7 +145,8 @@ def sweep_roofline_figure(summary: pd.DataFrame, device: Device, path: str | Pat
                            linewidths=1.3, zorder=5)
                 for (index, row), size in zip(group.iterrows(), area):
                     x, y = row["arithmetic_intensity"], row["achieved_flops_per_second"]
-                    severity = severity_of(flags or {}, device.key, model, int(row["batch"]), precision, mode)
+                    severity = severity_of(flags or {}, device.key, model, int(row["batch"]), precision, mode,
+                                           row.get("variant"))
                     label = f"{model} b{int(row['batch'])}"
                     if severity:
                         style = FLAG_STYLES[severity]

@@ -132,3 +132,51 @@ def test_unknown_mode_is_one_clear_error():
     with pytest.raises(driver.RooflowError, match="profiling.ncu.mode"):
         driver.annotated_step(tiny_runner("inference"), "fast")
 
+
+
+def compiled_runner(mode: str, compiles: list):
+    """tiny_runner's step as torch.compile runs it (dynamo, with a backend that counts the graphs it is given
+    and runs them as they are: no inductor, no C++ compiler), compiled by one step."""
+    runner = tiny_runner(mode)
+    runner.spec.variant = "compile"
+
+    def backend(graph, example_inputs):
+        compiles.append(graph)
+        return graph.forward
+
+    runner.model = torch.compile(runner.model, backend=backend)
+    runner.step()
+    return runner
+
+
+@pytest.mark.parametrize("mode, phases", [("training", ["forward", "backward", "optimizer"]),
+                                          ("inference", ["forward"])])
+def test_a_compiled_step_is_profiled_whole_with_its_phase_ranges(recorder, monkeypatch, mode, phases):
+    compiles, pushed = [], []
+    runner = compiled_runner(mode, compiles)
+    compiled = len(compiles)
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda message: (pushed.append(message),
+                                                                       recorder.push(message)))
+    plan = driver.annotated_step(runner, "exhaustive")
+    assert plan == {"format": driver.PLAN_FORMAT, "mode": "exhaustive", "variant": "compile",
+                    "attribution": "whole step"}
+    assert pushed == [f"phase:{phase}" for phase in phases] and recorder.stack == []
+    assert recorder.starts == 1 and not recorder.profiling  # one profiler range around the whole step
+    assert len(compiles) == compiled  # nothing compiled again inside the profiled step
+    with pytest.raises(driver.RooflowError, match="profiled whole"):
+        driver.annotated_step(runner, "distinct")
+    assert driver.ncu_mode_for("compile", "distinct") == "exhaustive"
+    assert driver.ncu_mode_for("channels_last", "distinct") == "distinct"
+
+
+def test_layer_hooks_added_after_compilation_never_run(recorder, monkeypatch):
+    """Why a compiled step gets no layer ranges: the eager annotations' module hooks, installed on a compiled
+    model, are skipped by dynamo (no guard on hooks by default), so no kernel would be inside a layer range."""
+    pushed = []
+    runner = compiled_runner("inference", [])
+    runner.spec.variant = "eager"  # annotate it as if it ran eager modules
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda message: (pushed.append(message),
+                                                                       recorder.push(message)))
+    driver.annotated_step(runner, "exhaustive")
+    # only the wrapper's range around the whole compiled module; none of its layers (stem, layer.0.conv1, ...)
+    assert [message for message in pushed if message.startswith("layer:")] == ["layer:_orig_mod"]

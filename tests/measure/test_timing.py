@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -397,6 +398,18 @@ def test_compile_records_its_compile_time_apart():
     # compiling (dynamo + inductor's C++ for the graph) takes far longer than a step
     assert record["compile_seconds"] > 10 * record["median_seconds"]
     assert "compile_seconds" not in measure(_tiny("eager", "inference"), {})
+
+
+def test_rooflow_time_runs_the_variant_it_is_given(tmp_path):
+    """`rooflow time` (and the profiling driver: the same arguments) takes the variant of the workflow's jobs."""
+    from rooflow import cli
+
+    build_subset(SubsetSpec(None, 1, 1, 16, 8, 0), tmp_path / "s.pt", tmp_path / "m.csv")
+    assert cli.main(["time", "--model", "tests.support:Tiny", "--input", "3x8x8", "--batch", "2", "--warmup", "0",
+                     "--iterations", "2", "--rounds", "1", "--threads", "1", "--variant", "channels_last",
+                     "--subset", str(tmp_path / "s.pt"), "--output", str(tmp_path / "t.json")]) == 0
+    record = json.loads((tmp_path / "t.json").read_text())
+    assert (record["variant"], record["status"]) == ("channels_last", "ok")
 
 
 def test_unknown_variant_is_one_sentence():

@@ -143,6 +143,23 @@ def test_a_profile_without_nvtx_says_so_in_the_table():
     assert math.fsum(table.iloc[:-1]["estimated_flops"]) == pytest.approx(est.totals["total_flops"])
 
 
+def test_a_compiled_step_is_one_row_of_all_its_kernels_whatever_ranges_it_has():
+    """A compiled step is profiled whole (its kernels fuse layers): even with NVTX ranges in the profile the
+    table is the estimate by layer and one row of the measured totals, and the note says why."""
+    from rooflow.profilers.layers import WHOLE_STEP, layer_table_note
+
+    result, est = resnet18()
+    assert has_nvtx(result.kernels)
+    table = layer_table(result.kernels, est.ops, est.layers, by_layer=False)
+    last = table.iloc[-1]
+    assert (last["layer"], last["note"]) == ("(all kernels)", WHOLE_STEP)
+    assert last["measured_dram_bytes"] == pytest.approx(result.totals["dram_bytes"])
+    assert table.iloc[:-1]["measured_flops"].isna().all()
+    note = layer_table_note(table, None, "Unexplained: measured DRAM bytes are 40% above the fusion-aware estimate")
+    assert note.startswith("A compiled step (torch.compile) is profiled whole: inductor's kernels fuse ops")
+    assert note.endswith("DRAM bytes: Unexplained: measured DRAM bytes are 40% above the fusion-aware estimate")
+
+
 def test_reduced_mode_rows_carry_layer_and_phase_items():
     """The reduced ("distinct kernels") ncu mode writes layer: and phase: items on every row, backward ones
     included: the same function attributes them by range."""

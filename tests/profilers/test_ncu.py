@@ -823,6 +823,25 @@ def test_classify_real_kernel_names(fragment, expected):
     assert {classify_kernel(name) for name in names} == {expected}
 
 
+@pytest.mark.parametrize(("name", "expected"), [
+    # inductor names a Triton kernel after the aten ops it fuses (torch/_inductor/codegen: triton_<kind>_fused_<ops>)
+    ("triton_poi_fused_convolution_relu_0", "elementwise"),  # the bias + ReLU epilogue of a cuDNN convolution
+    ("triton_poi_fused_add_relu_threshold_backward_5", "elementwise"),
+    ("triton_red_fused__native_batch_norm_legit_functional_convolution_1", "normalization"),
+    ("triton_red_fused_convolution_backward_native_batch_norm_backward_9", "normalization"),
+    ("triton_poi_fused_max_pool2d_with_indices_3", "pooling"),
+    ("triton_per_fused_mean_view_4", "reduction"),  # a reduction with no other word: a reduction
+    ("triton_poi_fused_clone_10", "elementwise"),  # a pointwise kernel with no other word: elementwise
+    ("triton_tem_fused_addmm_6", "gemm"),  # max-autotune's GEMM template is the GEMM itself
+    ("triton_tem_fused_convolution_7", "convolution"),
+])
+def test_inductor_kernels_are_classed_by_what_they_compute(name, expected):
+    from rooflow.profilers.kernels import is_inductor_kernel
+
+    assert classify_kernel(name) == expected and is_inductor_kernel(name)
+    assert not is_inductor_kernel("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>")
+
+
 def test_every_fixture_kernel_gets_a_class():
     classes = defaultdict(int)
     for name in _fixture_kernel_names():

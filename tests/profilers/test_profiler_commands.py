@@ -59,6 +59,10 @@ def test_driver_argv_runs_the_driver_module_with_the_ncu_mode_and_plan():
     assert argv[argv.index("--threads") + 1] == "8" and argv[argv.index("--warmup") + 1] == "10"
     nsys = driver_argv("resnet50", 64, "tf32", "training", "subset.pt", 0, None)
     assert "--ncu-mode" not in nsys and "--plan" not in nsys and nsys[nsys.index("--warmup") + 1] == "1"
+    assert "--variant" not in argv + nsys  # an eager step's command is what it was before variants
+    compiled = driver_argv("resnet50", 64, "tf32", "training", "subset.pt", 10, 8, ncu_mode="exhaustive",
+                           variant="compile")
+    assert compiled[compiled.index("--variant") + 1] == "compile"
 
 
 def test_ncu_command_needs_metrics_and_a_driver():
@@ -311,7 +315,7 @@ out = types.SimpleNamespace(trace=sys.argv[1] + "/trace.csv", kern_sum=sys.argv[
 snakemake = types.SimpleNamespace(
     wildcards=types.SimpleNamespace(model="vgg16", batch="64", precision="fp32", mode="training"),
     params=types.SimpleNamespace(tool={"executable": sys.argv[2], "extra_args": []}, warmup=10,
-                                 model={"name": "vgg16"}),
+                                 model={"name": "vgg16"}, variant="eager"),
     input=types.SimpleNamespace(subset="results/dataset/subset.pt"), output=out, threads=2,
     log=[sys.argv[1] + "/nsys.log"])
 runpy.run_path("scripts/profile_nsys.py", init_globals={"snakemake": snakemake})

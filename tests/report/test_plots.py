@@ -135,6 +135,31 @@ def test_hierarchical_and_estimate_points_beside_a_measured_one(tmp_path):
     assert "same kernels at L2 / L1 intensity" in (tmp_path / "r.svg").read_text()
 
 
+def test_a_compiled_point_beside_its_eager_one_keeps_its_own_estimate_cache_points_and_flag(tmp_path):
+    """One run profiled as eager and as compiled: each point's estimate sits at the bytes of the way it ran
+    (eager 1e12 / 100e9 unfused = 10, compiled 1e12 / 40e9 fused = 25 FLOP/B), each keeps its own L2 point, and
+    a check on the compiled row rings the compiled point only."""
+    eager = run("resnet50", 64, "training", 1e12, 80e9, 0.2, flops_source="ncu", bytes_source="ncu-dram",
+                estimated_flops=1e12, estimated_bytes=100e9, estimated_fused_bytes=40e9, variant="eager")
+    compiled = run("resnet50", 64, "training", 1e12, 50e9, 0.02, flops_source="ncu", bytes_source="ncu-dram",
+                   estimated_flops=1e12, estimated_bytes=40e9, estimated_fused_bytes=40e9, variant="compile")
+    assert compiled["percent_of_roofline"] > 100  # 50 TFLOP/s over a 20 TFLOP/s roof: a bug to flag
+    summary = pd.DataFrame([eager, compiled], columns=COLUMNS)
+    checks, _ = build_checks(summary)
+    assert list(checks["variant"]) == ["compile"] and checks.iloc[0]["check"] == "above the roof"
+    hierarchy = pd.DataFrame([{"device": "gpu", "model": "resnet50", "batch": 64, "precision": "fp32",
+                               "mode": "training", "variant": variant, "flops_total": 1e12, "dram_bytes": dram,
+                               "l2_bytes": l2} for variant, dram, l2 in (("eager", 80e9, 400e9),
+                                                                         ("compile", 50e9, 200e9))])
+    drawn = roofline_figure(summary, gpu(), tmp_path / "r.svg", flags=flagged_runs(checks), hierarchy=hierarchy)
+    estimates = {e["label"]: e["x"] for e in drawn["estimates"]}
+    assert estimates == {"resnet50 b64 fp32 train": pytest.approx(10.0),
+                         "resnet50 b64 fp32 train compile": pytest.approx(25.0)}
+    assert {lvl["label"]: lvl["x"] for lvl in drawn["levels"]} == {"resnet50 b64 fp32 train": pytest.approx(2.5),
+                                                                   "resnet50 b64 fp32 train compile": pytest.approx(5.0)}
+    assert drawn["flagged"] == [{"label": "resnet50 b64 fp32 train compile", "severity": "error"}]
+
+
 def test_several_precisions_are_coloured_by_their_roof(tmp_path):
     summary = pd.DataFrame([run("resnet18", 8, "inference", 10e9, 1e9, 2e-3),
                             run("resnet18", 8, "inference", 10e9, 0.5e9, 0.5e-3, precision="fp16")], columns=COLUMNS)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from rooflow.hardware.devices import Device
-from rooflow.report.findings import run_label
+from rooflow.report.findings import run_checks, run_label
 from rooflow.report.summary import build_row, build_summary, eager_rows
 
 GPU = Device(key="gpu", kind="cuda", name="Test GPU", architecture="sm_80",
@@ -31,11 +31,13 @@ def timing(seconds, spread=0.01, status="ok", device="cpu", **overrides):
     return base
 
 
-def test_cpu_row_uses_measured_roofs_and_estimated_fused_bytes():
+def test_cpu_eager_row_uses_measured_roofs_and_the_estimates_unfused_bytes():
+    """An eager step runs one kernel per aten op: its estimated point is at the unfused traffic."""
     row = build_row(CPU, estimate(), timing(0.1))
     assert row["flops"] == 4e9 and row["flops_source"] == "estimate"
-    assert row["bytes"] == 1e8 and row["bytes_source"] == "estimate-fused"
-    assert row["arithmetic_intensity"] == pytest.approx(40)
+    assert row["bytes"] == 3e8 and row["bytes_source"] == "estimate-unfused"
+    assert row["arithmetic_intensity"] == pytest.approx(4e9 / 3e8)
+    assert row["estimated_bytes"] == 3e8 and row["estimated_arithmetic_intensity"] == row["arithmetic_intensity"]
     assert row["achieved_flops_per_second"] == pytest.approx(40e9)
     assert row["ridge_intensity"] == pytest.approx(10)  # 100 GFLOP/s over 10 GB/s
     assert row["attainable_flops_per_second"] == pytest.approx(100e9)
@@ -45,8 +47,22 @@ def test_cpu_row_uses_measured_roofs_and_estimated_fused_bytes():
     assert row["checks"] == ""
 
 
+def test_a_compiled_point_sits_at_the_fused_intensity_right_of_the_eager_ones():
+    """torch.compile fuses elementwise ops into their producers: the compiled step's point uses the fusion-aware
+    bytes (6e8), eager and channels_last the unfused ones (2e9): at the same FLOPs it moves 3.3x right (AI 2 ->
+    6.7 FLOP/B, both left of the ridge at 10), up the slanted roof."""
+    rows = {variant: build_row(CPU, estimate(fused_bytes=6e8, unfused_bytes=2e9), timing(1.0, variant=variant))
+            for variant in ("eager", "channels_last", "compile")}
+    assert [rows[v]["bytes_source"] for v in rows] == ["estimate-unfused", "estimate-unfused", "estimate-fused"]
+    assert [rows[v]["arithmetic_intensity"] for v in rows] == pytest.approx([2.0, 2.0, 4e9 / 6e8])
+    # the slanted roof rises with the intensity: the same FLOP/s is a smaller share of it
+    assert rows["eager"]["attainable_flops_per_second"] == pytest.approx(20e9)
+    assert rows["compile"]["attainable_flops_per_second"] == pytest.approx(10e9 * 4e9 / 6e8)
+    assert rows["compile"]["percent_of_roofline"] == pytest.approx(100 * 4e9 / (10e9 * 4e9 / 6e8))
+
+
 def test_memory_bound_point_percent_is_against_the_slanted_roof():
-    row = build_row(CPU, estimate(fused_bytes=2e9), timing(1.0))  # AI = 2 FLOP/B < ridge 10
+    row = build_row(CPU, estimate(unfused_bytes=2e9), timing(1.0))  # AI = 2 FLOP/B < ridge 10
     assert row["bound"] == "memory-bound"
     assert row["attainable_flops_per_second"] == pytest.approx(20e9)
     assert row["percent_of_roofline"] == pytest.approx(100 * 4e9 / 20e9)
@@ -80,6 +96,28 @@ def test_gpu_row_prefers_ncu_counts_and_uses_the_precision_roof():
     assert row["peak_flops_per_second"] == 100e12  # the TF32 roof, not the FP32 one
     assert row["roof_source"] == "datasheet"
     assert row["attainable_flops_per_second"] == pytest.approx(1e12 * 7.8)
+
+
+def test_a_profiled_compiled_step_is_held_to_the_fused_bytes_and_its_gap_is_a_check():
+    """The same ncu totals (5e8 DRAM bytes) on an eager and on a compiled step of one run: the eager step is held
+    to the range from the floor (1e7) to the unfused bytes (3e8) ± 20% and exceeds it (a warning with the range's
+    cause); the compiled step is 5x the fused bytes (1e8), and without a per-kernel table nothing explains it: an
+    error."""
+    ncu = dict(device="gpu", model="toy", batch=4, precision="fp32", mode="inference", flops_total=3.9e9,
+               dram_bytes=5e8, tensor_metrics_collected=True)
+    rows = {variant: build_row(GPU, estimate(), timing(0.001, device="gpu", variant=variant),
+                               ncu={**ncu, "variant": variant}) for variant in ("eager", "compile")}
+    for row in rows.values():
+        assert row["bytes_source"] == "ncu-dram" and row["arithmetic_intensity"] == pytest.approx(3.9e9 / 5e8)
+    assert [rows[v]["estimated_arithmetic_intensity"] for v in rows] == pytest.approx([4e9 / 3e8, 4e9 / 1e8])
+    assert [rows[v]["bytes_ratio"] for v in rows] == pytest.approx([5 / 3, 5.0])
+    eager = [c for c in run_checks(rows["eager"]) if c.check == "measured/estimated DRAM bytes"]
+    assert [(c.severity, c.value) for c in eager] == [("warning", "1.67")]
+    assert "exceeds even the unfused estimate" in eager[0].cause
+    [compiled] = [c for c in run_checks(rows["compile"]) if c.check == "measured/estimated DRAM bytes"]
+    assert (compiled.severity, compiled.value, compiled.variant) == ("error", "5.00", "compile")
+    assert compiled.expected == "within ±20% of the fusion-aware estimate"
+    assert compiled.cause.startswith("Unexplained: measured DRAM bytes are 400% above the fusion-aware estimate")
 
 
 def test_build_summary_joins_estimates_to_every_device_that_measured_them():

@@ -76,10 +76,11 @@ def test_each_gpu_gets_profiling_jobs_with_its_gres(dry_run, device, gres):
     mine = [(r, w, res) for r, w, res in jobs(dry_run) if f"device={device}" in w and "gres=" in res]
     rules = sorted({r for r, _, _ in mine})
     assert rules == ["measure_ceilings", "profile_ncu", "profile_nsys", "profile_time"]
-    # 1 model × 1 batch × 2 precisions × 1 mode: timed as eager and compiled, profiled (ncu, nsys) eager only
-    assert sorted(w.split("variant=")[-1] for r, w, _ in mine if r == "profile_time") == \
-        ["", "", "-compile", "-compile"]
-    assert sum(r in ("profile_ncu", "profile_nsys") for r, _, _ in mine) == 4
+    # 1 model × 1 batch × 2 precisions × 1 mode: timed and profiled (ncu, nsys) as eager and as compiled (a
+    # compiled step profiled whole: rooflow.measure.driver)
+    for rule in ("profile_time", "profile_ncu", "profile_nsys"):
+        assert sorted(w.split("variant=")[-1] for r, w, _ in mine if r == rule) == \
+            ["", "", "-compile", "-compile"], rule
     for _, _, resources in mine:
         assert f"gres={gres}" in resources and "slurm_partition=gpu" in resources
         assert "runtime=" in resources and "mem_mb=" in resources
@@ -95,5 +96,7 @@ def test_cpu_jobs_get_the_cpu_partition_and_no_gres(dry_run):
 def test_aggregates_follow_the_profiles_and_need_no_gpu(dry_run):
     found = jobs(dry_run)
     rules = [r for r, _, _ in found]
-    assert rules.count("aggregate_ncu") == 4 and rules.count("aggregate_nsys") == 4
+    # 2 GPUs × 2 precisions × 2 variants; the reconciliation after each ncu aggregate
+    assert rules.count("aggregate_ncu") == 8 and rules.count("aggregate_nsys") == 8
+    assert rules.count("reconcile_ncu") == 8
     assert all("gres" not in res for r, _, res in found if r.startswith("aggregate_"))

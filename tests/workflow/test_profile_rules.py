@@ -6,6 +6,8 @@ side: the command, the error, the aggregation in exhaustive and distinct mode.""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from conftest import copy_workflow
@@ -79,6 +81,65 @@ def test_ncu_rule_in_distinct_mode_aggregates_the_plan(tmp_path, snakemake_exe):
     assert totals["files"][-1].endswith("ncu_plan.json")
     kernels = (workdir / TARGET).with_name("ncu_kernels.csv").read_text().splitlines()
     assert len(kernels) == 195 and kernels[0].endswith("nvtx_stack,profiled_id,signature,occurrence,weight")
+
+
+RUN_RECONCILE = """
+import runpy, sys, types
+workdir, run, estimate = sys.argv[1:4]
+aggregate = f"{workdir}/results/aggregate/{run}"
+device, model, name = run.split("/")
+snakemake = types.SimpleNamespace(
+    input=types.SimpleNamespace(totals=f"{aggregate}/ncu.json", kernels=f"{aggregate}/ncu_kernels.csv",
+                                estimate=f"{estimate}/totals.json", ops=f"{estimate}/ops.csv",
+                                layers=f"{estimate}/layers.csv", timeline=[]),
+    output=types.SimpleNamespace(reconciliation=f"{aggregate}/reconcile.json", layers=f"{aggregate}/layers.csv",
+                                 table=f"{workdir}/results/tables/layers_measured/{run}.html"),
+    wildcards=types.SimpleNamespace(device=device, model=model, batch="64", precision="fp32", mode="training",
+                                    variant="-compile"),
+    params=types.SimpleNamespace(architecture="sm_80", variant="compile"), log=[f"{workdir}/reconcile.log"])
+runpy.run_path("scripts/reconcile_ncu.py", init_globals={"snakemake": snakemake})
+"""
+
+
+def test_a_compiled_step_is_profiled_whole_and_held_to_the_fused_bytes(tmp_path, snakemake_exe):
+    """The compiled variant's ncu job: exhaustive although the config asks for distinct, the driver told to run
+    the step compiled; its aggregate, reconciliation and per-layer page carry the variant. The stand-in replays a
+    recorded EAGER profile (no compiled step was ever recorded here): the reconciliation holds its DRAM bytes to
+    the fusion-aware estimate and says that no inductor kernel ran — what it must say of such a profile."""
+    from rooflow.estimate import estimate
+
+    workdir = copy_workflow(tmp_path / "wf")
+    argv_file, plan = tmp_path / "argv.txt", tmp_path / "plan.json"
+    # what the driver writes for a compiled step (rooflow.measure.driver.annotated_step)
+    plan.write_text(json.dumps({"format": "rooflow-ncu-plan/1", "mode": "exhaustive", "variant": "compile",
+                                "attribution": "whole step"}))
+    recorded = next(RECORDED.glob("out.dram__bytes.sum*"))
+    run, estimate_dir = "a100-sxm4-40gb/resnet18/b64-fp32-training-compile", "results/estimate/resnet18/b64-fp32-training"
+    result = run_with_fake_ncu(workdir, snakemake_exe, REPLAY.format(argv=argv_file, recorded=recorded, plan=plan),
+                               "distinct", targets=(f"results/aggregate/{run}/ncu.json", f"{estimate_dir}/totals.json"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    argv = argv_file.read_text().split("\n")
+    assert argv[argv.index("--ncu-mode") + 1] == "exhaustive" and argv[argv.index("--variant") + 1] == "compile"
+    assert argv[argv.index("--plan") + 1].startswith(str(workdir / f"results/profile/{run}/.ncu_plan.json."))
+
+    totals = json.loads((workdir / f"results/aggregate/{run}/ncu.json").read_text())
+    assert (totals["variant"], totals["ncu_mode"], totals["kernels"]) == ("compile", "exhaustive", 797)
+    # reconcile_ncu as the rule runs it (the rule itself also needs the GPU timing job's kernel timeline)
+    table = workdir / f"results/tables/layers_measured/{run}.html"
+    reconcile = subprocess.run([sys.executable, "-c", RUN_RECONCILE, str(workdir), run, estimate_dir], cwd=workdir,
+                               capture_output=True, text=True, timeout=300)
+    assert reconcile.returncode == 0, reconcile.stderr[-3000:]
+    reconciliation = json.loads((workdir / f"results/aggregate/{run}/reconcile.json").read_text())
+    fused = estimate("resnet18", 64, "fp32", "training").totals["fused_bytes"]
+    assert (reconciliation["variant"], reconciliation["bytes_model"]) == ("compile", "fused")
+    assert reconciliation["bytes_estimated"] == pytest.approx(fused)
+    assert reconciliation["bytes_ratio"] == pytest.approx(2.18303e10 / fused, rel=1e-5)
+    assert reconciliation["bytes_agree"] is False and reconciliation["attribution"] is None
+    assert "no kernel inductor generated (triton_*)" in reconciliation["bytes_cause"]
+    page = table.read_text()
+    assert "training, compile" in page and "profiled whole" in page
+    # the eager step of the same run keeps its paths: nothing of it was made
+    assert not (workdir / "results/aggregate/a100-sxm4-40gb/resnet18/b64-fp32-training").exists()
 
 
 def test_ncu_without_counter_permission_is_one_clear_error_and_leaves_no_output(tmp_path, snakemake_exe):
