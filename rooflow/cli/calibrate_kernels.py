@@ -1,33 +1,61 @@
-"""`rooflow calibrate-kernels`: per-GPU kernel calibrations fitted on measured single-op latencies."""
+"""`rooflow calibrate-kernels`: per-GPU kernel calibrations fitted on measured single-op latencies, the
+held-out checks of the kernel model, and the shipped calibrations scored on other measurements."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from rooflow.errors import RooflowError
 from rooflow.estimate.kernel_calibration import (
     calibrate_measured,
+    check_shipped,
     format_table,
     held_one_out,
     held_out_shapes,
     load_dataset_gpus,
     load_measurements,
+    roof_from_ceilings,
+    write_shipped,
 )
-from rooflow.io import write_json
+from rooflow.hardware.devices import default_catalogue_path, load_devices
+from rooflow.io import read_json
+
+
+def _roofs(specs: list[str]) -> dict:
+    """``KEY=CEILINGS.json`` → measured roofs by catalogue key."""
+    devices = load_devices(default_catalogue_path())
+    roofs = {}
+    for spec in specs:
+        key, _, path = spec.partition("=")
+        if not path or key not in devices:
+            raise RooflowError(f"--ceilings {spec!r}: expected KEY=FILE with KEY a catalogue device "
+                               f"(`rooflow devices` lists them) and FILE a `rooflow ceilings` JSON")
+        if not Path(path).is_file():
+            raise RooflowError(f"--ceilings {spec!r}: {path} does not exist")
+        roofs[key] = roof_from_ceilings(read_json(path), devices[key])
+    return roofs
 
 
 def _cmd(args) -> int:
+    if args.check:
+        print(format_table(check_shipped(args.check), "GPU (shipped calibration)"))
+        return 0
+    if not args.data:
+        raise RooflowError("give --data DIR (measurements to fit or hold out) "
+                           "or --check DIR (measurements to score the shipped calibrations on)")
     if args.held_out:
         data = load_measurements(args.data)
         gpus = load_dataset_gpus(args.data)
         print(format_table(held_one_out(data, gpus)))
         print("\n" + format_table(held_out_shapes(data, gpus), "held-out shapes of"))
         return 0
-    result = calibrate_measured(args.data)
-    text = json.dumps(result, indent=1)
+    result, arrays = calibrate_measured(args.data, _roofs(args.ceilings))
     if args.output:
-        write_json(args.output, result)
+        shapes = write_shipped(result, arrays, args.output)
+        print(f"wrote {args.output} and {shapes}")
     else:
-        print(text)
+        print(json.dumps(result, indent=1))
     return 0
 
 
@@ -35,12 +63,22 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "calibrate-kernels", help="fit per-GPU kernel calibrations from measured single-op latencies",
         description="Fit the kernel model (rooflow.estimate.kernel_calibration: GEMM tiles and waves, "
-                    "convolution algorithms, elementwise/reduction bandwidth, launch floor) on measured "
-                    "single-op latencies laid out as <operator>/<GPU>.csv(.gz) with device_configs/<GPU>.json "
-                    "(the public NeuSight data set's layout). rooflow's shipped kernels.json is made this way.")
-    parser.add_argument("--data", required=True, metavar="DIR", help="folder of the measurements")
+                    "convolution algorithms, elementwise/reduction bandwidth, launch floor, and the measured "
+                    "shapes' residuals) on measured single-op latencies laid out as <operator>/<GPU>.csv(.gz) "
+                    "with device_configs/<GPU>.json (the public NeuSight data set's layout). rooflow's shipped "
+                    "kernels.json and kernels_shapes.npz are made this way.")
+    parser.add_argument("--data", metavar="DIR", help="folder of the measurements")
     parser.add_argument("--held-out", action="store_true",
                         help="instead: train on all GPUs but one, predict that one; then per GPU hold out 20%% of "
                              "its shapes; print both tables per class")
-    parser.add_argument("-o", "--output", help="write the calibrations JSON here (default: print)")
+    parser.add_argument("--check", metavar="DIR",
+                        help="instead: predict every measurement under DIR (same layout; GPUs rooflow has no "
+                             "measurements of are predicted from their datasheet and family) with the shipped "
+                             "calibrations and print, per GPU and class, the fraction within ±25%% and the median "
+                             "|error|")
+    parser.add_argument("--ceilings", action="append", default=[], metavar="KEY=FILE",
+                        help="a `rooflow ceilings` JSON measured on catalogue GPU KEY: its FP32 GEMM roof "
+                             "calibrates its family where no single ops of it were measured (repeatable)")
+    parser.add_argument("-o", "--output", help="write the calibrations JSON here, and its measured shapes "
+                                               "beside it as <stem>_shapes.npz (default: print the JSON)")
     parser.set_defaults(func=_cmd)

@@ -76,6 +76,7 @@ class OpRecord:
     backward_input_flops: float = 0.0  # backward work for activation gradients (filled by finish())
     backward_weight_flops: float = 0.0  # backward work for parameter gradients
     gemms: tuple = ()  # the matrix products a matmul-class op runs: (m, n, k, count) each (formulas.gemm_views)
+    call: tuple = ()  # the call's geometry where the kernel model needs it (formulas.call_shape)
 
 
 @dataclass
@@ -367,10 +368,11 @@ class OpRecorder(TorchDispatchMode):
 
         known = self._counts.get(signature, _MISSING) if signature is not None else _MISSING
         if known is _MISSING:
-            known = (formulas.count(func, args, kwargs, out), formulas.gemm_views(func, args, kwargs, out))
+            known = (formulas.count(func, args, kwargs, out), formulas.gemm_views(func, args, kwargs, out),
+                     formulas.call_shape(func, args, kwargs))
             if signature is not None:
                 self._counts[signature] = known
-        counted, gemms = known
+        counted, gemms, call = known
         supported = counted is not None
         if counted is None:
             flops, op_class = 0.0, "other"
@@ -397,7 +399,7 @@ class OpRecorder(TorchDispatchMode):
                           float(flops), flops_input, flops_weight, dtype, list(reads.values()), writes,
                           supported, foldable=_is_inference_batch_norm(packet, args),
                           bias_flops=formulas.bias_flops(func, args, kwargs, out) if op_class == "matmul" else 0.0,
-                          gemms=gemms)
+                          gemms=gemms, call=call)
         self.trace.records.append(record)
         self._index += 1
         return record

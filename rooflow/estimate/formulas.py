@@ -504,13 +504,20 @@ GemmView = tuple[int, ...]
 GEMM_VIEWS: dict[Any, Callable[..., tuple[GemmView, ...]]] = {}
 
 
-def register_gemm_view(ops: Sequence[Any]):
-    def decorator(fn):
-        for op in ops:
-            GEMM_VIEWS[getattr(op, "overloadpacket", op)] = fn
-        return fn
+def _registrar(table: dict[Any, Callable]):
+    """A decorator factory that files a function under each aten op (overload packet) it is given."""
+    def register(ops: Sequence[Any]):
+        def decorator(fn):
+            for op in ops:
+                table[getattr(op, "overloadpacket", op)] = fn
+            return fn
 
-    return decorator
+        return decorator
+
+    return register
+
+
+register_gemm_view = _registrar(GEMM_VIEWS)
 
 
 @register_gemm_view([aten.mm, aten.addmm])
@@ -587,6 +594,48 @@ def _conv_backward_view(grad_out, x, w, bias_sizes, stride, padding, dilation, t
     if output_mask[1]:
         views.append((cout // g, cin // g * kernel, n * numel(grad_out[2:]), g, fast, 0, kernel))
     return tuple(views)
+
+
+# The kernel model (rooflow.estimate.kernel_calibration) prices some calls from more than their GEMM views:
+# a convolution by its full geometry (cuDNN's Winograd transforms tile the output; its algorithms depend on
+# kernel size and stride), LayerNorm and softmax by rows × the length they reduce over (a warp or a block per
+# row). Each such call gets a "call shape": a tuple of ints, () where the kernel model has no formula.
+CALL_SHAPES: dict[Any, Callable[..., tuple[int, ...]]] = {}
+register_call_shape = _registrar(CALL_SHAPES)
+
+
+@register_call_shape([aten.convolution, aten._convolution])
+def _conv_call(x, w, bias, stride=None, padding=None, dilation=None, transposed=False, output_padding=None,
+               groups=1, *args, **kwargs) -> tuple[int, ...]:
+    """(N, Cin, size, Cout, kernel, stride, padding) of a 2-D, square, ungrouped, undilated forward
+    convolution on a square input — the single-op shapes measured (nn.Conv2d); () otherwise."""
+    stride, padding, dilation = list(stride or [1, 1]), list(padding or [0, 0]), list(dilation or [1, 1])
+    square = (len(x) == 4 and x[2] == x[3] and w[2] == w[3] and len(set(stride)) == 1 and len(set(padding)) == 1
+              and set(dilation) == {1})
+    if transposed or int(groups) != 1 or not square:
+        return ()
+    return (int(x[0]), int(x[1]), int(x[2]), int(w[0]), int(w[2]), int(stride[0]), int(padding[0]))
+
+
+@register_call_shape([aten.native_layer_norm])
+def _layer_norm_call(x, normalized_shape, *args, **kwargs) -> tuple[int, ...]:
+    """(rows, length): the rows normalised and the elements each reduces over."""
+    length = numel(normalized_shape)
+    return (numel(x) // max(1, length), length)
+
+
+@register_call_shape([aten._softmax])
+def _softmax_call(x, dim, *args, **kwargs) -> tuple[int, ...]:
+    """(rows, length) of a softmax over the last dimension; () over another (other kernels)."""
+    if dim not in (-1, len(x) - 1):
+        return ()
+    return (numel(x) // max(1, x[-1]), int(x[-1]))
+
+
+def call_shape(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
+    """The call shape of an aten call (:data:`CALL_SHAPES`), () where none is registered."""
+    shape = CALL_SHAPES.get(getattr(func, "overloadpacket", func))
+    return shape(*shapes_of(args), **shapes_of(kwargs)) if shape is not None else ()
 
 
 def gemm_views(func, args: tuple, kwargs: dict, out) -> tuple[GemmView, ...]:

@@ -40,16 +40,22 @@ SMs; a fit holds it there and fits the rest of the convolution parameters).
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from rooflow.errors import RooflowError
+from rooflow.estimate import shape_residuals
+from rooflow.estimate.shape_residuals import ShapeResiduals
 
 FP32_BYTES = 4
 # The files of the measurement set, by the operator's folder name: (op class, operand count). Operands:
@@ -63,6 +69,11 @@ OPERATORS = {"conv": ("convolution", 0), "linear": ("gemm", 0), "bmm": ("gemm", 
 CLASSES = ("convolution", "gemm", "elementwise", "normalization", "softmax")
 # FP32 SGEMM tiles cuBLAS/cuDNN pick among (sm_50 … sm_90 "sgemm_128x128", "…_32x128", ...).
 SGEMM_TILES = ((128, 128), (128, 64), (64, 128), (128, 32), (32, 128), (64, 64), (64, 32), (32, 64), (32, 32))
+# cuDNN's FP32 forward convolutions tile 128 output pixels by 128, 64 or 32 channels (implicit GEMM:
+# scudnn_128x128/128x64/128x32 in the data set's kernel names), and its fused Winograd kernel 128 × 128
+# (scudnn_winograd_128x128): a convolution of few pixels or channels pads them, it does not pick a smaller tile
+IMPLICIT_GEMM_TILES = ((128, 128), (128, 64), (128, 32))
+FUSED_WINOGRAD_TILES = ((128, 128),)
 # Architecture families: a GPU without measurements takes the parameters of measured GPUs of its family —
 # one SM design on one process node: Pascal (16 nm), Volta and Turing (12 nm, 64 FP32 lanes and 4
 # sub-cores per SM), Ampere (7/8 nm), Ada and Hopper (4N). The node sets the energy of a FLOP, so a family's
@@ -77,6 +88,16 @@ FAMILIES = {"sm_60": "pascal", "sm_61": "pascal", "sm_70": "volta-turing", "sm_7
 DATASET_GPUS = {"Tesla P100-PCIE-16GB": ("p100-pcie-16gb", "sm_60", 250.0), "Tesla P4": (None, "sm_61", 75.0),
                 "Tesla T4": ("t4", "sm_75", 70.0), "Tesla V100-PCIE-32GB": ("v100-pcie-16gb", "sm_70", 250.0),
                 "NVIDIA A100-PCIE-40GB": ("a100-pcie-40gb", "sm_80", 250.0)}
+# cuBLAS's FP32 batched GEMM (torch.bmm) runs one tile whatever the shape on some architectures: 128×128 on
+# Ampere (16,588 of the A100's 16,661 bmm calls in the data set), 128×64 on Pascal (17,720 of the P100's
+# 17,792); Volta and Turing pick by shape (64×64, 32×128, 128×64, 128×32). Ada and Hopper run Ampere's SIMT
+# kernels for FP32 (cutlass_80_simt_sgemm_*, sm80_xmma_gemm_f32f32_*_ffma in rooflow's H100 recordings).
+BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada-hopper": (128, 128)}
+FLOOR_QUANTILE = 0.02  # an operator's launch floor: this quantile of its calls (the fastest one can be an outlier)
+# GPU Boost holds a power-limited board's boost clock for about this long into a kernel before its power
+# average catches up (the measured low-power boards: a T4's FP32 GEMMs reach 0.58 of its datasheet peak at
+# 0.1–0.3 ms, 0.39 beyond 10 ms; held one out, the T4 and the P4 are both best predicted with this window)
+BOOST_WINDOW_SECONDS = 3e-4
 FULL_POWER_WATTS = 150.0  # boards of this power or more sustain their boost clock under FP32 GEMM
 MEASURED_UNCERTAINTY = 0.25  # a GPU whose own kernels were measured
 FAMILY_UNCERTAINTY = 0.4  # a GPU predicted from its family's measurements and its datasheet
@@ -131,6 +152,10 @@ def load_measurements(root: str | Path, gpus: list[str] | None = None) -> pd.Dat
                 continue
             frame["operator"] = operator
             frames.append(frame)
+    if not frames:
+        raise RooflowError(f"{root}: no single-op measurements found: expected <operator>/<GPU>.csv(.gz) files "
+                           f"(operators {', '.join(OPERATORS)}) beside device_configs/<GPU>.json, the public "
+                           f"NeuSight data set's layout")
     data = pd.concat(frames, ignore_index=True)
     data["op_class"] = data["operator"].map(lambda o: OPERATORS[o][0])
     data["gpu"] = data["Device"]
@@ -139,13 +164,27 @@ def load_measurements(root: str | Path, gpus: list[str] | None = None) -> pd.Dat
 
 
 def load_dataset_gpus(root: str | Path) -> dict[str, Gpu]:
-    """The :class:`Gpu` of each measured GPU, from the data set's ``device_configs``."""
+    """The :class:`Gpu` of each measured GPU, from the data set's ``device_configs`` (its architecture and
+    board power from :data:`DATASET_GPUS`, else from the catalogue entry of the same name)."""
     gpus = {}
     for path in sorted((Path(root) / "device_configs").glob("*.json")):
         data = json.loads(path.read_text())
-        _, architecture, tdp_watts = DATASET_GPUS.get(data["Device"], (None, "sm_80", None))
+        _, architecture, tdp_watts = dataset_gpu_identity(data["Device"], path)
         gpus[data["Device"]] = gpu_from_config(data, architecture, tdp_watts)
     return gpus
+
+
+def dataset_gpu_identity(name: str, where: str | Path = "") -> tuple[str | None, str, float | None]:
+    """(catalogue key, architecture, board watts) of a GPU by the name its measurements give it."""
+    if name in DATASET_GPUS:
+        return DATASET_GPUS[name]
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    for key, device in load_devices(default_catalogue_path()).items():
+        if device.is_cuda and device.name == name and device.architecture:
+            return key, device.architecture, getattr(device, "tdp_watts", None)
+    raise RooflowError(f"{where or name}: GPU {name!r} is not in rooflow's device catalogue: add it to "
+                     f"config/devices.yaml with its architecture (sm_XX) and tdp_watts, named exactly {name!r}")
 
 
 # ------------------------------------------------------------------------------------------ work of a call
@@ -182,18 +221,28 @@ class _ShapeTable:
     k_part: np.ndarray
 
 
-def _shape_table(m, n, k, count, sm_count: int) -> _ShapeTable:
+def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None, split_k: bool = True,
+                 tiles=SGEMM_TILES) -> _ShapeTable:
+    """``batched``: rows that are batched GEMMs (torch.bmm), which cuBLAS does not split along k (none of the
+    data set's 88,000 bmm calls launched a split-K reduction; 2–11% of its linear calls did) and runs with
+    its architecture's one ``batched_tile`` where it has one (:data:`BATCHED_TILES`). ``split_k`` False: no
+    row splits k (cuDNN's forward convolutions: none of the data set's 20,000 launched a split-K kernel, so a
+    convolution of few output tiles and many input channels runs on few SMs)."""
     largest = max(tm * tn / (tm + tn) for tm, tn in SGEMM_TILES)
     intensity, bases, parts = [], [], []
-    for tm, tn in SGEMM_TILES:
+    unsplit = np.zeros(len(m), bool) if batched is None else np.asarray(batched, bool)
+    if not split_k:
+        unsplit = np.ones(len(m), bool)
+    for tm, tn in tiles:
         tiles_m, tiles_n = np.ceil(m / tm), np.ceil(n / tn)
         padding = (m * n) / (tiles_m * tm * tiles_n * tn)
         tiles = tiles_m * tiles_n * count
+        allowed = ~unsplit if batched_tile and (tm, tn) != tuple(batched_tile) else np.ones(len(m), bool)
         for split in (1, 2, 4, 8, 16):
             if split > 1:
-                useful = (tiles * split <= 2 * sm_count) & (k / split >= 128)
+                useful = (tiles * split <= 2 * sm_count) & (k / split >= 128) & ~unsplit
             else:
-                useful = np.ones(len(m), bool)
+                useful = allowed
             slots = tiles * split
             waves = np.ceil(slots / sm_count)
             occupancy = slots / (waves * sm_count)  # the last wave runs partly empty
@@ -224,13 +273,20 @@ class KernelCalibration:
     # per operator (add, relu, ln, ...): the launch floor of one call of a memory-bound class — the
     # measuring host's dispatch path for that operator, not the GPU's (its class's floor where absent)
     floors: dict[str, float] = field(default_factory=dict)
+    # the architecture its measurements were made on: their shapes carry to GPUs of that architecture only
+    architecture: str = ""
+    # per class (gemm, convolution): the measured shapes' residuals against the model — what the library's
+    # kernel picks do by shape (rooflow.estimate.shape_residuals); stored beside the JSON, not in it
+    shapes: dict[str, ShapeResiduals] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data.pop("shapes")
+        return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> KernelCalibration:
-        return cls(**data)
+    def from_json(cls, data: dict[str, Any], shapes: dict[str, ShapeResiduals] | None = None) -> KernelCalibration:
+        return cls(**data, shapes=shapes or {})
 
 
 DEFAULTS = {
@@ -275,8 +331,12 @@ class _Prepared:
             if op_class in ("gemm", "convolution"):
                 m, n, k, count, moved = _gemm_views(part)
                 work = {"flops": 2 * m * n * k * count, "bytes": moved,
-                        "table": _shape_table(m, n, k, count, gpu.sm_count)}
+                        "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
+                                              BATCHED_TILES.get(gpu.family), split_k=op_class == "gemm",
+                                              tiles=SGEMM_TILES if op_class == "gemm" else IMPLICIT_GEMM_TILES)}
                 if op_class == "convolution":
+                    work["fused_table"] = _shape_table(m, n, k, count, gpu.sm_count, split_k=False,
+                                                       tiles=FUSED_WINOGRAD_TILES)
                     kernel, stride = part["Kernel_Szie"].to_numpy(), part["Stride"].to_numpy()
                     work["winograd"] = (kernel == 3) & (stride == 1)
                     # non-fused Winograd F(4×4, 3×3): 36 GEMMs (one per point of a 6×6 input tile) of
@@ -285,14 +345,17 @@ class _Prepared:
                     tiles = part["B"].to_numpy(float) * np.ceil(np.sqrt(m / part["B"].to_numpy(float)) / 4) ** 2
                     cin = part["Input_Channel"].to_numpy(float)
                     work["nonfused_flops"] = 2 * 36 * tiles * n * cin
-                    work["nonfused_table"] = _shape_table(tiles, n, cin, np.full(len(m), 36.0), gpu.sm_count)
+                    work["nonfused_table"] = _shape_table(tiles, n, cin, np.full(len(m), 36.0), gpu.sm_count,
+                                                          split_k=False)
                     activations = moved - FP32_BYTES * n * k
                     work["nonfused_bytes"] = 2 * 36 / 16 * activations + 2 * 36 / 9 * FP32_BYTES * n * k + moved
                 work["operator"] = part["operator"].to_numpy()
                 self.work[op_class] = work
             else:
                 elements = part["B"].to_numpy(float) * part["H"].to_numpy(float)
-                operands = part["operator"].map(lambda o: OPERATORS[o][1]).to_numpy(float)
+                # tensors each call reads (an estimate's elementwise ops say so in an "operands" column)
+                operands = (part["operands"].to_numpy(float) if "operands" in part
+                            else part["operator"].map(lambda o: OPERATORS[o][1]).to_numpy(float))
                 moved = FP32_BYTES * elements * (operands + 1)
                 if op_class == "normalization":  # weight and bias read, mean and rstd written
                     moved = moved + FP32_BYTES * (2 * part["H"].to_numpy(float) + 2 * part["B"].to_numpy(float))
@@ -304,15 +367,16 @@ class _Prepared:
         gpu, work = self.gpu, self.work[op_class]
         if op_class in ("gemm", "convolution"):
             shape = np.maximum(_shape_factor(work["table"], p["tile_exponent"], p["fill_k"]), 1e-4)
-            compute = work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * shape)
+            compute = _throttled(work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * shape), p)
             bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
             seconds = np.maximum(compute, work["bytes"] / bandwidth)
             if op_class == "convolution":  # cuDNN's autotuner: the fastest algorithm that applies
-                fused = np.maximum(work["flops"] / (gpu.fp32_flops_per_second * p["winograd_efficiency"] * shape),
-                                   work["bytes"] / bandwidth)
+                fused_shape = np.maximum(_shape_factor(work["fused_table"], p["tile_exponent"], p["fill_k"]), 1e-4)
+                fused = np.maximum(_throttled(work["flops"] / (gpu.fp32_flops_per_second * p["winograd_efficiency"]
+                                                               * fused_shape), p), work["bytes"] / bandwidth)
                 nonfused_shape = np.maximum(_shape_factor(work["nonfused_table"], p["tile_exponent"], p["fill_k"]), 1e-4)
-                nonfused = (work["nonfused_flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * nonfused_shape)
-                            + work["nonfused_bytes"] / bandwidth)
+                nonfused = (_throttled(work["nonfused_flops"] / (gpu.fp32_flops_per_second * p["efficiency"]
+                                                  * nonfused_shape), p) + work["nonfused_bytes"] / bandwidth)
                 seconds = np.where(work["winograd"], np.minimum(seconds, np.minimum(fused, nonfused)), seconds)
             return p["floor_seconds"] + seconds
         # back-to-back calls: the part of the working set that stays in L2 (``l2_fraction`` of it) moves
@@ -330,9 +394,33 @@ class _Prepared:
 
 
 def predict_seconds(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) -> np.ndarray:
-    """Predicted seconds of each measured-layout row (:func:`load_measurements`) on ``gpu``."""
+    """Predicted seconds of each measured-layout row (:func:`load_measurements`) on ``gpu``: the model, times
+    the measured shapes' residuals near each row where the calibration has them (its own GPU's, or another
+    GPU's of the same architecture)."""
     prepared = _Prepared(rows, gpu)
-    result = np.full(len(rows), np.nan)
+    result = _model_seconds(prepared, calibration)
+    for op_class, residuals in calibration.shapes.items():
+        idx = prepared.index.get(op_class, ())
+        if len(idx):
+            result[idx] *= residuals.correction(shape_residuals.features(rows.iloc[idx], op_class))
+    return result
+
+
+def launch_floors(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) -> np.ndarray:
+    """The launch floor of each measured-layout row: its operator's (its class's where the operator has
+    none): the part of one call alone that is the measuring host's, not its kernels'."""
+    prepared = _Prepared(rows, gpu)
+    result = np.zeros(len(rows))
+    for op_class, idx in prepared.index.items():
+        if len(idx):
+            default = {**DEFAULTS[op_class], **calibration.classes.get(op_class, {})}["floor_seconds"]
+            result[idx] = prepared.operator_floors(op_class, calibration.floors, default)
+    return result
+
+
+def _model_seconds(prepared: _Prepared, calibration: KernelCalibration) -> np.ndarray:
+    """The model's seconds of each prepared row, without the measured shapes' residuals."""
+    result = np.full(len(prepared.op_class), np.nan)
     for op_class, idx in prepared.index.items():
         if len(idx):
             params = {**DEFAULTS[op_class], **calibration.classes.get(op_class, {})}
@@ -401,39 +489,64 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
         else:
             # the fastest call of each operator (its smallest shapes) is its launch floor
             operators = rows["operator"].to_numpy()[idx]
-            floors.update({o: round(float(measured[idx][operators == o].min()), 9) for o in np.unique(operators)})
+            floors.update({o: round(float(np.quantile(measured[idx][operators == o], FLOOR_QUANTILE)), 9)
+                           for o in np.unique(operators)})
             floor_rows = prepared.operator_floors(op_class, floors, 0.0)
             params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False)
             params["floor_seconds"] = float(np.median(floor_rows))
         classes[op_class] = {k: round(v, 9 if k == "floor_seconds" else 4) for k, v in params.items()}
-    return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
-                             classes=classes, rows=len(rows), floors=floors)
+    calibration = KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
+                                    classes=classes, rows=len(rows), floors=floors, architecture=gpu.architecture)
+    modelled = _model_seconds(prepared, calibration)
+    shapes = {op_class: shape_residuals.measured_residuals(rows.iloc[prepared.index[op_class]],
+                                                           modelled[prepared.index[op_class]], op_class)
+              for op_class in shape_residuals.CLASSES if len(prepared.index.get(op_class, ()))}
+    return replace(calibration, shapes=shapes)
 
 
-def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measured_gpus: dict[str, Gpu]
-                       ) -> KernelCalibration:
-    """The calibration of ``gpu`` (not measured) from measured GPUs' calibrations: per class and parameter,
-    the median over the measured GPUs of its architecture family, or over all of them where its family has
-    none. Efficiencies are against each GPU's own roofs, so ``gpu``'s datasheet carries them over."""
+@dataclass(frozen=True)
+class MeasuredRoof:
+    """A GPU's FP32 GEMM efficiency measured by rooflow's own ceilings (a large square torch.mm: its best
+    tile, full waves, a long k) — what its family's kernel calibration takes where no single ops of the
+    family were measured (the H100 SXM5 for Ada/Hopper)."""
+
+    gpu: Gpu
+    gemm_efficiency: float
+    source: str
+
+
+def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measured_gpus: dict[str, Gpu],
+                       roofs: dict[str, MeasuredRoof] | None = None) -> KernelCalibration:
+    """The calibration of ``gpu`` (not measured) from measured GPUs' calibrations.
+
+    A measured GPU of the **same architecture** (an A100 80GB beside the A100 40GB) runs the same kernels by
+    the same heuristics: its parameters and measured shapes carry over whole, with ``gpu``'s datasheet.
+    Otherwise, per class and parameter, the median over the measured GPUs of its architecture family, or over
+    all of them where its family has none; the FP32 GEMM efficiency of its family's full-power boards — or,
+    where none of its family's single ops were measured, of a measured roof of its family (``roofs``) — held
+    to what its board power sustains at its family's FP32 GEMM FLOPs per joule. Efficiencies are against each
+    GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
+    memory-bound classes: all measured GPUs'."""
+    roofs = roofs or {}
+    same_architecture = [name for name in measured if measured_gpus[name].architecture == gpu.architecture]
     same = [name for name in measured if measured_gpus[name].family == gpu.family]
-    donors = same or list(measured)
+    donors = same_architecture or same or list(measured)
+    family_roofs = [roof for roof in roofs.values() if roof.gpu.family == gpu.family]
     classes: dict[str, dict[str, float]] = {}
     for op_class in CLASSES:
         # memory-bound kernels: all measured GPUs (their parameters carry across architectures)
-        values = [measured[name].classes[op_class] for name in (list(measured) if op_class in MEMORY_CLASSES
-                                                                 else donors) if op_class in measured[name].classes]
+        pool = donors if same_architecture or op_class not in MEMORY_CLASSES else list(measured)
+        values = [measured[name].classes[op_class] for name in pool if op_class in measured[name].classes] or \
+            [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
         if not values:
-            values = [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
-        if values:
-            classes[op_class] = {key: float(statistics.median(v[key] for v in values)) for key in values[0]}
-            if op_class not in ("gemm", "convolution"):
-                # one kernel's floor is the measuring host's dispatch and launch, not the architecture's:
-                # all GPUs'. cuDNN/cuBLAS calls keep their family's (library heuristics, multi-kernel
-                # algorithms such as Winograd's transforms differ by architecture).
-                class_floors = [measured[name].classes[op_class]["floor_seconds"] for name in measured
-                                if op_class in measured[name].classes]
-                classes[op_class]["floor_seconds"] = float(statistics.median(class_floors))
-        if op_class in ("gemm", "convolution") and op_class in classes:
+            continue
+        classes[op_class] = {key: float(statistics.median(v[key] for v in values)) for key in values[0]}
+        if op_class in MEMORY_CLASSES:
+            # one kernel's floor is the measuring host's dispatch and launch, not the architecture's: all GPUs'
+            classes[op_class]["floor_seconds"] = float(statistics.median(
+                measured[name].classes[op_class]["floor_seconds"] for name in measured
+                if op_class in measured[name].classes))
+        elif not same_architecture:
             donors_of = [name for name in measured if op_class in measured[name].classes]
             # a GEMV-like call streams its weights: DRAM efficiency, which carries across architectures
             classes[op_class]["memory_efficiency"] = float(statistics.median(
@@ -441,53 +554,93 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 for name in donors_of))
             full_family = [name for name in same if name in donors_of
                            and (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS]
-            _unthrottled_efficiency(classes[op_class], [(measured_gpus[name], measured[name].classes[op_class])
-                                                        for name in (full_family or donors_of)])
-            if same and gpu.tdp_watts:
-                _power_limit(classes[op_class], gpu, [(measured_gpus[name], measured[name].classes[op_class])
-                                                      for name in same if op_class in measured[name].classes])
-    if "convolution" in classes and "gemm" in classes:  # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted)
-        conv, efficiency = classes["convolution"], classes["gemm"]["efficiency"]
-        conv["winograd_efficiency"] *= efficiency / conv["efficiency"]
-        conv["efficiency"] = efficiency
+            if full_family or not family_roofs:
+                _unthrottled_efficiency(classes[op_class], [(measured_gpus[name], measured[name].classes[op_class])
+                                                            for name in (full_family or donors_of)])
+            else:  # its family's measured roof: its own if it is that GPU, else the median of the family's
+                own = [roof for roof in family_roofs if roof.gpu.name == gpu.name] or family_roofs
+                _set_efficiency(classes[op_class], float(statistics.median(r.gemm_efficiency for r in own)))
+    if "convolution" in classes and "gemm" in classes and not same_architecture:
+        # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted)
+        _set_efficiency(classes["convolution"], classes["gemm"]["efficiency"])
+    if "gemm" in classes and gpu.tdp_watts:
+        power = [(measured_gpus[name], measured[name].classes["gemm"]) for name in same
+                 if "gemm" in measured[name].classes]
+        power += [(roof.gpu, {"efficiency": roof.gemm_efficiency}) for roof in family_roofs]
+        sustained = _sustained_fraction(classes["gemm"]["efficiency"], gpu, power)
+        if sustained < 1.0:  # one board, one power limit: cuBLAS's and cuDNN's kernels alike
+            for op_class in ("gemm", "convolution"):
+                if op_class in classes:
+                    classes[op_class].update(sustained=sustained, boost_seconds=BOOST_WINDOW_SECONDS)
     # one call's floor is the measuring host's dispatch path for that operator: all GPUs' median
     operators = sorted({o for cal in measured.values() for o in cal.floors})
     floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
               for o in operators}
-    which = "its family's" if same else "all"
-    source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
-              f"({', '.join(sorted(donors))}), elementwise/normalization/softmax and launch floors from all "
-              f"({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 peak, "
-              f"bandwidth, L2)")
+    shapes = _shapes_of([measured[name] for name in same_architecture])
+    if same_architecture:
+        source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "
+                  f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "
+                  f"measured shapes included, with its datasheet (SMs, FP32 peak, bandwidth, L2, board power); "
+                  f"launch floors from all measured GPUs ({', '.join(sorted(measured))})")
+    else:
+        which = "its family's" if same else "all"
+        roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "
+                     f"{', '.join(sorted(r.gpu.name for r in family_roofs))}" if family_roofs and not same else "")
+        source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
+                  f"({', '.join(sorted(donors))}){roof_note}, elementwise/normalization/softmax and launch floors "
+                  f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "
+                  f"peak, bandwidth, L2, board power)")
     return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes,
-                             floors=floors)
+                             floors=floors, architecture=gpu.architecture, shapes=shapes)
+
+
+def _shapes_of(calibrations: list[KernelCalibration]) -> dict[str, ShapeResiduals]:
+    """The measured shapes of several calibrations of one architecture, together."""
+    shapes = {}
+    for op_class in shape_residuals.CLASSES:
+        parts = [cal.shapes[op_class] for cal in calibrations if op_class in cal.shapes]
+        if parts:
+            shapes[op_class] = ShapeResiduals(np.vstack([p.points for p in parts]),
+                                              np.concatenate([p.residuals for p in parts]))
+    return shapes
+
+
+def _set_efficiency(params: dict[str, float], efficiency: float) -> None:
+    """Set the FP32 GEMM efficiency, scaling the Winograd efficiency alike. In place."""
+    if "winograd_efficiency" in params:
+        params["winograd_efficiency"] *= efficiency / params["efficiency"]
+    params["efficiency"] = efficiency
 
 
 def _unthrottled_efficiency(params: dict[str, float], donors: list[tuple[Gpu, dict[str, float]]]) -> None:
     """Set the FP32 GEMM efficiency to the median of the full-power ``donors``' (its family's where it has
     one, else all families'; at or above :data:`FULL_POWER_WATTS` a board holds its boost clock under
     SGEMM, so its efficiency is cuBLAS's, not its power limit's), scaling the Winograd efficiency alike;
-    the power limit then applies per board (:func:`_power_limit`). In place."""
+    the power limit then applies per board (:func:`_sustained_fraction`). In place."""
     full = [p["efficiency"] for d, p in donors if (d.tdp_watts or 0) >= FULL_POWER_WATTS]
     if full:
-        efficiency = float(statistics.median(full))
-        if "winograd_efficiency" in params:
-            params["winograd_efficiency"] *= efficiency / params["efficiency"]
-        params["efficiency"] = efficiency
+        _set_efficiency(params, float(statistics.median(full)))
 
 
-def _power_limit(params: dict[str, float], gpu: Gpu, donors: list[tuple[Gpu, dict[str, float]]]) -> None:
-    """Hold ``gpu``'s FP32 GEMM efficiency to what its board power sustains at its family's FP32 GEMM
-    FLOPs per watt (the best measured donor's: a donor below its power limit understates it), scaling the
-    Winograd efficiency alike. In place."""
+def _sustained_fraction(efficiency: float, gpu: Gpu, donors: list[tuple[Gpu, dict[str, float]]]) -> float:
+    """The fraction of its boost-clock FP32 GEMM rate (``efficiency`` of its datasheet peak) that ``gpu``'s
+    board power sustains, at its family's FP32 GEMM FLOPs per watt (the best measured donor's: a donor below
+    its power limit understates it); 1 where its power suffices or no donor says."""
     per_watt = [d.fp32_flops_per_second * p["efficiency"] / d.tdp_watts for d, p in donors if d.tdp_watts]
     if not per_watt:
-        return
-    sustained = gpu.tdp_watts * max(per_watt) / gpu.fp32_flops_per_second
-    if sustained < params["efficiency"]:
-        if "winograd_efficiency" in params:
-            params["winograd_efficiency"] *= sustained / params["efficiency"]
-        params["efficiency"] = sustained
+        return 1.0
+    return float(min(1.0, gpu.tdp_watts * max(per_watt) / (gpu.fp32_flops_per_second * efficiency)))
+
+
+def _throttled(seconds: np.ndarray, p: dict[str, float]) -> np.ndarray:
+    """Compute-bound seconds on a power-limited board: the first ``boost_seconds`` of a kernel run at the boost
+    clock its efficiency is quoted at; beyond, at the ``sustained`` fraction of that rate its power allows
+    (GPU Boost averages power over a window, so a short kernel does not see the limit)."""
+    sustained = p.get("sustained", 1.0)
+    if sustained >= 1.0:
+        return seconds
+    boost = p.get("boost_seconds", 0.0)
+    return np.where(seconds > boost, boost + (seconds - boost) / sustained, seconds)
 
 
 # ------------------------------------------------------------------------------------------ checking
@@ -518,6 +671,20 @@ def held_out_shapes(data: pd.DataFrame, gpus: dict[str, Gpu], fraction: float = 
     return pd.DataFrame(table)
 
 
+def check_shipped(root: str | Path, band: float = 0.25) -> pd.DataFrame:
+    """The shipped calibrations against the measurements under ``root`` (the measurement layout): each GPU
+    predicted with its own shipped calibration, or — rooflow having no measurements of it — its architecture's
+    or family's with its datasheet (``device_configs``); per GPU and class, rows, the fraction within
+    ±``band`` and the median |error|."""
+    data = load_measurements(root)
+    gpus = load_dataset_gpus(root)
+    table = []
+    for name, rows in data.groupby("gpu"):
+        key = dataset_gpu_identity(name)[0]
+        table += _score(rows, predict_seconds(rows, gpus[name], calibration_of(gpus[name], key)), name, band)
+    return pd.DataFrame(table)
+
+
 def _score(rows: pd.DataFrame, predicted: np.ndarray, gpu: str, band: float) -> list[dict[str, Any]]:
     ratio = predicted / rows["seconds"].to_numpy(float)
     result = []
@@ -534,47 +701,116 @@ def _score(rows: pd.DataFrame, predicted: np.ndarray, gpu: str, band: float) -> 
 SHIPPED_FILE = "kernels.json"
 
 
-def calibrate_measured(root: str | Path) -> dict[str, Any]:
-    """The kernel calibration of every GPU measured under ``root`` (the shipped file's content): per GPU
-    its datasheet (:class:`Gpu`), catalogue key (where the catalogue has it) and fitted parameters."""
+SHAPES_FILE = "kernels_shapes.npz"  # beside SHIPPED_FILE (<stem>_shapes.npz): the measured shapes' residuals, per GPU and class
+
+
+def roof_from_ceilings(ceilings: dict[str, Any], device) -> MeasuredRoof:
+    """A :class:`MeasuredRoof` from ``rooflow ceilings`` output on a catalogue GPU: its best FP32 GEMM rate
+    over its datasheet FP32 peak, divided by the kernel model's waves and padding of that GEMM (an n×n×n
+    product of the ceilings' largest size at 128×128 tiles), so that the model reproduces the measurement."""
+    gpu = gpu_from_device(device)
+    rate = (ceilings.get("peak_flops_per_second") or {}).get("fp32")
+    if gpu is None or not rate:
+        raise RooflowError(f"{device.key}: the ceilings file holds no measured FP32 GEMM rate of a GPU: give the "
+                           f"JSON `rooflow ceilings` wrote on that GPU")
+    n = float(max((ceilings.get("plan") or {}).get("gemm_sizes") or [8192]))
+    tiles = math.ceil(n / 128) ** 2  # cuBLAS's largest FP32 tile on a large square product
+    shape = tiles / (math.ceil(tiles / gpu.sm_count) * gpu.sm_count)  # its last wave partly empty
+    efficiency = round(rate / (gpu.fp32_flops_per_second * shape), 4)
+    source = (f"rooflow ceilings on a real {ceilings.get('device_name') or gpu.name}: FP32 torch.mm "
+              f"{rate / 1e12:.1f} TFLOP/s of {gpu.fp32_flops_per_second / 1e12:.1f} (n = {n:.0f})")
+    return MeasuredRoof(gpu=gpu, gemm_efficiency=efficiency, source=source)
+
+
+def calibrate_measured(root: str | Path, roofs: dict[str, MeasuredRoof] | None = None
+                       ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The kernel calibration of every GPU measured under ``root`` and the measured roofs (``roofs``, by
+    catalogue key): the shipped JSON's content, and the arrays of the measured shapes (:data:`SHAPES_FILE`).
+    Per GPU its datasheet (:class:`Gpu`), catalogue key (where the catalogue has it) and fitted parameters."""
     data = load_measurements(root)
     gpus = load_dataset_gpus(root)
-    measured = {}
+    measured, arrays = {}, {}
     for name, rows in data.groupby("gpu"):
         operators = ", ".join(sorted(rows["operator"].unique()))
         source = (f"fitted on {len(rows)} measured single-op latencies of the {name} ({operators}; FP32, "
                   f"the public NeuSight data set, {Path(root).name}/)")
+        calibration = fit_gpu(rows, gpus[name], source)
         measured[name] = {"catalogue": DATASET_GPUS.get(name, (None,))[0], "gpu": asdict(gpus[name]),
-                          "calibration": fit_gpu(rows, gpus[name], source).to_json()}
-    return {"about": "rooflow calibrate-kernels: per-GPU kernel-model parameters fitted on measured single ops "
-                     "(rooflow.estimate.kernel_calibration)", "measured": measured}
+                          "calibration": calibration.to_json()}
+        for op_class, residuals in calibration.shapes.items():
+            arrays.update(residuals.to_arrays(f"{name}/{op_class}"))
+    about = ("rooflow calibrate-kernels: per-GPU kernel-model parameters fitted on measured single ops, and "
+             "measured roofs of GPUs whose family has none (rooflow.estimate.kernel_calibration)")
+    roof_json = {key: {"gpu": asdict(roof.gpu), "gemm_efficiency": roof.gemm_efficiency, "source": roof.source}
+                 for key, roof in (roofs or {}).items()}
+    return {"about": about, "measured": measured, "roofs": roof_json}, arrays
 
 
-def load_shipped(path: str | Path | None = None) -> tuple[dict[str, KernelCalibration], dict[str, Gpu], dict[str, str]]:
+def write_shipped(result: dict[str, Any], arrays: dict[str, np.ndarray], path: str | Path) -> Path:
+    """Write a calibration (:func:`calibrate_measured`) as ``path`` and its measured shapes beside it
+    (``<stem>_shapes.npz``), each atomically; returns the shapes' path."""
+    from rooflow.io import atomic_path, write_json
+
+    path = Path(path)
+    shapes_path = path.with_name(f"{path.stem}_shapes.npz")
+    with atomic_path(shapes_path) as temporary, open(temporary, "wb") as handle:
+        np.savez_compressed(handle, **arrays)
+    write_json(path, result)
+    return shapes_path
+
+
+def load_shipped(path: str | Path | None = None
+                 ) -> tuple[dict[str, KernelCalibration], dict[str, Gpu], dict[str, str], dict[str, MeasuredRoof]]:
     """(calibrations, datasheets, catalogue keys) of the measured GPUs in ``path`` (default: the shipped
-    rooflow/data/calibration/kernels.json), by the GPU's name."""
+    rooflow/data/calibration/kernels.json and its shapes), by the GPU's name, and the measured roofs by
+    catalogue key."""
     if path is None:
-        text = resources.files("rooflow.data.calibration").joinpath(SHIPPED_FILE).read_text()
+        folder = resources.files("rooflow.data.calibration")
+        text = folder.joinpath(SHIPPED_FILE).read_text()
+        shapes_bytes = folder.joinpath(SHAPES_FILE).read_bytes()
     else:
-        text = Path(path).read_text()
-    data = json.loads(text)["measured"]
-    calibrations = {name: KernelCalibration.from_json(v["calibration"]) for name, v in data.items()}
+        path = Path(path)
+        text = path.read_text()
+        shapes_path = path.with_name(f"{path.stem}_shapes.npz")
+        shapes_bytes = shapes_path.read_bytes() if shapes_path.exists() else None
+    content = json.loads(text)
+    data = content["measured"]
+    arrays = np.load(io.BytesIO(shapes_bytes)) if shapes_bytes else {}
+    calibrations = {}
+    for name, value in data.items():
+        shapes = {op_class: ShapeResiduals.from_arrays(arrays, f"{name}/{op_class}")
+                  for op_class in shape_residuals.CLASSES if f"{name}/{op_class}/points" in arrays}
+        calibrations[name] = KernelCalibration.from_json(value["calibration"], shapes)
     gpus = {name: Gpu(**v["gpu"]) for name, v in data.items()}
     keys = {name: v["catalogue"] for name, v in data.items() if v.get("catalogue")}
-    return calibrations, gpus, keys
+    roofs = {key: MeasuredRoof(gpu=Gpu(**v["gpu"]), gemm_efficiency=v["gemm_efficiency"], source=v["source"])
+             for key, v in content.get("roofs", {}).items()}
+    return calibrations, gpus, keys, roofs
+
+
+def calibration_of(gpu: Gpu, key: str | None = None, shipped=None) -> KernelCalibration:
+    """The kernel calibration of ``gpu`` (``key``: its catalogue key, if any): its own measured one where
+    rooflow ships it (by key or by name), else its architecture's or family's (:func:`family_calibration`)
+    from the shipped calibrations and measured roofs (``shipped``: :func:`load_shipped`'s result)."""
+    calibrations, gpus, keys, roofs = shipped or _shipped()
+    for name, calibration in calibrations.items():
+        if name == gpu.name or (key and keys.get(name) == key):
+            return calibration
+    return family_calibration(gpu, calibrations, gpus, roofs)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped():
+    return load_shipped()
 
 
 def for_gpu(device) -> tuple[KernelCalibration, Gpu] | None:
     """The kernel calibration of a catalogue device: its own measured one where rooflow ships it, else its
-    architecture family's with its datasheet (None: not a GPU, or the catalogue lacks its L2 size)."""
+    architecture's or family's with its datasheet (None: not a GPU, or the catalogue lacks its L2 size)."""
     gpu = gpu_from_device(device)
     if gpu is None:
         return None
-    calibrations, gpus, keys = load_shipped()
-    for name, key in keys.items():
-        if key == device.key:
-            return calibrations[name], gpu
-    return family_calibration(gpu, calibrations, gpus), gpu
+    return calibration_of(gpu, device.key), gpu
 
 
 def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80gb"):
@@ -601,7 +837,7 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
               f"the {reference_key} calibration (range ±{max(reference.relative_uncertainty, kernels.relative_uncertainty):.0%})")
     # the fitted GEMMs are cuBLAS's (linear, bmm): the time model's gemm_efficiency, too
     gemm_efficiency = {**reference.gemm_efficiency, "fp32": matmul["fp32"]} if gemm else reference.gemm_efficiency
-    return reference.with_(source=source, matmul_efficiency=matmul, gemm_efficiency=gemm_efficiency,
+    return reference.with_(source=source, matmul_efficiency=matmul, gemm_efficiency=gemm_efficiency, kernel_model=True,
                            memory_efficiency_by_class=memory,
                            memory_efficiency=memory.get("elementwise", reference.memory_efficiency),
                            relative_uncertainty=max(reference.relative_uncertainty, kernels.relative_uncertainty),

@@ -58,7 +58,7 @@ from typing import Any
 import pandas as pd
 
 from rooflow.conventions import MATMUL_OP_CLASSES
-from rooflow.estimate import attention, batchnorm
+from rooflow.estimate import attention, batchnorm, kernel_calibration, kernel_ops
 from rooflow.estimate.core import parse_gemms
 
 # Ops that call cuDNN/cuBLAS (host: descriptors, heuristics and plan-cache lookups).
@@ -146,6 +146,9 @@ class Calibration:
     bandwidth_cap_bytes_per_second: float | None = None
     relative_uncertainty: float = 0.25
     notes: tuple[str, ...] = ()
+    # FP32 convolution, GEMM, elementwise, LayerNorm and softmax calls take their kernels' time from the device's
+    # kernel calibration (rooflow.estimate.kernel_ops): set where this calibration was made from it
+    kernel_model: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -460,6 +463,27 @@ def host_op_seconds(row, mode: str, calibration: Calibration) -> float:
 
 
 # ------------------------------------------------------------------------------------------ the step
+def _single_call(body: pd.DataFrame, single: pd.DataFrame, precision: str, mode: str, device,
+                 calibration: Calibration, sm_count: int) -> StepPrediction | None:
+    """A step that is ONE call the kernel model prices (one layer, inference): the latency of that call alone,
+    launch floor included, as the device's single-op measurements time it (rooflow.estimate.kernel_ops).
+    None for any other step."""
+    launching = [index for index, row in body.iterrows() if row["op"] not in NO_KERNEL_OPS]
+    if len(launching) != 1 or launching[0] not in single.index or int(body.at[launching[0], "calls"]) != 1:
+        return None
+    row = body.loc[launching[0]]
+    seconds, device_seconds = float(single.at[row.name, "seconds"]), float(single.at[row.name, "device_seconds"])
+    _, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count)
+    found = kernel_calibration.for_gpu(device)
+    source = f"one call alone, by the kernel model — {found[0].source}" if found else calibration.source
+    spread = max(calibration.relative_uncertainty, found[0].relative_uncertainty if found else 0.0)
+    return StepPrediction(seconds=seconds, low_seconds=seconds * (1 - spread), high_seconds=seconds * (1 + spread),
+                          device_seconds=device_seconds, host_seconds=seconds - device_seconds,
+                          bound="gpu" if device_seconds >= 0.8 * seconds else "host",
+                          by_class_seconds={next(iter(parts)): device_seconds}, calibration_source=source,
+                          kernels=kernels)
+
+
 def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration: Calibration) -> StepPrediction:
     """The predicted time of one step of the estimate whose ops table is ``ops`` (module docstring)."""
     precision, mode = totals["precision"], totals["mode"]
@@ -480,10 +504,19 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         body = body.drop(index=list(attention.fused_rows(body)))
     norm_channels = batchnorm.channels_by_layer(body, 2.0) if not cpu and precision == "bf16" and mode == "training" \
         else None
-    for _, row in body.iterrows():
+    single = None if cpu else kernel_ops.kernel_seconds(body, precision, device)
+    if single is not None and not single.empty:
+        alone = _single_call(body, single, precision, mode, device, calibration, sm_count)
+        if alone is not None:
+            return alone
+    for index, row in body.iterrows():
         calls = int(row["calls"])
         work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count, norm_channels,
                                                  sdpa_layers)
+        if calibration.kernel_model and single is not None and index in single.index:
+            # its kernels as the device's single-op measurements price them (the time model's host costs stay)
+            work = max(float(single.at[index, "device_seconds"]), kernels * calibration.kernel_seconds)
+            parts = {next(iter(parts)): work}
         host = host_op_seconds(row, mode, calibration) + (module_share if row["phase"] == "forward" else 0.0)
         if cpu:
             host_clock += calls * (host + work)

@@ -1,0 +1,98 @@
+"""What a library's heuristics do by shape, as measured: the kernel model's residuals near a shape.
+
+cuBLAS and cuDNN pick a kernel per call from the shape (tile size, split-K, Winograd or implicit GEMM, the
+transform kernels around it), by heuristics and, with ``cudnn.benchmark``, by timing candidates. The kernel
+model (rooflow.estimate.kernel_calibration) prices the hardware — tiles, waves over the SMs, mainloop fill,
+power — with a few parameters per GPU; what it cannot follow is which kernel the library picked for that
+shape. Those picks are deterministic functions of the shape on one architecture (one library build), and the
+measurements show them: close shapes take close times (in the public NeuSight data set, the nearest measured
+neighbour of a GEMM differs by 3–10% in time per FLOP, while the model's residuals spread by 20–45%).
+
+So a GPU's calibration keeps, per class, each measured shape's residual — log(measured / modelled seconds)
+— in a log2 feature space of the shape (:func:`features`). A new shape takes the inverse-distance weighted
+mean of its :data:`NEIGHBOURS` nearest measured shapes' residuals, shrunk toward zero when they are far
+(:data:`PRIOR_WEIGHT`: a shape beyond the measured ones gets the model alone). The residuals carry to another
+GPU of the **same architecture** only (same kernels, same heuristics: an A100 80GB takes the A100 40GB's),
+never across architectures, where other kernels run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+NEIGHBOURS = 8
+# Inverse-distance weights 1 / (distance + DISTANCE_OFFSET), distance in octaves summed over the features;
+# PRIOR_WEIGHT is a zero residual's weight: at 1/PRIOR_WEIGHT − DISTANCE_OFFSET octaves from all measured
+# shapes the correction is halved.
+DISTANCE_OFFSET = 0.25
+PRIOR_WEIGHT = 0.25
+# Categorical features (kernel size, stride, batched or not) are scaled so that a different value is as far
+# as this many octaves: shapes of another kernel size or stride run other kernels.
+CATEGORY_OCTAVES = 3.0
+CLASSES = ("gemm", "convolution")
+BLOCK = 512  # queries per distance block (512 × 24,000 points × 4 bytes: 49 MB)
+
+
+def features(rows: pd.DataFrame, op_class: str) -> np.ndarray:
+    """The shape of each row of the measurement layout (rooflow.estimate.kernel_calibration.load_measurements)
+    in log2 units: GEMM (nn.Linear on (B, M, N) → K, torch.bmm (B, M, N) @ (B, N, K)) as output rows, output
+    columns, reduction depth, batch count and batched-or-not; convolution as output pixels (N·Ho·Wo),
+    output channels, input channels, output size, kernel size and stride."""
+    if op_class == "gemm":
+        b, m, n, k = (rows[c].to_numpy(float) for c in ("B", "M", "N", "K"))
+        batched = (rows["operator"].to_numpy() == "bmm").astype(float)
+        rows_out = np.where(batched > 0, m, b * m)
+        count = np.where(batched > 0, b, 1.0)
+        return np.column_stack([np.log2(rows_out), np.log2(k), np.log2(n), np.log2(count),
+                                batched * CATEGORY_OCTAVES])
+    if op_class == "convolution":
+        b, cin, cout, kernel, size, stride, padding = (rows[c].to_numpy(float) for c in (
+            "B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"))
+        out = np.maximum(np.floor((size + 2 * padding - kernel) / stride) + 1, 1.0)
+        return np.column_stack([np.log2(b * out * out), np.log2(cout), np.log2(cin), np.log2(out),
+                                kernel * CATEGORY_OCTAVES, stride * CATEGORY_OCTAVES])
+    raise ValueError(f"no shape features for op class {op_class!r}")
+
+
+@dataclass(frozen=True)
+class ShapeResiduals:
+    """One GPU's measured shapes of one class (``points``, :func:`features`) and their residuals."""
+
+    points: np.ndarray
+    residuals: np.ndarray
+
+    def correction(self, query: np.ndarray) -> np.ndarray:
+        """The factor (measured / modelled seconds) to apply to each row of ``query`` (features)."""
+        if not len(self.points) or not len(query):
+            return np.ones(len(query))
+        k = min(NEIGHBOURS, len(self.points))
+        points = self.points.astype(np.float32).T  # features × points: one contiguous row per feature
+        result = np.empty(len(query))
+        for start in range(0, len(query), BLOCK):  # distances of BLOCK queries × points, in float32
+            block = query[start:start + BLOCK].astype(np.float32)
+            distance = np.abs(block[:, :1] - points[0])
+            for feature in range(1, points.shape[0]):
+                distance += np.abs(block[:, feature:feature + 1] - points[feature])
+            nearest = np.argpartition(distance, k - 1, axis=1)[:, :k]
+            weight = 1.0 / (np.take_along_axis(distance, nearest, axis=1) + DISTANCE_OFFSET)
+            result[start:start + BLOCK] = (weight * self.residuals[nearest]).sum(axis=1) / (weight.sum(axis=1)
+                                                                                            + PRIOR_WEIGHT)
+        return np.exp(result)
+
+    def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        # half precision: log2 shapes up to 2^16 to 0.01 octave, residuals to 0.1%
+        return {f"{prefix}/points": self.points.astype(np.float16),
+                f"{prefix}/residuals": self.residuals.astype(np.float16)}
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix: str) -> ShapeResiduals:
+        return cls(np.asarray(arrays[f"{prefix}/points"], float), np.asarray(arrays[f"{prefix}/residuals"], float))
+
+
+def measured_residuals(rows: pd.DataFrame, modelled_seconds: np.ndarray, op_class: str) -> ShapeResiduals:
+    """The residuals of ``rows`` (one GPU, one class) against the model's seconds for them."""
+    residuals = np.log(rows["seconds"].to_numpy(float) / modelled_seconds)
+    return ShapeResiduals(features(rows, op_class), residuals)
