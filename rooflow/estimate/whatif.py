@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rooflow.conventions import VARIANTS
+from rooflow.conventions import VARIANTS, bytes_model
 from rooflow.errors import RooflowError
 from rooflow.estimate.calibration import for_device
 from rooflow.estimate.predict import predict_memory, predict_seconds
@@ -57,8 +57,9 @@ def _prediction(estimate, device, calibration, variant: str = "eager") -> dict[s
     row: dict[str, Any] = {"predicted_seconds": None, "predicted_seconds_low": None, "predicted_seconds_high": None,
                            "calibration_source": calibration.source, "modelled": True}
     if variant == "compile":
-        bound = predict_seconds(estimate.ops, device, totals["precision"], bytes_model="fused")
-        fused = bound.get("predicted_seconds_fused")
+        traffic = bytes_model(variant)
+        bound = predict_seconds(estimate.ops, device, totals["precision"], bytes_model=traffic)
+        fused = bound.get(f"predicted_seconds_{traffic}")
         row.update(modelled=False, note="not modelled: torch.compile's fused kernels are not in the time model"
                    + ("" if fused is None else f"; its fused-traffic roofline bound is {fused * 1e3:.2f} ms"))
     elif variant == "channels_last" and (device.bandwidth(True) or device.bandwidth(False)):

@@ -222,16 +222,32 @@ def reconcile(measured: dict, estimated: dict, precision: str, mode: str, tensor
         low = (bytes_floor or bytes_estimated or 0.0) * (1 - tolerance)
         high = (bytes_unfused or bytes_estimated or float("inf")) * (1 + tolerance)
         result["bytes_agree"] = low <= bytes_measured <= high
-        if bytes_measured < low:
-            result["bytes_cause"] = (
-                "Measured DRAM traffic is below the estimated floor: data that fits in L2 is read from DRAM once "
-                "however often kernels reuse it, or the profiled range missed part of the step.")
-        elif bytes_measured > high:
-            result["bytes_cause"] = (
-                "Measured DRAM traffic exceeds even the unfused estimate: layout transposes (nchwToNhwc), "
-                "cuDNN workspaces and Winograd transforms move data the estimate does not model, and ncu flushes "
-                "the caches before each kernel (--cache-control all), so every kernel starts cold.")
+        if not result["bytes_agree"]:
+            result.update(_eager_bytes(bytes_measured, bytes_floor or bytes_estimated or 0.0,
+                                       bytes_unfused or bytes_estimated or 0.0, evidence))
     return result
+
+
+def _eager_bytes(measured: float, floor: float, unfused: float, evidence: _Evidence) -> dict[str, Any]:
+    """An eager step's DRAM bytes outside [floor, unfused estimate]: which side's kernels carry the gap and
+    which kernels move the most, from the per-kernel table; "Unexplained" without one. Keys of
+    :func:`reconcile`'s result."""
+    above = measured > unfused
+    bound, name = (unfused, "the unfused estimate") if above else (floor, "the compulsory floor")
+    lead = (f"Measured DRAM bytes are {measured / bound:.3g}× {name} ({_traffic(measured)} vs {_traffic(bound)})")
+    sides = bytes_sides(evidence.kernels, evidence.ops, estimate="unfused")
+    if not sides:
+        return {"bytes_unexplained": True, "bytes_cause": (
+            f"{UNEXPLAINED}: {lead[0].lower()}{lead[1:]}, and without the profile's per-kernel table (with DRAM "
+            f"bytes) and the estimate's ops.csv no kernel can be named for it.")}
+    gap = measured - sides[MATMUL_SIDE]["estimated"] - sides[OTHER_SIDE]["estimated"]
+    carrier = max((MATMUL_SIDE, OTHER_SIDE), key=lambda side: sides[side]["difference"] * math.copysign(1, gap))
+    return {"bytes_sides": sides, "bytes_cause": (
+        f"{lead}. By side against the unfused estimate: convolution/matmul kernels "
+        f"{_traffic(sides[MATMUL_SIDE]['measured'])} where its convolution/matmul ops move "
+        f"{_traffic(sides[MATMUL_SIDE]['estimated'])}; other kernels {_traffic(sides[OTHER_SIDE]['measured'])} "
+        f"where its other ops move {_traffic(sides[OTHER_SIDE]['estimated'])}. The {carrier} side carries most of "
+        f"the difference; its kernels moving the most: {_describe_bytes(sides[carrier]['kernels'], 3)}.")}
 
 
 class _Evidence:
@@ -622,18 +638,19 @@ INDUCTOR_KERNELS = "inductor's triton_ kernels"
 OUTSIDE_INDUCTOR = "kernels outside them"
 
 
-def bytes_sides(kernels: Any, ops: pd.DataFrame | None) -> dict[str, dict[str, Any]]:
-    """Measured DRAM bytes of a compiled step's kernels against the estimate's fusion-aware bytes, per side:
-    {MATMUL_SIDE, OTHER_SIDE: {measured, estimated, difference, kernels}}; the other side's measured bytes also
-    split into inductor's ``triton_*`` kernels and the kernels outside them (``families``). Empty without a
-    per-kernel table with DRAM bytes, or without the estimate's ops table."""
+def bytes_sides(kernels: Any, ops: pd.DataFrame | None, estimate: str = "fused") -> dict[str, dict[str, Any]]:
+    """Measured DRAM bytes of a step's kernels against the estimate's ``estimate`` (fused or unfused) bytes,
+    per side: {MATMUL_SIDE, OTHER_SIDE: {measured, estimated, difference, kernels}}; the other side's measured
+    bytes also split into inductor's ``triton_*`` kernels and the kernels outside them (``families``). Empty
+    without a per-kernel table with DRAM bytes, or without the estimate's ops table."""
     if kernels is None or "dram_bytes" not in getattr(kernels, "columns", ()) or ops is None or not len(ops) \
             or "kernel_class" not in kernels.columns:
         return {}
     dram = _dram(kernels)
     on_matmul = kernels["kernel_class"].isin(MATMUL_KERNEL_CLASSES)
     inductor = kernels["name"].map(is_inductor_kernel) & ~on_matmul
-    fused = ops["fused_bytes_read"] + ops["fused_bytes_written"]
+    prefix = "fused_" if estimate == "fused" else ""
+    fused = ops[f"{prefix}bytes_read"] + ops[f"{prefix}bytes_written"]
     estimated_matmul = float(math.fsum(fused[ops["op_class"].isin(MATMUL_OP_CLASSES)]))
     estimated_other = float(math.fsum(fused)) - estimated_matmul
     sides = {}
@@ -713,27 +730,24 @@ def _fused_bytes(measured: float, estimated: float, floor: float | None, evidenc
     carrier = max((MATMUL_SIDE, OTHER_SIDE), key=lambda side: sides[side]["difference"] * math.copysign(1, gap))
     share = sides[carrier]["difference"] / gap
     more = gap > 0
+    # what the profile shows: which side, which kernels, how many bytes (why a kernel moves them is not measured)
     if carrier == MATMUL_SIDE:
         text = (f"The convolution/matmul kernels carry {100 * min(share, 1):.0f}% of the gap "
-                f"({_describe_bytes(sides[MATMUL_SIDE]['kernels'])}): inductor leaves convolutions and GEMMs to "
-                f"cuDNN and cuBLAS, which " + (
-                    "read their operands from DRAM again in each kernel (ncu starts every kernel with cold caches), "
-                    "and move workspaces and layout transforms the estimate does not count." if more else
-                    "kept part of their operands in L2 between kernels."))
+                f"({_describe_bytes(sides[MATMUL_SIDE]['kernels'])}): library kernels (cuDNN, cuBLAS) that inductor "
+                f"did not generate, moving {'more' if more else 'less'} than the estimate's convolution/matmul ops.")
     else:
         outside = families[OUTSIDE_INDUCTOR]["measured"]
         inside = families[INDUCTOR_KERNELS]["measured"]
         if more and outside >= EXPLAINED_SHARE * gap:
             text = (f"The other kernels carry {100 * min(share, 1):.0f}% of the gap, and the kernels outside "
                     f"inductor's fused code alone move {_traffic(outside)} "
-                    f"({_describe_bytes(families[OUTSIDE_INDUCTOR]['kernels'])}): ops inductor did not fuse (aten "
-                    f"fallbacks, layout copies) write and read tensors the fusion-aware estimate keeps on chip.")
+                    f"({_describe_bytes(families[OUTSIDE_INDUCTOR]['kernels'])}): ops inductor did not fuse, whose "
+                    f"tensors the fusion-aware estimate keeps on chip.")
         else:
             text = (f"The other kernels carry {100 * min(share, 1):.0f}% of the gap: inductor's triton_ kernels move "
                     f"{_traffic(inside)} ({_describe_bytes(families[INDUCTOR_KERNELS]['kernels'])}), "
-                    + ("keeping more intermediate tensors in DRAM than the estimate's fusion rules (an epilogue "
-                       "per producer, BatchNorm folded in inference) assume." if more else
-                       "fusing more than the estimate's rules assume (across reductions, or recomputing tensors "
-                       "instead of reading them)."))
+                    + ("more intermediate tensors in DRAM than the estimate's fusion rules (an epilogue per "
+                       "producer, BatchNorm folded in inference) leave there." if more else
+                       "less than the estimate's fusion rules leave in DRAM."))
     out["bytes_cause"] = f"{lead}. {per_side} {text}"
     return out

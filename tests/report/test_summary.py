@@ -100,9 +100,8 @@ def test_gpu_row_prefers_ncu_counts_and_uses_the_precision_roof():
 
 def test_a_profiled_compiled_step_is_held_to_the_fused_bytes_and_its_gap_is_a_check():
     """The same ncu totals (5e8 DRAM bytes) on an eager and on a compiled step of one run: the eager step is held
-    to the range from the floor (1e7) to the unfused bytes (3e8) ± 20% and exceeds it (a warning with the range's
-    cause); the compiled step is 5x the fused bytes (1e8), and without a per-kernel table nothing explains it: an
-    error."""
+    to the range from the floor (1e7) to the unfused bytes (3e8) ± 20% and exceeds it; the compiled step is 5x
+    the fused bytes (1e8); without a per-kernel table nothing explains either: errors, "Unexplained"."""
     ncu = dict(device="gpu", model="toy", batch=4, precision="fp32", mode="inference", flops_total=3.9e9,
                dram_bytes=5e8, tensor_metrics_collected=True)
     rows = {variant: build_row(GPU, estimate(), timing(0.001, device="gpu", variant=variant),
@@ -112,8 +111,8 @@ def test_a_profiled_compiled_step_is_held_to_the_fused_bytes_and_its_gap_is_a_ch
     assert [rows[v]["estimated_arithmetic_intensity"] for v in rows] == pytest.approx([4e9 / 3e8, 4e9 / 1e8])
     assert [rows[v]["bytes_ratio"] for v in rows] == pytest.approx([5 / 3, 5.0])
     eager = [c for c in run_checks(rows["eager"]) if c.check == "measured/estimated DRAM bytes"]
-    assert [(c.severity, c.value) for c in eager] == [("warning", "1.67")]
-    assert "exceeds even the unfused estimate" in eager[0].cause
+    assert [(c.severity, c.value) for c in eager] == [("error", "1.67")]
+    assert eager[0].cause.startswith("Unexplained: measured DRAM bytes are 1.67× the unfused estimate")
     [compiled] = [c for c in run_checks(rows["compile"]) if c.check == "measured/estimated DRAM bytes"]
     assert (compiled.severity, compiled.value, compiled.variant) == ("error", "5.00", "compile")
     assert compiled.expected == "within ±20% of the fusion-aware estimate"
