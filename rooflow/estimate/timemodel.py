@@ -203,6 +203,9 @@ class StepPrediction:
     by_class_seconds: dict[str, float]
     calibration_source: str
     kernels: int
+    # per layer type (the module class, as the measured op_times name it): kernel seconds on a GPU, the ops'
+    # whole time on a CPU (where the host is the device) — what the timing job's profiled iteration measures
+    by_layer_type_seconds: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"predicted_seconds": self.seconds, "predicted_seconds_low": self.low_seconds,
@@ -481,7 +484,7 @@ def _single_call(body: pd.DataFrame, single: pd.DataFrame, precision: str, mode:
                           device_seconds=device_seconds, host_seconds=seconds - device_seconds,
                           bound="gpu" if device_seconds >= 0.8 * seconds else "host",
                           by_class_seconds={next(iter(parts)): device_seconds}, calibration_source=source,
-                          kernels=kernels)
+                          kernels=kernels, by_layer_type_seconds={str(row.get("type") or row["op"]): device_seconds})
 
 
 def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration: Calibration) -> StepPrediction:
@@ -492,6 +495,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     host_clock = device_clock = device_busy = 0.0
     kernels_total = 0
     by_class: dict[str, float] = {}
+    by_type: dict[str, float] = {}
     module_calls = sum((totals.get("module_calls") or {}).values())
     forward_calls = int(ops.loc[ops["phase"] == "forward", "calls"].sum()) or 1
     module_share = calibration.host_module_seconds * module_calls / forward_calls
@@ -531,6 +535,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         for part, seconds in parts.items():
             if seconds:
                 by_class[part] = by_class.get(part, 0.0) + calls * seconds
+        layer_type = str(row.get("type") or row["op"])
+        by_type[layer_type] = by_type.get(layer_type, 0.0) + calls * (host + work if cpu else work)
 
     if mode == "training" and not cpu:
         optimizer = ops[ops["phase"] == "optimizer"]
@@ -564,4 +570,5 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     spread = calibration.relative_uncertainty
     return StepPrediction(seconds=seconds, low_seconds=seconds * (1 - spread), high_seconds=seconds * (1 + spread),
                           device_seconds=device_busy, host_seconds=host_clock, bound=bound,
-                          by_class_seconds=by_class, calibration_source=calibration.source, kernels=kernels_total)
+                          by_class_seconds=by_class, calibration_source=calibration.source, kernels=kernels_total,
+                          by_layer_type_seconds=by_type)

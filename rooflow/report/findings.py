@@ -222,12 +222,47 @@ def explanation_contradiction(run: Any) -> tuple[str, str, str] | None:
                             f"reconciliation bug)")
 
 
+def _json(run: Any, column: str) -> dict[str, float]:
+    try:
+        value = json.loads(run.get(column) or "{}")
+    except (TypeError, json.JSONDecodeError):
+        return {}
+    return {str(k): float(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _miss_carriers(run: Any, limit: int = 2) -> str | None:
+    """Which layer types carry a time prediction's miss, from the measured time per layer type (the timing job's
+    profiled iteration: kernel time on a GPU, op time on a CPU) against the predicted one: the largest
+    differences with the sign of the miss. None where either side was not recorded."""
+    measured, predicted = _json(run, "measured_seconds_by_layer_type"), _json(run, "predicted_seconds_by_layer_type")
+    ratio = run.get("measured_over_predicted")
+    if not measured or not predicted or not _finite(ratio):
+        return None
+    slower = ratio > 1
+    differences = {name: measured.get(name, 0.0) - predicted.get(name, 0.0) for name in set(measured) | set(predicted)}
+    carriers = sorted((kv for kv in differences.items() if (kv[1] > 0) == slower and kv[1]),
+                      key=lambda kv: -abs(kv[1]))[:limit]
+    if not carriers:
+        return ("no layer type's measured time exceeds its prediction in the miss's direction: the miss is outside "
+                "the layers' kernels (the host, launch gaps), or unexplained")
+    return ("by layer type, measured vs predicted " + ("kernel" if run.get("device") != "cpu" else "op")
+            + " time in the profiled iteration: " + ", ".join(
+                f"{name} {measured.get(name, 0.0) * 1e3:.3g} vs {predicted.get(name, 0.0) * 1e3:.3g} ms "
+                f"({difference * 1e3:+.3g} ms)" for name, difference in carriers))
+
+
 def _predicted_time_carrier(run: Any) -> str:
-    """What carries most of the predicted time: the host, or the two largest op classes."""
+    """What carries a time prediction's miss: whether the model has the step host-bound, and the layer types
+    whose measured time departs from their prediction (:func:`_miss_carriers`), where measured; else what
+    carries most of the predicted time: the two largest op classes."""
+    carriers = _miss_carriers(run)
     host, device = run.get("predicted_host_seconds"), run.get("predicted_device_seconds")
     if run.get("predicted_bound") == "host" and _finite(host) and _finite(device):
-        return (f"the step is host-bound in the model ({host * 1e3:.3g} ms of host work for {device * 1e3:.3g} ms "
-                f"of kernels)")
+        bound = (f"the step is host-bound in the model ({host * 1e3:.3g} ms of host work for {device * 1e3:.3g} ms "
+                 f"of kernels)")
+        return f"{bound}; {carriers}" if carriers else bound
+    if carriers:
+        return carriers
     try:
         by_class = json.loads(run.get("predicted_seconds_by_class") or "{}")
     except (TypeError, json.JSONDecodeError):

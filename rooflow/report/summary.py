@@ -46,7 +46,8 @@ COLUMNS = [
     "measured_peak_flops_per_second", "measured_bandwidth_bytes_per_second",
     "attainable_flops_per_second_measured_roof", "percent_of_measured_roofline",
     "predicted_seconds", "predicted_seconds_low", "predicted_seconds_high", "predicted_bound",
-    "predicted_host_seconds", "predicted_device_seconds", "predicted_seconds_by_class", "calibration_source",
+    "predicted_host_seconds", "predicted_device_seconds", "predicted_seconds_by_class",
+    "predicted_seconds_by_layer_type", "measured_seconds_by_layer_type", "calibration_source",
     "top_time", "top_time_source",
     "measured_over_predicted", "roofline_seconds",
     "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
@@ -105,6 +106,8 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
         values = prediction.as_dict()
         values["predicted_seconds_by_class"] = json.dumps({k: round(v, 9) for k, v in sorted(
             prediction.by_class_seconds.items(), key=lambda kv: -kv[1])})
+        values["predicted_seconds_by_layer_type"] = json.dumps({k: round(v, 9) for k, v in sorted(
+            prediction.by_layer_type_seconds.items(), key=lambda kv: -kv[1])})
         row.update(values)
         if seconds and prediction.seconds:
             row["measured_over_predicted"] = seconds / prediction.seconds
@@ -122,6 +125,8 @@ def _top_time(row: dict[str, Any], timing: dict[str, Any] | None) -> None:
     from rooflow.measure.optime import from_record, seconds_by
 
     source, seconds = "measured", seconds_by(from_record(timing)) if timing else {}
+    if seconds:
+        row["measured_seconds_by_layer_type"] = json.dumps({k: round(v, 9) for k, v in seconds.items()})
     if not seconds:
         source, seconds = "predicted", json.loads(row.get("predicted_seconds_by_class") or "{}")
     total = math.fsum(seconds.values())

@@ -162,3 +162,39 @@ def test_a_run_that_cannot_fit_is_a_result_row_with_the_verdict():
     checks, _ = build_checks(summary)
     unfit = checks[checks["check"] == "does not fit (not submitted)"]
     assert list(unfit["severity"]) == ["result"] and "20.5 GB" in unfit["likely_cause"].iloc[0]
+
+
+def test_a_missed_time_prediction_names_the_layer_types_that_carry_it():
+    """Closed form: measured 12 ms for a predicted 8 ms; Conv2d measured 9 vs predicted 5 ms and BatchNorm2d
+    2 vs 1.5 ms carry the miss (ReLU, faster than predicted, does not), largest first."""
+    from rooflow.report.findings import _miss_carriers
+
+    run = {"device": "gpu", "measured_over_predicted": 1.5,
+           "measured_seconds_by_layer_type": '{"Conv2d": 0.009, "BatchNorm2d": 0.002, "ReLU": 0.0005}',
+           "predicted_seconds_by_layer_type": '{"Conv2d": 0.005, "BatchNorm2d": 0.0015, "ReLU": 0.001}'}
+    assert _miss_carriers(run) == ("by layer type, measured vs predicted kernel time in the profiled iteration: "
+                                   "Conv2d 9 vs 5 ms (+4 ms), BatchNorm2d 2 vs 1.5 ms (+0.5 ms)")
+    assert _miss_carriers({**run, "measured_seconds_by_layer_type": None}) is None
+
+
+def test_h100_resnet18_bf16_miss_is_read_from_its_profiled_iteration():
+    """rooflow's real H100 timing job (resnet18 b32 bf16 inference, torch 2.11): measured 2.89 ms, 1.27× the
+    prediction; the check says the model has the step host-bound and that Conv2d and BatchNorm2d kernels took
+    longer than predicted in the profiled iteration."""
+    import json
+
+    from rooflow.estimate.calibration import for_device
+    from rooflow.estimate.core import estimate as rooflow_estimate
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    root = Path(__file__).resolve().parents[1] / "data" / "real" / "gpu-2026-11-25"
+    record = json.loads((root / "resnet18-b32-bf16-inference-timing.json").read_text())
+    device = load_devices(default_catalogue_path())["h100-sxm5-80gb"]
+    result = rooflow_estimate("resnet18", 32, "bf16", "inference")
+    row = build_row(device, dict(result.totals), record, ops=result.ops, calibration=for_device(device))
+    assert row["measured_over_predicted"] == pytest.approx(1.27, abs=0.05)
+    measured = json.loads(row["measured_seconds_by_layer_type"])
+    assert measured["Conv2d"] == pytest.approx(1.026e-3, rel=1e-3)
+    [check] = [c for c in run_checks(row) if c.check == "predicted vs measured time"]
+    assert "the step is host-bound in the model" in check.cause
+    assert "Conv2d 1.03 vs" in check.cause and "BatchNorm2d 0.298 vs" in check.cause
