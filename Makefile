@@ -35,10 +35,11 @@ lint: install
 	$(BIN)/snakefmt --check Snakefile rules
 	$(BIN)/snakemake --lint
 
-bench: install  ## benchmarks: estimator speed, CPU ceilings, ncu aggregation, workflow DAG time, ncu distinct-mode op counts
+bench: install  ## benchmarks: estimator speed, CPU ceilings, ncu aggregation and its CSV tokenizers, workflow DAG time, ncu distinct-mode op counts
 	$(BIN)/python benchmarks/bench_estimate.py
 	$(BIN)/python benchmarks/bench_ceilings.py
 	$(BIN)/python benchmarks/bench_ncu_aggregate.py
+	$(BIN)/python benchmarks/bench_csv_tokenizers.py
 	$(BIN)/python benchmarks/bench_workflow_dag.py
 	$(BIN)/python benchmarks/bench_distinct_ops.py
 
