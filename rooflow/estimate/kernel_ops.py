@@ -44,7 +44,8 @@ def kernel_rows(ops: pd.DataFrame, precision: str) -> pd.DataFrame:
             continue
         op, phase = row["op"], row["phase"]
         calls = max(1, int(row["calls"]))
-        call = [int(d) for d in str(row.get("call") or "").split("x") if d]
+        text = row.get("call")  # '' in the table, NaN once read back from ops.csv
+        call = [int(d) for d in text.split("x") if d] if isinstance(text, str) else []
         if op in CONVOLUTION_OPS and phase != "backward" and len(call) == 7:
             b, cin, size, cout, kernel, stride, padding = call
             records[index] = {"operator": "conv", "B": b, "Input_Channel": cin, "Output_Channel": cout,

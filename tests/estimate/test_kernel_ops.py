@@ -63,6 +63,17 @@ def test_kernel_rows_are_the_measurement_layout():
     assert kernel_ops.kernel_rows(_estimate(model, meta(4, 16, 8, 8), precision="tf32").ops, "tf32").empty
 
 
+def test_kernel_rows_of_an_ops_table_read_back_from_csv(tmp_path):
+    """The workflow reads ops.csv from disk, where a call without geometry is NaN, not '': the same rows."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1, bias=False), torch.nn.ReLU())
+    ops = _estimate(model, meta(4, 16, 8, 8)).ops
+    ops.to_csv(tmp_path / "ops.csv", index=False)
+    again = pd.read_csv(tmp_path / "ops.csv")
+    assert again["call"].isna().any()
+    pd.testing.assert_frame_equal(kernel_ops.kernel_rows(again, "fp32"), kernel_ops.kernel_rows(ops, "fp32"),
+                                  check_dtype=False)
+
+
 @pytest.mark.parametrize("device", ["t4", "a100-pcie-80gb", "l4", "h100-sxm5-80gb"])
 def test_one_layer_is_its_call_alone(device):
     """rooflow.estimate_module of one nn.Linear is the kernel model's latency of that call (launch floor
