@@ -265,7 +265,9 @@ def layer_table(kernels: pd.DataFrame, ops: pd.DataFrame, layers: pd.DataFrame |
         row["measured_cuda_core_flops"] = float(got["cuda_core"]) if got is not None else 0.0
         row["measured_dram_bytes"] = float(got["dram"]) if got is not None else 0.0
         row["flops_ratio"] = _ratio(row["measured_flops"], row["estimated_flops"])
-        row["bytes_ratio"] = _ratio(row["measured_dram_bytes"], row["estimated_fused_bytes"])
+        # rows by layer are of eager steps (a compiled one is profiled whole): held to the unfused traffic, as the
+        # run's own DRAM-byte reconciliation is (rooflow.conventions.bytes_model)
+        row["bytes_ratio"] = _ratio(row["measured_dram_bytes"], row["estimated_unfused_bytes"])
         row["top_kernel"] = top.get(key, "")
         if est is None:
             row["note"] = ("kernels outside every layer range (a residual add outside leaf modules, gradient "

@@ -102,6 +102,9 @@ def test_estimated_rows_sum_to_the_estimate():
     table = resnet18_table()
     assert math.fsum(table["estimated_flops"]) == pytest.approx(est.totals["total_flops"], rel=1e-12)
     assert math.fsum(table["estimated_fused_bytes"]) == pytest.approx(est.totals["fused_bytes"], rel=1e-12)
+    # an eager step's rows are held to the unfused traffic, as the run's own reconciliation is
+    rows = table[table["estimated_unfused_bytes"] > 0]
+    assert (rows["bytes_ratio"] == rows["measured_dram_bytes"] / rows["estimated_unfused_bytes"]).all()
 
 
 def test_convolution_forward_flops_per_layer():
