@@ -120,6 +120,15 @@ def test_the_sustained_clock_is_measured_here():
     assert 0.5e9 < measured["clock_hz"] < 6e9 and len(measured["per_round_hz"]) == 3
 
 
+def test_an_implausible_clock_is_not_taken(monkeypatch):
+    # a core that runs the adds faster than one a cycle (Golden Cove folds immediate adds: 19 GHz measured) would
+    # raise the theoretical roof ~5x: the nominal clock stays
+    from rooflow.ceilings import clock
+
+    monkeypatch.setattr(clock, "MAX_PLAUSIBLE_HZ", 1e6)
+    assert clock.sustained_clock(1, seconds=0.01, repeats=1) is None
+
+
 def test_the_front_page_lists_one_line_per_check_with_its_runs_folded():
     from rooflow.report.tables import checks_overview
 
