@@ -577,11 +577,19 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
               for o in operators}
     shapes = _shapes_of([measured[name] for name in same_architecture])
+    across = []
+    for op_class in shape_residuals.ACROSS_ARCHITECTURES:  # cuDNN's picks by shape, each GPU's level removed
+        parts = [measured[name].shapes[op_class] for name in sorted(measured) if op_class in measured[name].shapes]
+        if op_class not in shapes and parts:
+            shapes[op_class] = shape_residuals.pooled(parts)
+            across.append(op_class)
+    across_note = (f"; {', '.join(across)} shapes: all measured GPUs' residuals, each less its median"
+                   if across else "")
     if same_architecture:
         source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "
                   f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "
                   f"measured shapes included, with its datasheet (SMs, FP32 peak, bandwidth, L2, board power); "
-                  f"launch floors from all measured GPUs ({', '.join(sorted(measured))})")
+                  f"launch floors from all measured GPUs ({', '.join(sorted(measured))}){across_note}")
     else:
         which = "its family's" if same else "all"
         roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "
@@ -589,7 +597,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
                   f"({', '.join(sorted(donors))}){roof_note}, elementwise/normalization/softmax and launch floors "
                   f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "
-                  f"peak, bandwidth, L2, board power)")
+                  f"peak, bandwidth, L2, board power){across_note}")
     return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes,
                              floors=floors, architecture=gpu.architecture, shapes=shapes)
 
