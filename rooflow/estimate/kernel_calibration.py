@@ -93,6 +93,12 @@ DATASET_GPUS = {"Tesla P100-PCIE-16GB": ("p100-pcie-16gb", "sm_60", 250.0), "Tes
 # 17,792); Volta and Turing pick by shape (64×64, 32×128, 128×64, 128×32). Ada and Hopper run Ampere's SIMT
 # kernels for FP32 (cutlass_80_simt_sgemm_*, sm80_xmma_gemm_f32f32_*_ffma in rooflow's H100 recordings).
 BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada-hopper": (128, 128)}
+# cuBLAS's FP32 nn.Linear GEMMs (sgemm "tn") on Pascal take the small tiles only: maxwell_sgemm_32x128_tn,
+# 64x64_tn and 128x32_tn for every one of the P100's and the P4's 6,423 linear calls in the data set, the
+# largest included (the P100 runs its linear calls of over 0.3 s at 26% of its FP32 peak); Volta, Turing and
+# Ampere pick 128×128 and 128×64 for large ones. Pascal's GEMM efficiency (at a 128×128 tile, as every
+# family's) is then cuDNN's too, whose implicit GEMMs tile 128 output pixels
+LINEAR_TILES = {"pascal": ((128, 32), (32, 128), (64, 64))}
 FLOOR_QUANTILE = 0.02  # an operator's launch floor: this quantile of its calls (the fastest one can be an outlier)
 # GPU Boost holds a power-limited board's boost clock for about this long into a kernel before its power
 # average catches up (the measured low-power boards: a T4's FP32 GEMMs reach 0.58 of its datasheet peak at
@@ -222,12 +228,13 @@ class _ShapeTable:
 
 
 def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None, split_k: bool = True,
-                 tiles=SGEMM_TILES) -> _ShapeTable:
+                 tiles=SGEMM_TILES, linear_tiles=None) -> _ShapeTable:
     """``batched``: rows that are batched GEMMs (torch.bmm), which cuBLAS does not split along k (none of the
     data set's 88,000 bmm calls launched a split-K reduction; 2–11% of its linear calls did) and runs with
     its architecture's one ``batched_tile`` where it has one (:data:`BATCHED_TILES`). ``split_k`` False: no
     row splits k (cuDNN's forward convolutions: none of the data set's 20,000 launched a split-K kernel, so a
-    convolution of few output tiles and many input channels runs on few SMs)."""
+    convolution of few output tiles and many input channels runs on few SMs). ``linear_tiles``: the tiles the
+    rows that are not batched take, where their architecture has a set of its own (:data:`LINEAR_TILES`)."""
     largest = max(tm * tn / (tm + tn) for tm, tn in SGEMM_TILES)
     intensity, bases, parts = [], [], []
     unsplit = np.zeros(len(m), bool) if batched is None else np.asarray(batched, bool)
@@ -238,9 +245,11 @@ def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None,
         padding = (m * n) / (tiles_m * tm * tiles_n * tn)
         tiles = tiles_m * tiles_n * count
         allowed = ~unsplit if batched_tile and (tm, tn) != tuple(batched_tile) else np.ones(len(m), bool)
+        if linear_tiles is not None and batched is not None and (tm, tn) not in linear_tiles:
+            allowed = allowed & np.asarray(batched, bool)
         for split in (1, 2, 4, 8, 16):
             if split > 1:
-                useful = (tiles * split <= 2 * sm_count) & (k / split >= 128) & ~unsplit
+                useful = (tiles * split <= 2 * sm_count) & (k / split >= 128) & ~unsplit & allowed
             else:
                 useful = allowed
             slots = tiles * split
@@ -333,7 +342,8 @@ class _Prepared:
                 work = {"flops": 2 * m * n * k * count, "bytes": moved,
                         "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
                                               BATCHED_TILES.get(gpu.family), split_k=op_class == "gemm",
-                                              tiles=SGEMM_TILES if op_class == "gemm" else IMPLICIT_GEMM_TILES)}
+                                              tiles=SGEMM_TILES if op_class == "gemm" else IMPLICIT_GEMM_TILES,
+                                              linear_tiles=LINEAR_TILES.get(gpu.family) if op_class == "gemm" else None)}
                 if op_class == "convolution":
                     work["fused_table"] = _shape_table(m, n, k, count, gpu.sm_count, split_k=False,
                                                        tiles=FUSED_WINOGRAD_TILES)
