@@ -35,7 +35,8 @@ efficiency of GEMM/convolution alike; the other GEMM and convolution parameters 
 measured GPUs of its architecture family (:data:`FAMILIES`), else of all, with the FP32 efficiency of the
 full-power boards (its family's, else all) held to what its board power sustains at its family's FLOPs per
 watt. Convolution runs at the GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same
-SMs; a fit holds it there and fits the rest of the convolution parameters).
+SMs; a fit holds it there and fits the rest of the convolution parameters), and takes all measured GPUs'
+convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals).
 """
 
 from __future__ import annotations
@@ -536,7 +537,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     where none of its family's single ops were measured, of a measured roof of its family (``roofs``) — held
     to what its board power sustains at its family's FP32 GEMM FLOPs per joule. Efficiencies are against each
     GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
-    memory-bound classes: all measured GPUs'."""
+    memory-bound classes: all measured GPUs'. Convolution shapes where its architecture has none: every
+    measured GPU's residuals, each less its own median (cuDNN's picks by shape carry across architectures,
+    a board's level does not; :func:`shape_residuals.pooled`)."""
     roofs = roofs or {}
     same_architecture = [name for name in measured if measured_gpus[name].architecture == gpu.architecture]
     same = [name for name in measured if measured_gpus[name].family == gpu.family]
