@@ -35,7 +35,8 @@ efficiency of GEMM/convolution alike; the other GEMM and convolution parameters 
 measured GPUs of its architecture family (:data:`FAMILIES`), else of all, with the FP32 efficiency of the
 full-power boards (its family's, else all) held to what its board power sustains at its family's FLOPs per
 watt. Convolution runs at the GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same
-SMs; a fit holds it there and fits the rest of the convolution parameters).
+SMs; a fit holds it there and fits the rest of the convolution parameters), and takes all measured GPUs'
+convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals).
 """
 
 from __future__ import annotations
@@ -93,6 +94,12 @@ DATASET_GPUS = {"Tesla P100-PCIE-16GB": ("p100-pcie-16gb", "sm_60", 250.0), "Tes
 # 17,792); Volta and Turing pick by shape (64×64, 32×128, 128×64, 128×32). Ada and Hopper run Ampere's SIMT
 # kernels for FP32 (cutlass_80_simt_sgemm_*, sm80_xmma_gemm_f32f32_*_ffma in rooflow's H100 recordings).
 BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada-hopper": (128, 128)}
+# cuBLAS's FP32 nn.Linear GEMMs (sgemm "tn") on Pascal take the small tiles only: maxwell_sgemm_32x128_tn,
+# 64x64_tn and 128x32_tn for every one of the P100's and the P4's 6,423 linear calls in the data set, the
+# largest included (the P100 runs its linear calls of over 0.3 s at 26% of its FP32 peak); Volta, Turing and
+# Ampere pick 128×128 and 128×64 for large ones. Pascal's GEMM efficiency (at a 128×128 tile, as every
+# family's) is then cuDNN's too, whose implicit GEMMs tile 128 output pixels
+LINEAR_TILES = {"pascal": ((128, 32), (32, 128), (64, 64))}
 FLOOR_QUANTILE = 0.02  # an operator's launch floor: this quantile of its calls (the fastest one can be an outlier)
 # GPU Boost holds a power-limited board's boost clock for about this long into a kernel before its power
 # average catches up (the measured low-power boards: a T4's FP32 GEMMs reach 0.58 of its datasheet peak at
@@ -222,12 +229,13 @@ class _ShapeTable:
 
 
 def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None, split_k: bool = True,
-                 tiles=SGEMM_TILES) -> _ShapeTable:
+                 tiles=SGEMM_TILES, linear_tiles=None) -> _ShapeTable:
     """``batched``: rows that are batched GEMMs (torch.bmm), which cuBLAS does not split along k (none of the
     data set's 88,000 bmm calls launched a split-K reduction; 2–11% of its linear calls did) and runs with
     its architecture's one ``batched_tile`` where it has one (:data:`BATCHED_TILES`). ``split_k`` False: no
     row splits k (cuDNN's forward convolutions: none of the data set's 20,000 launched a split-K kernel, so a
-    convolution of few output tiles and many input channels runs on few SMs)."""
+    convolution of few output tiles and many input channels runs on few SMs). ``linear_tiles``: the tiles the
+    rows that are not batched take, where their architecture has a set of its own (:data:`LINEAR_TILES`)."""
     largest = max(tm * tn / (tm + tn) for tm, tn in SGEMM_TILES)
     intensity, bases, parts = [], [], []
     unsplit = np.zeros(len(m), bool) if batched is None else np.asarray(batched, bool)
@@ -238,9 +246,11 @@ def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None,
         padding = (m * n) / (tiles_m * tm * tiles_n * tn)
         tiles = tiles_m * tiles_n * count
         allowed = ~unsplit if batched_tile and (tm, tn) != tuple(batched_tile) else np.ones(len(m), bool)
+        if linear_tiles is not None and batched is not None and (tm, tn) not in linear_tiles:
+            allowed = allowed & np.asarray(batched, bool)
         for split in (1, 2, 4, 8, 16):
             if split > 1:
-                useful = (tiles * split <= 2 * sm_count) & (k / split >= 128) & ~unsplit
+                useful = (tiles * split <= 2 * sm_count) & (k / split >= 128) & ~unsplit & allowed
             else:
                 useful = allowed
             slots = tiles * split
@@ -333,7 +343,8 @@ class _Prepared:
                 work = {"flops": 2 * m * n * k * count, "bytes": moved,
                         "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
                                               BATCHED_TILES.get(gpu.family), split_k=op_class == "gemm",
-                                              tiles=SGEMM_TILES if op_class == "gemm" else IMPLICIT_GEMM_TILES)}
+                                              tiles=SGEMM_TILES if op_class == "gemm" else IMPLICIT_GEMM_TILES,
+                                              linear_tiles=LINEAR_TILES.get(gpu.family) if op_class == "gemm" else None)}
                 if op_class == "convolution":
                     work["fused_table"] = _shape_table(m, n, k, count, gpu.sm_count, split_k=False,
                                                        tiles=FUSED_WINOGRAD_TILES)
@@ -526,7 +537,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     where none of its family's single ops were measured, of a measured roof of its family (``roofs``) — held
     to what its board power sustains at its family's FP32 GEMM FLOPs per joule. Efficiencies are against each
     GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
-    memory-bound classes: all measured GPUs'."""
+    memory-bound classes: all measured GPUs'. Convolution shapes where its architecture has none: every
+    measured GPU's residuals, each less its own median (cuDNN's picks by shape carry across architectures,
+    a board's level does not; :func:`shape_residuals.pooled`)."""
     roofs = roofs or {}
     same_architecture = [name for name in measured if measured_gpus[name].architecture == gpu.architecture]
     same = [name for name in measured if measured_gpus[name].family == gpu.family]
@@ -577,11 +590,19 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
               for o in operators}
     shapes = _shapes_of([measured[name] for name in same_architecture])
+    across = []
+    for op_class in shape_residuals.ACROSS_ARCHITECTURES:  # cuDNN's picks by shape, each GPU's level removed
+        parts = [measured[name].shapes[op_class] for name in sorted(measured) if op_class in measured[name].shapes]
+        if op_class not in shapes and parts:
+            shapes[op_class] = shape_residuals.pooled(parts)
+            across.append(op_class)
+    across_note = (f"; {', '.join(across)} shapes: all measured GPUs' residuals, each less its median"
+                   if across else "")
     if same_architecture:
         source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "
                   f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "
                   f"measured shapes included, with its datasheet (SMs, FP32 peak, bandwidth, L2, board power); "
-                  f"launch floors from all measured GPUs ({', '.join(sorted(measured))})")
+                  f"launch floors from all measured GPUs ({', '.join(sorted(measured))}){across_note}")
     else:
         which = "its family's" if same else "all"
         roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "
@@ -589,7 +610,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
                   f"({', '.join(sorted(donors))}){roof_note}, elementwise/normalization/softmax and launch floors "
                   f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "
-                  f"peak, bandwidth, L2, board power)")
+                  f"peak, bandwidth, L2, board power){across_note}")
     return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes,
                              floors=floors, architecture=gpu.architecture, shapes=shapes)
 

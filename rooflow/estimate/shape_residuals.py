@@ -12,8 +12,16 @@ So a GPU's calibration keeps, per class, each measured shape's residual — log(
 — in a log2 feature space of the shape (:func:`features`). A new shape takes the inverse-distance weighted
 mean of its :data:`NEIGHBOURS` nearest measured shapes' residuals, shrunk toward zero when they are far
 (:data:`PRIOR_WEIGHT`: a shape beyond the measured ones gets the model alone). The residuals carry to another
-GPU of the **same architecture** only (same kernels, same heuristics: an A100 80GB takes the A100 40GB's),
-never across architectures, where other kernels run.
+GPU of the **same architecture** whole (same kernels, same heuristics: an A100 80GB takes the A100 40GB's).
+
+Across architectures only cuDNN's convolution picks carry (:data:`ACROSS_ARCHITECTURES`, :func:`pooled`): which
+algorithm and transform kernels its autotuner takes for a shape (Winograd or implicit GEMM, the im2col and
+offset kernels of a small image, a 1×1's GEMM) is largely shared by Pascal, Volta and Turing, while each
+board's level (its power limit, its library's SGEMM efficiency) is not: each measured GPU's residuals less
+their median, pooled. Held one GPU out this took the V100's convolutions from 65% to 86% within ±25% and the
+P100's from 50% to 61%, the T4's and P4's unchanged; cuBLAS's GEMM picks did not carry (the A100's GEMMs from
+83% to 64%, the V100's from 82% to 60% with the others' residuals: its tiles and split-K by shape are each
+architecture's own).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ PRIOR_WEIGHT = 0.25
 # as this many octaves: shapes of another kernel size or stride run other kernels.
 CATEGORY_OCTAVES = 3.0
 CLASSES = ("gemm", "convolution")
+ACROSS_ARCHITECTURES = ("convolution",)  # classes whose measured shapes carry to another architecture (pooled)
 BLOCK = 512  # queries per distance block (512 × 24,000 points × 4 bytes: 49 MB)
 
 
@@ -96,3 +105,11 @@ def measured_residuals(rows: pd.DataFrame, modelled_seconds: np.ndarray, op_clas
     """The residuals of ``rows`` (one GPU, one class) against the model's seconds for them."""
     residuals = np.log(rows["seconds"].to_numpy(float) / modelled_seconds)
     return ShapeResiduals(features(rows, op_class), residuals)
+
+
+def pooled(parts: list[ShapeResiduals]) -> ShapeResiduals:
+    """Several GPUs' measured shapes of one class, each GPU's residuals less their median (its level: power
+    limit, library efficiency — what the model of another GPU sets from its own datasheet), together: what
+    the library's picks do by shape wherever they run."""
+    return ShapeResiduals(np.vstack([p.points for p in parts]),
+                          np.concatenate([p.residuals - np.median(p.residuals) for p in parts]))
