@@ -55,6 +55,26 @@ def tiny_run(tmp_path_factory, snakemake_exe) -> Path:
     return workdir
 
 
+def copy_run(run: Path, target: Path) -> Path:
+    """A copy of a finished workflow run (its outputs, logs and .snakemake metadata, modification times kept),
+    without the reports written at its top level: a later run there redoes only what its config changes."""
+    shutil.copytree(run, target, symlinks=True,
+                    ignore=lambda folder, names: [n for n in names if Path(folder) == run and n.endswith(".html")])
+    return target
+
+
+@pytest.fixture(scope="session")
+def tiny_report(tiny_run, snakemake_exe) -> Path:
+    """The tiny run's `snakemake --report report.html`: made once, read by the workflow test and opened in the
+    browser test."""
+    import subprocess
+
+    result = subprocess.run([snakemake_exe, "--cores", "2", "--configfile", "tests/configs/tiny.yaml", "--report",
+                             "report.html"], cwd=tiny_run, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"snakemake --report failed:\n{result.stderr[-4000:]}"
+    return tiny_run / "report.html"
+
+
 class Recorder:
     """Stands in for NVTX and the CUDA profiler API: the open range stack, and whether profiling is on."""
 

@@ -6,6 +6,7 @@ import collections
 import contextlib
 import csv
 import dataclasses
+import functools
 import gzip
 import json
 import os
@@ -332,6 +333,16 @@ def marker_boxes(ax):
 
 
 
+
+
+@functools.cache
+def cached_estimate(model: str, batch: int, precision: str, mode: str):
+    """rooflow.estimate.estimate, once per run for the whole session: the H100 and H200 sweep checks
+    (tests/estimate/test_sweep_7_models.py) and the step model's (test_step_model_gpus.py) ask for the same
+    batch-256 estimates, each seconds on 2 cores. Callers must not change the result's tables."""
+    from rooflow.estimate import estimate
+
+    return estimate(model, batch, precision, mode)
 
 
 def real(relative: str) -> Path:

@@ -7,12 +7,14 @@ import gzip
 import json
 from pathlib import Path
 
-from rooflow.estimate.calibration import derive_from_recordings, load_recordings
 from rooflow.hardware.devices import default_catalogue_path, load_device
 from rooflow.io import read_json, write_json
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
+    # imported here: rooflow.estimate imports torch, which no other `rooflow` command should wait for
+    from rooflow.estimate.calibration import derive_from_recordings, load_recordings
+
     device = load_device(args.devices_file, args.device, args.ceilings)
     ceilings = read_json(args.ceilings)
     folder = Path(args.from_recordings)

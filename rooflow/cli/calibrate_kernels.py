@@ -7,23 +7,17 @@ import json
 from pathlib import Path
 
 from rooflow.errors import RooflowError
-from rooflow.estimate.kernel_calibration import (
-    calibrate_measured,
-    check_shipped,
-    format_table,
-    held_one_out,
-    held_out_shapes,
-    load_dataset_gpus,
-    load_measurements,
-    roof_from_ceilings,
-    write_shipped,
-)
 from rooflow.hardware.devices import default_catalogue_path, load_devices
 from rooflow.io import read_json
+
+# rooflow.estimate's modules are imported by the commands themselves: importing any of them imports torch
+# (rooflow/estimate/__init__.py), seconds that every other `rooflow` command would pay for parsing its arguments.
 
 
 def _roofs(specs: list[str]) -> dict:
     """``KEY=CEILINGS.json`` → measured roofs by catalogue key."""
+    from rooflow.estimate.kernel_calibration import roof_from_ceilings
+
     devices = load_devices(default_catalogue_path())
     roofs = {}
     for spec in specs:
@@ -38,6 +32,17 @@ def _roofs(specs: list[str]) -> dict:
 
 
 def _cmd(args) -> int:
+    from rooflow.estimate.kernel_calibration import (
+        calibrate_measured,
+        check_shipped,
+        format_table,
+        held_one_out,
+        held_out_shapes,
+        load_dataset_gpus,
+        load_measurements,
+        write_shipped,
+    )
+
     if args.check:
         print(format_table(check_shipped(args.check), "GPU (shipped calibration)"))
         return 0

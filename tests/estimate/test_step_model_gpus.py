@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support import cached_estimate
 
 from rooflow.estimate import attention, batchnorm, estimate
 from rooflow.estimate.calibration import for_device, sm_bound_bandwidth
@@ -50,7 +51,7 @@ def test_h200_runs_memory_bound_work_at_the_h100s_rate_per_sm():
     h100, h200 = load_device(CATALOGUE, "h100-sxm5-80gb"), load_device(CATALOGUE, "h200-sxm-141gb")
     assert sm_bound_bandwidth(h200, "h100-sxm5-80gb") == pytest.approx(0.9 * 3.35e12)
     assert sm_bound_bandwidth(load_device(CATALOGUE, "h100-pcie-80gb"), "h100-sxm5-80gb") is None
-    est = estimate("resnet18", 256, "bf16", "training")
+    est = cached_estimate("resnet18", 256, "bf16", "training")  # the H100 sweep's own (test_sweep_7_models.py)
     classes = pd.DataFrame({d.key: predict_step(est.ops, est.totals, d, for_device(d)).by_class_seconds
                             for d in (h100, h200)})
     ratio = classes["h200-sxm-141gb"] / classes["h100-sxm5-80gb"]

@@ -13,14 +13,13 @@ bf16 training (1.30×), went inside ±25% (1.22×) when 16-bit max-pooling took 
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from support import cached_estimate
 
-from rooflow.estimate import estimate
 from rooflow.estimate.calibration import for_device, shipped_calibration
 from rooflow.estimate.predict import held_workspace_threads, predict_memory
 from rooflow.estimate.timemodel import predict_step
@@ -33,11 +32,6 @@ H200_SWEEP = ROOT / "tests" / "data" / "real" / "gpu-2026-11-25" / "h200-sweep-1
 NEW_MODELS = ("convnext_tiny", "densenet121", "googlenet", "regnet_y_1_6gf", "squeezenet1_1")
 
 
-@functools.cache
-def _estimate(model: str, batch: int, precision: str, mode: str):
-    return estimate(model, batch, precision, mode)  # shared by the H100 and H200 checks (minutes on 2 cores)
-
-
 def _compare(path: Path, device, calibration, keep, rest_counts_run: bool) -> pd.DataFrame:
     """``rest_counts_run``: whether the file's at_rest_before counts the run's weights and input (the H100
     sweep's does, the H200's not); beyond them it holds the cuBLAS workspaces of the sweep's earlier steps."""
@@ -46,7 +40,7 @@ def _compare(path: Path, device, calibration, keep, rest_counts_run: bool) -> pd
         run = json.loads(line)
         if run["batch"] != 256 or not keep(run):  # GPU-bound; batch 1 (host-bound) and 32 left out: test time
             continue
-        est = _estimate(run["model"], run["batch"], run["precision"], run["mode"])
+        est = cached_estimate(run["model"], run["batch"], run["precision"], run["mode"])
         time = predict_step(est.ops, est.totals, device, calibration)
         run_bytes = est.totals["weight_bytes"] + est.totals["input_bytes"] if rest_counts_run else 0
         memory = predict_memory(est.totals, device, held_workspace_threads(run["at_rest_before"], device, run_bytes))

@@ -349,6 +349,16 @@ def rooflow(*args: str, prefix: tuple[str, ...] = (), **kwargs) -> subprocess.Co
                           text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)), **kwargs)
 
 
+def test_the_command_line_parser_imports_no_torch():
+    """Every command's parser is built before any runs: one that imported torch (rooflow.estimate does) would make
+    `rooflow ncu` and every other command wait seconds for it; the commands that count import it themselves."""
+    code = ("import sys; from rooflow.cli import build_parser; build_parser(); "
+            "print('torch' in sys.modules); sys.exit('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+
+
 def assert_one_line(done: subprocess.CompletedProcess, command: str, *fragments: str) -> None:
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr

@@ -15,14 +15,13 @@ import subprocess
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, copy_run
 
 pytestmark = pytest.mark.slow
 
 
 def test_example_models_run_end_to_end_on_the_cpu(tiny_run, snakemake_exe, tmp_path):
-    workdir = tmp_path / "wf"
-    shutil.copytree(tiny_run, workdir, symlinks=True, ignore=shutil.ignore_patterns("report.html"))
+    workdir = copy_run(tiny_run, tmp_path / "wf")
     shutil.copytree(ROOT / "examples", workdir / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     config = yaml.safe_load((workdir / "tests" / "configs" / "tiny.yaml").read_text())
     # the examples' custom models, as their configs write them (resnet18 of tiny_cnn's config is tiny's own)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import copy_workflow
+from conftest import copy_run, copy_workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -376,10 +376,11 @@ def dry_run_jobs(text: str) -> list[dict]:
     return jobs
 
 
-def test_gpu_jobs_request_gpu_partition_and_gres_in_dry_run(tmp_path):
+def test_gpu_jobs_request_gpu_partition_and_gres_in_dry_run(tiny_run, tmp_path):
     """No cluster needed: the dry-run lists the resources the plugin turns into sbatch options
-    (slurm_partition -> -p, gres -> --gres, runtime -> -t, mem_mb -> --mem)."""
-    workdir = workflow_copy(tmp_path / "wf")
+    (slurm_partition -> -p, gres -> --gres, runtime -> -t, mem_mb -> --mem). In a copy of the local tiny run
+    (conftest.tiny_run): the estimates do not depend on the device, so only the fit table is new."""
+    workdir = copy_run(tiny_run, tmp_path / "wf")
     config = gpu_config(workdir)
     install_user_profile(tmp_path / "xdg")
     env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "xdg"))
