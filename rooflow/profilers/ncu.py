@@ -241,7 +241,7 @@ class _TextKernels:
             cells = np.frombuffer(kernels, dtype=np.int32).astype(np.int64) * width + np.frombuffer(metrics,
                                                                                                    dtype=np.int32)
             values = np.frombuffer(values, dtype=np.float64)
-            if np.bincount(cells - cells[0]).max() > 1:  # a metric twice in a kernel: its first value counts
+            if np.bincount(cells - cells.min()).max() > 1:  # a metric twice in a kernel: its first value counts
                 _, first = np.unique(cells, return_index=True)
                 first.sort()
                 cells, values = cells[first], values[first]
@@ -257,6 +257,11 @@ class _TextKernels:
 # A plain decimal as ``parse_number`` reads it (digits, thousands separators every three digits, a decimal point):
 # its value in a unit whose factor is a power of ten is computed exactly with integers, as float(Decimal * factor)
 # rounds it (once); anything else goes through ``to_si``.
+# False: every text-table row goes through _table_row and _TextKernels.store (the tests compare both).
+TEXT_FAST = True
+# Distinct value texts per unit kept converted while reading a text log (a recorded log holds 352 distinct
+# (unit, value) pairs in 1,870 rows: zeros and repeated counters); the cache is emptied when full.
+_TEXT_CACHE = 1 << 14
 _PLAIN_TEXT = re.compile(r"^([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]*))?$")
 _UNIT_EXPONENTS: dict[str, int | None] = {}
 
@@ -558,7 +563,42 @@ def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> _TextKernel
     profiled = 0
     saw_prof = False
     number = 0
+    columns: tuple[int, int] | None = None  # where unit and value start in the current table (TEXT_FAST)
+    converted: dict[str, dict[str, float]] = {}  # unit -> value text -> SI value
+    codes, chunk = kernels.metrics, kernels.CHUNK
+    kernel_of, metric_of, values = kernels.chunks[-1]  # the chunk being filled
     for number, line in enumerate(lines, start=1):
+        if (in_table and columns is not None and line.startswith("    ") and len(line) >= columns[0]
+                and "---" not in line and (rows_in_table or line.split()[:2] != ["Metric", "Name"])):
+            # The common row of a metric table (where the steps below would reach _table_row), read as
+            # _table_row and _TextKernels.store read it without their calls: a plain value in a power-of-ten
+            # unit, converted once per distinct text and unit (see _TEXT_CACHE). Any other row: the steps below.
+            unit_at, value_at = columns
+            name, unit, value = line[:unit_at].strip(), line[unit_at:value_at].strip(), line[value_at:].strip()
+            if name and " " not in unit and "  " not in name:
+                known = converted.get(unit)
+                if known is None:
+                    known = converted[unit] = {}
+                si = known.get(value)
+                if si is None:
+                    si = _fast_si(value, unit)  # not None: a plain decimal, so _is_value holds too
+                    if si is not None:
+                        if len(known) >= _TEXT_CACHE:
+                            known.clear()
+                        known[value] = si
+                if si is not None:
+                    code = codes.get(name)
+                    if code is None:
+                        kernels.seen.add(name)
+                        code = codes[name] = len(codes)
+                    if len(values) == chunk:
+                        kernels._new_chunk()
+                        kernel_of, metric_of, values = kernels.chunks[-1]
+                    kernel_of.append(current)
+                    metric_of.append(code)
+                    values.append(si)
+                    rows_in_table += 1
+                    continue
         if line.startswith("=="):
             saw_prof = saw_prof or line.startswith("==PROF==")
             profiled += bool(_PROFILING.match(line))
@@ -581,6 +621,7 @@ def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> _TextKernel
             if "---" in line and _SEPARATOR.match(line):
                 if rows_in_table == 0:  # the rule under a "Metric Name  Metric Unit  Metric Value" row
                     spans = _spans(line)
+                    columns = _columns(spans)
                 else:
                     in_table = False
                 continue
@@ -588,10 +629,11 @@ def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> _TextKernel
                 continue  # application output that landed between ncu's lines
             if rows_in_table == 0 and line.split()[:2] == ["Metric", "Name"]:
                 continue
+            rows_in_table += 1
             metric, unit, value = _table_row(path, number, line, spans)
             assert current is not None
             kernels.store(current, metric, unit, value, number)
-            rows_in_table += 1
+            kernel_of, metric_of, values = kernels.chunks[-1]  # store may have begun a chunk
             continue
         if current is not None and "---" in line and _SEPARATOR.match(line):
             spans = _spans(line)
@@ -600,6 +642,7 @@ def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> _TextKernel
                                  f"--print-summary?); rooflow needs one value per kernel, so run ncu without "
                                  f"--print-summary.")
             in_table, rows_in_table, table_start = True, 0, number
+            columns = _columns(spans)
             continue
         # Section titles, [pid] process lines, rule text ("WRN", "OPT"), application output: nothing to read.
     if in_table:
@@ -656,6 +699,14 @@ def _kernel_header(line: str) -> tuple[str, str | None, str | None, str | None] 
         header = _KERNEL_HEADER.match(line)
         return header and (header.group("name"), header.group("grid"), header.group("block"), header.group("cc"))
     return (line[2:end], launch and launch.group("grid"), launch and launch.group("block"), context.group("cc"))
+
+
+def _columns(spans: list[tuple[int, int]] | None) -> tuple[int, int] | None:
+    """Where a text table's unit and value columns start (the common row's fast path), or None: not a table of
+    three columns, or the fast path is off."""
+    if TEXT_FAST and spans and len(spans) == 3:
+        return spans[1][0], spans[2][0]
+    return None
 
 
 def _spans(separator: str) -> list[tuple[int, int]]:
