@@ -329,9 +329,10 @@ AGAIN = "profile again"
 _HEADER_START = b'"ID",'
 
 
-def _parse_file(path: Path) -> _File:
+def _parse_file(path: Path, along: bool = True) -> _File:
     """One file, in whichever shape it is. A details page is streamed (:mod:`rooflow.profilers._details`);
-    text output and the raw page (one row per kernel: small) are read whole."""
+    text output and the raw page (one row per kernel: small) are read whole. `along`: a file that starts as
+    text output is parsed as its blocks are checked (:func:`_text_along`), not after."""
     blocks = _with_final(read_blocks(path, BLOCK_BYTES))
     notices: list[tuple[int, str]] = []
     line, first, capture = 1, True, False
@@ -345,6 +346,9 @@ def _parse_file(path: Path) -> _File:
             notices += _notices(block, line)
             capture = capture or b".qdstrm" in block  # an nsys log: profiler_error's other case
             line += block.count(b"\n")
+            if along and TEXT_FAST and not notices and not capture:  # (the first block: ncu's text output?)
+                parsed = _text_along(path, block, blocks)
+                return parsed if parsed is not None else _parse_file(path, along=False)
             continue
         notices += _notices(block[:at], line)
         line += block.count(b"\n", 0, at)
@@ -355,6 +359,40 @@ def _parse_file(path: Path) -> _File:
         return _parse_whole(path)  # the profiler's own error lines: the whole-file parser names them
     # No CSV header anywhere: ncu's text output (or not ncu output at all), read line by line as it streams.
     return _parse_text(path, _text_lines(path), set()).to_file("ncu-text")
+
+
+class _NotText(Exception):
+    """A later block of what began as text output holds a CSV header or what may be the profiler's own lines."""
+
+
+def _unusual(block: bytes) -> bool:
+    """Whether a block may hold what :func:`_parse_file` reads otherwise than as text output: a CSV header, a
+    profiler error marker, an nsys capture (more blocks than it sends elsewhere: a marker inside a CSV row)."""
+    return (block.startswith(_HEADER_START) or b"\n" + _HEADER_START in block or b".qdstrm" in block
+            or any(marker.encode() in block for marker in ERROR_MARKERS))
+
+
+def _text_along(path: Path, block: bytes, blocks: Iterator[tuple[bytes, bool]]) -> _File | None:
+    """Text output parsed from its first block (`block`, already checked) as the following blocks are checked,
+    in one pass over the file; None where a block is :func:`_unusual` (the caller reads the file as before).
+    The lines are :func:`_text_lines`' (the same blocks, decoded alike); an error of the text parser stands
+    only once the rest of the file is checked."""
+    def lines() -> Iterator[str]:
+        yield from block.decode("utf-8", errors="replace").splitlines()
+        for following, _ in blocks:
+            if _unusual(following):
+                raise _NotText
+            yield from following.decode("utf-8", errors="replace").splitlines()
+
+    try:
+        kernels = _parse_text(path, lines(), set())
+    except _NotText:
+        return None
+    except ParseError:
+        if any(_unusual(following) for following, _ in blocks):
+            return None
+        raise
+    return kernels.to_file("ncu-text")
 
 
 def _text_lines(path: Path) -> Iterator[str]:

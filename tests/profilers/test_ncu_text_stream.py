@@ -142,3 +142,32 @@ def test_the_fast_path_leaves_a_bad_row_to_the_row_by_row_paths_error(row, tmp_p
     path = _text_log(tmp_path, "bad.txt", ["    dram__sectors.sum      sector     12", row])
     slow, fast = _both_paths(path, monkeypatch)
     assert isinstance(slow, ncu.ParseError) and str(fast) == str(slow) and "line " in str(fast)
+
+
+@pytest.mark.parametrize("late", ["nothing", "an error line", "a capture", "a CSV header after a damaged row"])
+def test_a_text_log_parsed_as_it_is_checked_reads_as_checked_first(late, tmp_path, monkeypatch):
+    """_text_along (one pass: the text parsed as the blocks are checked) gives what the two passes gave (the
+    whole file checked for a CSV header and the profiler's own lines, then parsed), whatever a later block holds."""
+    lines = ncu.read_text(real(f"{ANOUSHKA}/a100/vgg11/ncu-log-vgg11.txt")).splitlines()
+    if late == "an error line":
+        lines.append("==ERROR== The application returned an error code (1).")
+    elif late == "a capture":
+        lines.append("Generated: /tmp/report1.qdstrm")
+    elif late == "a CSV header after a damaged row":
+        at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("dram__bytes.sum"))
+        lines.insert(at + 1, "    dram__bytes.sum        Mbyte        abc")
+        lines += ['"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name",'
+                  '"Metric Name","Metric Unit","Metric Value"',
+                  '"0","1","python","h","k","1","7","S","dram__bytes.sum","byte","12"']
+    path = tmp_path / "log.txt"
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(ncu, "BLOCK_BYTES", 5_000)
+    outcomes = []
+    for along in (False, True):
+        try:
+            parsed = ncu._parse_file(path, along=along)
+            outcomes.append((parsed.source_format, parsed.info.to_dict(), parsed.wide.to_dict(), parsed.seen))
+        except ncu.ParseError as error:
+            outcomes.append(str(error))
+    assert outcomes[0] == outcomes[1]
+    assert isinstance(outcomes[0], str) == (late == "an error line"), outcomes[0]
