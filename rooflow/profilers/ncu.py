@@ -102,6 +102,7 @@ from rooflow.profilers._text import (
     other_tool,
     profiler_error_numbered,
     profiler_lines,
+    read_ahead,
     read_blocks,
     read_text,
     to_si,
@@ -257,6 +258,8 @@ class _TextKernels:
 # A plain decimal as ``parse_number`` reads it (digits, thousands separators every three digits, a decimal point):
 # its value in a unit whose factor is a power of ten is computed exactly with integers, as float(Decimal * factor)
 # rounds it (once); anything else goes through ``to_si``.
+# False: a CSV page's blocks are read in the parsing thread (True: in a thread of their own, see _blocks).
+READ_AHEAD = True
 # False: every text-table row goes through _table_row and _TextKernels.store (the tests compare both).
 TEXT_FAST = True
 # Distinct value texts per unit kept converted while reading a text log (a recorded log holds 352 distinct
@@ -333,7 +336,7 @@ def _parse_file(path: Path, along: bool = True) -> _File:
     """One file, in whichever shape it is. A details page is streamed (:mod:`rooflow.profilers._details`);
     text output and the raw page (one row per kernel: small) are read whole. `along`: a file that starts as
     text output is parsed as its blocks are checked (:func:`_text_along`), not after."""
-    blocks = _with_final(read_blocks(path, BLOCK_BYTES))
+    blocks = _with_final(_blocks(path))
     notices: list[tuple[int, str]] = []
     line, first, capture = 1, True, False
     for block, final in blocks:
@@ -359,6 +362,20 @@ def _parse_file(path: Path, along: bool = True) -> _File:
         return _parse_whole(path)  # the profiler's own error lines: the whole-file parser names them
     # No CSV header anywhere: ncu's text output (or not ncu output at all), read line by line as it streams.
     return _parse_text(path, _text_lines(path), set()).to_file("ncu-text")
+
+
+def _blocks(path: Path) -> Iterator[bytes]:
+    """The file's blocks; where the first holds a CSV header, those after it are read ahead in a thread of their
+    own (:func:`rooflow.profilers._text.read_ahead`: pyarrow and numpy parse with the GIL released, while the
+    text parser holds it, so a text log is read in its own thread)."""
+    source = read_blocks(path, BLOCK_BYTES)
+    first = next(source, None)
+    if first is None:
+        return
+    yield first
+    csv_page = first.startswith(_HEADER_START) or b"\n" + _HEADER_START in first or first.startswith(
+        b"\xef\xbb\xbf" + _HEADER_START)
+    yield from read_ahead(source) if READ_AHEAD and csv_page else source
 
 
 class _NotText(Exception):
