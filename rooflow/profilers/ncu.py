@@ -105,6 +105,7 @@ from rooflow.profilers._text import (
     read_ahead,
     read_blocks,
     read_text,
+    release_memory,
     to_si,
 )
 from rooflow.profilers.kernels import classify_kernel
@@ -439,6 +440,7 @@ def _parse_details(path: Path, blocks: Iterator[tuple[bytes, bool]], block: byte
             if final:
                 break
             rest, final = next(blocks)
+        release_memory()  # the blocks' buffers and arrays, before the page's tables are built
         page = reader.finish()
     except ParseError as error:
         # The profiler's own error lines explain a damaged file better than the damage does.

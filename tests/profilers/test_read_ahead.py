@@ -79,3 +79,17 @@ def test_a_page_read_ahead_reads_as_one_read_in_its_parsing_thread(relative, mon
     ahead = aggregate_ncu(path)
     monkeypatch.setattr(ncu, "READ_AHEAD", False)
     _same_result(ahead, aggregate_ncu(path))
+
+
+def test_memory_is_released_with_or_without_glibc(monkeypatch):
+    import ctypes
+
+    from rooflow.profilers._text import release_memory
+
+    release_memory()
+
+    def missing(name):
+        raise OSError(name)
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)
+    release_memory()  # not glibc: pyarrow's pool alone
