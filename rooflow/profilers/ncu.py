@@ -366,17 +366,20 @@ def _parse_file(path: Path, along: bool = True) -> _File:
 
 
 def _blocks(path: Path) -> Iterator[bytes]:
-    """The file's blocks; where the first holds a CSV header, those after it are read ahead in a thread of their
-    own (:func:`rooflow.profilers._text.read_ahead`: pyarrow and numpy parse with the GIL released, while the
-    text parser holds it, so a text log is read in its own thread)."""
+    """The file's blocks. Where the first holds a details page's CSV header, those after it are read ahead in a
+    thread of their own (:func:`rooflow.profilers._text.read_ahead`): pyarrow and numpy parse them with the GIL
+    released. Not the raw page (its own reader reads the file) nor a text log (its parser holds the GIL)."""
     source = read_blocks(path, BLOCK_BYTES)
     first = next(source, None)
     if first is None:
         return
     yield first
-    csv_page = first.startswith(_HEADER_START) or b"\n" + _HEADER_START in first or first.startswith(
-        b"\xef\xbb\xbf" + _HEADER_START)
-    yield from read_ahead(source) if READ_AHEAD and csv_page else source
+    at = first.find(_HEADER_START)
+    end = first.find(b"\n", at)
+    header = first[at:] if end < 0 else first[at:end]
+    details = (at >= 0 and (at == 0 or first[at - 1:at] == b"\n" or first[:at] == b"\xef\xbb\xbf")
+               and b'"Metric Name"' in header)
+    yield from read_ahead(source) if READ_AHEAD and details else source
 
 
 class _NotText(Exception):

@@ -93,3 +93,20 @@ def test_memory_is_released_with_or_without_glibc(monkeypatch):
 
     monkeypatch.setattr(ctypes, "CDLL", missing)
     release_memory()  # not glibc: pyarrow's pool alone
+
+
+@pytest.mark.parametrize(("relative", "ahead"), [
+    (DETAILS_FILES[0], True), (DETAILS_FILES[-1], True),  # details pages (the per-metric one: output first)
+    ("h100-rooflow/resnet50-b64-fp32-training-ncu-raw-no-sass.csv", False),  # the raw page reads the file itself
+    ("anoushka21-cloudml/proj1/a100/vgg11/ncu-log-vgg11.txt", False)])  # a text log: its parser holds the GIL
+def test_only_a_details_page_is_read_ahead(relative, ahead, monkeypatch):
+    started = []
+
+    def counting(blocks, depth=2):
+        started.append(relative)
+        return read_ahead(blocks, depth)
+
+    monkeypatch.setattr(ncu, "BLOCK_BYTES", 50_000)  # more than one block: something to read ahead
+    monkeypatch.setattr(ncu, "read_ahead", counting)
+    assert aggregate_ncu(real(relative)).totals["kernels"] > 0
+    assert bool(started) == ahead and not _reading_threads()
