@@ -16,7 +16,8 @@ the aggregation itself (imports excluded), its CPU time, the peak RSS, and wheth
 - ``rooflow``: :func:`rooflow.profilers.ncu.aggregate_ncu` (everything: per-kernel table, totals, notes);
 - ``pandas``: ``pd.read_csv`` of the whole file (``thousands=","``), each value times its unit's factor, a
   ``pivot_table`` to kernels × metrics, then rooflow's own derivation of the totals from that table (the
-  same formulas, so any difference in the totals is a difference in parsing);
+  same formulas, so any difference in the totals is a difference in parsing); a text log: ``read_csv`` of its
+  lines as one column, kernel lines numbered, metric rows split by ``str.extract``, the same pivot;
 - ``rooflow strict`` (``--with-strict``): rooflow with its vectorised path off, every row through ``csv``;
 - ``rooflow before`` (``--compare DIR``): the same as ``rooflow`` with the ``rooflow`` package of another checkout
   (e.g. ``git archive main rooflow | tar -x -C DIR``), in the same rounds.
@@ -85,7 +86,7 @@ FORMATS = {
     "details-rules": "details page, ncu 2021 with Rule columns and rule rows, DeepCAM's long template names",
     "per-metric": "one metric per file (NERSC out.<metric>, ncu 2020, 12 columns), long template names",
     "raw": "raw page (--page raw), one wide row per kernel and a units row, H100 recording",
-    "text": "ncu text output (no --csv), A100 VGG11 log",
+    "text": "ncu text output (no --csv), A100 VGG11 log (pandas: read_csv of its lines, a regex, a pivot)",
 }
 
 
@@ -212,8 +213,10 @@ def run_pandas(path: str, fmt: str) -> dict:
         return np.where(exponent >= 0, values * powers, values / powers)
 
     start, cpu = time.perf_counter(), time.process_time()
-    at = _header_line(path)
-    if fmt == "raw":
+    if fmt == "text":
+        wide, cc = _pandas_text(path, si)
+    elif fmt == "raw":
+        at = _header_line(path)
         frame = pd.read_csv(path, skiprows=[*range(at), at + 1], thousands=",")
         units = pd.read_csv(path, skiprows=at, nrows=1, dtype=str, keep_default_na=False).iloc[0]
         columns = [c for c in frame.columns if "__" in c and frame[c].dtype.kind in "if"]
@@ -221,7 +224,7 @@ def run_pandas(path: str, fmt: str) -> dict:
                              for c in columns}, index=frame["ID"])
         cc = frame.set_index("ID")["CC"].astype(str)
     else:
-        frame = pd.read_csv(path, skiprows=at, thousands=",")
+        frame = pd.read_csv(path, skiprows=_header_line(path), thousands=",")
         frame = frame[frame["Metric Name"].notna()]  # rule rows: no metric
         values = frame["Metric Value"]
         if values.dtype.kind not in "if":  # text values among the numbers: read_csv left them all as text
@@ -238,6 +241,29 @@ def run_pandas(path: str, fmt: str) -> dict:
         totals["seconds"] = _total(derived["seconds"])
     return {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
             "totals": _comparable(totals)}
+
+
+def _pandas_text(path: str, si):
+    """ncu's text output with pandas: ``read_csv`` of its lines (one column), kernel lines found and numbered,
+    metric-table rows ("    name  unit  value") split by a regex, values times their unit's factor, a pivot."""
+    import csv
+
+    import numpy as np
+    import pandas as pd
+
+    lines = pd.read_csv(path, sep="\x1f", header=None, names=["line"], quoting=csv.QUOTE_NONE, dtype=str,
+                        skip_blank_lines=True)["line"]
+    header = lines.str.match(r"^  \S") & lines.str.contains(", Context ", regex=False)
+    kernel = header.cumsum() - 1
+    rows = lines.str.extract(r"^    (\S+) +(\S+) +([0-9][0-9,]*(?:\.[0-9]*)?|n/a)$")
+    keep = rows[0].notna() & (kernel >= 0)
+    rows, kernel = rows[keep], kernel[keep]
+    values = pd.to_numeric(rows[2].str.replace(",", "", regex=False), errors="coerce")
+    frame = pd.DataFrame({"id": kernel.to_numpy(), "metric": rows[0].to_numpy(),
+                          "si": si(values.to_numpy(dtype=np.float64), rows[1])})
+    wide = frame.pivot_table(index="id", columns="metric", values="si", aggfunc="first")
+    cc = lines[header].str.extract(r"CC (\d+\.\d+)\s*$")[0].reset_index(drop=True).reindex(wide.index)
+    return wide, cc
 
 
 def _comparable(totals: dict) -> dict:
@@ -306,8 +332,7 @@ def main() -> int:
     rows, failures = [], []
     with tempfile.TemporaryDirectory(dir=args.keep) as scratch:
         for fmt in args.format:
-            # ncu's text output has no CSV reader to compare with: rooflow alone.
-            methods = ((["pandas"] if fmt != "text" else []) + ["rooflow"] + (["rooflow before"] if args.compare else [])
+            methods = (["pandas", "rooflow"] + (["rooflow before"] if args.compare else [])
                        + (["rooflow strict"] if args.with_strict else []))
             for size_mb in args.size_mb:
                 path = Path(args.keep or scratch) / f"ncu-{fmt}-{size_mb:g}MB.csv"

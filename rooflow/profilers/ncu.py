@@ -102,8 +102,10 @@ from rooflow.profilers._text import (
     other_tool,
     profiler_error_numbered,
     profiler_lines,
+    read_ahead,
     read_blocks,
     read_text,
+    release_memory,
     to_si,
 )
 from rooflow.profilers.kernels import classify_kernel
@@ -241,7 +243,7 @@ class _TextKernels:
             cells = np.frombuffer(kernels, dtype=np.int32).astype(np.int64) * width + np.frombuffer(metrics,
                                                                                                    dtype=np.int32)
             values = np.frombuffer(values, dtype=np.float64)
-            if np.bincount(cells - cells[0]).max() > 1:  # a metric twice in a kernel: its first value counts
+            if np.bincount(cells - cells.min()).max() > 1:  # a metric twice in a kernel: its first value counts
                 _, first = np.unique(cells, return_index=True)
                 first.sort()
                 cells, values = cells[first], values[first]
@@ -257,6 +259,13 @@ class _TextKernels:
 # A plain decimal as ``parse_number`` reads it (digits, thousands separators every three digits, a decimal point):
 # its value in a unit whose factor is a power of ten is computed exactly with integers, as float(Decimal * factor)
 # rounds it (once); anything else goes through ``to_si``.
+# False: a CSV page's blocks are read in the parsing thread (True: in a thread of their own, see _blocks).
+READ_AHEAD = True
+# False: every text-table row goes through _table_row and _TextKernels.store (the tests compare both).
+TEXT_FAST = True
+# Distinct value texts per unit kept converted while reading a text log (a recorded log holds 352 distinct
+# (unit, value) pairs in 1,870 rows: zeros and repeated counters); the cache is emptied when full.
+_TEXT_CACHE = 1 << 14
 _PLAIN_TEXT = re.compile(r"^([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]*))?$")
 _UNIT_EXPONENTS: dict[str, int | None] = {}
 
@@ -324,10 +333,11 @@ AGAIN = "profile again"
 _HEADER_START = b'"ID",'
 
 
-def _parse_file(path: Path) -> _File:
+def _parse_file(path: Path, along: bool = True) -> _File:
     """One file, in whichever shape it is. A details page is streamed (:mod:`rooflow.profilers._details`);
-    text output and the raw page (one row per kernel: small) are read whole."""
-    blocks = _with_final(read_blocks(path, BLOCK_BYTES))
+    text output and the raw page (one row per kernel: small) are read whole. `along`: a file that starts as
+    text output is parsed as its blocks are checked (:func:`_text_along`), not after."""
+    blocks = _with_final(_blocks(path))
     notices: list[tuple[int, str]] = []
     line, first, capture = 1, True, False
     for block, final in blocks:
@@ -340,6 +350,9 @@ def _parse_file(path: Path) -> _File:
             notices += _notices(block, line)
             capture = capture or b".qdstrm" in block  # an nsys log: profiler_error's other case
             line += block.count(b"\n")
+            if along and TEXT_FAST and not notices and not capture:  # (the first block: ncu's text output?)
+                parsed = _text_along(path, block, blocks)
+                return parsed if parsed is not None else _parse_file(path, along=False)
             continue
         notices += _notices(block[:at], line)
         line += block.count(b"\n", 0, at)
@@ -350,6 +363,57 @@ def _parse_file(path: Path) -> _File:
         return _parse_whole(path)  # the profiler's own error lines: the whole-file parser names them
     # No CSV header anywhere: ncu's text output (or not ncu output at all), read line by line as it streams.
     return _parse_text(path, _text_lines(path), set()).to_file("ncu-text")
+
+
+def _blocks(path: Path) -> Iterator[bytes]:
+    """The file's blocks. Where the first holds a details page's CSV header, those after it are read ahead in a
+    thread of their own (:func:`rooflow.profilers._text.read_ahead`): pyarrow and numpy parse them with the GIL
+    released. Not the raw page (its own reader reads the file) nor a text log (its parser holds the GIL)."""
+    source = read_blocks(path, BLOCK_BYTES)
+    first = next(source, None)
+    if first is None:
+        return
+    yield first
+    at = first.find(_HEADER_START)
+    end = first.find(b"\n", at)
+    header = first[at:] if end < 0 else first[at:end]
+    details = (at >= 0 and (at == 0 or first[at - 1:at] == b"\n" or first[:at] == b"\xef\xbb\xbf")
+               and b'"Metric Name"' in header)
+    yield from read_ahead(source) if READ_AHEAD and details else source
+
+
+class _NotText(Exception):
+    """A later block of what began as text output holds a CSV header or what may be the profiler's own lines."""
+
+
+def _unusual(block: bytes) -> bool:
+    """Whether a block may hold what :func:`_parse_file` reads otherwise than as text output: a CSV header, a
+    profiler error marker, an nsys capture (more blocks than it sends elsewhere: a marker inside a CSV row)."""
+    return (block.startswith(_HEADER_START) or b"\n" + _HEADER_START in block or b".qdstrm" in block
+            or any(marker.encode() in block for marker in ERROR_MARKERS))
+
+
+def _text_along(path: Path, block: bytes, blocks: Iterator[tuple[bytes, bool]]) -> _File | None:
+    """Text output parsed from its first block (`block`, already checked) as the following blocks are checked,
+    in one pass over the file; None where a block is :func:`_unusual` (the caller reads the file as before).
+    The lines are :func:`_text_lines`' (the same blocks, decoded alike); an error of the text parser stands
+    only once the rest of the file is checked."""
+    def lines() -> Iterator[str]:
+        yield from block.decode("utf-8", errors="replace").splitlines()
+        for following, _ in blocks:
+            if _unusual(following):
+                raise _NotText
+            yield from following.decode("utf-8", errors="replace").splitlines()
+
+    try:
+        kernels = _parse_text(path, lines(), set())
+    except _NotText:
+        return None
+    except ParseError:
+        if any(_unusual(following) for following, _ in blocks):
+            return None
+        raise
+    return kernels.to_file("ncu-text")
 
 
 def _text_lines(path: Path) -> Iterator[str]:
@@ -379,6 +443,7 @@ def _parse_details(path: Path, blocks: Iterator[tuple[bytes, bool]], block: byte
             if final:
                 break
             rest, final = next(blocks)
+        release_memory()  # the blocks' buffers and arrays, before the page's tables are built
         page = reader.finish()
     except ParseError as error:
         # The profiler's own error lines explain a damaged file better than the damage does.
@@ -558,7 +623,42 @@ def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> _TextKernel
     profiled = 0
     saw_prof = False
     number = 0
+    columns: tuple[int, int] | None = None  # where unit and value start in the current table (TEXT_FAST)
+    converted: dict[str, dict[str, float]] = {}  # unit -> value text -> SI value
+    codes, chunk = kernels.metrics, kernels.CHUNK
+    kernel_of, metric_of, values = kernels.chunks[-1]  # the chunk being filled
     for number, line in enumerate(lines, start=1):
+        if (in_table and columns is not None and line.startswith("    ") and len(line) >= columns[0]
+                and "---" not in line and (rows_in_table or line.split()[:2] != ["Metric", "Name"])):
+            # The common row of a metric table (where the steps below would reach _table_row), read as
+            # _table_row and _TextKernels.store read it without their calls: a plain value in a power-of-ten
+            # unit, converted once per distinct text and unit (see _TEXT_CACHE). Any other row: the steps below.
+            unit_at, value_at = columns
+            name, unit, value = line[:unit_at].strip(), line[unit_at:value_at].strip(), line[value_at:].strip()
+            if name and " " not in unit and "  " not in name:
+                known = converted.get(unit)
+                if known is None:
+                    known = converted[unit] = {}
+                si = known.get(value)
+                if si is None:
+                    si = _fast_si(value, unit)  # not None: a plain decimal, so _is_value holds too
+                    if si is not None:
+                        if len(known) >= _TEXT_CACHE:
+                            known.clear()
+                        known[value] = si
+                if si is not None:
+                    code = codes.get(name)
+                    if code is None:
+                        kernels.seen.add(name)
+                        code = codes[name] = len(codes)
+                    if len(values) == chunk:
+                        kernels._new_chunk()
+                        kernel_of, metric_of, values = kernels.chunks[-1]
+                    kernel_of.append(current)
+                    metric_of.append(code)
+                    values.append(si)
+                    rows_in_table += 1
+                    continue
         if line.startswith("=="):
             saw_prof = saw_prof or line.startswith("==PROF==")
             profiled += bool(_PROFILING.match(line))
@@ -581,6 +681,7 @@ def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> _TextKernel
             if "---" in line and _SEPARATOR.match(line):
                 if rows_in_table == 0:  # the rule under a "Metric Name  Metric Unit  Metric Value" row
                     spans = _spans(line)
+                    columns = _columns(spans)
                 else:
                     in_table = False
                 continue
@@ -588,10 +689,11 @@ def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> _TextKernel
                 continue  # application output that landed between ncu's lines
             if rows_in_table == 0 and line.split()[:2] == ["Metric", "Name"]:
                 continue
+            rows_in_table += 1
             metric, unit, value = _table_row(path, number, line, spans)
             assert current is not None
             kernels.store(current, metric, unit, value, number)
-            rows_in_table += 1
+            kernel_of, metric_of, values = kernels.chunks[-1]  # store may have begun a chunk
             continue
         if current is not None and "---" in line and _SEPARATOR.match(line):
             spans = _spans(line)
@@ -600,6 +702,7 @@ def _parse_text(path: Path, lines: Iterable[str], seen: set[str]) -> _TextKernel
                                  f"--print-summary?); rooflow needs one value per kernel, so run ncu without "
                                  f"--print-summary.")
             in_table, rows_in_table, table_start = True, 0, number
+            columns = _columns(spans)
             continue
         # Section titles, [pid] process lines, rule text ("WRN", "OPT"), application output: nothing to read.
     if in_table:
@@ -656,6 +759,14 @@ def _kernel_header(line: str) -> tuple[str, str | None, str | None, str | None] 
         header = _KERNEL_HEADER.match(line)
         return header and (header.group("name"), header.group("grid"), header.group("block"), header.group("cc"))
     return (line[2:end], launch and launch.group("grid"), launch and launch.group("block"), context.group("cc"))
+
+
+def _columns(spans: list[tuple[int, int]] | None) -> tuple[int, int] | None:
+    """Where a text table's unit and value columns start (the common row's fast path), or None: not a table of
+    three columns, or the fast path is off."""
+    if TEXT_FAST and spans and len(spans) == 3:
+        return spans[1][0], spans[2][0]
+    return None
 
 
 def _spans(separator: str) -> list[tuple[int, int]]:
