@@ -1,4 +1,7 @@
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -410,6 +413,22 @@ def test_rooflow_time_runs_the_variant_it_is_given(tmp_path):
                      "--subset", str(tmp_path / "s.pt"), "--output", str(tmp_path / "t.json")]) == 0
     record = json.loads((tmp_path / "t.json").read_text())
     assert (record["variant"], record["status"]) == ("channels_last", "ok")
+
+
+def test_a_cpu_timing_job_logs_no_kineto_gpu_error(tmp_path):
+    # the profiled iteration on a machine without a GPU: Kineto's "gpuGetDeviceCount failed" is not an error of
+    # the run, and it printed one ERROR line per job into the workflow's logs
+    build_subset(SubsetSpec(None, 1, 1, 16, 8, 0), tmp_path / "s.pt", tmp_path / "m.csv")
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), str(ROOT)])  # tests.support imports conftest
+    done = subprocess.run([sys.executable, "-m", "rooflow", "time", "--model", "tests.support:Tiny", "--input", "3x8x8",
+                           "--batch", "2", "--warmup", "0", "--iterations", "2", "--rounds", "1", "--threads", "1",
+                           "--subset", str(tmp_path / "s.pt"), "--output", str(tmp_path / "t.json"),
+                           "--timeline", str(tmp_path / "timeline.csv")],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "t.json").read_text())["op_times"]  # the profiled iteration ran
+    assert "gpuGetDeviceCount" not in done.stdout + done.stderr
 
 
 def test_unknown_variant_is_one_sentence():
