@@ -256,9 +256,6 @@ class _TextKernels:
         return _File(self.path, source_format, info, wide, dict(self.bad_units), self.seen)
 
 
-# A plain decimal as ``parse_number`` reads it (digits, thousands separators every three digits, a decimal point):
-# its value in a unit whose factor is a power of ten is computed exactly with integers, as float(Decimal * factor)
-# rounds it (once); anything else goes through ``to_si``.
 # False: a CSV page's blocks are read in the parsing thread (True: in a thread of their own, see _blocks).
 READ_AHEAD = True
 # False: every text-table row goes through _table_row and _TextKernels.store (the tests compare both).
@@ -266,6 +263,9 @@ TEXT_FAST = True
 # Distinct value texts per unit kept converted while reading a text log (a recorded log holds 352 distinct
 # (unit, value) pairs in 1,870 rows: zeros and repeated counters); the cache is emptied when full.
 _TEXT_CACHE = 1 << 14
+# A plain decimal as ``parse_number`` reads it (digits, thousands separators every three digits, a decimal point):
+# its value in a unit whose factor is a power of ten is computed exactly with integers, as float(Decimal * factor)
+# rounds it (once); anything else goes through ``to_si``.
 _PLAIN_TEXT = re.compile(r"^([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.([0-9]*))?$")
 _UNIT_EXPONENTS: dict[str, int | None] = {}
 
