@@ -323,6 +323,8 @@ class OpRecorder(TorchDispatchMode):
                 error.rooflow_op = str(packet).removeprefix("aten.")
                 error.rooflow_layer = layer
             raise
+        if packet in formulas.LAYOUT_OPERANDS:
+            out = _conv_output_layout(packet, args, out)
         record = self._record(func, args, kwargs, out, layer, phase, signature)
         if packet in MATMUL_LIKE and record.op_class == "attention" and self._seq() == seq_before \
                 and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
@@ -493,6 +495,25 @@ def _from_geometry(geometry: tuple):
     container, items = geometry
     tensors = [None if g is None else torch.empty_strided(g[0], g[1], dtype=g[2], device="meta") for g in items]
     return container(tensors) if container is not None else tensors[0]
+
+
+def _conv_output_layout(packet, args, out):
+    """``out`` of a convolution (its input gradient, of a convolution's backward) in the layout the eager
+    kernels give it: channels_last where an operand is (cuDNN's and the CPU's convolutions follow
+    cudnn_conv_suggest_memory_format). Meta kernels leave every convolution output contiguous, which would
+    hand the next layer an NCHW tensor a GPU never sees (ConvNeXt's depthwise convolutions after a
+    downsampling one)."""
+    if not any(formulas.suggests_channels_last(args[i]) for i in formulas.LAYOUT_OPERANDS[packet] if i < len(args)):
+        return out
+
+    def channels_last(t):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4 or formulas.suggests_channels_last(t):
+            return t
+        return torch.empty(t.shape, dtype=t.dtype, device=t.device, memory_format=torch.channels_last)
+
+    if isinstance(out, (tuple, list)):  # convolution_backward: (grad_input, grad_weight, grad_bias)
+        return type(out)((channels_last(out[0]), *out[1:]))
+    return channels_last(out)
 
 
 def _is_inference_batch_norm(packet, args) -> bool:

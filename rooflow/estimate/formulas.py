@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch._prims_common import suggest_memory_format
 
 from rooflow.conventions import OP_CLASSES
 
@@ -606,15 +607,25 @@ register_call_shape = _registrar(CALL_SHAPES)
 
 @register_call_shape([aten.convolution, aten._convolution])
 def _conv_call(x, w, bias, stride=None, padding=None, dilation=None, transposed=False, output_padding=None,
-               groups=1, *args, **kwargs) -> tuple[int, ...]:
+               groups=1, *args, channels_last: int = 0, **kwargs) -> tuple[int, ...]:
     """(N, Cin, size, Cout, kernel, stride, padding) of a 2-D, square, ungrouped, undilated forward
-    convolution on a square input — the single-op shapes measured (nn.Conv2d); () otherwise."""
+    convolution on a square input — the single-op shapes measured (nn.Conv2d); (groups, channels_last) of a
+    grouped 2-D one (:data:`LAYOUT_OPERANDS`: which kernels run it); () otherwise."""
+    if int(groups) != 1:
+        return (int(groups), int(channels_last)) if len(x) == 4 and not transposed else ()
     stride, padding, dilation = list(stride or [1, 1]), list(padding or [0, 0]), list(dilation or [1, 1])
     square = (len(x) == 4 and x[2] == x[3] and w[2] == w[3] and len(set(stride)) == 1 and len(set(padding)) == 1
               and set(dilation) == {1})
-    if transposed or int(groups) != 1 or not square:
+    if transposed or not square:
         return ()
     return (int(x[0]), int(x[1]), int(x[2]), int(w[0]), int(w[2]), int(stride[0]), int(padding[0]))
+
+
+@register_call_shape([aten.convolution_backward])
+def _conv_backward_call(grad_out, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+                        output_mask, channels_last: int = 0, **kwargs) -> tuple[int, ...]:
+    """(groups, channels_last) of a grouped 2-D convolution's backward (as its forward's); () otherwise."""
+    return (int(groups), int(channels_last)) if int(groups) != 1 and len(x) == 4 and not transposed else ()
 
 
 @register_call_shape([aten.native_layer_norm])
@@ -632,10 +643,31 @@ def _softmax_call(x, dim, *args, **kwargs) -> tuple[int, ...]:
     return (numel(x) // max(1, x[-1]), int(x[-1]))
 
 
+# A depthwise or grouped convolution whose input or weight is channels_last runs cuDNN's kernels in every dtype
+# ("always use cudnn_depthwise for channels_last format": ConvParams::use_cudnn_depthwise in
+# aten/src/ATen/native/Convolution.cpp, through cudnn_conv_suggest_memory_format); otherwise PyTorch's own
+# depthwise kernels (fp16 aside). ConvNeXt's blocks permute to NHWC for LayerNorm and back, so their
+# depthwise 7×7 convolutions see channels_last inputs. The operands (positions) whose layout decides:
+LAYOUT_OPERANDS = {aten.convolution: (0, 1), aten._convolution: (0, 1), aten.convolution_backward: (1, 2)}
+
+
+def suggests_channels_last(t) -> bool:
+    """Whether a 4-D tensor's strides make PyTorch suggest channels_last for it (Tensor.suggest_memory_format)."""
+    return (isinstance(t, torch.Tensor) and t.dim() == 4
+            and suggest_memory_format(t) is torch.channels_last)
+
+
 def call_shape(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
     """The call shape of an aten call (:data:`CALL_SHAPES`), () where none is registered."""
-    shape = CALL_SHAPES.get(getattr(func, "overloadpacket", func))
-    return shape(*shapes_of(args), **shapes_of(kwargs)) if shape is not None else ()
+    packet = getattr(func, "overloadpacket", func)
+    shape = CALL_SHAPES.get(packet)
+    if shape is None:
+        return ()
+    layout = {}
+    if packet in LAYOUT_OPERANDS:
+        layout["channels_last"] = int(any(suggests_channels_last(args[i]) for i in LAYOUT_OPERANDS[packet]
+                                          if i < len(args)))
+    return shape(*shapes_of(args), **shapes_of(kwargs), **layout)
 
 
 def gemm_views(func, args: tuple, kwargs: dict, out) -> tuple[GemmView, ...]:

@@ -28,7 +28,9 @@ device work and host work:
   (rooflow.estimate.attention): its products at the kernel's path, the score matrix kept on chip, the
   softmax, scaling and casts inside it.
   *depthwise* — memory-bound kernels, forward and backward (``depthwise_backward``) each with its
-  efficiency; PyTorch's native kernels (bf16; fp16 where cuDNN is not chosen) at the time of fp32 work.
+  efficiency; PyTorch's native kernels (bf16; fp16 where cuDNN is not chosen) at the time of fp32 work. On a
+  channels_last input (ConvNeXt's) cuDNN's kernels in every dtype, each way at its own efficiency
+  (``depthwise_channels_last_efficiency``; a 16-bit backward at the native kernels' price).
   *cache* — an op whose bytes fit in half the last-level cache moves them at the cache's speed (the class's
   cache-resident efficiency, where the calibration measured one: a CPU's small activations).
   *page faults* (CPU) — a tensor of 32 MiB or more is freshly mapped at each allocation (glibc), so an op
@@ -89,6 +91,15 @@ NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 # fp16 runs cuDNN for square 3×3/5×5 filters of 32 channels or more at stride 1 (at stride 2 and a batch
 # above 16 only for wide layers: left to the native kernels here).
 NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
+# A depthwise convolution on a channels_last input runs cuDNN's kernels in every dtype (formulas.LAYOUT_OPERANDS:
+# ConvNeXt's). Their time, as measured in ConvNeXt-Tiny's steps on the H100 and the H200: the forward follows
+# elements (bf16 took as long as fp32: 8.8 and 7.5 ms over the native price at batch 256 on the H100); the fp32
+# and TF32 backward took 106–113 ms over the native price (H100; 84–92 on the H200), the bf16 backward none —
+# a backward of the same cost in fp32 and TF32 but not in bf16 is one whose fp32 kernels do not use tensor cores
+# and whose 16-bit ones are other kernels: a 16-bit backward takes the native kernels' price (4-byte elements).
+# Efficiencies of the bandwidth on 4-byte elements (Calibration.depthwise_channels_last_efficiency).
+DEPTHWISE_CHANNELS_LAST_FORWARD = 0.117
+DEPTHWISE_CHANNELS_LAST_BACKWARD = 0.0159
 CUDNN_DEPTHWISE_TAPS = (9, 25)
 CUDNN_DEPTHWISE_MIN_CHANNELS = 32
 # Max-pooling runs PyTorch's own NCHW kernels in every dtype (max_pool_forward_nchw, max_pool_backward_nchw in
@@ -134,6 +145,15 @@ class Calibration:
     # training) reached a quarter of it on the H100: read from vit_b_16's fp32 and TF32 training steps, the
     # only attention model of the sweep (its forward, and flash both ways, need none).
     attention_efficiency: dict[str, float] = field(default_factory=lambda: {"efficient_backward": 0.25})
+    # cuDNN's depthwise kernels on channels_last inputs (CHANNELS_LAST_DEPTHWISE), of the bandwidth, on the bytes
+    # of 4-byte elements: "forward" (every dtype) and "backward" (fp32/TF32). Read from two runs of the one
+    # model whose depthwise convolutions see channels_last inputs, ConvNeXt-Tiny on the H100 at batch 256
+    # (tests/data/real/gpu-2026-11-25/h100-sweep-5-new-models-partial.jsonl): fp32 inference, 82.8 ms measured
+    # against 75.3 predicted with PyTorch's native kernels' price — forward; fp32 training's backward, 291 ms
+    # against 178 — backward. Its 16 other runs (TF32, bf16; the H200 at batches 32 and 256) are the check.
+    depthwise_channels_last_efficiency: dict[str, float] = field(
+        default_factory=lambda: {"forward": DEPTHWISE_CHANNELS_LAST_FORWARD,
+                                 "backward": DEPTHWISE_CHANNELS_LAST_BACKWARD})
     # elements per second one block of PyTorch's per-channel BatchNorm kernels walks (rooflow.estimate.batchnorm)
     norm_block_elements_per_second: float = 1.0e9
     gemm_fill_k: float = 64.0
@@ -267,6 +287,13 @@ def _native_depthwise(row) -> bool:
         area_ratio = float(row["bytes_read"]) / max(1.0, float(row["bytes_written"]))
     stride_one = area_ratio < 2.0
     return not (taps in CUDNN_DEPTHWISE_TAPS and channels >= CUDNN_DEPTHWISE_MIN_CHANNELS and stride_one)
+
+
+def _channels_last_depthwise(row) -> bool:
+    """Whether a depthwise convolution row's input is channels_last: its call shape (groups, channels_last)."""
+    text = row.get("call")
+    parts = text.split("x") if isinstance(text, str) else []
+    return len(parts) == 2 and parts[1] == "1"
 
 
 def four_byte_pooling_bytes(row) -> float:
@@ -439,8 +466,18 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     if (calibration.kind == "cuda" and row["op"] in NATIVE_POOLING_OPS and row["compute_precision"] in ("fp16", "bf16")
             and terms["bytes"]):
         memory *= four_byte_pooling_bytes(row) / terms["bytes"]
-    if calibration.kind == "cuda" and memory_class == "depthwise" and _native_depthwise(row):
-        memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
+    if calibration.kind == "cuda" and memory_class == "depthwise":
+        sixteen_bit = row["compute_precision"] in ("fp16", "bf16")
+        if _channels_last_depthwise(row):  # cuDNN's kernels, priced on 4-byte elements
+            cudnn = calibration.depthwise_channels_last_efficiency
+            efficiency = (cudnn.get("forward") if row["phase"] != "backward"
+                          else None if sixteen_bit else cudnn.get("backward"))
+            if efficiency:
+                memory = terms["bytes"] / (bandwidth * efficiency)
+            if sixteen_bit:
+                memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
+        elif _native_depthwise(row):
+            memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
     layout = _layout_seconds(terms, terms["path"], device, calibration, mode)
     epilogue = terms["epilogue_bytes"] / (bandwidth * calibration.memory_efficiency_of("elementwise", mode))

@@ -355,3 +355,38 @@ def count_flops(func, args, out):
     from rooflow.estimate.formulas import count
 
     return count(func, args, {}, out)[0]
+
+
+class _NhwcBlock(nn.Module):
+    """ConvNeXt's pattern: a 1×1 convolution, then a depthwise one on a channels_last view (the NHWC permute back)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pointwise = nn.Conv2d(16, 16, 1)
+        self.depthwise = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+
+    def forward(self, x):
+        x = self.pointwise(x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2))  # a channels_last input
+        return self.depthwise(x)
+
+
+def test_depthwise_calls_say_whether_their_input_is_channels_last():
+    """A grouped convolution's call shape is (groups, channels_last): PyTorch runs a depthwise convolution on a
+    channels_last input with cuDNN's kernels in every dtype, on a contiguous one with its own (fp16 aside). A
+    convolution's output follows its input's layout, as on a GPU (meta kernels leave it contiguous: the depthwise
+    layer after the 1×1 one would see NCHW)."""
+    est = estimate_module(_NhwcBlock(), meta(N, 16, 8, 8), mode="training")
+    depthwise = est.ops[(est.ops["layer"] == "depthwise") & est.ops["op"].str.startswith("convolution")]
+    assert set(depthwise["phase"]) == {"forward", "backward"} and set(depthwise["call"]) == {"16x1"}
+    plain = estimate_module(nn.Conv2d(16, 16, 3, padding=1, groups=16), meta(N, 16, 8, 8), mode="training")
+    convs = plain.ops[plain.ops["op"].str.startswith("convolution")]
+    assert len(convs) == 2 and set(convs["call"]) == {"16x0"}
+
+    aten = torch.ops.aten
+    nhwc = torch.empty(N, 16, 8, 8, device="meta").to(memory_format=torch.channels_last)
+    args = (nhwc, torch.empty(16, 16, 1, 1, device="meta"), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    assert formulas.call_shape(aten.convolution.default, args, {}) == (N, 16, 8, 16, 1, 1, 0)  # ungrouped: as before
+    from rooflow.estimate.counter import _conv_output_layout
+
+    out = _conv_output_layout(aten.convolution, args, aten.convolution.default(*args))
+    assert formulas.suggests_channels_last(out) and not formulas.suggests_channels_last(torch.empty(N, 16, 8, 8))
