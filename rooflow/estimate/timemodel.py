@@ -94,9 +94,11 @@ NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
 # A depthwise convolution on a channels_last input runs cuDNN's kernels in every dtype (formulas.LAYOUT_OPERANDS:
 # ConvNeXt's). Their time, as measured in ConvNeXt-Tiny's steps on the H100 and the H200: the forward follows
 # elements (bf16 took as long as fp32: 8.8 and 7.5 ms over the native price at batch 256 on the H100); the fp32
-# and TF32 backward took 106–113 ms over the native price (H100; 84–92 on the H200), the bf16 backward none —
-# a backward of the same cost in fp32 and TF32 but not in bf16 is one whose fp32 kernels do not use tensor cores
-# and whose 16-bit ones are other kernels: a 16-bit backward takes the native kernels' price (4-byte elements).
+# and TF32 backward took 106–113 ms over the native price (H100; 84–92 on the H200), the bf16 backward none, so a
+# 16-bit backward takes the native kernels' price (4-byte elements). Not settled without a trace: the same
+# signature would come from the blocks' Linear weight-gradient GEMMs (k = N·H·W, 3–144 output tiles) if cuBLAS
+# split them along k in bf16 only; the excess is put on the depthwise convolutions, whose kernels the layout
+# demonstrably changes (benchmarks/README.md, "step time against the GPU sweeps").
 # Efficiencies of the bandwidth on 4-byte elements (Calibration.depthwise_channels_last_efficiency).
 DEPTHWISE_CHANNELS_LAST_FORWARD = 0.117
 DEPTHWISE_CHANNELS_LAST_BACKWARD = 0.0159
