@@ -60,7 +60,8 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
             fits = {True: "yes", False: "NO", None: "-"}[totals.get("fits")]
             memory_text = "-" if memory is None else f"{memory / GIGA:.2f}"
             if seconds is None:
-                line += f" {'-':>9} {'no roof':>15} {'-':>5} {memory_text:>7} {fits:>4}"
+                why = "no time model" if totals.get("roofline_seconds") else "no roof"
+                line += f" {'-':>9} {why:>15} {'-':>5} {memory_text:>7} {fits:>4}"
             else:
                 span = f"{format_milliseconds(totals['predicted_seconds_low'])}–{format_milliseconds(totals['predicted_seconds_high'])}"
                 line += (f" {format_milliseconds(seconds):>9} {span:>15} {totals['predicted_bound']:>5} {memory_text:>7} "
@@ -81,8 +82,11 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
                   f"{totals['device']}: {totals['fit_verdict']}.", file=out)
     sources = {t["calibration_source"] for t, _ in results if t.get("calibration_source")}
     for source in sorted(sources):
+        if source.startswith("none"):
+            print(f"Predicted time: {source}.", file=out)
+            continue
         print(f"Predicted time: host and GPU work per op, calibration {source}; the range is its uncertainty. "
-              f"roofline ms: every op at its roof (a lower bound).", file=out)
+              f"roofline_seconds (--format json): every op at its roof, a lower bound.", file=out)
     if show_layers:
         for totals, layers in results:
             print(f"\n{totals['model']} — per layer (GFLOP, MB)", file=out)

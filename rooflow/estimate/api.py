@@ -122,6 +122,9 @@ def estimate_run(spec, batch: int, precision: str = "fp32", mode: str = "inferen
     return result
 
 
+TIME_MODEL_KINDS = ("cuda", "cpu")  # catalogue kinds whose step time rooflow predicts
+
+
 def predict(result: Estimate, device_key: str, devices_file: str | None = None, ceilings: str | None = None,
             measured: bool = False) -> Estimate:
     """Add the prediction on a catalogue device to ``result``'s totals: the step's time (host and GPU work
@@ -139,7 +142,11 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
     totals["device"] = device.key
     roofline = predict_seconds(result.ops, device, totals["precision"], measured=measured)
     totals["roofline_seconds"] = roofline.get("predicted_seconds")
-    if device.bandwidth(True) or device.bandwidth(False):
+    if device.kind not in TIME_MODEL_KINDS:  # a TPU: XLA compiles and fuses the whole step, no eager ops to price
+        totals.update(predicted_seconds=None, calibration_source=f"none for {device.key}: rooflow's time model prices "
+                      f"PyTorch's eager ops on a CUDA GPU or a CPU, and a {device.kind.upper()} runs an XLA-compiled "
+                      f"step (only its roofline time: roofline_seconds in --format json)")
+    elif device.bandwidth(True) or device.bandwidth(False):
         totals.update(predict_step(result.ops, totals, device, calibration).as_dict())
     totals.update(predict_memory(totals, device))
     return result

@@ -53,6 +53,18 @@ def test_cpu_without_ceilings_has_no_prediction(capsys):
     assert entry["predicted_memory_bytes"] == entry["peak_memory_bytes"] and entry["fits"] is None
 
 
+def test_a_tpu_gets_its_roofline_and_no_step_time(capsys):
+    """A TPU runs an XLA-compiled step: no eager ops to price, so no step time (it was priced with the generic CPU
+    constants, bound "cpu"); its roofline time and memory stay."""
+    status, out, _ = run(capsys, "resnet18", "--device", "tpu-v4", "--batch", "8", "--format", "json")
+    assert status == 0
+    (entry,) = json.loads(out)
+    assert entry["predicted_seconds"] is None and "predicted_bound" not in entry
+    assert entry["calibration_source"].startswith("none for tpu-v4") and entry["roofline_seconds"] > 0
+    status, out, _ = run(capsys, "resnet18", "--device", "tpu-v4", "--batch", "8")
+    assert "no time model" in out and "Predicted time: none for tpu-v4" in out and "CPU constants" not in out
+
+
 def test_vgg16_training_b256_does_not_fit_a_t4(capsys):
     """The issue's example: 32.4 GB measured on an H100; the prediction says it cannot fit a 16 GB T4."""
     status, out, _ = run(capsys, "vgg16", "--batch", "256", "--mode", "training", "--device", "t4")
