@@ -90,6 +90,13 @@ NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 # one, fp32 accumulation), whose time follows elements: bf16 takes the time of the same work in fp32.
 # fp16 runs cuDNN for square 3×3/5×5 filters of 32 channels or more at stride 1 (at stride 2 and a batch
 # above 16 only for wide layers: left to the native kernels here).
+# cuDNN's FP32 (FFMA) forward convolutions tile at least 128 output pixels and never split their reduction: the
+# H100 recordings' ran "sm80_xmma_fprop_implicit_gemm_f32f32_..._tilesize256x64x8" for every layer of ResNet-50
+# and VGG16 at batch 64, none a split-K kernel; the public single-op data set's Pascal-to-Ampere FP32 convolutions
+# tile 128 pixels by 128, 64 or 32 channels and none of 20,000 splits k (rooflow.estimate.kernel_calibration). A
+# layer of few pixels (batch 32 and less, late stages) then fills few SMs. Tile quality by the calibration's rule
+# (outputs per operand element: 256×64 between 128×64 and 128×128, 128×32 between 32×32 and 64×64).
+FP32_FPROP_TILES = ((256, 64, 0.9), (128, 128, 0.95), (128, 64, 0.85), (128, 32, 0.6))
 NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
 # A depthwise convolution on a channels_last input runs cuDNN's kernels in every dtype (formulas.LAYOUT_OPERANDS:
 # ConvNeXt's). Their time, as measured in ConvNeXt-Tiny's steps on the H100 and the H200: the forward follows
@@ -238,15 +245,17 @@ class StepPrediction:
 
 
 # ------------------------------------------------------------------------------------------ compute
-def gemm_efficiency(m: int, n: int, k: int, count: int, sm_count: int, calibration: Calibration) -> float:
+def gemm_efficiency(m: int, n: int, k: int, count: int, sm_count: int, calibration: Calibration,
+                    split_k: bool = True, tiles=None) -> float:
     """The shape factor of one GEMM view: the best tile (with split-K) for tile padding × GPU fill ×
     mainloop fill. Persistent (stream-K) kernels keep a GPU with more tiles than SMs full; a GEMM with few
     output tiles and a long k (a weight gradient: m = Cout, n = Cin·kernel, k = N·H·W) splits k across the
-    SMs and adds the partial sums."""
+    SMs and adds the partial sums — unless ``split_k`` is False (cuDNN's forward convolutions). ``tiles``: the
+    (m, n, quality) tiles the kernels take (default: the calibration's)."""
     if sm_count <= 1:
         return 1.0  # a CPU: its GEMM kernels pad to a vector register, not to a GPU tile
     best = 0.0
-    for tile_m, tile_n, tile_quality in calibration.tiles:
+    for tile_m, tile_n, tile_quality in tiles or calibration.tiles:
         tiles_m, tiles_n = math.ceil(m / tile_m), math.ceil(n / tile_n)
         padding = (m * n) / (tiles_m * tile_m * tiles_n * tile_n)
         tiles = tiles_m * tiles_n * count
@@ -258,7 +267,7 @@ def gemm_efficiency(m: int, n: int, k: int, count: int, sm_count: int, calibrati
             reduction = 1.0 / (1.0 + 0.02 * math.log2(split))  # the partial sums: one reduction level each
             best = max(best, tile_quality * padding * occupancy * fill * reduction)
             split *= 2
-            if tiles * split > 2 * sm_count or k / split < 128:
+            if not split_k or tiles * split > 2 * sm_count or k / split < 128:
                 break
     return best
 
@@ -361,18 +370,22 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
         ffma: dict[str, float] = {}  # the same views with every padded one on FP32 FFMA instead
         ffma_peak = _peak(device, "fp32")
         library = calibration.kind == "cuda" and not row["op"].startswith(("convolution", "_convolution"))
+        forward_conv = calibration.kind == "cuda" and row["op"] in ("convolution", "_convolution")
         for m, n, k, count, fast, k_taps, n_taps in views:
             view_path = "fp32_fast" if path == "fp32" and fast else path
             if library and min(m, n) >= GEMM_CEILING_MIN_ROWS:
                 view_path = f"{GEMM_PREFIX}{path}"  # cuBLAS, not cuDNN: the kernels the GEMM ceiling times
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
                             if path in TENSOR_PATHS and count == 1 else (n, k))
-            efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration), 1e-3)
+            tiles = FP32_FPROP_TILES if forward_conv and view_path in ("fp32", "fp32_fast") else None
+            efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration, not forward_conv, tiles),
+                             1e-3)
             seconds = 2.0 * m * run_n * run_k * count / (peak * efficiency)
             terms["compute"][view_path] = terms["compute"].get(view_path, 0.0) + seconds
             if (run_n, run_k) != (n, k) and ffma_peak:
                 padded = True
-                unpadded = max(gemm_efficiency(m, n, k, count, sm_count, calibration), 1e-3)
+                unpadded = max(gemm_efficiency(m, n, k, count, sm_count, calibration, not forward_conv,
+                                               FP32_FPROP_TILES if forward_conv else None), 1e-3)
                 ffma["fp32"] = ffma.get("fp32", 0.0) + 2.0 * m * n * k * count / (ffma_peak * unpadded)
             else:
                 ffma[view_path] = ffma.get(view_path, 0.0) + seconds
