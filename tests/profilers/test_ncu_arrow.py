@@ -7,7 +7,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as compute
 import pytest
-from support import DETAILS_FILES, _old_row, _same_result, _short_rows_file, assert_one_sentence, real
+from support import (
+    DEEPCAM,
+    DETAILS_FILES,
+    REAL,
+    _old_row,
+    _same_result,
+    _short_rows_file,
+    assert_one_sentence,
+    real,
+)
 
 from rooflow.errors import ParseError
 from rooflow.profilers import _details, _details_arrow, ncu
@@ -111,3 +120,93 @@ def test_bytes_that_are_not_utf8_are_read_as_the_numpy_reader_reads_them(tmp_pat
     path.write_bytes(data.replace(value, value.replace(b'"2,048"', b'"2,04\xff"'), 1))
     with pytest.raises(ParseError, match=r"dram__bytes_write.sum is '2,04\ufffd', not a number"):
         aggregate_ncu(path)
+
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-metric files (NERSC out.<metric>, ncu 2020: 12 columns, one row per kernel, 700-byte kernel names)
+
+PER_METRIC_FILES = sorted((REAL / DEEPCAM / "PT-fp32-O1-AdamW-fw-733731").glob("out.*"))
+PER_METRIC_HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context","Stream",'
+                     '"Section Name","Metric Name","Metric Unit","Metric Value"')
+
+
+def _outcome_of(path, monkeypatch, **switches):
+    with monkeypatch.context() as patch:
+        for name, value in switches.items():
+            patch.setattr(_details_arrow, name, value)
+        try:
+            return aggregate_ncu(path)
+        except ParseError as error:
+            return str(error)
+
+
+def _readers_agree(path, monkeypatch):
+    """The pyarrow path's result (or error) is the numpy reader's, to the bit."""
+    through_arrow, numpy_only = _outcome_of(path, monkeypatch), _outcome_of(path, monkeypatch, ARROW=False)
+    if isinstance(through_arrow, str) or isinstance(numpy_only, str):
+        assert through_arrow == numpy_only
+    else:
+        _same_result(through_arrow, numpy_only)
+    return through_arrow
+
+
+@pytest.mark.parametrize("path", PER_METRIC_FILES, ids=lambda path: path.name)
+def test_every_recorded_per_metric_file_reads_alike_through_pyarrow_and_numpy(path, committed, monkeypatch):
+    """All 12 recorded per-metric files in 20 kB blocks (~27 rows each, cut after any row)."""
+    assert len(PER_METRIC_FILES) == 12
+    result = _readers_agree(path, monkeypatch)
+    assert not isinstance(result, str) and result.totals["kernels"] == 797
+    assert len(committed) >= 20
+
+
+def _per_metric_lines(kernels: int) -> list[str]:
+    name = "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<{}>(at::TensorIterator&)"
+    return ["==PROF== Connected to process 11 (/usr/bin/python3)", PER_METRIC_HEADER] + [
+        f'"{kernel_id}","11","python","h","{name.format(kernel_id % 7)}","2020-Jun-10 02:09:46","1","7",'
+        f'"Command line profiler metrics","dram__bytes.sum","Kbyte","{kernel_id % 13},{kernel_id % 1000:03d}.5"'
+        for kernel_id in range(kernels)]
+
+
+# Each: (what, a change to one row's line): rows not in the common shape (their block goes to the numpy reader or
+# is read by pyarrow with its checks), values converted otherwise, IDs written otherwise, fields read as they are.
+ODD_ROWS = [
+    ("a doubled quote in a name", lambda line: line.replace("kernel<128", 'kernel<""128""')),
+    ("a line break in a name", lambda line: line.replace("kernel<128", "kernel<\n128")),
+    ("a carriage return before the line feed", lambda line: line + "\r"),
+    ("an application's output line", lambda line: "step is 6\n" + line),
+    ("a blank line", lambda line: "\n" + line),
+    ("a rule row of the same width", lambda line: line.replace('"dram__bytes.sum","Kbyte"', '"",""')),
+    ("a short row", lambda line: line[: line.rindex(',"')]),
+    ("an unquoted field", lambda line: line.replace('"11"', "11", 1)),
+    ("bytes that are not UTF-8 in a name", lambda line: line.replace("gpu_kernel", "gpu\udcffkernel")),
+    ("a value n/a", lambda line: line[: line.rindex(',"')] + ',"n/a"'),
+    ("a value with an exponent", lambda line: line[: line.rindex(',"')] + ',"1.5e+03"'),
+    ("an ID with leading zeros", lambda line: line.replace('"', '"00', 1)),
+    ("an ID of 9 digits", lambda line: line.replace('"', '"100000', 1)),
+    ("an ID with a sign", lambda line: line.replace('"', '"+', 1)),
+    ("an empty field", lambda line: line.replace('"h"', '""')),
+    ("a field holding a comma", lambda line: line.replace('"h"', '"h,h"')),
+]
+
+
+@pytest.mark.parametrize(("what", "change"), ODD_ROWS, ids=[what for what, _ in ODD_ROWS])
+def test_an_odd_row_of_a_per_metric_file_reads_alike_through_pyarrow_and_numpy(tmp_path, committed, monkeypatch,
+                                                                              what, change):
+    lines = _per_metric_lines(600)
+    lines[300] = change(lines[300])
+    path = tmp_path / "out.dram__bytes.sum"
+    path.write_bytes("\n".join(lines).encode("utf-8", errors="surrogateescape") + b"\n")
+    _readers_agree(path, monkeypatch)
+    assert len(committed) >= 3  # the blocks around it stayed with pyarrow
+
+
+def test_a_per_metric_file_reads_alike_at_every_block_size(tmp_path, committed, monkeypatch):
+    """Blocks of several sizes, each cut after a different row: the same result as the numpy reader's."""
+    path = tmp_path / "out.dram__bytes.sum"
+    path.write_text("\n".join(_per_metric_lines(400)) + "\n")
+    expected = _outcome_of(path, monkeypatch, ARROW=False)
+    for size in (1_000, 4_321, 9_999, 20_000):
+        monkeypatch.setattr(ncu, "BLOCK_BYTES", size)
+        _same_result(_outcome_of(path, monkeypatch), expected)
+    assert len(committed) >= 10
