@@ -235,7 +235,13 @@ class DetailsReader:
             ids, codes, values, lines, stored = (np.concatenate(column) for column in zip(*self.rows))
         self.rows = []
         width = len(self.codes)
-        kernel_ids, rows = np.unique(ids, return_inverse=True)
+        if len(ids) and (ids[1:] >= ids[:-1]).all():  # as ncu writes them: np.unique's result without its sort
+            starts = np.empty(len(ids), dtype=bool)
+            starts[0] = True
+            np.not_equal(ids[1:], ids[:-1], out=starts[1:])
+            kernel_ids, rows = ids[starts], np.cumsum(starts) - 1
+        else:
+            kernel_ids, rows = np.unique(ids, return_inverse=True)
         cells = rows * width + codes
         if np.bincount(cells).max() > 1:  # a kernel with a metric twice: the first row counts
             first = np.lexsort((lines, cells))

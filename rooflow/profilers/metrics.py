@@ -254,6 +254,21 @@ def _weighted(wide: pd.DataFrame, weights: dict[str, float]) -> pd.Series | None
     return pd.Series(total, index=wide.index)
 
 
+def _row_sum(columns: list[pd.Series]) -> np.ndarray:
+    """Per row, the sum of the columns' values that are not NaN, added left to right; NaN where all are NaN —
+    ``DataFrame.sum(axis=1, min_count=1)``, without pandas' row-wise reduction (a third of a second for a
+    million kernels)."""
+    total, present = None, None
+    for column in columns:
+        values = column.to_numpy(dtype=np.float64)
+        known = ~np.isnan(values)
+        filled = np.where(known, values, 0.0)
+        total = filled if total is None else total + filled
+        present = known if present is None else present | known
+    total[~present] = np.nan
+    return total
+
+
 def derive_quantities(wide: pd.DataFrame, cc: pd.Series) -> tuple[pd.DataFrame, dict[str, Any], list[str]]:
     """Per kernel (rows of `wide`: one column per collected metric, SI values; `cc`: compute capability),
     the FLOPs per precision, DRAM/L2/L1 bytes and seconds by the conventions above; with what was used
@@ -299,8 +314,7 @@ def derive_quantities(wide: pd.DataFrame, cc: pd.Series) -> tuple[pd.DataFrame, 
         notes.append("No tensor-core metric was collected: tensor-core work (TF32/FP16/BF16 convolutions and "
                      "GEMMs) is invisible to these totals.")
 
-    flop_columns = ["flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor"]
-    derived["flops_total"] = derived[flop_columns].sum(axis=1, min_count=1)
+    derived["flops_total"] = _row_sum([derived[c] for c in ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor")])
 
     def pick(label: str, options: list[tuple[dict[str, float], str]]) -> None:
         for weights, how in options:

@@ -1118,3 +1118,17 @@ def test_raw_page_with_a_text_value_in_a_used_metric_names_the_line(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ParseError, match=rf"line {header + 6}: gpu__time_duration.sum is 'oops', not a number"):
         aggregate_ncu(path)
+
+
+def test_flops_total_is_pandas_row_sum_to_the_bit():
+    """flops_total adds each kernel's precisions left to right, NaN only where none was counted — what
+    DataFrame.sum(axis=1, min_count=1) gave before it was replaced by plain numpy (a third of a second per
+    million kernels), on values spanning 18 decades with a third of them missing and a column all NaN."""
+    rng = np.random.default_rng(7)
+    columns = {name: rng.standard_normal(50_000) * 10.0 ** rng.integers(-3, 15, 50_000) for name in "abcd"}
+    for values in columns.values():
+        values[rng.random(50_000) < 0.35] = np.nan
+    columns["c"][:] = np.nan
+    frame = pd.DataFrame(columns)
+    expected = frame.sum(axis=1, min_count=1).to_numpy()
+    assert np.isnan(expected).any() and np.array_equal(m._row_sum([frame[c] for c in "abcd"]), expected, equal_nan=True)
