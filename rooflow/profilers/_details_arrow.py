@@ -299,8 +299,14 @@ class ArrowBlocks:
         chunks = [table.column(self.column[key]).chunk(0) for key in keys]
         indices = [chunk.indices.to_numpy(zero_copy_only=False)[rows].astype(np.int64) for chunk in chunks]
         combined = np.zeros(len(rows), dtype=np.int64)
-        for index, chunk in zip(indices, chunks):  # mixed radix, renumbered each step so it cannot overflow
-            combined, _ = pd.factorize(combined * max(len(chunk.dictionary), 1) + index)
+        radixes = [max(len(chunk.dictionary), 1) for chunk in chunks]
+        if math.prod(radixes) < 2**62:  # a block's few distinct texts: one mixed-radix number, numbered once
+            for index, radix in zip(indices, radixes):
+                combined = combined * radix + index
+            combined, _ = pd.factorize(combined)
+        else:
+            for index, radix in zip(indices, radixes):  # renumbered each step so it cannot overflow
+                combined, _ = pd.factorize(combined * radix + index)
         firsts = first_occurrences(combined)
         texts = [chunk.dictionary.take(self.pa.array(index[firsts])).to_pylist()
                  for index, chunk in zip(indices, chunks)]
