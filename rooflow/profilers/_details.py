@@ -251,7 +251,7 @@ class DetailsReader:
         present[cells] = True
         matrix = np.full(len(kernel_ids) * width, np.nan)
         matrix[cells[stored]] = values[stored]
-        self.stored_codes.update(np.unique(codes[stored]).tolist())
+        self.stored_codes.update(np.flatnonzero(np.bincount(codes[stored], minlength=width)).tolist())
         self.store.append(kernel_ids, matrix.reshape(-1, width), present.reshape(-1, width))
 
     def _register(self, registrations: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
