@@ -514,11 +514,13 @@ class DetailsReader:
         for position, column in enumerate(("name", "cc", "grid_size", "block_size", "nvtx_stack")):
             codes, uniques = pd.factorize(np.array([d[position] for d in self.descriptions], dtype=object),
                                           use_na_sentinel=True)
-            values = pd.Categorical.from_codes(codes[kernel_descriptions], categories=pd.Index(uniques, dtype=object))
             if column == "cc":  # few values, compared and filled across files: plain objects, None where absent
-                values = np.asarray(values, dtype=object)
-                values[pd.isna(values)] = None
-            columns[column] = values
+                lookup = np.empty(len(uniques) + 1, dtype=object)  # the last one for code -1 (absent)
+                lookup[:-1] = uniques
+                columns[column] = lookup[codes[kernel_descriptions]]
+                continue
+            columns[column] = pd.Categorical.from_codes(codes[kernel_descriptions],
+                                                        categories=pd.Index(uniques, dtype=object))
         index = pd.Index(kernel_ids, name="id")
         info = pd.DataFrame({"name": columns["name"], "line": kernel_lines, "cc": columns["cc"],
                              "grid_size": columns["grid_size"], "block_size": columns["block_size"],
