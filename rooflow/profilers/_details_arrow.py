@@ -311,10 +311,15 @@ class ArrowBlocks:
         texts = [chunk.dictionary.take(self.pa.array(index[firsts])).to_pylist()
                  for index, chunk in zip(indices, chunks)]
         described = dict(zip(keys, texts))
-        codes = np.array([self.reader.description(key, *(described[name][unique] if name in described else ""
-                                                          for name in DESCRIPTION_KEYS))
-                          for unique, key in enumerate(zip(*texts))], dtype=np.int64)
-        return codes[combined]
+        known = self.reader.description_codes
+        tuples = list(zip(*texts))
+        found = [known.get(key) for key in tuples]  # most were seen in an earlier block
+        if None in found:
+            for unique, key in enumerate(tuples):
+                if found[unique] is None:
+                    found[unique] = self.reader.description(key, *(described[name][unique] if name in described
+                                                                   else "" for name in DESCRIPTION_KEYS))
+        return np.array(found, dtype=np.int64)[combined]
 
 
 DESCRIPTION_KEYS = ("name", "cc", "grid", "block", "nvtx")
