@@ -91,7 +91,7 @@ NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 # fp16 runs cuDNN for square 3×3/5×5 filters of 32 channels or more at stride 1 (at stride 2 and a batch
 # above 16 only for wide layers: left to the native kernels here).
 # cuDNN's FP32 (FFMA) forward convolutions tile at least 128 output pixels and never split their reduction: the
-# H100 recordings' ran "sm80_xmma_fprop_implicit_gemm_f32f32_..._tilesize256x64x8" for every layer of ResNet-50
+# H100 recordings ran "sm80_xmma_fprop_implicit_gemm_f32f32_..._tilesize256x64x8" for every layer of ResNet-50
 # and VGG16 at batch 64, none a split-K kernel; the public single-op data set's Pascal-to-Ampere FP32 convolutions
 # tile 128 pixels by 128, 64 or 32 channels and none of 20,000 splits k (rooflow.estimate.kernel_calibration). A
 # layer of few pixels (batch 32 and less, late stages) then fills few SMs. Tile quality by the calibration's rule
@@ -154,7 +154,7 @@ class Calibration:
     # training) reached a quarter of it on the H100: read from vit_b_16's fp32 and TF32 training steps, the
     # only attention model of the sweep (its forward, and flash both ways, need none).
     attention_efficiency: dict[str, float] = field(default_factory=lambda: {"efficient_backward": 0.25})
-    # cuDNN's depthwise kernels on channels_last inputs (CHANNELS_LAST_DEPTHWISE), of the bandwidth, on the bytes
+    # cuDNN's depthwise kernels on channels_last inputs (DEPTHWISE_CHANNELS_LAST_*), of the bandwidth, on the bytes
     # of 4-byte elements: "forward" (every dtype) and "backward" (fp32/TF32). Read from two runs of the one
     # model whose depthwise convolutions see channels_last inputs, ConvNeXt-Tiny on the H100 at batch 256
     # (tests/data/real/gpu-2026-11-25/h100-sweep-5-new-models-partial.jsonl): fp32 inference, 82.8 ms measured
