@@ -80,9 +80,10 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
         if totals.get("fit_verdict"):
             print(f"{totals['model']} b{totals['batch']} {totals['precision']} {totals['mode']} on "
                   f"{totals['device']}: {totals['fit_verdict']}.", file=out)
-    sources = {t["calibration_source"] for t, _ in results if t.get("calibration_source")}
-    for source in sorted(sources):
-        if source.startswith("none"):
+    sources = {(t["calibration_source"], t.get("predicted_seconds") is not None) for t, _ in results
+               if t.get("calibration_source")}
+    for source, timed in sorted(sources):
+        if not timed:  # the source says why there is no time (a TPU)
             print(f"Predicted time: {source}.", file=out)
             continue
         print(f"Predicted time: host and GPU work per op, calibration {source}; the range is its uncertainty. "

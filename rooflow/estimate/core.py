@@ -71,6 +71,12 @@ def parse_gemms(text) -> list[tuple[int, int, int, int, int, int, int]]:
     return [view + (0,) * (7 - len(view)) for view in views]
 
 
+def parse_call(text) -> tuple[int, ...]:
+    """A call shape as the ops table writes it ('4x96x56', '' or NaN once read back from ops.csv): its ints
+    (formulas.call_shape)."""
+    return tuple(int(d) for d in text.split("x") if d) if isinstance(text, str) else ()
+
+
 @dataclass(eq=False)
 class Estimate(Mapping):
     """The analytic estimate of one step, and a read-only mapping of its ``totals`` (``dict(estimate)`` is one

@@ -503,7 +503,7 @@ def _conv_output_layout(packet, args, out):
     cudnn_conv_suggest_memory_format). Meta kernels leave every convolution output contiguous, which would
     hand the next layer an NCHW tensor a GPU never sees (ConvNeXt's depthwise convolutions after a
     downsampling one)."""
-    if not any(formulas.suggests_channels_last(args[i]) for i in formulas.LAYOUT_OPERANDS[packet] if i < len(args)):
+    if not formulas.channels_last_operands(packet, args):
         return out
 
     def channels_last(t):

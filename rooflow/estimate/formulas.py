@@ -657,6 +657,11 @@ def suggests_channels_last(t) -> bool:
             and suggest_memory_format(t) is torch.channels_last)
 
 
+def channels_last_operands(packet, args: tuple) -> bool:
+    """Whether a convolution call (:data:`LAYOUT_OPERANDS`) has an operand PyTorch treats as channels_last."""
+    return any(suggests_channels_last(args[i]) for i in LAYOUT_OPERANDS[packet] if i < len(args))
+
+
 def call_shape(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
     """The call shape of an aten call (:data:`CALL_SHAPES`), () where none is registered."""
     packet = getattr(func, "overloadpacket", func)
@@ -665,8 +670,7 @@ def call_shape(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
         return ()
     layout = {}
     if packet in LAYOUT_OPERANDS:
-        layout["channels_last"] = int(any(suggests_channels_last(args[i]) for i in LAYOUT_OPERANDS[packet]
-                                          if i < len(args)))
+        layout["channels_last"] = int(channels_last_operands(packet, args))
     return shape(*shapes_of(args), **shapes_of(kwargs), **layout)
 
 

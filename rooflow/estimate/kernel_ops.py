@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from rooflow.estimate import kernel_calibration
-from rooflow.estimate.core import parse_gemms
+from rooflow.estimate.core import parse_call, parse_gemms
 
 CONVOLUTION_OPS = ("convolution", "_convolution")
 GEMM_OPS = {"mm": "linear", "addmm": "linear", "bmm": "bmm", "baddbmm": "bmm"}
@@ -44,8 +44,7 @@ def kernel_rows(ops: pd.DataFrame, precision: str) -> pd.DataFrame:
             continue
         op, phase = row["op"], row["phase"]
         calls = max(1, int(row["calls"]))
-        text = row.get("call")  # '' in the table, NaN once read back from ops.csv
-        call = [int(d) for d in text.split("x") if d] if isinstance(text, str) else []
+        call = parse_call(row.get("call"))
         if op in CONVOLUTION_OPS and phase != "backward" and len(call) == 7:
             b, cin, size, cout, kernel, stride, padding = call
             records[index] = {"operator": "conv", "B": b, "Input_Channel": cin, "Output_Channel": cout,

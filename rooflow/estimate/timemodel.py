@@ -61,7 +61,7 @@ import pandas as pd
 
 from rooflow.conventions import MATMUL_OP_CLASSES
 from rooflow.estimate import attention, batchnorm, kernel_calibration, kernel_ops
-from rooflow.estimate.core import parse_gemms
+from rooflow.estimate.core import parse_call, parse_gemms
 
 # Ops that call cuDNN/cuBLAS (host: descriptors, heuristics and plan-cache lookups).
 LIBRARY_OPS = {"convolution", "_convolution", "convolution_backward", "mm", "addmm", "bmm", "baddbmm",
@@ -302,9 +302,8 @@ def _native_depthwise(row) -> bool:
 
 def _channels_last_depthwise(row) -> bool:
     """Whether a depthwise convolution row's input is channels_last: its call shape (groups, channels_last)."""
-    text = row.get("call")
-    parts = text.split("x") if isinstance(text, str) else []
-    return len(parts) == 2 and parts[1] == "1"
+    call = parse_call(row.get("call"))
+    return len(call) == 2 and call[1] == 1
 
 
 def four_byte_pooling_bytes(row) -> float:
@@ -369,29 +368,31 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
         product_flops, padded = 0.0, False
         ffma: dict[str, float] = {}  # the same views with every padded one on FP32 FFMA instead
         ffma_peak = _peak(device, "fp32")
-        library = calibration.kind == "cuda" and not row["op"].startswith(("convolution", "_convolution"))
+        convolution = row["op"].startswith(("convolution", "_convolution"))
+        library = calibration.kind == "cuda" and not convolution
         forward_conv = calibration.kind == "cuda" and row["op"] in ("convolution", "_convolution")
+        ffma_tiles = FP32_FPROP_TILES if forward_conv else None
         for m, n, k, count, fast, k_taps, n_taps in views:
             view_path = "fp32_fast" if path == "fp32" and fast else path
             if library and min(m, n) >= GEMM_CEILING_MIN_ROWS:
                 view_path = f"{GEMM_PREFIX}{path}"  # cuBLAS, not cuDNN: the kernels the GEMM ceiling times
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
                             if path in TENSOR_PATHS and count == 1 else (n, k))
-            tiles = FP32_FPROP_TILES if forward_conv and view_path in ("fp32", "fp32_fast") else None
+            tiles = ffma_tiles if view_path in ("fp32", "fp32_fast") else None
             efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration, not forward_conv, tiles),
                              1e-3)
             seconds = 2.0 * m * run_n * run_k * count / (peak * efficiency)
             terms["compute"][view_path] = terms["compute"].get(view_path, 0.0) + seconds
             if (run_n, run_k) != (n, k) and ffma_peak:
                 padded = True
-                unpadded = max(gemm_efficiency(m, n, k, count, sm_count, calibration, not forward_conv,
-                                               FP32_FPROP_TILES if forward_conv else None), 1e-3)
+                unpadded = max(gemm_efficiency(m, n, k, count, sm_count, calibration, not forward_conv, ffma_tiles),
+                               1e-3)
                 ffma["fp32"] = ffma.get("fp32", 0.0) + 2.0 * m * n * k * count / (ffma_peak * unpadded)
             else:
                 ffma[view_path] = ffma.get(view_path, 0.0) + seconds
             product_flops += 2.0 * m * n * k * count
         terms["kernels"] = float(len(views))
-        if row["op"].startswith(("convolution", "_convolution")):
+        if convolution:
             terms["conv_bytes"] = bytes_moved
             if float(row["flops"]) / calls > product_flops * 1.0000001 and row["phase"] == "forward":
                 terms["epilogue_bytes"] = 2.0 * float(row["bytes_written"]) / calls  # bias: read + write out
