@@ -89,6 +89,9 @@ FAMILIES = {"sm_60": "pascal", "sm_61": "pascal", "sm_70": "volta-turing", "sm_7
 DATASET_GPUS = {"Tesla P100-PCIE-16GB": ("p100-pcie-16gb", "sm_60", 250.0), "Tesla P4": (None, "sm_61", 75.0),
                 "Tesla T4": ("t4", "sm_75", 70.0), "Tesla V100-PCIE-32GB": ("v100-pcie-16gb", "sm_70", 250.0),
                 "NVIDIA A100-PCIE-40GB": ("a100-pcie-40gb", "sm_80", 250.0)}
+# Their base and boost clocks (MHz, TechPowerUp's GPU database, as config/devices.yaml's base_clock_mhz)
+DATASET_CLOCKS = {"Tesla P100-PCIE-16GB": (1190, 1329), "Tesla P4": (886, 1114), "Tesla T4": (585, 1590),
+                  "Tesla V100-PCIE-32GB": (1230, 1380), "NVIDIA A100-PCIE-40GB": (765, 1410)}
 # cuBLAS's FP32 batched GEMM (torch.bmm) runs one tile whatever the shape on some architectures: 128×128 on
 # Ampere (16,588 of the A100's 16,661 bmm calls in the data set), 128×64 on Pascal (17,720 of the P100's
 # 17,792); Volta and Turing pick by shape (64×64, 32×128, 128×64, 128×32). Ada and Hopper run Ampere's SIMT
@@ -121,28 +124,33 @@ class Gpu:
     dram_bytes_per_second: float
     l2_bytes: float
     tdp_watts: float | None = None
+    # base clock / boost clock: the least of its boost-clock rate a board keeps at its power limit
+    base_clock_fraction: float | None = None
 
     @property
     def family(self) -> str:
         return FAMILIES.get(self.architecture, "ampere+")
 
 
-def gpu_from_config(data: dict[str, Any], architecture: str, tdp_watts: float | None = None) -> Gpu:
+def gpu_from_config(data: dict[str, Any], architecture: str, tdp_watts: float | None = None,
+                    base_clock_fraction: float | None = None) -> Gpu:
     """A :class:`Gpu` from a NeuSight ``device_configs/*.json`` (MB, GB/s, GFLOP/s units)."""
     return Gpu(name=data["Device"], architecture=architecture, sm_count=int(data["Num_Sm"]),
                fp32_flops_per_second=float(data["SingleFLOPs"]) * 1e9,
                dram_bytes_per_second=float(data["Mem_Bw"]) * 1e9, l2_bytes=float(data["L2Cache"]) * 2**20,
-               tdp_watts=tdp_watts)
+               tdp_watts=tdp_watts, base_clock_fraction=base_clock_fraction)
 
 
 def gpu_from_device(device) -> Gpu | None:
     """A :class:`Gpu` from a catalogue :class:`rooflow.hardware.devices.Device` (None: not a GPU, or no L2 size)."""
     if not device.is_cuda or not device.sm_count or not getattr(device, "l2_cache_bytes", None):
         return None
+    base, boost = getattr(device, "base_clock_mhz", None), getattr(device, "boost_clock_mhz", None)
     return Gpu(name=device.name, architecture=device.architecture or "", sm_count=int(device.sm_count),
                fp32_flops_per_second=float(device.peak_flops_per_second["fp32"]),
                dram_bytes_per_second=float(device.dram_bytes_per_second), l2_bytes=float(device.l2_cache_bytes),
-               tdp_watts=getattr(device, "tdp_watts", None))
+               tdp_watts=getattr(device, "tdp_watts", None),
+               base_clock_fraction=round(base / boost, 4) if base and boost else None)
 
 
 # ------------------------------------------------------------------------------------------ measurements
@@ -177,8 +185,20 @@ def load_dataset_gpus(root: str | Path) -> dict[str, Gpu]:
     for path in sorted((Path(root) / "device_configs").glob("*.json")):
         data = json.loads(path.read_text())
         _, architecture, tdp_watts = dataset_gpu_identity(data["Device"], path)
-        gpus[data["Device"]] = gpu_from_config(data, architecture, tdp_watts)
+        base, boost = DATASET_CLOCKS.get(data["Device"]) or _catalogue_clocks(data["Device"])
+        gpus[data["Device"]] = gpu_from_config(data, architecture, tdp_watts,
+                                               round(base / boost, 4) if base and boost else None)
     return gpus
+
+
+def _catalogue_clocks(name: str) -> tuple[float | None, float | None]:
+    """(base, boost) clock in MHz of the catalogue GPU of that name ((None, None) where it has none)."""
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    for device in load_devices(default_catalogue_path()).values():
+        if device.is_cuda and device.name == name:
+            return device.base_clock_mhz, device.boost_clock_mhz
+    return None, None
 
 
 def dataset_gpu_identity(name: str, where: str | Path = "") -> tuple[str | None, str, float | None]:
@@ -646,11 +666,15 @@ def _unthrottled_efficiency(params: dict[str, float], donors: list[tuple[Gpu, di
 def _sustained_fraction(efficiency: float, gpu: Gpu, donors: list[tuple[Gpu, dict[str, float]]]) -> float:
     """The fraction of its boost-clock FP32 GEMM rate (``efficiency`` of its datasheet peak) that ``gpu``'s
     board power sustains, at its family's FP32 GEMM FLOPs per watt (the best measured donor's: a donor below
-    its power limit understates it); 1 where its power suffices or no donor says."""
+    its power limit understates it); 1 where its power suffices or no donor says. Never below its base clock's
+    share of its boost clock (``base_clock_fraction``): the board guarantees its base clock at its power limit,
+    and a donor below its own limit (an H100 SXM under SGEMM for a 72 W L4 of its family) makes the FLOPs per
+    watt a lower bound only."""
     per_watt = [d.fp32_flops_per_second * p["efficiency"] / d.tdp_watts for d, p in donors if d.tdp_watts]
     if not per_watt:
         return 1.0
-    return float(min(1.0, gpu.tdp_watts * max(per_watt) / (gpu.fp32_flops_per_second * efficiency)))
+    powered = min(1.0, gpu.tdp_watts * max(per_watt) / (gpu.fp32_flops_per_second * efficiency))
+    return float(max(powered, gpu.base_clock_fraction or 0.0))
 
 
 def _throttled(seconds: np.ndarray, p: dict[str, float]) -> np.ndarray:

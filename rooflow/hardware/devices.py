@@ -96,6 +96,9 @@ class Device:
     # Datasheet arithmetic of the kernel model (rooflow.estimate.kernel_calibration): L2 size, board power.
     l2_cache_bytes: float | None = None
     tdp_watts: float | None = None
+    # Base and boost clocks (MHz): under its power limit a board's clock falls no lower than its base clock.
+    base_clock_mhz: float | None = None
+    boost_clock_mhz: float | None = None
     # What renting it costs (optional; rooflow.estimate.whatif turns it into a cost per 1,000 images).
     price_per_hour_usd: float | None = None
 
@@ -201,6 +204,8 @@ def _from_entry(key: str, entry: dict[str, Any]) -> Device:
         derivation=dict(entry.get("derivation") or {}),
         l2_cache_bytes=scaled("l2_cache_mbytes", 2**20),
         tdp_watts=scaled("tdp_watts", 1.0),
+        base_clock_mhz=scaled("base_clock_mhz", 1.0),
+        boost_clock_mhz=scaled("boost_clock_mhz", 1.0),
         price_per_hour_usd=scaled("price_per_hour_usd", 1.0),
     )
 
