@@ -330,6 +330,8 @@ def main() -> int:
 
     print(f"Machine: {machine()}; Python {sys.version.split()[0]}")
     rows, failures = [], []
+    if args.keep:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.keep) as scratch:
         for fmt in args.format:
             methods = (["pandas", "rooflow"] + (["rooflow before"] if args.compare else [])
