@@ -596,6 +596,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     if "convolution" in classes and "gemm" in classes and not same_architecture:
         # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted)
         _set_efficiency(classes["convolution"], classes["gemm"]["efficiency"])
+    power_note = ""
     if "gemm" in classes and gpu.tdp_watts:
         power = [(measured_gpus[name], measured[name].classes["gemm"]) for name in same
                  if "gemm" in measured[name].classes]
@@ -605,6 +606,11 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             for op_class in ("gemm", "convolution"):
                 if op_class in classes:
                     classes[op_class].update(sustained=sustained, boost_seconds=BOOST_WINDOW_SECONDS)
+            why = ("its base clock's share of its boost clock: its family's FLOPs per joule would give less"
+                   if gpu.base_clock_fraction and sustained == gpu.base_clock_fraction
+                   else "its board power at its family's FP32 FLOPs per joule")
+            power_note = (f"; FP32 GEMMs and convolutions beyond GPU Boost's {BOOST_WINDOW_SECONDS * 1e3:.1f} ms at "
+                          f"{sustained:.2f} of their boost-clock rate ({why})")
     # one call's floor is the measuring host's dispatch path for that operator: all GPUs' median
     operators = sorted({o for cal in measured.values() for o in cal.floors})
     floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
@@ -622,7 +628,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "
                   f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "
                   f"measured shapes included, with its datasheet (SMs, FP32 peak, bandwidth, L2, board power); "
-                  f"launch floors from all measured GPUs ({', '.join(sorted(measured))}){across_note}")
+                  f"launch floors from all measured GPUs ({', '.join(sorted(measured))}){across_note}{power_note}")
     else:
         which = "its family's" if same else "all"
         roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "
@@ -630,7 +636,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
                   f"({', '.join(sorted(donors))}){roof_note}, elementwise/normalization/softmax and launch floors "
                   f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "
-                  f"peak, bandwidth, L2, board power){across_note}")
+                  f"peak, bandwidth, L2, board power){across_note}{power_note}")
     return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes,
                              floors=floors, architecture=gpu.architecture, shapes=shapes)
 

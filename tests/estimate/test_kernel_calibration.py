@@ -338,6 +338,7 @@ def test_power_limit_never_below_the_base_clock():
     calibration, gpu = kc.for_gpu(device)
     assert gpu.base_clock_fraction == pytest.approx(795 / 2040, abs=1e-4)
     assert calibration.classes["gemm"]["sustained"] == pytest.approx(795 / 2040, abs=1e-4)
+    assert "at 0.39 of their boost-clock rate (its base clock's share" in calibration.source  # what the CLI prints
     rows = pd.DataFrame([{"operator": "linear", "op_class": "gemm", "B": 1, "M": n, "N": n, "K": n}
                          for n in (8192, 10240)])
     measured = np.array([10.66e12, 11.11e12])
