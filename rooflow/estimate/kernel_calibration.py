@@ -149,8 +149,12 @@ def gpu_from_device(device) -> Gpu | None:
     return Gpu(name=device.name, architecture=device.architecture or "", sm_count=int(device.sm_count),
                fp32_flops_per_second=float(device.peak_flops_per_second["fp32"]),
                dram_bytes_per_second=float(device.dram_bytes_per_second), l2_bytes=float(device.l2_cache_bytes),
-               tdp_watts=getattr(device, "tdp_watts", None),
-               base_clock_fraction=round(base / boost, 4) if base and boost else None)
+               tdp_watts=getattr(device, "tdp_watts", None), base_clock_fraction=clock_fraction(base, boost))
+
+
+def clock_fraction(base_mhz: float | None, boost_mhz: float | None) -> float | None:
+    """Base clock ÷ boost clock (None where either is unknown)."""
+    return round(base_mhz / boost_mhz, 4) if base_mhz and boost_mhz else None
 
 
 # ------------------------------------------------------------------------------------------ measurements
@@ -186,8 +190,7 @@ def load_dataset_gpus(root: str | Path) -> dict[str, Gpu]:
         data = json.loads(path.read_text())
         _, architecture, tdp_watts = dataset_gpu_identity(data["Device"], path)
         base, boost = DATASET_CLOCKS.get(data["Device"]) or _catalogue_clocks(data["Device"])
-        gpus[data["Device"]] = gpu_from_config(data, architecture, tdp_watts,
-                                               round(base / boost, 4) if base and boost else None)
+        gpus[data["Device"]] = gpu_from_config(data, architecture, tdp_watts, clock_fraction(base, boost))
     return gpus
 
 

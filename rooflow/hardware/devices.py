@@ -268,6 +268,11 @@ def validate_catalogue(data: Any, source: str) -> dict[str, Any]:
                                "GPUs and CPUs only)")
         if entry.get("derivation"):
             _check_derivation(key, entry, source)
+        base, boost = entry.get("base_clock_mhz"), entry.get("boost_clock_mhz")
+        if (base is None) != (boost is None) or (base and base > boost):
+            raise RooflowError(
+                f"{source}: device '{key}' has base_clock_mhz {base} and boost_clock_mhz {boost}: give both, the "
+                "base clock at most the boost clock (the GPU's clocks, e.g. from TechPowerUp's GPU database)")
     return data
 
 

@@ -165,6 +165,21 @@ def test_schema_rejects_a_gpu_without_its_bandwidth(tmp_path):
     assert "memory_bandwidth_gbytes_per_second" in message and "'gpu'" in message
 
 
+def test_catalogue_rejects_a_base_clock_above_its_boost_clock(tmp_path):
+    """The kernel model's power-limited FP32 GEMM clock never falls below base ÷ boost: a swapped pair, or one
+    without the other, is refused in one sentence that names the device and the fix."""
+    message = rejection(tmp_path, {"gpu": gpu_entry(base_clock_mhz=2040, boost_clock_mhz=795)})
+    assert "'gpu'" in message and "base clock at most the boost clock" in message
+    message = rejection(tmp_path, {"gpu": gpu_entry(base_clock_mhz=795)})
+    assert "give both" in message
+
+
+def test_every_gpu_has_its_base_and_boost_clocks(devices):
+    for key, d in devices.items():
+        if d.is_cuda:
+            assert 0 < d.base_clock_mhz <= d.boost_clock_mhz, key
+
+
 def test_schema_rejects_a_key_without_its_unit(tmp_path):
     entry = gpu_entry()
     entry["memory_bandwidth"] = entry.pop("memory_bandwidth_gbytes_per_second")
