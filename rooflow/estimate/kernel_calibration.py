@@ -887,8 +887,14 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     for op_class, key in (("elementwise", "elementwise"), ("normalization", "normalization")):
         if op_class in kernels.classes:
             memory[key] = round(kernels.classes[op_class]["memory_efficiency"] / 0.9, 4)
+    # the board's power limit holds its FP32 GEMMs (the kernel model's ``sustained``); nothing says what it does
+    # to tensor-core work, so that part carries the reference's efficiency at this board's datasheet peaks
+    power = ("; its power limit is not applied to tensor-core (TF32/fp16/bf16) work, which is then the least "
+             "certain part (third-party 8192³ GEMMs ran at 0.54–0.81 of such a prediction on an L4, 1.22 on an "
+             "L40S)" if gemm.get("sustained", 1.0) < 1.0 else "")
     source = (f"kernel calibration — {kernels.source}; host costs, tensor-core paths and other classes from "
-              f"the {reference_key} calibration (range ±{max(reference.relative_uncertainty, kernels.relative_uncertainty):.0%})")
+              f"the {reference_key} calibration (range ±{max(reference.relative_uncertainty, kernels.relative_uncertainty):.0%})"
+              f"{power}")
     # the fitted GEMMs are cuBLAS's (linear, bmm): the time model's gemm_efficiency, too
     gemm_efficiency = {**reference.gemm_efficiency, "fp32": matmul["fp32"]} if gemm else reference.gemm_efficiency
     return reference.with_(source=source, matmul_efficiency=matmul, gemm_efficiency=gemm_efficiency, kernel_model=True,
