@@ -194,25 +194,29 @@ def load_dataset_gpus(root: str | Path) -> dict[str, Gpu]:
     return gpus
 
 
-def _catalogue_clocks(name: str) -> tuple[float | None, float | None]:
-    """(base, boost) clock in MHz of the catalogue GPU of that name ((None, None) where it has none)."""
+def _catalogue_gpu(name: str):
+    """(key, device) of the catalogue's CUDA GPU of that name (with its architecture), or (None, None)."""
     from rooflow.hardware.devices import default_catalogue_path, load_devices
 
-    for device in load_devices(default_catalogue_path()).values():
-        if device.is_cuda and device.name == name:
-            return device.base_clock_mhz, device.boost_clock_mhz
+    for key, device in load_devices(default_catalogue_path()).items():
+        if device.is_cuda and device.name == name and device.architecture:
+            return key, device
     return None, None
+
+
+def _catalogue_clocks(name: str) -> tuple[float | None, float | None]:
+    """(base, boost) clock in MHz of the catalogue GPU of that name ((None, None) where it has none)."""
+    _, device = _catalogue_gpu(name)
+    return (device.base_clock_mhz, device.boost_clock_mhz) if device else (None, None)
 
 
 def dataset_gpu_identity(name: str, where: str | Path = "") -> tuple[str | None, str, float | None]:
     """(catalogue key, architecture, board watts) of a GPU by the name its measurements give it."""
     if name in DATASET_GPUS:
         return DATASET_GPUS[name]
-    from rooflow.hardware.devices import default_catalogue_path, load_devices
-
-    for key, device in load_devices(default_catalogue_path()).items():
-        if device.is_cuda and device.name == name and device.architecture:
-            return key, device.architecture, getattr(device, "tdp_watts", None)
+    key, device = _catalogue_gpu(name)
+    if device is not None:
+        return key, device.architecture, getattr(device, "tdp_watts", None)
     raise RooflowError(f"{where or name}: GPU {name!r} is not in rooflow's device catalogue: add it to "
                      f"config/devices.yaml with its architecture (sm_XX) and tdp_watts, named exactly {name!r}")
 
