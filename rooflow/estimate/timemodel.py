@@ -91,11 +91,14 @@ NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 # fp16 runs cuDNN for square 3×3/5×5 filters of 32 channels or more at stride 1 (at stride 2 and a batch
 # above 16 only for wide layers: left to the native kernels here).
 # cuDNN's FP32 (FFMA) forward convolutions tile at least 128 output pixels and never split their reduction: the
-# H100 recordings ran "sm80_xmma_fprop_implicit_gemm_f32f32_..._tilesize256x64x8" for every layer of ResNet-50
-# and VGG16 at batch 64, none a split-K kernel; the public single-op data set's Pascal-to-Ampere FP32 convolutions
-# tile 128 pixels by 128, 64 or 32 channels and none of 20,000 splits k (rooflow.estimate.kernel_calibration). A
-# layer of few pixels (batch 32 and less, late stages) then fills few SMs. Tile quality by the calibration's rule
-# (outputs per operand element: 256×64 between 128×64 and 128×128, 128×32 between 32×32 and 64×64).
+# H100 recordings at batch 64 ran "sm80_xmma_fprop_implicit_gemm_f32f32_..._tilesize256x64x8" for every forward
+# convolution that was not an FFT one (ResNet-50's 3×3 layers of 256 and 512 channels and VGG16's of 256 and 512
+# ran fft2d_r2c/cf32 GEMM/fft2d_c2r kernels instead), none a split-K kernel; at batch 16 (ResNet-18, NVTX
+# recording) 256×64, 128×32 and 32×32 tiles, no FFT; the public single-op data set's Pascal-to-Ampere FP32
+# convolutions tile 128 pixels by 128, 64 or 32 channels and none of 20,000 splits k
+# (rooflow.estimate.kernel_calibration). A layer of few pixels (batch 32 and less, late stages) then fills few SMs.
+# Tile quality by the calibration's rule (outputs per operand element: 256×64 between 128×64 and 128×128, 128×32
+# between 32×32 and 64×64).
 FP32_FPROP_TILES = ((256, 64, 0.9), (128, 128, 0.95), (128, 64, 0.85), (128, 32, 0.6))
 NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
 # A depthwise convolution on a channels_last input runs cuDNN's kernels in every dtype (formulas.LAYOUT_OPERANDS:
