@@ -55,6 +55,7 @@ def compare(gpu: str, cache: Path, batches: tuple[int, ...] | None = None) -> li
         rows.append({**{k: run[k] for k in ("model", "batch", "precision", "mode")}, "bound": prediction.bound,
                      "measured_seconds": run["median_seconds"], "predicted_seconds": prediction.seconds,
                      "ratio": run["median_seconds"] / prediction.seconds,
+                     "in_range": prediction.low_seconds <= run["median_seconds"] <= prediction.high_seconds,
                      "forward_seconds": run.get("forward_median_seconds"),
                      "backward_seconds": run.get("backward_median_seconds"),
                      "by_class": prediction.by_class_seconds,
@@ -65,12 +66,14 @@ def compare(gpu: str, cache: Path, batches: tuple[int, ...] | None = None) -> li
 def summary_line(label: str, rows: list[dict]) -> str:
     gpu = [r for r in rows if r["bound"] == "gpu"]
     if not gpu:
-        return f"| {label} | 0 | | | |"
+        return f"| {label} | 0 | | | | |"
     errors = [abs(r["ratio"] - 1) for r in gpu]
     within = sum(e <= TOLERANCE for e in errors)
     misses = sorted((r for r in gpu if abs(r["ratio"] - 1) > TOLERANCE), key=lambda r: -abs(r["ratio"] - 1))
     worst = ", ".join(f"{r['model']} {r['precision']} {r['mode'][:5]} {r['ratio']:.2f}" for r in misses[:5])
-    return f"| {label} | {len(gpu)} | {within} ({within / len(gpu):.0%}) | {sum(errors) / len(errors):.1%} | {worst} |"
+    inside = sum(r["in_range"] for r in gpu)
+    return (f"| {label} | {len(gpu)} | {within} ({within / len(gpu):.0%}) | {sum(errors) / len(errors):.1%} | "
+            f"{inside} ({inside / len(gpu):.0%}) | {worst} |")
 
 
 def main() -> int:
@@ -80,8 +83,9 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/rooflow-memory-estimates.pkl"))
     parser.add_argument("--rows", action="store_true", help="print every run, its phases and classes too")
     args = parser.parse_args()
-    print(f"| sweep, batch, models | GPU-bound runs | within ±{TOLERANCE:.0%} | mean abs error | worst misses |")
-    print("|---|---:|---:|---:|---|")
+    print(f"| sweep, batch, models | GPU-bound runs | within ±{TOLERANCE:.0%} | mean abs error | inside the predicted range "
+          f"| worst misses |")
+    print("|---|---:|---:|---:|---:|---|")
     for gpu in args.gpu:
         rows = compare(gpu, args.cache, tuple(args.batch or ()))
         for batch in sorted({r["batch"] for r in rows}):

@@ -100,6 +100,33 @@ NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 # Tile quality by the calibration's rule (outputs per operand element: 256×64 between 128×64 and 128×128, 128×32
 # between 32×32 and 64×64).
 FP32_FPROP_TILES = ((256, 64, 0.9), (128, 128, 0.95), (128, 64, 0.85), (128, 32, 0.6))
+
+# Which FP32 convolutions cuDNN runs with a fast algorithm (FFT, Winograd) is its heuristics' pick, and the
+# model cannot follow it: it prices every stride-1 convolution of 3×3 or more on the fast path (``fp32_fast``,
+# twice the implicit GEMM's rate per direct FLOP on the H100). rooflow's H100 recordings show implicit GEMM for
+# such forward layers in every layer at batch 16 (ResNet-18, NVTX recording: 1.72–2.11× their price) and in the
+# layers under 256 input channels at batch 64 (ResNet-50, VGG16); FFT only for 256 and 512 channels at batch 64.
+# Where a step has forward layers of that kind, the high end of its range holds them at the implicit GEMM's
+# rate and the source says so (benchmarks/README.md, "FP32 at batch 32").
+FAST_PATH_SEEN_BATCH = 64  # the least batch at which a recording showed cuDNN's FFT forward kernels
+FAST_PATH_SEEN_CHANNELS = 256  # the least input channels of those layers
+
+
+def _fast_path_doubt(row, precision: str, device, calibration: Calibration, sm_count: int, mode: str) -> float:
+    """Seconds ONE call of a forward FP32 convolution row would add if cuDNN ran the views the model prices on
+    the Winograd/FFT path as implicit GEMMs (at the ``fp32`` efficiency), where no recording showed the fast
+    path for a layer of its batch and input channels; 0 elsewhere."""
+    if row["op"] not in ("convolution", "_convolution") or row.get("compute_precision") != "fp32":
+        return 0.0
+    call = parse_call(row.get("call"))
+    if len(call) == 7 and call[0] >= FAST_PATH_SEEN_BATCH and call[1] >= FAST_PATH_SEEN_CHANNELS:
+        return 0.0
+    fast = op_terms(row, precision, device, calibration, sm_count, mode)["compute"].get("fp32_fast", 0.0)
+    if not fast:
+        return 0.0
+    return fast * (1.0 / calibration.matmul_efficiency_of("fp32") - 1.0 / calibration.matmul_efficiency_of("fp32_fast"))
+
+
 NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
 # A depthwise convolution on a channels_last input runs cuDNN's kernels in every dtype (formulas.LAYOUT_OPERANDS:
 # ConvNeXt's). Their time, as measured in ConvNeXt-Tiny's steps on the H100 and the H200: the forward follows
@@ -569,6 +596,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         alone = _single_call(body, single, precision, mode, device, calibration, sm_count)
         if alone is not None:
             return alone
+    doubt_seconds, doubt_layers = 0.0, 0
     for index, row in body.iterrows():
         calls = int(row["calls"])
         work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count, norm_channels,
@@ -577,6 +605,11 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
             # its kernels as the device's single-op measurements price them (the time model's host costs stay)
             work = max(float(single.at[index, "device_seconds"]), kernels * calibration.kernel_seconds)
             parts = {next(iter(parts)): work}
+        elif not cpu and calibration.kind == "cuda" and row["phase"] == "forward":
+            doubt = _fast_path_doubt(row, precision, device, calibration, sm_count, mode)
+            if doubt > 0:
+                doubt_seconds += calls * doubt
+                doubt_layers += 1
         host = host_op_seconds(row, mode, calibration) + (module_share if row["phase"] == "forward" else 0.0)
         if cpu:
             host_clock += calls * (host + work)
@@ -624,7 +657,14 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     seconds = max(device_clock, host_clock)
     bound = "cpu" if cpu else ("host" if device_busy < 0.8 * seconds else "gpu")
     spread = calibration.relative_uncertainty
-    return StepPrediction(seconds=seconds, low_seconds=seconds * (1 - spread), high_seconds=seconds * (1 + spread),
+    source = calibration.source
+    if doubt_seconds > 0:
+        source += (f"; the {doubt_layers} FP32 forward convolution(s) of 3×3 or more at stride 1 are priced on cuDNN's "
+                   f"Winograd/FFT path, which rooflow's H100 recordings show for batch ≥ {FAST_PATH_SEEN_BATCH} and "
+                   f"≥ {FAST_PATH_SEEN_CHANNELS} input channels only (elsewhere implicit GEMM, at half the rate): the "
+                   f"range's high end adds {doubt_seconds * 1e3:.3g} ms for them")
+    return StepPrediction(seconds=seconds, low_seconds=seconds * (1 - spread),
+                          high_seconds=seconds * (1 + spread) + doubt_seconds,
                           device_seconds=device_busy, host_seconds=host_clock, bound=bound,
-                          by_class_seconds=by_class, calibration_source=calibration.source, kernels=kernels_total,
+                          by_class_seconds=by_class, calibration_source=source, kernels=kernels_total,
                           by_layer_type_seconds=by_type)

@@ -381,10 +381,12 @@ def _timing_checks(run: Any) -> list[Check]:
                                                   "predicted_seconds"))
     if run.get("timer") in TIMED_HERE and all(_finite(v) for v in (ratio, seconds, low, high, predicted)) \
             and not low <= seconds <= high:
-        band = 100 * (high / predicted - 1)
+        below, above = 100 * (1 - low / predicted), 100 * (high / predicted - 1)
+        # the range is symmetric unless the model names a doubt that widens one side (the source says which)
+        band = f"±{above:.0f}%" if round(below) == round(above) else f"−{below:.0f}% / +{above:.0f}%"
         out.append(for_run(run, "warning", "predicted vs measured time", f"measured/predicted {ratio:.2f}",
                            f"{low * 1e3:.3g}–{high * 1e3:.3g} ms",
-                           f"outside the model's ±{band:.0f}% band ({run.get('calibration_source')}); "
+                           f"outside the model's {band} band ({run.get('calibration_source')}); "
                            f"{_predicted_time_carrier(run)}"))
     ratio, measured = run.get("measured_over_predicted_memory"), run.get("measured_memory_bytes")
     low, high = run.get("predicted_memory_bytes_low"), run.get("predicted_memory_bytes_high")

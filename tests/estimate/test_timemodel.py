@@ -215,6 +215,63 @@ def test_bf16_batch_norm_trains_at_fp32_element_speed(h100):
     assert seconds("vgg16", "bf16", "training") == pytest.approx(seconds("vgg16", "fp16", "training"), rel=0.04)
 
 
+def _forward_convolution_kernels_seconds(name: str) -> float:
+    """The forward convolution kernels' seconds of a recorded training step (ncu, its kernels in order until
+    the first data-gradient kernel), at the timed steps' speed: ncu's base clock and flushed caches made
+    ResNet-50 b64 FP32 training's kernels 85.7 ms against its timed 72.4 ms, so ÷ 1.184."""
+    from rooflow.profilers.ncu import aggregate_ncu
+
+    kernels = aggregate_ncu(H100 / f"{name}.csv.gz").kernels.sort_values("id")
+    names = kernels["name"].astype(str).tolist()
+    end = next(i for i, n in enumerate(names) if "dgrad" in n or "wgrad" in n)
+    forward = kernels.iloc[:end]
+    convolution = forward["name"].astype(str).str.contains("fprop|implicit_convolve|fft|cf32", regex=True)
+    return float(forward.loc[convolution, "seconds"].sum()) / 1.184
+
+
+def test_fp32_fast_path_doubt_covers_the_recorded_small_batch_convolutions(h100):
+    """ResNet-18 b16 FP32 (NVTX ncu recording): cuDNN ran every forward convolution as implicit GEMM, no FFT or
+    Winograd kernel, where the model prices the 13 stride-1 3×3 layers on the fast path. Their recorded time is
+    1.6× the model's; the doubt the range's high end adds (those layers at the implicit GEMM's rate) brings the
+    prediction within 10% of it. ResNet-50 at b64 has the fast path recorded for its 256- and 512-channel layers
+    only: its 6 stride-1 3×3 layers of 64 and 128 channels carry the doubt."""
+    from rooflow.estimate.timemodel import _fast_path_doubt
+
+    calibration = shipped_calibration("h100-sxm5-80gb")
+    ops = estimate("resnet18", 16, "fp32", "training").ops
+    forward = ops[(ops["op"] == "convolution") & (ops["phase"] == "forward")]
+    priced = sum(device_op_seconds(row, "fp32", "training", h100, calibration, h100.sm_count)[0]
+                 for _, row in forward.iterrows())
+    doubt = [_fast_path_doubt(row, "fp32", h100, calibration, h100.sm_count, "training") for _, row in forward.iterrows()]
+    recorded = _forward_convolution_kernels_seconds("resnet18-b16-fp32-training-ncu-nvtx")
+    assert recorded / priced > 1.5
+    assert sum(d > 0 for d in doubt) == 13
+    assert (priced + sum(doubt)) == pytest.approx(recorded, rel=0.1)
+    ops = estimate("resnet50", 64, "fp32", "training").ops
+    forward = ops[(ops["op"] == "convolution") & (ops["phase"] == "forward")]
+    assert sum(_fast_path_doubt(row, "fp32", h100, calibration, h100.sm_count, "training") > 0
+               for _, row in forward.iterrows()) == 6
+
+
+def test_fp32_small_batch_steps_fall_in_the_range_the_doubt_widens(h100):
+    """ResNet-18 FP32 at b32 ran 1.27–1.32× its point prediction on the H100 sweep: inside the range whose high
+    end the fast-path doubt widens, and the source says why; a TF32 step carries no such doubt."""
+    calibration = shipped_calibration("h100-sxm5-80gb")
+    runs = [json.loads(line) for line in (H100 / "h100-sweep-4-models.jsonl").read_text().splitlines()]
+    for mode in ("inference", "training"):
+        run = next(r for r in runs if (r["model"], r["batch"], r["precision"], r["mode"]) == ("resnet18", 32, "fp32", mode))
+        est = estimate("resnet18", 32, "fp32", mode)
+        time = predict_step(est.ops, est.totals, h100, calibration)
+        assert run["median_seconds"] / time.seconds > 1.2
+        assert time.low_seconds <= run["median_seconds"] <= time.high_seconds
+        assert time.high_seconds > time.seconds * (1 + calibration.relative_uncertainty)
+        assert "13 FP32 forward convolution(s)" in time.calibration_source
+    est = estimate("resnet18", 32, "tf32", "inference")
+    time = predict_step(est.ops, est.totals, h100, calibration)
+    assert "Winograd/FFT" not in time.calibration_source
+    assert time.high_seconds == pytest.approx(time.seconds * (1 + calibration.relative_uncertainty))
+
+
 # ------------------------------------------------------------------------------------------ provenance
 def test_shipped_h100_calibration_is_reproduced_from_its_recordings(h100):
     """`rooflow calibrate --from-recordings tests/data/real/h100-rooflow` gives the shipped file."""

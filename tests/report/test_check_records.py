@@ -83,6 +83,9 @@ def test_a_row_without_a_timer_is_not_held_to_the_prediction():
     [check] = run_checks({**row, "timer": "cuda-events"})
     assert check.expected == "150–250 ms" and check.cause == (
         "outside the model's ±25% band (nan); most predicted time is convolution (150 ms) and elementwise (50 ms)")
+    # a range one doubt widened on one side (the time model's FP32 fast-path doubt) says so
+    [check] = run_checks({**row, "timer": "cuda-events", "predicted_seconds_high": 0.4})
+    assert check.expected == "150–400 ms" and check.cause.startswith("outside the model's −25% / +100% band")
 
 
 def test_a_theoretical_cpu_roof_below_the_measured_one_is_flagged():
