@@ -111,22 +111,6 @@ FP32_FPROP_TILES = ((256, 64, 0.9), (128, 128, 0.95), (128, 64, 0.85), (128, 32,
 FAST_PATH_SEEN_BATCH = 64  # the least batch at which a recording showed cuDNN's FFT forward kernels
 FAST_PATH_SEEN_CHANNELS = 256  # the least input channels of those layers
 
-
-def _fast_path_doubt(row, precision: str, device, calibration: Calibration, sm_count: int, mode: str) -> float:
-    """Seconds ONE call of a forward FP32 convolution row would add if cuDNN ran the views the model prices on
-    the Winograd/FFT path as implicit GEMMs (at the ``fp32`` efficiency), where no recording showed the fast
-    path for a layer of its batch and input channels; 0 elsewhere."""
-    if row["op"] not in ("convolution", "_convolution") or row.get("compute_precision") != "fp32":
-        return 0.0
-    call = parse_call(row.get("call"))
-    if len(call) == 7 and call[0] >= FAST_PATH_SEEN_BATCH and call[1] >= FAST_PATH_SEEN_CHANNELS:
-        return 0.0
-    fast = op_terms(row, precision, device, calibration, sm_count, mode)["compute"].get("fp32_fast", 0.0)
-    if not fast:
-        return 0.0
-    return fast * (1.0 / calibration.matmul_efficiency_of("fp32") - 1.0 / calibration.matmul_efficiency_of("fp32_fast"))
-
-
 NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
 # A depthwise convolution on a channels_last input runs cuDNN's kernels in every dtype (formulas.LAYOUT_OPERANDS:
 # ConvNeXt's). Their time, as measured in ConvNeXt-Tiny's steps on the H100 and the H200: the forward follows
@@ -536,6 +520,21 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     parts["elementwise"] = parts.get("elementwise", 0.0) + epilogue
     parts["page faults"] = faults
     return main + layout + epilogue + faults, int(round(kernels)), parts
+
+
+def _fast_path_doubt(row, precision: str, device, calibration: Calibration, sm_count: int, mode: str) -> float:
+    """Seconds ONE call of a forward FP32 convolution row would add if cuDNN ran the views the model prices on
+    the Winograd/FFT path as implicit GEMMs (at the ``fp32`` efficiency), where no recording showed the fast
+    path for a layer of its batch and input channels; 0 elsewhere."""
+    if row["op"] not in ("convolution", "_convolution") or row.get("compute_precision") != "fp32":
+        return 0.0
+    call = parse_call(row.get("call"))
+    if len(call) == 7 and call[0] >= FAST_PATH_SEEN_BATCH and call[1] >= FAST_PATH_SEEN_CHANNELS:
+        return 0.0
+    fast = op_terms(row, precision, device, calibration, sm_count, mode)["compute"].get("fp32_fast", 0.0)
+    if not fast:
+        return 0.0
+    return fast * (1.0 / calibration.matmul_efficiency_of("fp32") - 1.0 / calibration.matmul_efficiency_of("fp32_fast"))
 
 
 def host_op_seconds(row, mode: str, calibration: Calibration) -> float:
