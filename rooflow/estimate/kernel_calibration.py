@@ -89,9 +89,9 @@ FAMILIES = {"sm_60": "pascal", "sm_61": "pascal", "sm_70": "volta-turing", "sm_7
 DATASET_GPUS = {"Tesla P100-PCIE-16GB": ("p100-pcie-16gb", "sm_60", 250.0), "Tesla P4": (None, "sm_61", 75.0),
                 "Tesla T4": ("t4", "sm_75", 70.0), "Tesla V100-PCIE-32GB": ("v100-pcie-16gb", "sm_70", 250.0),
                 "NVIDIA A100-PCIE-40GB": ("a100-pcie-40gb", "sm_80", 250.0)}
-# Their base and boost clocks (MHz, TechPowerUp's GPU database, as config/devices.yaml's base_clock_mhz)
-DATASET_CLOCKS = {"Tesla P100-PCIE-16GB": (1190, 1329), "Tesla P4": (886, 1114), "Tesla T4": (585, 1590),
-                  "Tesla V100-PCIE-32GB": (1230, 1380), "NVIDIA A100-PCIE-40GB": (765, 1410)}
+# Base and boost clocks (MHz, TechPowerUp's GPU database) of the measured GPUs the catalogue has no entry of
+# their own for (the V100 32GB's key is the 16GB's, whose base clock differs); the others' are the catalogue's
+DATASET_CLOCKS = {"Tesla P4": (886, 1114), "Tesla V100-PCIE-32GB": (1230, 1380)}
 # cuBLAS's FP32 batched GEMM (torch.bmm) runs one tile whatever the shape on some architectures: 128×128 on
 # Ampere (16,588 of the A100's 16,661 bmm calls in the data set), 128×64 on Pascal (17,720 of the P100's
 # 17,792); Volta and Turing pick by shape (64×64, 32×128, 128×64, 128×32). Ada and Hopper run Ampere's SIMT
@@ -188,8 +188,8 @@ def load_dataset_gpus(root: str | Path) -> dict[str, Gpu]:
     gpus = {}
     for path in sorted((Path(root) / "device_configs").glob("*.json")):
         data = json.loads(path.read_text())
-        _, architecture, tdp_watts = dataset_gpu_identity(data["Device"], path)
-        base, boost = DATASET_CLOCKS.get(data["Device"]) or _catalogue_clocks(data["Device"])
+        key, architecture, tdp_watts = dataset_gpu_identity(data["Device"], path)
+        base, boost = DATASET_CLOCKS.get(data["Device"]) or _catalogue_clocks(data["Device"], key)
         gpus[data["Device"]] = gpu_from_config(data, architecture, tdp_watts, clock_fraction(base, boost))
     return gpus
 
@@ -204,9 +204,15 @@ def _catalogue_gpu(name: str):
     return None, None
 
 
-def _catalogue_clocks(name: str) -> tuple[float | None, float | None]:
-    """(base, boost) clock in MHz of the catalogue GPU of that name ((None, None) where it has none)."""
-    _, device = _catalogue_gpu(name)
+def _catalogue_clocks(name: str, key: str | None = None) -> tuple[float | None, float | None]:
+    """(base, boost) clock in MHz of the catalogue GPU under ``key``, else of that name ((None, None) where it
+    has none)."""
+    if key:
+        from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+        device = load_devices(default_catalogue_path()).get(key)
+    else:
+        _, device = _catalogue_gpu(name)
     return (device.base_clock_mhz, device.boost_clock_mhz) if device else (None, None)
 
 

@@ -384,7 +384,7 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
         ffma_peak = _peak(device, "fp32")
         convolution = row["op"].startswith(("convolution", "_convolution"))
         library = calibration.kind == "cuda" and not convolution
-        forward_conv = calibration.kind == "cuda" and row["op"] in ("convolution", "_convolution")
+        forward_conv = calibration.kind == "cuda" and row["op"] in kernel_ops.CONVOLUTION_OPS
         ffma_tiles = FP32_FPROP_TILES if forward_conv else None
         for m, n, k, count, fast, k_taps, n_taps in views:
             view_path = "fp32_fast" if path == "fp32" and fast else path
@@ -526,7 +526,7 @@ def _fast_path_doubt(row, precision: str, device, calibration: Calibration, sm_c
     """Seconds ONE call of a forward FP32 convolution row would add if cuDNN ran the views the model prices on
     the Winograd/FFT path as implicit GEMMs (at the ``fp32`` efficiency), where no recording showed the fast
     path for a layer of its batch and input channels; 0 elsewhere."""
-    if row["op"] not in ("convolution", "_convolution") or row.get("compute_precision") != "fp32":
+    if row["op"] not in kernel_ops.CONVOLUTION_OPS or row.get("compute_precision") != "fp32":
         return 0.0
     call = parse_call(row.get("call"))
     if len(call) == 7 and call[0] >= FAST_PATH_SEEN_BATCH and call[1] >= FAST_PATH_SEEN_CHANNELS:
