@@ -59,22 +59,23 @@ def sweep():
 
 
 def test_gpu_bound_runs(sweep):
-    """GPU-bound runs at batch 256: 48 of 48 within ±25%, mean |error| 9.4% (the issue's goal: 90%, 12%; 47 of 48
-    and 9.8% before 16-bit max-pooling followed elements)."""
+    """GPU-bound runs at batch 256: 48 of 48 within ±25%, mean |error| 9.3% (the issue's goal: 90%, 12%; 47 of 48
+    and 9.8% before 16-bit max-pooling followed elements, 9.4% before the gaps between kernels and the
+    elementwise efficiency without the optimizer's kernels)."""
     gpu = sweep[sweep["bound"] == "gpu"]
     error = (gpu["time_ratio"] - 1).abs()
     assert len(gpu) == 48
     assert (error <= 0.25).sum() >= 48
-    assert error.mean() <= 0.095
+    assert error.mean() <= 0.093
 
 
 def test_held_out_model(sweep):
     """efficientnet_b0 (SiLU, squeeze-excitation, depthwise 5×5), which no choice of the model looked at: all
-    six batch-256 runs within ±25%, mean |error| 12%."""
+    six batch-256 runs within ±25%, mean |error| 11% (12% before the gaps between kernels)."""
     held_out = sweep[sweep["model"] == "efficientnet_b0"]
     error = (held_out["time_ratio"] - 1).abs()
     assert len(held_out) == 6 and (error <= 0.25).all()
-    assert error.mean() <= 0.13
+    assert error.mean() <= 0.12
 
 
 def _ratio(sweep, model, precision, mode):
@@ -136,7 +137,7 @@ def test_h200_from_the_h100_calibration(h200):
     known = h200[~h200["model"].isin(NEW_MODELS)]
     error = (known["time_ratio"] - 1).abs()
     assert len(known) == 42 and (known["bound"] == "gpu").all()
-    assert (error <= 0.25).sum() >= 38 and error.mean() <= 0.107
+    assert (error <= 0.25).sum() >= 38 and error.mean() <= 0.102  # 10.7% before the gaps between kernels
     # memory, held out while the memory model was changed (issue 25): 38 of 42 (37 before); the misses are the
     # H100's (FP32 AlexNet and VGG16 training, AlexNet bf16 inference)
     assert ((known["memory_ratio"] - 1).abs() <= 0.15).sum() >= 38
@@ -144,16 +145,16 @@ def test_h200_from_the_h100_calibration(h200):
 
 def test_h200_models_not_in_the_h100_sweep(h200):
     """convnext_tiny, densenet121, googlenet, regnet_y_1_6gf, squeezenet1_1 (inference): no choice of the model
-    saw these runs (two H100 runs of ConvNeXt set the price of cuDNN's channels_last depthwise kernels); 12 of 15
-    within ±25%, mean |error| 15% (10 and 20% before 16-bit max-pooling followed elements: squeezenet bf16 1.34 →
+    saw these runs (two H100 runs of ConvNeXt set the price of cuDNN's channels_last depthwise kernels); 13 of 15
+    within ±25%, mean |error| 13% (10 and 20% before 16-bit max-pooling followed elements: squeezenet bf16 1.34 →
     1.24, googlenet 1.31 → 1.20; 19% before ConvNeXt's depthwise convolutions ran cuDNN's kernels: 1.08/1.25/1.24
-    → 0.98/1.00/0.96). The misses are named: regnet bf16 slower than predicted (1.33×), and TF32 densenet (0.73×,
-    concatenations) and fp32 regnet (0.73×, grouped convolutions) faster — unexplained: no kernel recording of
-    these models exists yet."""
+    → 0.98/1.00/0.96; 12 of 15 and 15% before the gaps between kernels: fp32 regnet 0.73 → 0.81). The misses are
+    named: regnet bf16 slower than predicted (1.27×) and TF32 densenet (0.73×, concatenations) faster —
+    unexplained: no kernel recording of these models exists yet."""
     new = h200[h200["model"].isin(NEW_MODELS)]
     error = (new["time_ratio"] - 1).abs()
     assert len(new) == 15
-    assert (error <= 0.25).sum() >= 12 and error.mean() <= 0.155
+    assert (error <= 0.25).sum() >= 13 and error.mean() <= 0.131
     bf16 = new[new["precision"] == "bf16"].set_index("model")["time_ratio"]
     assert bf16["regnet_y_1_6gf"] > 1.25 and bf16["squeezenet1_1"] < 1.25 and bf16["googlenet"] < 1.25
 
