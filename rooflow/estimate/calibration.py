@@ -35,10 +35,10 @@ SHIPPED = {"h100-sxm5-80gb": "h100-sxm5-80gb.json"}
 KERNEL_PARTS = {"convolution": "matmul", "gemm": "matmul", "other": "matmul", "memory": "layout",
                 "normalization": "normalization", "elementwise": "elementwise", "pooling": "pooling",
                 "reduction": "reduction"}
-# Under ncu's default --clock-control base the H100's SMs ran at 1.59 GHz, the timed steps at 1.98 GHz
-# (tests/data/real/PROVENANCE.md): compute-bound kernel times scale by the clock, memory-bound ones do not.
 # Kernels of the optimizer step (not of the forward/backward ops): PyTorch's foreach and fused optimizers.
 OPTIMIZER_KERNELS = r"multi_tensor_apply_kernel|fused_adam|fused_sgd"
+# Under ncu's default --clock-control base the H100's SMs ran at 1.59 GHz, the timed steps at 1.98 GHz
+# (tests/data/real/PROVENANCE.md): compute-bound kernel times scale by the clock, memory-bound ones do not.
 NCU_BASE_CLOCK_RATIO = {"h100-sxm5-80gb": 1.59 / 1.98}
 SCALED_UNCERTAINTY = 0.4
 

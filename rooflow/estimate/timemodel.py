@@ -630,6 +630,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         for part, seconds in parts.items():
             if seconds:
                 by_class[part] = by_class.get(part, 0.0) + calls * seconds
+        if gap:
+            by_class["kernel gaps"] = by_class.get("kernel gaps", 0.0) + calls * gap
         layer_type = str(row.get("type") or row["op"])
         by_type[layer_type] = by_type.get(layer_type, 0.0) + calls * (host + work if cpu else work)
 

@@ -100,6 +100,8 @@ def test_kernel_gap_is_paid_back_to_back_and_hidden_behind_the_host(h100):
     big = predict_step(_ops([_elementwise(10, big_bytes)]), totals, h100, calibration)
     assert big.seconds == pytest.approx(10e-6 + 10 * big_bytes / h100.bandwidth(True) + 9 * gap, rel=1e-6)
     assert big.device_seconds == pytest.approx(10 * (big_bytes / h100.bandwidth(True) + gap), rel=1e-6)
+    assert big.by_class_seconds["kernel gaps"] == pytest.approx(10 * gap)  # the breakdown adds up to the device's
+    assert sum(big.by_class_seconds.values()) == pytest.approx(big.device_seconds, rel=1e-9)
     tiny = predict_step(_ops([_elementwise(100, 1e3)]), totals, h100, calibration)
     assert tiny.bound == "host" and tiny.seconds == pytest.approx(100 * 10e-6 + 1e-6, rel=1e-3)
 
