@@ -617,6 +617,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                 doubt_layers += 1
         host = host_op_seconds(row, mode, calibration) + (module_share if row["phase"] == "forward" else 0.0)
         gap = 0.0 if cpu else kernels * calibration.kernel_gap_seconds
+        gaps_paid = 0.0  # the gaps not hidden in a wait for the host: the GPU's own time between kernels
         if cpu:
             host_clock += calls * (host + work)
             device_clock = host_clock
@@ -624,14 +625,16 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
             for _ in range(calls):
                 host_clock += host
                 if kernels:
-                    device_clock = max(device_clock + gap, host_clock) + work
-        device_busy += calls * (work + gap)  # the gaps are the GPU's own (not the host's) time between kernels
+                    start = max(device_clock + gap, host_clock)
+                    gaps_paid += start - max(device_clock, host_clock)
+                    device_clock = start + work
+        device_busy += calls * work + gaps_paid
         kernels_total += calls * kernels
         for part, seconds in parts.items():
             if seconds:
                 by_class[part] = by_class.get(part, 0.0) + calls * seconds
-        if gap:
-            by_class["kernel gaps"] = by_class.get("kernel gaps", 0.0) + calls * gap
+        if gaps_paid:
+            by_class["kernel gaps"] = by_class.get("kernel gaps", 0.0) + gaps_paid
         layer_type = str(row.get("type") or row["op"])
         by_type[layer_type] = by_type.get(layer_type, 0.0) + calls * (host + work if cpu else work)
 
