@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from rooflow.estimate.timemodel import GEMM_PREFIX, Calibration, op_terms
+from rooflow.io import read_json
 
 SHIPPED = {"h100-sxm5-80gb": "h100-sxm5-80gb.json"}
 # Kernel classes (rooflow.profilers.kernels) → the time model's parts.
@@ -172,7 +173,7 @@ def _step_seconds(folder: Path, key: tuple[str, int, str, str]) -> float | None:
     path = folder / f"{model}-b{batch}-{precision}-{mode}-timing.json"
     if not path.is_file():
         return None
-    return json.loads(path.read_text()).get("median_seconds")
+    return read_json(path).get("median_seconds")
 
 
 def kernel_gap_seconds(recordings: list[Recording]) -> float | None:

@@ -189,7 +189,7 @@ def load_dataset_gpus(root: str | Path) -> dict[str, Gpu]:
     for path in sorted((Path(root) / "device_configs").glob("*.json")):
         data = json.loads(path.read_text())
         key, architecture, tdp_watts = dataset_gpu_identity(data["Device"], path)
-        base, boost = DATASET_CLOCKS.get(data["Device"]) or _catalogue_clocks(data["Device"], key)
+        base, boost = DATASET_CLOCKS.get(data["Device"]) or _catalogue_clocks(key)
         gpus[data["Device"]] = gpu_from_config(data, architecture, tdp_watts, clock_fraction(base, boost))
     return gpus
 
@@ -204,15 +204,11 @@ def _catalogue_gpu(name: str):
     return None, None
 
 
-def _catalogue_clocks(name: str, key: str | None = None) -> tuple[float | None, float | None]:
-    """(base, boost) clock in MHz of the catalogue GPU under ``key``, else of that name ((None, None) where it
-    has none)."""
-    if key:
-        from rooflow.hardware.devices import default_catalogue_path, load_devices
+def _catalogue_clocks(key: str | None) -> tuple[float | None, float | None]:
+    """(base, boost) clock in MHz of the catalogue GPU under ``key`` ((None, None) where there is none)."""
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
 
-        device = load_devices(default_catalogue_path()).get(key)
-    else:
-        _, device = _catalogue_gpu(name)
+    device = load_devices(default_catalogue_path()).get(key) if key else None
     return (device.base_clock_mhz, device.boost_clock_mhz) if device else (None, None)
 
 
