@@ -20,7 +20,8 @@ The model, per op class, is datasheet arithmetic times a few physically meaningf
   above 1 when it wins) is a parameter of its own, and the faster of the two is taken.
 - **elementwise** (add, mul, div, pow, their scalar forms, relu, gelu, tanh), **normalization**
   (LayerNorm) and **softmax**: ``bytes / (bandwidth × memory_efficiency)``, where the part of the working
-  set that stays in L2 between back-to-back calls (up to ``l2_fraction`` × the L2 size) moves at
+  set that stays in L2 between back-to-back calls (up to ``l2_fraction`` × the L2 all SMs share: half of
+  it on an A100 or H100, ``Gpu.shared_l2_bytes``) moves at
   ``cache_speedup`` × that; the reductions parallelise over rows (a warp or a block per row): fewer rows
   than ``rows_per_sm`` × SMs leave the GPU partly idle.
 - Every call adds the **launch floor** of its operator (``floors``: the fastest measured call of that
@@ -432,8 +433,8 @@ class _Prepared:
                                                   * nonfused_shape), p) + work["nonfused_bytes"] / bandwidth)
                 seconds = np.where(work["winograd"], np.minimum(seconds, np.minimum(fused, nonfused)), seconds)
             return p["floor_seconds"] + seconds
-        # back-to-back calls: the part of the working set that stays in L2 (``l2_fraction`` of it) moves
-        # at ``cache_speedup`` × the DRAM rate, the rest at the DRAM rate
+        # back-to-back calls: the part of the working set that stays in L2 (up to ``l2_fraction`` of the L2
+        # all SMs share) moves at ``cache_speedup`` × the DRAM rate, the rest at the DRAM rate
         cached = np.minimum(work["bytes"], p["l2_fraction"] * gpu.shared_l2_bytes)
         effective_bytes = work["bytes"] - cached + cached / p["cache_speedup"]
         bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
