@@ -598,6 +598,10 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             continue
         classes[op_class] = {key: float(statistics.median(v[key] for v in values)) for key in values[0]}
         if op_class in MEMORY_CLASSES:
+            if not same_architecture:
+                # at most its whole shared L2 holds a working set: the P100's, V100's and P4's fits keep 1.04–3.0
+                # L2s (their own calls say so, whatever the cause), which no datasheet carries to another GPU
+                classes[op_class]["l2_fraction"] = min(1.0, classes[op_class]["l2_fraction"])
             # one kernel's floor is the measuring host's dispatch and launch, not the architecture's: all GPUs'
             classes[op_class]["floor_seconds"] = float(statistics.median(
                 measured[name].classes[op_class]["floor_seconds"] for name in measured

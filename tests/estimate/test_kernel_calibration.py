@@ -114,6 +114,25 @@ def test_gpu_without_data_takes_full_power_boards_and_its_gemm_for_convolution()
     assert result.floors == {"add": pytest.approx(30e-6)}
 
 
+def test_gpu_without_data_keeps_a_working_set_in_at_most_its_l2():
+    """Donors whose own fits keep more than their whole L2 of a working set (the P100's, V100's: 2–3 L2s)
+    give a GPU without data at most its own shared L2; a GPU of a measured architecture takes its sibling's
+    fraction whole, and a donor's own fraction is its fit's."""
+    def calibration(name, l2_fraction):
+        return kc.KernelCalibration(source="t", gpu=name, classes={
+            "elementwise": {"memory_efficiency": 0.8, "floor_seconds": 20e-6, "cache_speedup": 4.0,
+                            "l2_fraction": l2_fraction}})
+    volta = kc.Gpu(name="volta", architecture="sm_70", sm_count=80, fp32_flops_per_second=14e12,
+                   dram_bytes_per_second=9e11, l2_bytes=6 * 2**20, tdp_watts=250.0)
+    pascal = replace(volta, name="pascal", architecture="sm_60")
+    measured = {"volta": calibration("volta", 2.3), "pascal": calibration("pascal", 3.0), "test": calibration("test", 0.9)}
+    gpus = {"volta": volta, "pascal": pascal, "test": GPU}
+    ada = replace(GPU, name="ada", architecture="sm_89")
+    assert kc.family_calibration(ada, measured, gpus).classes["elementwise"]["l2_fraction"] == 1.0  # median 2.3
+    sibling = replace(GPU, name="sibling", l2_bytes=80 * 2**20)
+    assert kc.family_calibration(sibling, measured, gpus).classes["elementwise"]["l2_fraction"] == 0.9
+
+
 # ------------------------------------------------------------------------------------------ real data
 needs_data = pytest.mark.skipif(not KERNELS.is_dir(), reason="shared fixtures (../shared) not present")
 
@@ -156,7 +175,9 @@ def test_held_one_gpu_out(sample):
     # the A100's L2 is two partitions, so half of it holds a working set all SMs stream (PARTITIONED_L2):
     # 0.86 / 0.84 / 0.92 on this sample with its whole L2, the other GPUs' L2 fraction carried over
     assert within[("NVIDIA A100-PCIE-40GB", "elementwise")] >= 0.95
-    assert within[("NVIDIA A100-PCIE-40GB", "softmax")] >= 0.87
+    assert within[("NVIDIA A100-PCIE-40GB", "softmax")] >= 0.88
+    # and at most its whole L2 carried from GPUs whose own fits keep more: 0.92 on this sample (0.90 without)
+    assert within[("Tesla T4", "softmax")] >= 0.91
     assert within[("NVIDIA A100-PCIE-40GB", "normalization")] >= 0.94
     # cuBLAS runs an Ampere batched GEMM in 128×128 tiles whatever its shape (BATCHED_TILES): 64% without it
     assert within[("NVIDIA A100-PCIE-40GB", "gemm")] >= 0.75
