@@ -103,15 +103,22 @@ NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 # between 32×32 and 64×64).
 FP32_FPROP_TILES = ((256, 64, 0.9), (128, 128, 0.95), (128, 64, 0.85), (128, 32, 0.6))
 
-# Which FP32 convolutions cuDNN runs with a fast algorithm (FFT, Winograd) is its heuristics' pick, and the
-# model cannot follow it: it prices every stride-1 convolution of 3×3 or more on the fast path (``fp32_fast``,
-# twice the implicit GEMM's rate per direct FLOP on the H100). rooflow's H100 recordings show implicit GEMM for
-# such forward layers in every layer at batch 16 (ResNet-18, NVTX recording: 1.72–2.11× their price) and in the
-# layers under 256 input channels at batch 64 (ResNet-50, VGG16); FFT only for 256 and 512 channels at batch 64.
-# Where a step has forward layers of that kind, the high end of its range holds them at the implicit GEMM's
-# rate and the source says so (benchmarks/README.md, "FP32 at batch 32").
+# Which FP32 convolutions cuDNN runs with a fast algorithm (FFT, Winograd) is its heuristics' pick. rooflow's
+# H100 recordings show, for forward layers of that shape (stride 1, 3×3 or more): FFT for 256 and 512 input
+# channels at batch 64 (ResNet-50, VGG16), implicit GEMM for 3–128 channels at batch 64 and for every layer
+# (64–512 channels) at batch 16 (ResNet-18, NVTX recording). One rule holds all of them: FFT where batch × input
+# channels reaches 64 × 256 (FAST_PATH_MIN_BATCH_CHANNELS; FFT's frequency-domain products are GEMMs of batch
+# rows over the input channels). The calibration's ``fp32_fast`` efficiency is what the eligible layers of its
+# batch-64 recordings reached together, FFT and implicit GEMM alike, so from batch 64 up (and below batch 16,
+# which no recording covers) every eligible layer keeps that price. From batch 16 to 63 a layer under the rule's
+# product is priced as the implicit GEMM it ran at both ends (``fp32``: ResNet-18 b16's forward convolutions
+# then come within 4% of their recorded time, where they were 1.6× the fast path's price). Where an eligible
+# layer keeps the fast path at a batch and channel count no recording showed it for, the high end of its range
+# holds it at the implicit GEMM's rate and the source says so (benchmarks/README.md, "FP32 at batch 32").
 FAST_PATH_SEEN_BATCH = 64  # the least batch at which a recording showed cuDNN's FFT forward kernels
 FAST_PATH_SEEN_CHANNELS = 256  # the least input channels of those layers
+FAST_PATH_MIN_BATCH_CHANNELS = FAST_PATH_SEEN_BATCH * FAST_PATH_SEEN_CHANNELS
+DIRECT_PATH_SEEN_BATCH = 16  # the least batch of a recording (every forward layer on implicit GEMM)
 
 NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
 # A depthwise convolution on a channels_last input runs cuDNN's kernels in every dtype (formulas.LAYOUT_OPERANDS:
@@ -392,8 +399,9 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
         library = calibration.kind == "cuda" and not convolution
         forward_conv = calibration.kind == "cuda" and row["op"] in kernel_ops.CONVOLUTION_OPS
         ffma_tiles = FP32_FPROP_TILES if forward_conv else None
+        direct = forward_conv and _runs_direct(row)
         for m, n, k, count, fast, k_taps, n_taps in views:
-            view_path = "fp32_fast" if path == "fp32" and fast else path
+            view_path = "fp32_fast" if path == "fp32" and fast and not direct else path
             if library and min(m, n) >= GEMM_CEILING_MIN_ROWS:
                 view_path = f"{GEMM_PREFIX}{path}"  # cuBLAS, not cuDNN: the kernels the GEMM ceiling times
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
@@ -526,6 +534,15 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     parts["elementwise"] = parts.get("elementwise", 0.0) + epilogue
     parts["page faults"] = faults
     return main + layout + epilogue + faults, int(round(kernels)), parts
+
+
+def _runs_direct(row) -> bool:
+    """Whether a forward convolution row's call is priced as cuDNN's implicit GEMM though its shape allows a
+    fast algorithm: batch × input channels under FAST_PATH_MIN_BATCH_CHANNELS, at a batch from the smallest
+    recorded (16) to the calibration's (64, whose fast-path price holds the recorded mix of both paths)."""
+    call = parse_call(row.get("call"))
+    return (len(call) == 7 and DIRECT_PATH_SEEN_BATCH <= call[0] < FAST_PATH_SEEN_BATCH
+            and call[0] * call[1] < FAST_PATH_MIN_BATCH_CHANNELS)
 
 
 def _fast_path_doubt(row, precision: str, device, calibration: Calibration, sm_count: int, mode: str) -> float:
