@@ -37,7 +37,8 @@ measured GPUs of its architecture family (:data:`FAMILIES`), else of all, with t
 full-power boards (its family's, else all) held to what its board power sustains at its family's FLOPs per
 watt. Convolution runs at the GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same
 SMs; a fit holds it there and fits the rest of the convolution parameters), and takes all measured GPUs'
-convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals).
+convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals), and its
+family's full-power boards' GEMM shapes' residuals alike (cuBLAS's kernels are a family's own).
 """
 
 from __future__ import annotations
@@ -643,6 +644,13 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
               for o in operators}
     shapes = _shapes_of([measured[name] for name in same_architecture])
+    # cuBLAS's GEMM picks by shape: the same kernels within a family (the data set's kernel names: maxwell_sgemm
+    # on the P100 and P4, volta_sgemm on the V100 and T4), read from its full-power boards as its efficiency is
+    # (a power-limited board's residuals also hold its clock under load); each one's level removed
+    siblings = [measured[name].shapes["gemm"] for name in sorted(same) if "gemm" in measured[name].shapes
+                and (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS]
+    if "gemm" not in shapes and siblings:
+        shapes["gemm"] = shape_residuals.pooled(siblings)
     across = []
     for op_class in shape_residuals.ACROSS_ARCHITECTURES:  # cuDNN's picks by shape, each GPU's level removed
         parts = [measured[name].shapes[op_class] for name in sorted(measured) if op_class in measured[name].shapes]
@@ -651,6 +659,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             across.append(op_class)
     across_note = (f"; {', '.join(across)} shapes: all measured GPUs' residuals, each less its median"
                    if across else "")
+    if siblings and not same_architecture:
+        across_note += "; GEMM shapes: its family's full-power boards' residuals, each less its median"
     if same_architecture:
         source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "
                   f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "

@@ -21,7 +21,11 @@ board's level (its power limit, its library's SGEMM efficiency) is not: each mea
 their median, pooled. Held one GPU out this took the V100's convolutions from 65% to 86% within ±25% and the
 P100's from 50% to 61%, the T4's and P4's unchanged; cuBLAS's GEMM picks did not carry (the A100's GEMMs from
 83% to 64%, the V100's from 82% to 60% with the others' residuals: its tiles and split-K by shape are each
-architecture's own).
+architecture's own). Within an architecture family they do, from its full-power boards
+(rooflow.estimate.kernel_calibration.family_calibration): the P100 and P4 run the same maxwell_sgemm kernels,
+the V100 and T4 volta_sgemm; held one GPU out the P4's GEMMs went from 52% to 68% within ±25% with the P100's
+residuals, the T4's from 69% to 74% with the V100's. A power-limited board's residuals did not carry (the V100's
+GEMMs from 80% to 67% with the T4's, the P100's 52% to 57% with the P4's), as its GEMM efficiency does not.
 """
 
 from __future__ import annotations
