@@ -649,7 +649,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     # (a power-limited board's residuals also hold its clock under load); each one's level removed
     siblings = [measured[name].shapes["gemm"] for name in sorted(same) if "gemm" in measured[name].shapes
                 and (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS]
-    if "gemm" not in shapes and siblings:
+    gemm_from_family = "gemm" not in shapes and bool(siblings)
+    if gemm_from_family:
         shapes["gemm"] = shape_residuals.pooled(siblings)
     across = []
     for op_class in shape_residuals.ACROSS_ARCHITECTURES:  # cuDNN's picks by shape, each GPU's level removed
@@ -659,7 +660,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             across.append(op_class)
     across_note = (f"; {', '.join(across)} shapes: all measured GPUs' residuals, each less its median"
                    if across else "")
-    if siblings and not same_architecture:
+    if gemm_from_family:
         across_note += "; GEMM shapes: its family's full-power boards' residuals, each less its median"
     if same_architecture:
         source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "

@@ -399,7 +399,7 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
         library = calibration.kind == "cuda" and not convolution
         forward_conv = calibration.kind == "cuda" and row["op"] in kernel_ops.CONVOLUTION_OPS
         ffma_tiles = FP32_FPROP_TILES if forward_conv else None
-        direct = forward_conv and _runs_direct(row)
+        direct = forward_conv and path == "fp32" and _runs_direct(row)
         for m, n, k, count, fast, k_taps, n_taps in views:
             view_path = "fp32_fast" if path == "fp32" and fast and not direct else path
             if library and min(m, n) >= GEMM_CEILING_MIN_ROWS:
