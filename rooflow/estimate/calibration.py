@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.estimate.timemodel import GEMM_PREFIX, Calibration, op_terms
+from rooflow.estimate.timemodel import DIRECTIONS, GEMM_PREFIX, Calibration, op_terms, undirected
 from rooflow.io import read_json
 
 SHIPPED = {"h100-sxm5-80gb": "h100-sxm5-80gb.json"}
@@ -305,6 +305,29 @@ def copy_loop_seconds(ceilings: dict[str, Any]) -> float | None:
     return statistics.median(r["seconds"] for r in runs if r["size"] == smallest)
 
 
+def _path_efficiencies(matmul: list[tuple[dict[str, float], float, str]], preferred) -> dict[str, float]:
+    """Per matmul path, the model's seconds at efficiency 1 over the recorded seconds: each from the recordings
+    where it carries most of the matmul work (torch.profiler ones if any), the other paths' share of those
+    recordings removed at their current estimate; a few rounds. ``matmul``: per recording, (ideal seconds by
+    path, recorded matmul seconds, source)."""
+    paths = sorted({p for row, _, _ in matmul for p in row})
+    chosen = {}
+    for path in paths:
+        if path.startswith(GEMM_PREFIX):
+            continue  # cuBLAS GEMMs: of the measured GEMM ceiling (Calibration.gemm_efficiency)
+        dominant = [(row, target, src) for row, target, src in matmul
+                    if row.get(path, 0.0) >= 0.5 * sum(row.values()) and target > 0]
+        chosen[path] = preferred(dominant)
+    efficiency = dict.fromkeys(paths, 1.0)
+    for _ in range(10):
+        for path, items in chosen.items():
+            ideal_total = sum(row[path] for row, _, _ in items)
+            own = sum(target - sum(v / efficiency[q] for q, v in row.items() if q != path) for row, target, _ in items)
+            if ideal_total > 0 and own > 0:
+                efficiency[path] = ideal_total / own
+    return {path: round(value, 4) for path, value in efficiency.items() if chosen.get(path)}
+
+
 def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[str, Any],
                            traces: dict[str, dict] | None = None, source: str = "") -> Calibration:
     """A calibration of ``device`` from recorded steps on it (module docstring, source 2).
@@ -351,28 +374,25 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
             ratios[key] = ideal_total / measured_total
     memory = {key: round(value, 4) for key, value in ratios.items() if not key.startswith("layout:")}
     layout = {key.split(":")[1]: round(1.0 / value, 4) for key, value in ratios.items() if key.startswith("layout:")}
-    # Matmul paths: each from the recordings where it carries most of the matmul work (torch.profiler ones
-    # if any), the other paths' share of those recordings removed at their current estimate; a few rounds.
-    paths = sorted({p for row, _, _ in matmul for p in row})
-    chosen = {}
-    for path in paths:
-        if path.startswith(GEMM_PREFIX):
-            continue  # cuBLAS GEMMs: of the measured GEMM ceiling (Calibration.gemm_efficiency)
-        dominant = [(row, target, src) for row, target, src in matmul
-                    if row.get(path, 0.0) >= 0.5 * sum(row.values()) and target > 0]
-        chosen[path] = preferred(dominant)
-    efficiency = dict.fromkeys(paths, 1.0)
-    for _ in range(10):
-        for path, items in chosen.items():
-            ideal_total = sum(row[path] for row, _, _ in items)
-            own = sum(target - sum(v / efficiency[q] for q, v in row.items() if q != path) for row, target, _ in items)
-            if ideal_total > 0 and own > 0:
-                efficiency[path] = ideal_total / own
-    matmul_efficiency = {path: round(value, 4) for path, value in efficiency.items() if chosen.get(path)}
+    # Each matmul path's efficiency; then the tensor-core convolutions' by direction where the recordings give
+    # both (fprop kernels: the inference steps; dgrad/wgrad: the training steps less their forward part)
+    pooled = [({undirected(p): 0.0 for p in row}, target, src) for row, target, src in matmul]
+    for (row, _, _), (merged, _, _) in zip(matmul, pooled):
+        for p, v in row.items():
+            merged[undirected(p)] += v
+    matmul_efficiency = _path_efficiencies(pooled, preferred)
+    directed = {p: v for p, v in _path_efficiencies(matmul, preferred).items() if p.endswith(DIRECTIONS)}
+    if not {undirected(p) + d for p in directed for d in DIRECTIONS} <= set(directed):
+        directed = {}  # one direction alone: the path's efficiency says as much
+    matmul_efficiency.update(directed)
     notes = [f"efficiencies from {len(recordings)} recorded steps: "
              + ", ".join(f"{r.model} b{r.batch} {r.precision} {r.mode} ({r.source})" for r in recordings),
              "matmul efficiency: measured convolution/GEMM kernel time vs the shape-factored peak time; "
              "fp32_fast: FP32 convolutions Winograd/FFT can run (above 1: fewer multiplications)"]
+    if directed:
+        notes.append("<path>_forward / <path>_backward: tensor-core convolutions by direction, cuDNN's fprop kernels "
+                     "(the inference steps) and dgrad/wgrad kernels (the training steps less their forward part); "
+                     "<path>: both together, which the paths no recording measured take")
     values: dict[str, Any] = {"matmul_efficiency": matmul_efficiency, "memory_efficiency_by_class": memory,
                               "layout_bytes_per_byte": layout}
     if floors:

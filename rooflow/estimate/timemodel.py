@@ -78,6 +78,11 @@ PATHS = ("fp32", "fp32_fast", "tf32", "fp16", "bf16")
 # keep the efficiency the recordings give (matmul_efficiency).
 GEMM_CEILING_MIN_ROWS = 128
 GEMM_PREFIX = "gemm_"  # compute paths of cuBLAS GEMMs on a GPU: gemm_fp32, gemm_tf32, gemm_bf16, ...
+# cuDNN's tensor-core convolutions by direction: the forward ones run its fprop kernels, the backward ones its
+# dgrad/wgrad kernels (their names in the H100 recordings), at efficiencies of their own where a calibration has
+# them ("tf32_forward", "tf32_backward"), else their path's ("tf32": both directions together)
+DIRECTIONS = ("_forward", "_backward")
+
 # BatchNorm on bf16 activations never runs cuDNN on a GPU: PyTorch's backend choice
 # (_select_batch_norm_backend, aten/src/ATen/native/Normalization.cpp) excludes bf16, while fp16 with fp32
 # weights (autocast) gets cuDNN. In training both take the time of the same work on 4-byte elements: their
@@ -142,6 +147,11 @@ CUDNN_DEPTHWISE_MIN_CHANNELS = 32
 # max-pool takes the time of the same op on 4-byte values; its int64 indices (8 bytes per output) are the same.
 NATIVE_POOLING_OPS = ("max_pool2d_with_indices", "max_pool2d_with_indices_backward")
 POOLING_INDEX_SHARE = 8 / 10  # of the bytes per output of a 16-bit max-pool: an int64 index beside a 2-byte value
+
+
+def undirected(path: str) -> str:
+    """A compute path without its direction ("tf32_backward" → "tf32")."""
+    return path.rsplit("_", 1)[0] if path.endswith(DIRECTIONS) else path
 
 
 @dataclass(frozen=True)
@@ -243,6 +253,8 @@ class Calibration:
             return self.gemm_efficiency.get(base, 1.0)
         if path in self.matmul_efficiency:
             return self.matmul_efficiency[path]
+        if path.endswith(DIRECTIONS):  # not measured by direction: the path's
+            return self.matmul_efficiency_of(undirected(path))
         if path == "fp32_fast":
             return self.matmul_efficiency_of("fp32")
         return self.matmul_efficiency.get("tf32" if path in ("fp16", "bf16") else "fp32", 0.7)
@@ -404,6 +416,8 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
             view_path = "fp32_fast" if path == "fp32" and fast and not direct else path
             if library and min(m, n) >= GEMM_CEILING_MIN_ROWS:
                 view_path = f"{GEMM_PREFIX}{path}"  # cuBLAS, not cuDNN: the kernels the GEMM ceiling times
+            elif convolution and path in TENSOR_PATHS:
+                view_path = f"{path}_{'backward' if row['phase'] == 'backward' else 'forward'}"
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
                             if path in TENSOR_PATHS and count == 1 else (n, k))
             tiles = ffma_tiles if view_path in ("fp32", "fp32_fast") else None
