@@ -376,10 +376,12 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
     layout = {key.split(":")[1]: round(1.0 / value, 4) for key, value in ratios.items() if key.startswith("layout:")}
     # Each matmul path's efficiency; then the tensor-core convolutions' by direction where the recordings give
     # both (fprop kernels: the inference steps; dgrad/wgrad: the training steps less their forward part)
-    pooled = [({undirected(p): 0.0 for p in row}, target, src) for row, target, src in matmul]
-    for (row, _, _), (merged, _, _) in zip(matmul, pooled):
-        for p, v in row.items():
-            merged[undirected(p)] += v
+    pooled = []
+    for row, target, src in matmul:
+        merged: dict[str, float] = collections.defaultdict(float)
+        for path, seconds in row.items():
+            merged[undirected(path)] += seconds
+        pooled.append((dict(merged), target, src))
     matmul_efficiency = _path_efficiencies(pooled, preferred)
     directed = {p: v for p, v in _path_efficiencies(matmul, preferred).items() if p.endswith(DIRECTIONS)}
     if not {undirected(p) + d for p in directed for d in DIRECTIONS} <= set(directed):

@@ -417,7 +417,7 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
             if library and min(m, n) >= GEMM_CEILING_MIN_ROWS:
                 view_path = f"{GEMM_PREFIX}{path}"  # cuBLAS, not cuDNN: the kernels the GEMM ceiling times
             elif convolution and path in TENSOR_PATHS:
-                view_path = f"{path}_{'backward' if row['phase'] == 'backward' else 'forward'}"
+                view_path = path + DIRECTIONS[row["phase"] == "backward"]
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
                             if path in TENSOR_PATHS and count == 1 else (n, k))
             tiles = ffma_tiles if view_path in ("fp32", "fp32_fast") else None

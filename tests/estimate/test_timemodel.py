@@ -45,6 +45,12 @@ def h100():
     return load_device(CATALOGUE, "h100-sxm5-80gb", H100 / "ceilings-h100.json")
 
 
+@pytest.fixture(scope="module")
+def recorded():
+    """The H100 recordings by (model, batch, precision, mode): a step's torch.profiler trace where it has one."""
+    return {(r.model, r.batch, r.precision, r.mode): r for r in load_recordings(H100)}
+
+
 # ------------------------------------------------------------------------------------------ closed forms
 def test_gemm_efficiency_quantisation():
     calibration = Calibration(source="test", tiles=((128, 128, 1.0),), gemm_fill_k=0.0)
@@ -203,15 +209,6 @@ def test_tensor_core_padding_matches_the_recorded_stem_kernels():
     assert wgrad["flops_tensor"].max() == pytest.approx(2 * m * tiles_n * run_k, rel=0.01)
 
 
-def _traced_kernels(name):
-    """The kernels of a torch.profiler trace (real clocks), in launch order: name and seconds."""
-    import gzip
-
-    trace = json.loads(gzip.open(H100 / f"torch-profiler-{name}.json.gz").read())
-    kernels = sorted((e for e in trace["traceEvents"] if e.get("cat") == "kernel"), key=lambda e: e["ts"])
-    return pd.DataFrame({"name": [e["name"] for e in kernels], "seconds": [e["dur"] * 1e-6 for e in kernels]})
-
-
 @pytest.mark.parametrize("model, stem_kernels, names", [
     # FP32 FFMA implicit GEMM on NCHW (no tensor work although TF32 was allowed), then the bias add (ncu: no
     # torch.profiler trace of this step)
@@ -222,18 +219,17 @@ def _traced_kernels(name):
     # implicit_gemm_indexed_wo_smem_tf32 here)
     ("resnet50", 4, ("nchwToNhwc", "nchwToNhwc", "fprop_implicit_gemm_indexed_wo_smem_tf32", "nhwcToNchw")),
 ])
-def test_a_narrow_stem_is_predicted_at_its_recorded_time(h100, model, stem_kernels, names):
+def test_a_narrow_stem_is_predicted_at_its_recorded_time(h100, recorded, model, stem_kernels, names):
     """The 3-channel stem of a TF32 run, predicted against its recorded kernels (b64 inference): the
     torch.profiler trace where there is one (real clocks, as rooflow.estimate.calibration prefers), else ncu's.
     Without the tap padding ResNet-50's stem would be predicted at under a third of its recorded 0.64 ms."""
-    traced = (H100 / f"torch-profiler-{model}-b64-tf32-inference.json.gz").is_file()
-    recorded = (_traced_kernels if traced else _recorded_kernels)(f"{model}-b64-tf32-inference").iloc[:stem_kernels]
-    assert all(name in kernel for name, kernel in zip(names, recorded["name"]))
+    stem_recorded = recorded[(model, 64, "tf32", "inference")].kernels.iloc[:stem_kernels]
+    assert all(name in kernel for name, kernel in zip(names, stem_recorded["name"]))
     ops = estimate(model, 64, "tf32", "inference").ops
     stem = ops[(ops["phase"] == "forward") & (ops["op"] == "convolution")].iloc[0]
     seconds, _, _ = device_op_seconds(stem, "tf32", "inference", h100, shipped_calibration("h100-sxm5-80gb"),
                                       h100.sm_count)
-    assert seconds == pytest.approx(recorded["seconds"].sum(), rel=0.25)
+    assert seconds == pytest.approx(stem_recorded["seconds"].sum(), rel=0.25)
 
 
 def test_ffma_is_taken_where_padded_tensor_kernels_and_their_transposes_are_slower(h100):
@@ -347,7 +343,7 @@ def test_shipped_h100_calibration_is_reproduced_from_its_recordings(h100):
     assert shipped.host_op_seconds == pytest.approx(9.06e-6, rel=0.01)  # the copy loop on that node
 
 
-def test_tensor_core_convolutions_are_priced_by_direction(h100):
+def test_tensor_core_convolutions_are_priced_by_direction(h100, recorded):
     """cuDNN runs a convolution's forward on its fprop kernels and its backward on dgrad/wgrad kernels (the
     names in the ResNet-50 b64 TF32 training trace): the calibration prices TF32 convolutions by direction —
     forward from the inference trace, backward from the training trace less its forward part — and keeps the
@@ -356,14 +352,13 @@ def test_tensor_core_convolutions_are_priced_by_direction(h100):
     forward, pooled, backward = (shipped.matmul_efficiency[p] for p in ("tf32_forward", "tf32", "tf32_backward"))
     assert forward > pooled > backward  # 0.543, 0.506, 0.474
     assert shipped.matmul_efficiency_of("bf16_forward") == shipped.matmul_efficiency_of("bf16_backward") == pooled
-    names = _traced_kernels("resnet50-b64-tf32-training")["name"]
+    names = recorded[("resnet50", 64, "tf32", "training")].kernels["name"]
     assert names.str.contains("dgrad", case=False).any() and names.str.contains("wgrad", case=False).any()
     # the inference step's convolutions are all forward: 3.83 ms predicted for 3.39 recorded (1.13×; 4.02 ms,
     # 1.18×, at the two directions' efficiency together)
-    recorded = {r.mode: r for r in load_recordings(H100) if (r.model, r.precision) == ("resnet50", "tf32")}
     inference = estimate("resnet50", 64, "tf32", "inference")
     matmul = predict_step(inference.ops, inference.totals, h100, shipped).by_class_seconds["matmul"]
-    traced = recorded["inference"].kernels
+    traced = recorded[("resnet50", 64, "tf32", "inference")].kernels
     measured = float(traced.loc[traced["kernel_class"].isin(["convolution", "gemm"]), "seconds"].sum())
     assert matmul / measured == pytest.approx(1.0, abs=0.15)
 
