@@ -361,17 +361,29 @@ def program_error(log_path: str | Path) -> str | None:
     return found
 
 
+def profiled_timeline(spec, subset: Path):
+    """The kernel timeline of one iteration of ``spec`` (rooflow.measure.timing.RunSpec) under torch.profiler,
+    after 3 warm-up iterations: the capture the timing job makes (empty on a CPU)."""
+    from rooflow.measure.timeline import capture_iteration
+    from rooflow.measure.timing import Runner
+    from rooflow.workload.dataset import load_subset
+
+    runner = Runner(spec, load_subset(subset))
+    for _ in range(3):
+        runner.step()
+    timeline, _seconds, _ops = capture_iteration(runner)
+    return timeline
+
+
 def step_checks(ncu: str, architecture: str, folder: Path) -> list[dict[str, str]]:
     """Profile :data:`STEP` in distinct and exhaustive mode under ncu, capture its torch.profiler timeline,
     and compare (files left in ``folder``)."""
     from rooflow.io import write_csv
     from rooflow.measure.launch import driver_argv, run_tool
-    from rooflow.measure.timeline import capture_iteration
-    from rooflow.measure.timing import Runner, RunSpec
+    from rooflow.measure.timing import RunSpec
     from rooflow.profilers.commands import ncu_command
     from rooflow.profilers.metrics import metrics_for_architecture
     from rooflow.profilers.ncu import aggregate_ncu
-    from rooflow.workload.dataset import load_subset
 
     subset = _subset(folder)
     metrics = metrics_for_architecture(architecture, STEP["precision"])
@@ -389,11 +401,8 @@ def step_checks(ncu: str, architecture: str, folder: Path) -> list[dict[str, str
                           f"the profiled program raised {cause}; " * bool(cause) + f"see the logs in {folder}"))
         return out
     try:
-        spec = RunSpec(STEP["model"], STEP["batch"], STEP["precision"], STEP["mode"], "cuda", 3, 1)
-        runner = Runner(spec, load_subset(subset))
-        for _ in range(3):
-            runner.step()
-        timeline, _ = capture_iteration(runner)
+        timeline = profiled_timeline(RunSpec(STEP["model"], STEP["batch"], STEP["precision"], STEP["mode"],
+                                             "cuda", 3, 1), subset)
         write_csv(folder / "timeline.csv", timeline)
         out.append(timeline_check(timeline, aggregate_ncu([paths["exhaustive"]]).kernels))
     except Exception as error:  # noqa: BLE001

@@ -26,6 +26,7 @@ from rooflow.measure.doctor import (
     missing_metrics,
     nsys_build,
     nsys_check,
+    profiled_timeline,
     program_error,
     run_doctor,
     timeline_check,
@@ -191,6 +192,20 @@ def test_timeline_vs_ncu_on_the_recorded_h100_step():
     assert "autotuning" in row["fix"]
     assert timeline_check(kernels, kernels) == {"check": "timeline vs ncu", "status": "ok",
                                                 "result": "the same 241 kernels", "fix": ""}
+
+
+def test_the_doctors_timeline_capture_runs_the_timing_jobs_capture(tmp_path):
+    """The doctor's "timeline vs ncu" check captures one iteration as the timing job does. On the lent H200
+    (gpu-2026-11-27/doctor-h200.txt) it failed with "too many values to unpack": capture_iteration had grown
+    a third return value (the op times) that the doctor did not take. On this CPU the same capture runs and
+    returns the (empty) kernel timeline."""
+    from rooflow.measure.timeline import TIMELINE_COLUMNS
+    from rooflow.measure.timing import RunSpec
+    from rooflow.workload.dataset import SubsetSpec, build_subset
+
+    build_subset(SubsetSpec(classes=2, images_per_class=2), tmp_path / "subset.pt", tmp_path / "subset.csv")
+    timeline = profiled_timeline(RunSpec("squeezenet1_1", 2, "fp32", "training", "cpu", 3, 1), tmp_path / "subset.pt")
+    assert list(timeline.columns) == list(TIMELINE_COLUMNS) and timeline.empty
 
 
 def test_a_failed_profile_names_the_programs_exception(tmp_path):
