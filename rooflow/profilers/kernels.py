@@ -32,7 +32,7 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
         r"copy_device_to_device|copy_kernel|batchedcopy|\bcopy|fillfunctor|fill_kernel")),
     ("normalization", re.compile(
         r"batch_?norm|layer_?norm|group_?norm|instance_?norm|\bbn_(fw|bw)|cudnn::bn_|::bn_fw|::bn_bw|"
-        r"welford|rms_?norm")),
+        r"welford|rms_?norm|gammabetabackward")),  # LayerNorm backward's gamma/beta gradients
     ("pooling", re.compile(r"max_?pool|avg_?pool|average_pool|adaptive|pooling|maxpool")),
     # cuDNN's own softmax and activation/tensor-op kernels, before the "cudnn" convolution rule.
     ("reduction", re.compile(r"softmax")),
@@ -40,8 +40,9 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("convolution", re.compile(
         r"cudnn|xmma|implicit_gemm|implicit_convolve|winograd|fft|convol|conv2d|conv3d|dgrad|wgrad|fprop|"
         r"scudnn|cask|im2col|col2im|depthwise|pointwise_mult_and_sum_complex|flip_filter|scalepackedtensor")),
-    # cuBLASLt's epilogue kernel (ncu writes it cublasLt::globalKernel or epilogue::globalKernel)
-    ("gemm", re.compile(r"cutlass|gemm|gemv|splitkreduce|cublas|matmul|_mma_|hmma|globalkernel")),
+    # cuBLASLt's epilogue kernel (ncu writes it cublasLt::globalKernel or epilogue::globalKernel); nvjet_*: cuBLAS's
+    # Hopper GEMMs (nvjet_sm90_tst_192x192_..._TNN: ViT-B/16 bf16 on the H200, tests/data/real/gpu-2026-11-27)
+    ("gemm", re.compile(r"cutlass|gemm|gemv|splitkreduce|cublas|matmul|_mma_|hmma|globalkernel|nvjet")),
     ("reduction", re.compile(
         r"reduce|softmax|nll_?loss|nllcriterion|cross_?entropy|_sum_kernel|norm_kernel|argmax|argmin|"
         r"cumsum|scan_kernel|topk|sort")),

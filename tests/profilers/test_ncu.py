@@ -54,7 +54,8 @@ def real_text(relative: str) -> str:
 def test_fixture_copies_are_byte_for_byte():
     """Every copied fixture, decompressed where stored compressed, has the original's SHA-256."""
     lines = (REAL / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 76  # 39 files from public studies, 25 of rooflow's H100 run, 11 of the 2026-11-25 runs, PROVENANCE.md
+    assert len(lines) == 120  # 39 files from public studies, 25 of rooflow's H100 run, 11 of the 2026-11-25 runs,
+    # 44 of the 2026-11-27 H200 traces, PROVENANCE.md
     for line in lines:
         digest, relative = line.split("  ", 1)
         path = real(relative)
@@ -821,6 +822,25 @@ def test_classify_real_kernel_names(fragment, expected):
     names = [name for name in _fixture_kernel_names() if fragment in name]
     assert names, f"no fixture kernel contains {fragment!r}"
     assert {classify_kernel(name) for name in names} == {expected}
+
+
+@pytest.mark.parametrize(("trace", "fragment", "expected"), [
+    ("vit_b_16-b256-bf16-inference", "nvjet_sm90_tst_192x192", "gemm"),  # cuBLAS's Hopper GEMMs (addmm, mm)
+    ("vit_b_16-b256-tf32-training", "GammaBetaBackwardCUDAKernelTemplate", "normalization"),  # LayerNorm backward
+])
+def test_no_kernel_of_the_h200_traces_is_left_unclassified(trace, fragment, expected):
+    """The H200 traces (gpu-2026-11-27, torch.profiler): cuBLAS's nvjet GEMMs (8.8 + 3.0 ms of ViT-B/16 bf16
+    inference's 39.5) and LayerNorm's gamma/beta backward were "other"; now every kernel of the 20 traces has a
+    class, so the time by kernel class is whole."""
+    from rooflow.measure.timeline import parse_trace
+
+    kernels = parse_trace(REAL / "gpu-2026-11-27" / f"torch-profiler-{trace}.json.gz")
+    kernels = kernels[kernels["kind"] == "kernel"]
+    named = kernels[kernels["name"].str.contains(fragment, regex=False)]
+    assert len(named) >= 12 and {classify_kernel(name) for name in named["name"]} == {expected}
+    unclassified = {name for path in sorted((REAL / "gpu-2026-11-27").glob("torch-profiler-*.json.gz"))
+                    for name in parse_trace(path)["name"] if classify_kernel(name) == "other"}
+    assert not unclassified
 
 
 @pytest.mark.parametrize(("name", "expected"), [
