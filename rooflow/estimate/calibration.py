@@ -99,7 +99,9 @@ def sm_bound_bandwidth(device, reference_key: str) -> float | None:
     bandwidth (the H200's 4.8 TB/s beside the H100's 3.35, both 132 SMs at 1.98 GHz) runs the same kernels at
     the same per-SM rate. Measured: the H200 ran 72 batch-256 steps of 12 CNNs/ViTs 0.93× the H100's time
     (spread 0.04), memory-bound ones included, not the up to 0.7× its bandwidth would give
-    (tests/data/real/gpu-2026-11-25). The SM rate is the FP32 datasheet peak (SMs × clock × lanes)."""
+    (tests/data/real/gpu-2026-11-25). The SM rate is the FP32 datasheet peak (SMs × clock × lanes). Kernel by
+    kernel (gpu-2026-11-27) it holds for BatchNorm training, max-pooling and broadcasting adds, not for the
+    vectorised elementwise kernels (ReLU at 4.24 TB/s on the H200): see benchmarks/README.md."""
     from rooflow.estimate.timemodel import device_bandwidth
     from rooflow.hardware.devices import default_catalogue_path, load_devices
 

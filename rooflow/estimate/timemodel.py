@@ -17,7 +17,8 @@ device work and host work:
   *layout* — tensor-core convolutions on NCHW tensors pay cuDNN's NCHW ↔ NHWC transposes, separate kernels
   (``layout_bytes_per_byte`` × the convolution's bytes).
   *epilogue* — a convolution with a bias adds it in a separate elementwise kernel (cuDNN path of
-  ``aten::_convolution``): it reads and writes the output once more.
+  ``aten::_convolution``): it reads and writes the output once more, a 16-bit one at the time of 4-byte
+  elements (a broadcasting kernel: ``BIAS_ELEMENT_BYTES``).
   *kernels* — no kernel takes less than ``kernel_seconds``.
   *16-bit BatchNorm* (GPU, training) — at the time of the same work on fp32 elements
   (``NATIVE_NORMALIZATION_OPS``); bf16 runs PyTorch's own kernels, not cuDNN, and takes at least the time
@@ -92,6 +93,11 @@ DIRECTIONS = ("_forward", "_backward")
 # 96.3 ms in fp16, 138 ms in TF32; where BN does not train (inference; VGG) bf16 and fp16 match within 4%.
 NATIVE_NORMALIZATION_OPS = ("native_batch_norm", "native_batch_norm_backward")
 NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
+# A convolution's bias is added by PyTorch's broadcasting elementwise kernel (``elementwise_kernel``, not the
+# vectorised one), whose rate follows elements, not bytes: a 16-bit bias add takes the time of a 4-byte one.
+# H200 traces (tests/data/real/gpu-2026-11-27): VGG16 b256 inference's 13 bias adds took 10.45 ms in bf16 and
+# 10.83 ms in fp32; SqueezeNet's 26, 2.00 ms in bf16 (inference) and 2.07 ms in fp32 (training).
+BIAS_ELEMENT_BYTES = 4.0
 # Depthwise convolutions run cuDNN only for fp16 (use_cudnn_depthwise, aten/src/ATen/native/Convolution.cpp);
 # fp32 and bf16 run PyTorch's conv_depthwise2d kernels (one output element per thread, the taps loaded one by
 # one, fp32 accumulation), whose time follows elements: bf16 takes the time of the same work in fp32.
@@ -437,7 +443,10 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
         if convolution:
             terms["conv_bytes"] = bytes_moved
             if float(row["flops"]) / calls > product_flops * 1.0000001 and row["phase"] == "forward":
-                terms["epilogue_bytes"] = 2.0 * float(row["bytes_written"]) / calls  # bias: read + write out
+                # bias: read + write out, in PyTorch's broadcasting (not vectorised) elementwise kernel, whose
+                # rate follows elements, not bytes (BIAS_ELEMENT_BYTES)
+                element_scale = BIAS_ELEMENT_BYTES / 2.0 if row["compute_precision"] in ("fp16", "bf16") else 1.0
+                terms["epilogue_bytes"] = 2.0 * float(row["bytes_written"]) / calls * element_scale
                 terms["kernels"] += 1.0
         if padded:
             _take_faster_kernels(terms, ffma, device, calibration, mode)
