@@ -28,7 +28,16 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.estimate.timemodel import DIRECTIONS, GEMM_PREFIX, Calibration, op_terms, undirected
+from rooflow.estimate.timemodel import (
+    BIAS_ELEMENT_BYTES,
+    DIRECTIONS,
+    GEMM_PREFIX,
+    INDEXED_SUFFIX,
+    Calibration,
+    indexed_elementwise,
+    op_terms,
+    undirected,
+)
 from rooflow.io import read_json
 
 SHIPPED = {"h100-sxm5-80gb": "h100-sxm5-80gb.json"}
@@ -38,6 +47,9 @@ KERNEL_PARTS = {"convolution": "matmul", "gemm": "matmul", "other": "matmul", "m
                 "reduction": "reduction"}
 # Kernels of the optimizer step (not of the forward/backward ops): PyTorch's foreach and fused optimizers.
 OPTIMIZER_KERNELS = r"multi_tensor_apply_kernel|fused_adam|fused_sgd"
+# PyTorch's elementwise kernels that index each element (broadcasts, mixed dtypes, strided inputs), apart from
+# ``vectorized_elementwise_kernel``: ``elementwise_kernel<128, 2, ...>`` and ``unrolled_elementwise_kernel``
+INDEXED_KERNELS = r"(?<!vectorized_)elementwise_kernel"
 # Under ncu's default --clock-control base the H100's SMs ran at 1.59 GHz, the timed steps at 1.98 GHz
 # (tests/data/real/PROVENANCE.md): compute-bound kernel times scale by the clock, memory-bound ones do not.
 NCU_BASE_CLOCK_RATIO = {"h100-sxm5-80gb": 1.59 / 1.98}
@@ -80,7 +92,8 @@ def for_device(device, ceilings: dict[str, Any] | None = None, catalogue: dict |
                                f"{reference_key}'s, roofs are {device.key}'s")
     if cap is not None:
         notes = (*notes, f"memory-bound kernels held to {cap / 1e12:.2f} TB/s: the {reference_key}'s bandwidth per "
-                         f"SM cycle, which {device.key}'s memory exceeds (its SMs, not its memory, bound them)")
+                         f"SM cycle, which {device.key}'s memory exceeds (its SMs, not its memory, bound them); "
+                         f"vectorised elementwise and copy kernels stream at {device.key}'s bandwidth")
     held = f", memory-bound kernels held to {cap / 1e12:.2f} TB/s ({reference_key}'s bytes per SM cycle)" if cap else ""
     return reference.with_(
         source=f"scaled from the {reference_key} calibration ({reference.source}) by {device.key}'s datasheet "
@@ -100,8 +113,9 @@ def sm_bound_bandwidth(device, reference_key: str) -> float | None:
     the same per-SM rate. Measured: the H200 ran 72 batch-256 steps of 12 CNNs/ViTs 0.93× the H100's time
     (spread 0.04), memory-bound ones included, not the up to 0.7× its bandwidth would give
     (tests/data/real/gpu-2026-11-25). The SM rate is the FP32 datasheet peak (SMs × clock × lanes). Kernel by
-    kernel (gpu-2026-11-27) it holds for BatchNorm training, max-pooling and broadcasting adds, not for the
-    vectorised elementwise kernels (ReLU at 4.24 TB/s on the H200): see benchmarks/README.md."""
+    kernel (gpu-2026-11-27) it holds for BatchNorm training, max-pooling and PyTorch's indexing elementwise
+    kernels, not for its vectorised ones (ReLU at 4.24 TB/s on the H200), which the time model streams at the
+    device's bandwidth (rooflow.estimate.timemodel.indexed_elementwise)."""
     from rooflow.estimate.timemodel import device_bandwidth
     from rooflow.hardware.devices import default_catalogue_path, load_devices
 
@@ -208,11 +222,15 @@ def _ideal_parts(recording: Recording, device, unity: Calibration) -> dict[str, 
             for path, seconds in terms["compute"].items():
                 parts[f"matmul:{path}"] += calls * seconds
             parts[f"layout:{terms['path']}"] += calls * terms["conv_bytes"] / bandwidth
-            parts["elementwise"] += calls * terms["epilogue_bytes"] / bandwidth
+            parts["elementwise" + INDEXED_SUFFIX] += calls * terms["epilogue_bytes"] / bandwidth
             continue
         op_class = row["op_class"]
         key = f"{op_class}_training" if training and op_class in ("normalization", "pooling") else op_class
-        parts[key] += calls * terms["bytes"] / bandwidth
+        nbytes = terms["bytes"]
+        if indexed_elementwise(row):
+            key = "elementwise" + INDEXED_SUFFIX
+            nbytes *= BIAS_ELEMENT_BYTES / 2.0 if row["compute_precision"] in ("fp16", "bf16") else 1.0
+        parts[key] += calls * nbytes / bandwidth
     return dict(parts)
 
 
@@ -228,7 +246,10 @@ def _measured_parts(recording: Recording, clock_ratio: float) -> dict[str, float
     # elementwise efficiency from 0.93 to 0.74 (its SGD step: 28 kernels, 2.18 of its 10.86 ms).
     optimizer = kernels["name"].str.contains(OPTIMIZER_KERNELS, case=False, regex=True)
     parts["optimizer"] += float(kernels.loc[optimizer, "seconds"].sum())
-    for kernel_class, seconds in kernels[~depthwise & ~optimizer].groupby("kernel_class")["seconds"].sum().items():
+    # PyTorch's indexing elementwise kernels (not the vectorised one): rooflow.estimate.timemodel.indexed_elementwise
+    indexed = (kernels["kernel_class"] == "elementwise") & kernels["name"].str.contains(INDEXED_KERNELS, regex=True)
+    parts["elementwise" + INDEXED_SUFFIX] += float(kernels.loc[indexed & ~optimizer, "seconds"].sum())
+    for kernel_class, seconds in kernels[~depthwise & ~optimizer & ~indexed].groupby("kernel_class")["seconds"].sum().items():
         part = KERNEL_PARTS.get(kernel_class, "other")
         if part == "matmul" and recording.source == "ncu":
             seconds *= clock_ratio  # compute-bound: at the timed steps' clock

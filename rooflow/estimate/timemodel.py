@@ -13,7 +13,11 @@ device work and host work:
   algorithms, which do fewer multiplications than the direct count (it can exceed 1).
   *memory* — the op's eager bytes (every aten op reads its inputs and writes its outputs) at the measured
   DRAM bandwidth times the efficiency kernels of its class reach (BatchNorm in training reads its input
-  more than once, max-pool backward scatters: each class has its own number).
+  more than once, max-pool backward scatters: each class has its own number). Elementwise ops and copies
+  that PyTorch cannot vectorise (a broadcast, mixed dtypes, a strided input: ``indexed_elementwise``) have
+  their own efficiency and follow elements (16-bit at 4-byte prices); a calibration scaled from a GPU of
+  fewer bytes per SM cycle holds every memory-bound kernel to that GPU's rate per SM except the vectorised
+  elementwise and copy kernels, which stream at this device's bandwidth.
   *layout* — tensor-core convolutions on NCHW tensors pay cuDNN's NCHW ↔ NHWC transposes, separate kernels
   (``layout_bytes_per_byte`` × the convolution's bytes).
   *epilogue* — a convolution with a bias adds it in a separate elementwise kernel (cuDNN path of
@@ -98,6 +102,16 @@ NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 # H200 traces (tests/data/real/gpu-2026-11-27): VGG16 b256 inference's 13 bias adds took 10.45 ms in bf16 and
 # 10.83 ms in fp32; SqueezeNet's 26, 2.00 ms in bf16 (inference) and 2.07 ms in fp32 (training).
 BIAS_ELEMENT_BYTES = 4.0
+# PyTorch's elementwise ops (TensorIterator) run the vectorised kernel (``vectorized_elementwise_kernel``) only
+# when every operand is contiguous, of one dtype and of the output's shape; a broadcast operand (a bias, a layer
+# scale), mixed dtypes (autocast's bf16 + fp32 residual adds) or a strided input (``contiguous()`` of a permuted
+# tensor: an ``aten::clone``) send it to ``elementwise_kernel`` / ``unrolled_elementwise_kernel``, which index
+# each element. Those are priced apart (efficiency class ``elementwise_indexed``), on 4-byte elements in 16-bit
+# too, as the bias add. H200 traces (gpu-2026-11-27): ViT-B/16 bf16 inference's indexed adds and copies ran at
+# 2.0-2.5 TB/s, its vectorised GELU at 3.0; ResNet-50's vectorised ReLU at 4.24 TB/s.
+INDEXED_SUFFIX = "_indexed"
+BINARY_ELEMENTWISE_OPS = frozenset({"add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_", "where",
+                                    "masked_fill", "masked_fill_", "maximum", "minimum", "pow", "pow_"})
 # Depthwise convolutions run cuDNN only for fp16 (use_cudnn_depthwise, aten/src/ATen/native/Convolution.cpp);
 # fp32 and bf16 run PyTorch's conv_depthwise2d kernels (one output element per thread, the taps loaded one by
 # one, fp32 accumulation), whose time follows elements: bf16 takes the time of the same work in fp32.
@@ -249,6 +263,8 @@ class Calibration:
             return table[f"{op_class}_training"]
         if op_class not in table and op_class.endswith("_backward"):
             op_class = op_class.removesuffix("_backward")  # not measured apart: the forward kernels'
+        if op_class not in table and op_class.endswith(INDEXED_SUFFIX):
+            op_class = op_class.removesuffix(INDEXED_SUFFIX)  # not measured apart: the class's
         return table.get(op_class, self.memory_efficiency)
 
     def matmul_efficiency_of(self, path: str) -> float:
@@ -509,6 +525,20 @@ def _take_faster_kernels(terms: dict[str, Any], ffma: dict[str, float], device, 
         terms["compute"], terms["path"] = ffma, ffma_path
 
 
+def indexed_elementwise(row) -> bool:
+    """Whether an elementwise or copy row of the ops table runs PyTorch's indexing kernels rather than its
+    vectorised one (``BINARY_ELEMENTWISE_OPS``' comment): a copy of a strided tensor (``clone``), or a binary op
+    whose bytes read are neither two whole operands nor one (a scalar's), i.e. a broadcast or mixed dtypes."""
+    if row["op_class"] not in ("elementwise", "memory"):
+        return False
+    if row["op"] == "clone":
+        return True
+    if row["op"] not in BINARY_ELEMENTWISE_OPS or not float(row["bytes_written"]):
+        return False
+    read, written = float(row["bytes_read"]), float(row["bytes_written"])
+    return read != written and abs(read / written - 2.0) > 0.01
+
+
 def device_op_seconds(row, precision: str, mode: str, device, calibration: Calibration, sm_count: int,
                       norm_channels: dict[str, tuple[int, float]] | None = None, sdpa_layers: set | None = None
                       ) -> tuple[float, int, dict[str, float]]:
@@ -523,7 +553,16 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     efficiency_class = f"{memory_class}_backward" if memory_class == "depthwise" and row["phase"] == "backward" \
         else memory_class
     cached = bool(calibration.cache_bytes) and terms["bytes"] <= calibration.cache_bytes / 2
-    memory = terms["bytes"] / (bandwidth * calibration.memory_efficiency_of(efficiency_class, mode, cached))
+    memory_bytes = terms["bytes"]
+    if calibration.kind == "cuda" and memory_class in ("elementwise", "memory"):
+        if indexed_elementwise(row):  # elements, held to what the SMs index
+            efficiency_class = "elementwise" + INDEXED_SUFFIX
+            if row["compute_precision"] in ("fp16", "bf16"):
+                memory_bytes *= BIAS_ELEMENT_BYTES / 2.0
+        else:  # vectorised: streams at the memory's bandwidth, whatever the SMs of a scaled calibration
+            bandwidth = device_bandwidth(device)
+    memory = memory_bytes / (bandwidth * calibration.memory_efficiency_of(efficiency_class, mode, cached))
+    bandwidth = _bandwidth(device, calibration)
     if (calibration.kind == "cuda" and mode == "training" and row["compute_precision"] in ("fp16", "bf16")
             and row["op"] in NATIVE_NORMALIZATION_OPS):
         memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
@@ -547,7 +586,8 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
             memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
     layout = _layout_seconds(terms, terms["path"], device, calibration, mode)
-    epilogue = terms["epilogue_bytes"] / (bandwidth * calibration.memory_efficiency_of("elementwise", mode))
+    epilogue = terms["epilogue_bytes"] / (bandwidth * calibration.memory_efficiency_of("elementwise" + INDEXED_SUFFIX,
+                                                                                       mode))
     kernels = terms["kernels"] + (2 if layout else 0)
     main = max(compute, memory, terms["kernels"] * calibration.kernel_seconds)
     faults = float(row.get("large_allocated_bytes") or 0.0) / max(1, int(row["calls"])) \

@@ -7,9 +7,9 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from support import cached_estimate
 
@@ -19,6 +19,7 @@ from rooflow.estimate.timemodel import (
     NATIVE_POOLING_OPS,
     device_op_seconds,
     four_byte_pooling_bytes,
+    indexed_elementwise,
     predict_step,
 )
 from rooflow.hardware.devices import load_device
@@ -51,25 +52,44 @@ def test_batch_norm_channels_from_the_ops_table():
     assert batchnorm.block_seconds("native_batch_norm", 64, per_channel, 132, 1e9) == pytest.approx(per_channel / 1e9)
 
 
-def test_h200_runs_memory_bound_work_at_the_h100s_rate_per_sm():
-    """Same 132 SMs and clocks as the H100, 4.8 instead of 3.35 TB/s: the kernels calibrated on the H100 keep its
-    bytes per SM cycle (90% of 3.35 TB/s × 67/67 FP32 TFLOP/s), so elementwise work and GEMMs take the H100's
-    time — as measured (tests/data/real/gpu-2026-11-25: 72 steps at 0.93× the H100's, spread 0.04). An H100
-    PCIe has fewer bytes per SM cycle than the SXM (2.0 TB/s over 114 SMs at a lower clock): no cap there.
-    Kernel by kernel the cap is a compromise (gpu-2026-11-27, ResNet-50 b256 against the H100's b64 × 4): the
-    H200 ran BatchNorm's training kernels, max-pooling and broadcasting adds at the H100's rate, but its vectorised
-    elementwise kernels at 0.71× the H100's time; the ops table cannot tell the two kinds apart, and lifting the
-    cap for elementwise ops made the H200 sweep worse (benchmarks/README.md)."""
+def _kernel_seconds(trace: Path, pattern: str) -> float:
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    return sum(e["dur"] for e in events if e.get("cat") == "kernel" and re.search(pattern, e["name"])) * 1e-6
+
+
+def test_h200_streams_vectorised_elementwise_work_and_holds_the_rest_to_the_h100s_rate_per_sm():
+    """Same 132 SMs and clocks as the H100, 4.8 instead of 3.35 TB/s. Kernel by kernel (gpu-2026-11-27: ResNet-50
+    b256 TF32 inference on the H200 against the H100's b64 × 4, the same kernels) the H200 ran PyTorch's
+    vectorised elementwise kernels (ReLU, residual add) at 0.72× the H100's time — its bandwidth — and BatchNorm's
+    training kernels, max-pooling and the indexing elementwise kernels (broadcast adds) at the H100's rate per SM.
+    So a calibration scaled from the H100 streams vectorised elementwise and copy work at the H200's bandwidth and
+    holds the rest to the H100's bytes per SM cycle (90% of 3.35 TB/s × 67/67 FP32 TFLOP/s; 72 H200 steps ran
+    0.93× the H100's time, gpu-2026-11-25). An H100 PCIe has fewer bytes per SM cycle than the SXM (2.0 TB/s over
+    114 SMs at a lower clock): no cap there."""
     h100, h200 = load_device(CATALOGUE, "h100-sxm5-80gb"), load_device(CATALOGUE, "h200-sxm-141gb")
     assert sm_bound_bandwidth(h200, "h100-sxm5-80gb") == pytest.approx(0.9 * 3.35e12)
     assert sm_bound_bandwidth(load_device(CATALOGUE, "h100-pcie-80gb"), "h100-sxm5-80gb") is None
+    real = ROOT / "tests" / "data" / "real"
+    vectorised = r"vectorized_elementwise_kernel"
+    recorded = (_kernel_seconds(real / "gpu-2026-11-27" / "torch-profiler-resnet50-b256-tf32-inference.json.gz", vectorised)
+                / (4 * _kernel_seconds(real / "h100-rooflow" / "torch-profiler-resnet50-b64-tf32-inference.json.gz",
+                                       vectorised)))
+    assert recorded == pytest.approx(0.72, abs=0.02)
     est = cached_estimate("resnet18", 256, "bf16", "training")  # the H100 sweep's own (test_sweep_7_models.py)
-    classes = pd.DataFrame({d.key: predict_step(est.ops, est.totals, d, for_device(d)).by_class_seconds
-                            for d in (h100, h200)})
-    ratio = classes["h200-sxm-141gb"] / classes["h100-sxm5-80gb"]
-    assert ratio["elementwise"] == pytest.approx(1.0, rel=0.01)
-    assert ratio["matmul"] == pytest.approx(1.0, rel=0.01)
-    calibration = for_device(h200)
+    calibrations = {d.key: for_device(d) for d in (h100, h200)}
+
+    def ratio(row, precision, mode):
+        seconds = [device_op_seconds(row, precision, mode, d, calibrations[d.key], 132)[0] for d in (h100, h200)]
+        return seconds[1] / seconds[0]
+
+    ops = est.ops
+    assert ratio(ops[ops["op"] == "relu_"].iloc[0], "bf16", "training") == pytest.approx(recorded, rel=0.05)
+    assert ratio(ops[ops["op"] == "convolution"].iloc[0], "bf16", "training") == pytest.approx(1.0, rel=0.01)
+    assert ratio(ops[ops["op"] == "native_batch_norm"].iloc[0], "bf16", "training") == pytest.approx(1.0, rel=0.01)
+    vit = cached_estimate("vit_b_16", 256, "bf16", "inference").ops
+    mixed_add = vit[(vit["op"] == "add") & vit.apply(indexed_elementwise, axis=1)].iloc[0]
+    assert ratio(mixed_add, "bf16", "inference") == pytest.approx(1.0, rel=0.01)
+    calibration = calibrations["h200-sxm-141gb"]
     assert "scaled from the h100-sxm5-80gb calibration" in calibration.source
     assert any("held to 3.02 TB/s" in note for note in calibration.notes)
 
@@ -132,3 +152,25 @@ def test_a_16_bit_bias_add_takes_the_time_of_a_4_byte_one():
                                    for _, row in convolutions.iterrows())
     assert predicted["bf16"] == pytest.approx(predicted["fp32"], rel=0.01)
     assert predicted["bf16"] == pytest.approx(recorded["bf16"], rel=0.25)
+
+
+@pytest.mark.parametrize(("model", "precision"), [("vgg16", "bf16"), ("vit_b_16", "bf16")])
+def test_indexing_elementwise_kernels_are_priced_on_elements(model, precision):
+    """PyTorch's indexing elementwise kernels (a broadcast, mixed dtypes, a strided copy) against the H200's traces
+    of b256 inference (gpu-2026-11-27): VGG16's are its 13 bias adds (10.45 ms), ViT-B/16's the in-projection's
+    bias adds, autocast's bf16 + fp32 residual adds and the attention's contiguous() copies (16.1 ms). Priced as
+    vectorised bytes they were 4.7 and 7.7 ms; on 4-byte elements at the H100's indexing efficiency (0.77 of
+    its copy bandwidth, from its VGG16 trace) and the H100's rate per SM, within 25%."""
+    h200 = load_device(CATALOGUE, "h200-sxm-141gb")
+    calibration = for_device(h200)
+    ops = cached_estimate(model, 256, precision, "inference").ops
+    predicted = 0.0
+    for _, row in ops.iterrows():
+        _, _, parts = device_op_seconds(row, precision, "inference", h200, calibration, 132)
+        if indexed_elementwise(row):
+            predicted += int(row["calls"]) * sum(parts.values())
+        elif row["op_class"] == "matmul":
+            predicted += int(row["calls"]) * parts.get("elementwise", 0.0)  # a convolution's bias add
+    trace = ROOT / "tests" / "data" / "real" / "gpu-2026-11-27" / f"torch-profiler-{model}-b256-{precision}-inference.json.gz"
+    recorded = _kernel_seconds(trace, r"(?<!vectorized_)elementwise_kernel")
+    assert recorded > 0.01 and predicted == pytest.approx(recorded, rel=0.25)
