@@ -29,11 +29,11 @@ from typing import Any
 import pandas as pd
 
 from rooflow.estimate.timemodel import (
-    BIAS_ELEMENT_BYTES,
     DIRECTIONS,
     GEMM_PREFIX,
     INDEXED_SUFFIX,
     Calibration,
+    indexed_element_scale,
     indexed_elementwise,
     op_terms,
     undirected,
@@ -229,7 +229,7 @@ def _ideal_parts(recording: Recording, device, unity: Calibration) -> dict[str, 
         nbytes = terms["bytes"]
         if indexed_elementwise(row):
             key = "elementwise" + INDEXED_SUFFIX
-            nbytes *= BIAS_ELEMENT_BYTES / 2.0 if row["compute_precision"] in ("fp16", "bf16") else 1.0
+            nbytes *= indexed_element_scale(row, device)
         parts[key] += calls * nbytes / bandwidth
     return dict(parts)
 

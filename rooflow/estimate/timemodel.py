@@ -21,8 +21,8 @@ device work and host work:
   *layout* — tensor-core convolutions on NCHW tensors pay cuDNN's NCHW ↔ NHWC transposes, separate kernels
   (``layout_bytes_per_byte`` × the convolution's bytes).
   *epilogue* — a convolution with a bias adds it in a separate elementwise kernel (cuDNN path of
-  ``aten::_convolution``): it reads and writes the output once more, a 16-bit one at the time of 4-byte
-  elements (a broadcasting kernel: ``BIAS_ELEMENT_BYTES``).
+  ``aten::_convolution``): it reads and writes the output once more, in an indexing kernel (16-bit at the
+  time of 4-byte elements: ``INDEXED_ELEMENT_BYTES``).
   *kernels* — no kernel takes less than ``kernel_seconds``.
   *16-bit BatchNorm* (GPU, training) — at the time of the same work on fp32 elements
   (``NATIVE_NORMALIZATION_OPS``); bf16 runs PyTorch's own kernels, not cuDNN, and takes at least the time
@@ -97,18 +97,16 @@ DIRECTIONS = ("_forward", "_backward")
 # 96.3 ms in fp16, 138 ms in TF32; where BN does not train (inference; VGG) bf16 and fp16 match within 4%.
 NATIVE_NORMALIZATION_OPS = ("native_batch_norm", "native_batch_norm_backward")
 NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
-# A convolution's bias is added by PyTorch's broadcasting elementwise kernel (``elementwise_kernel``, not the
-# vectorised one), whose rate follows elements, not bytes: a 16-bit bias add takes the time of a 4-byte one.
-# H200 traces (tests/data/real/gpu-2026-11-27): VGG16 b256 inference's 13 bias adds took 10.45 ms in bf16 and
-# 10.83 ms in fp32; SqueezeNet's 26, 2.00 ms in bf16 (inference) and 2.07 ms in fp32 (training).
-BIAS_ELEMENT_BYTES = 4.0
 # PyTorch's elementwise ops (TensorIterator) run the vectorised kernel (``vectorized_elementwise_kernel``) only
-# when every operand is contiguous, of one dtype and of the output's shape; a broadcast operand (a bias, a layer
-# scale), mixed dtypes (autocast's bf16 + fp32 residual adds) or a strided input (``contiguous()`` of a permuted
-# tensor: an ``aten::clone``) send it to ``elementwise_kernel`` / ``unrolled_elementwise_kernel``, which index
-# each element. Those are priced apart (efficiency class ``elementwise_indexed``), on 4-byte elements in 16-bit
-# too, as the bias add. H200 traces (gpu-2026-11-27): ViT-B/16 bf16 inference's indexed adds and copies ran at
-# 2.0-2.5 TB/s, its vectorised GELU at 3.0; ResNet-50's vectorised ReLU at 4.24 TB/s.
+# when every operand is contiguous, of one dtype and of the output's shape; a broadcast operand (a convolution's
+# bias, a layer scale), mixed dtypes (autocast's bf16 + fp32 residual adds) or a strided input (``contiguous()``
+# of a permuted tensor: an ``aten::clone``) send it to ``elementwise_kernel`` / ``unrolled_elementwise_kernel``,
+# which index each element. Those are priced apart (efficiency class ``elementwise_indexed``), and their rate
+# follows elements, not bytes: a 16-bit one takes the time of a 4-byte one. H200 traces
+# (tests/data/real/gpu-2026-11-27): VGG16 b256 inference's 13 bias adds took 10.45 ms in bf16 and 10.83 ms in
+# fp32, SqueezeNet's 26 2.00 ms in bf16 (inference) and 2.07 ms in fp32 (training); ViT-B/16 bf16 inference's
+# indexed adds and copies ran at 2.0-2.5 TB/s, its vectorised GELU at 3.0, ResNet-50's vectorised ReLU at 4.24.
+INDEXED_ELEMENT_BYTES = 4.0
 INDEXED_SUFFIX = "_indexed"
 BINARY_ELEMENTWISE_OPS = frozenset({"add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_", "where",
                                     "masked_fill", "masked_fill_", "maximum", "minimum", "pow", "pow_"})
@@ -459,10 +457,9 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
         if convolution:
             terms["conv_bytes"] = bytes_moved
             if float(row["flops"]) / calls > product_flops * 1.0000001 and row["phase"] == "forward":
-                # bias: read + write out, in PyTorch's broadcasting (not vectorised) elementwise kernel, whose
-                # rate follows elements, not bytes (BIAS_ELEMENT_BYTES)
-                element_scale = BIAS_ELEMENT_BYTES / 2.0 if row["compute_precision"] in ("fp16", "bf16") else 1.0
-                terms["epilogue_bytes"] = 2.0 * float(row["bytes_written"]) / calls * element_scale
+                # bias: read + write out, in PyTorch's broadcasting (indexing) elementwise kernel
+                terms["epilogue_bytes"] = 2.0 * float(row["bytes_written"]) / calls * indexed_element_scale(row,
+                                                                                                            device)
                 terms["kernels"] += 1.0
         if padded:
             _take_faster_kernels(terms, ffma, device, calibration, mode)
@@ -525,6 +522,13 @@ def _take_faster_kernels(terms: dict[str, Any], ffma: dict[str, float], device, 
         terms["compute"], terms["path"] = ffma, ffma_path
 
 
+def indexed_element_scale(row, device=None) -> float:
+    """Bytes priced per byte moved by an indexing elementwise kernel on a GPU: 16-bit elements at 4-byte prices
+    (``INDEXED_ELEMENT_BYTES``)."""
+    sixteen_bit = row["compute_precision"] in ("fp16", "bf16")
+    return INDEXED_ELEMENT_BYTES / 2.0 if sixteen_bit and getattr(device, "is_cuda", True) else 1.0
+
+
 def indexed_elementwise(row) -> bool:
     """Whether an elementwise or copy row of the ops table runs PyTorch's indexing kernels rather than its
     vectorised one (``BINARY_ELEMENTWISE_OPS``' comment): a copy of a strided tensor (``clone``), or a binary op
@@ -553,16 +557,14 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     efficiency_class = f"{memory_class}_backward" if memory_class == "depthwise" and row["phase"] == "backward" \
         else memory_class
     cached = bool(calibration.cache_bytes) and terms["bytes"] <= calibration.cache_bytes / 2
-    memory_bytes = terms["bytes"]
+    memory_bytes, memory_bandwidth = terms["bytes"], bandwidth
     if calibration.kind == "cuda" and memory_class in ("elementwise", "memory"):
         if indexed_elementwise(row):  # elements, held to what the SMs index
             efficiency_class = "elementwise" + INDEXED_SUFFIX
-            if row["compute_precision"] in ("fp16", "bf16"):
-                memory_bytes *= BIAS_ELEMENT_BYTES / 2.0
+            memory_bytes *= indexed_element_scale(row, device)
         else:  # vectorised: streams at the memory's bandwidth, whatever the SMs of a scaled calibration
-            bandwidth = device_bandwidth(device)
-    memory = memory_bytes / (bandwidth * calibration.memory_efficiency_of(efficiency_class, mode, cached))
-    bandwidth = _bandwidth(device, calibration)
+            memory_bandwidth = device_bandwidth(device)
+    memory = memory_bytes / (memory_bandwidth * calibration.memory_efficiency_of(efficiency_class, mode, cached))
     if (calibration.kind == "cuda" and mode == "training" and row["compute_precision"] in ("fp16", "bf16")
             and row["op"] in NATIVE_NORMALIZATION_OPS):
         memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
