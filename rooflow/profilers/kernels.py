@@ -39,7 +39,9 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("elementwise", re.compile(r"cudnn::.*(activation_(fw|bw)|op_tensor|scale_tensor|add_tensor)")),
     ("convolution", re.compile(
         r"cudnn|xmma|implicit_gemm|implicit_convolve|winograd|fft|convol|conv2d|conv3d|dgrad|wgrad|fprop|"
-        r"scudnn|cask|im2col|col2im|depthwise|pointwise_mult_and_sum_complex|flip_filter|scalepackedtensor")),
+        r"scudnn|cask|im2col|col2im|depthwise|pointwise_mult_and_sum_complex|flip_filter|scalepackedtensor|"
+        # cuDNN's FFT weight gradient's complex products (ConvNeXt-T's depthwise 7×7 on the H200: 864 launches)
+        r"region_transform_abc")),
     # cuBLASLt's epilogue kernel (ncu writes it cublasLt::globalKernel or epilogue::globalKernel); nvjet_*: cuBLAS's
     # Hopper GEMMs (nvjet_sm90_tst_192x192_..._TNN: ViT-B/16 bf16 on the H200, tests/data/real/gpu-2026-11-27)
     ("gemm", re.compile(r"cutlass|gemm|gemv|splitkreduce|cublas|matmul|_mma_|hmma|globalkernel|nvjet")),

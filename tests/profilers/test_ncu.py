@@ -54,8 +54,8 @@ def real_text(relative: str) -> str:
 def test_fixture_copies_are_byte_for_byte():
     """Every copied fixture, decompressed where stored compressed, has the original's SHA-256."""
     lines = (REAL / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 120  # 39 files from public studies, 25 of rooflow's H100 run, 11 of the 2026-11-25 runs,
-    # 44 of the 2026-11-27 H200 traces, PROVENANCE.md
+    assert len(lines) == 132  # 39 files from public studies, 25 of rooflow's H100 run, 11 of the 2026-11-25 runs,
+    # 56 of the 2026-11-27 H200 traces, PROVENANCE.md
     for line in lines:
         digest, relative = line.split("  ", 1)
         path = real(relative)
@@ -827,10 +827,11 @@ def test_classify_real_kernel_names(fragment, expected):
 @pytest.mark.parametrize(("trace", "fragment", "expected"), [
     ("vit_b_16-b256-bf16-inference", "nvjet_sm90_tst_192x192", "gemm"),  # cuBLAS's Hopper GEMMs (addmm, mm)
     ("vit_b_16-b256-tf32-training", "GammaBetaBackwardCUDAKernelTemplate", "normalization"),  # LayerNorm backward
+    ("convnext_tiny-b256-tf32-training", "region_transform_ABC_val", "convolution"),  # cuDNN's FFT weight gradient
 ])
 def test_no_kernel_of_the_h200_traces_is_left_unclassified(trace, fragment, expected):
     """The H200 traces (gpu-2026-11-27, torch.profiler): cuBLAS's nvjet GEMMs (8.8 + 3.0 ms of ViT-B/16 bf16
-    inference's 39.5) and LayerNorm's gamma/beta backward were "other"; now every kernel of the 20 traces has a
+    inference's 39.5) and LayerNorm's gamma/beta backward were "other"; now every kernel of the traces has a
     class, so the time by kernel class is whole."""
     from rooflow.measure.timeline import parse_trace
 
