@@ -71,6 +71,20 @@ def fused_rows(ops) -> set:
             and _absorbed(row["op"], row["op_class"], row["phase"], row["compute_precision"])}
 
 
+def fast_path_rows(ops, precision: str, mode: str) -> set:
+    """Index labels of the rows ``nn.MultiheadAttention``'s fast path does not run on a GPU. In inference without
+    autocast (fp32, tf32) the module calls ``torch._native_multi_head_attention``, which projects q, k and v in
+    one ``addmm`` with the bias and hands the heads to the fused kernel as strided views: the math path's bias
+    ``add`` and its ``contiguous()`` copies (``clone``) of q, k, v are not launched. Autocast, gradients and
+    training refuse the fast path (MultiheadAttention.forward's ``why_not_fast_path``). The H200's ViT-B/16 b256
+    TF32 inference trace (tests/data/real/gpu-2026-11-27) ran ``aten::_native_multi_head_attention``: 48
+    ``addmm`` kernels and no clone or broadcast add; its bf16 inference (autocast) ran both."""
+    if mode != "inference" or precision not in ("fp32", "tf32"):
+        return set()
+    return {index for index, row in ops.iterrows() if row["type"] == "MultiheadAttention"
+            and row["phase"] == "forward" and row["op"] in ("add", "clone")}
+
+
 def sdpa_layers(layers, ops) -> set[str]:
     """The layers that call ``F.scaled_dot_product_attention``: its math path (what the meta device runs)
     normalises with ``_safe_softmax``, where a model's own ``softmax`` call (Swin's, MaxViT's attention: eager

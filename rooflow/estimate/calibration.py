@@ -328,6 +328,84 @@ def copy_loop_seconds(ceilings: dict[str, Any]) -> float | None:
     return statistics.median(r["seconds"] for r in runs if r["size"] == smallest)
 
 
+# PyTorch's fused attention kernels by backend and direction (rooflow.estimate.attention): the memory-efficient
+# CUTLASS kernels (fmha_cutlassF/B), and for fp16/bf16 flash — PyTorch's own (flash_fwd/bwd) or, on sm_90
+# with cuDNN 9, cuDNN's SDPA (cudnn_generated_fort_native_sdpa_..._fprop/bprop).
+ATTENTION_KERNELS = {"efficient_forward": r"fmha_cutlass\w*F_|mem_eff\w*fwd",
+                     "efficient_backward": r"fmha_cutlass\w*B_|mem_eff\w*bwd",
+                     "flash_forward": r"flash_fwd|sdpa\w*fprop", "flash_backward": r"flash_bwd|sdpa\w*bprop"}
+
+
+def attention_efficiencies(recordings: list[Recording], device) -> dict[str, float]:
+    """Per fused attention kernel (``<backend>_<phase>``), the model's time at efficiency 1 over the recorded
+    kernels' time, summed over the torch.profiler recordings that ran it (Calibration.attention_efficiency)."""
+    from rooflow.estimate import attention
+    from rooflow.estimate.core import estimate
+
+    unity = Calibration(source="unity", attention_efficiency={})
+    ideal: dict[str, float] = collections.defaultdict(float)
+    measured: dict[str, float] = collections.defaultdict(float)
+    for recording in recordings:
+        if recording.source != "torch.profiler":
+            continue
+        names = recording.kernels["name"]
+        found = {key: float(recording.kernels.loc[names.str.contains(pattern, regex=True), "seconds"].sum())
+                 for key, pattern in ATTENTION_KERNELS.items()}
+        if not any(found.values()):
+            continue
+        ops = estimate(recording.model, recording.batch, recording.precision, recording.mode).ops
+        layers = attention.sdpa_layers(ops["layer"], ops["op"])
+        for _, row in ops[ops["layer"].isin(layers) & (ops["op_class"] == "attention")].iterrows():
+            terms = op_terms(row, recording.precision, device, unity, int(device.sm_count or 1), recording.mode, True)
+            for kernel, seconds in terms["compute"].items():
+                key = "_".join(kernel.removeprefix(attention.KERNEL_PREFIX).split("_")[:2])
+                if found.get(key):
+                    ideal[key] += int(row["calls"]) * seconds
+        for key, seconds in found.items():
+            if seconds and ideal.get(key):
+                measured[key] += seconds
+    return {key: round(ideal[key] / measured[key], 2) for key in sorted(measured)}
+
+
+def weight_gradient_efficiencies(recordings: list[Recording], device) -> dict[str, float]:
+    """Per precision path, the cuBLAS weight-gradient GEMMs' (``<path>_wgrad``: timemodel.WGRAD_SUFFIX) model
+    time at efficiency 1 over their recorded time, summed over the torch.profiler recordings of training steps
+    that recorded shapes: a kernel is a weight gradient's when the ``aten::mm`` that launched it multiplies
+    [m, k] by [k, n] with k above m and n."""
+    from rooflow.estimate.core import estimate
+    from rooflow.estimate.timemodel import WGRAD_SUFFIX
+
+    unity = Calibration(source="unity", gemm_efficiency={})
+    ideal: dict[str, float] = collections.defaultdict(float)
+    measured: dict[str, float] = collections.defaultdict(float)
+    for recording in recordings:
+        if recording.source != "torch.profiler" or recording.mode != "training":
+            continue
+        with gzip.open(recording.path, "rt") as handle:
+            events = json.load(handle)["traceEvents"]
+        weight_gradients = set()
+        for event in events:
+            dims = (event.get("args") or {}).get("Input Dims") or []
+            if event.get("cat") == "cpu_op" and event.get("name") == "aten::mm" and len(dims) == 2 \
+                    and all(isinstance(d, list) and len(d) == 2 for d in dims) and dims[0][1] > max(dims[0][0], dims[1][1]):
+                weight_gradients.add(event["args"].get("External id"))
+        seconds = sum(event["dur"] for event in events if event.get("cat") == "kernel"
+                      and event["args"].get("External id") in weight_gradients) * 1e-6
+        if not seconds:
+            continue
+        ops = estimate(recording.model, recording.batch, recording.precision, recording.mode).ops
+        path = None
+        for _, row in ops[(ops["phase"] == "backward") & (ops["op"] == "mm")].iterrows():
+            terms = op_terms(row, recording.precision, device, unity, int(device.sm_count or 1), recording.mode)
+            for view_path, view_seconds in terms["compute"].items():
+                if view_path.startswith(GEMM_PREFIX) and view_path.endswith(WGRAD_SUFFIX):
+                    path = view_path.removeprefix(GEMM_PREFIX)
+                    ideal[path] += int(row["calls"]) * view_seconds
+        if path:
+            measured[path] += seconds
+    return {path: round(ideal[path] / measured[path], 2) for path in sorted(measured)}
+
+
 def _path_efficiencies(matmul: list[tuple[dict[str, float], float, str]], preferred) -> dict[str, float]:
     """Per matmul path, the model's seconds at efficiency 1 over the recorded seconds: each from the recordings
     where it carries most of the matmul work (torch.profiler ones if any), the other paths' share of those

@@ -107,6 +107,15 @@ NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 # fp32, SqueezeNet's 26 2.00 ms in bf16 (inference) and 2.07 ms in fp32 (training); ViT-B/16 bf16 inference's
 # indexed adds and copies ran at 2.0-2.5 TB/s, its vectorised GELU at 3.0, ResNet-50's vectorised ReLU at 4.24.
 INDEXED_ELEMENT_BYTES = 4.0
+# A cuBLAS GEMM of a backward pass whose reduction is longer than both its output's sides is a weight gradient
+# (a Linear's: m × n = out × in, k = the batch's tokens); cuBLAS runs those with other kernels ("nt" layouts)
+# than the forward and input-gradient products: path gemm_<path>_wgrad, its own efficiency (1 where absent)
+WGRAD_SUFFIX = "_wgrad"
+# Calibration.gemm_efficiency's default (its comment says where it was read)
+GEMM_EFFICIENCY = {"bf16_wgrad": 1.01, "fp32_wgrad": 1.02, "tf32_wgrad": 0.42}
+# Calibration.attention_efficiency's default (its comment says where it was read)
+ATTENTION_EFFICIENCY = {"efficient_backward": 0.39, "efficient_forward": 0.41, "flash_backward": 0.52,
+                        "flash_forward": 0.62}
 INDEXED_SUFFIX = "_indexed"
 BINARY_ELEMENTWISE_OPS = frozenset({"add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_", "where",
                                     "masked_fill", "masked_fill_", "maximum", "minimum", "pow", "pow_"})
@@ -202,12 +211,15 @@ class Calibration:
     matmul_efficiency: dict[str, float] = field(default_factory=dict)  # by path (PATHS)
     # cuBLAS GEMMs (mm, addmm, bmm: linear layers, attention) by path, of the measured GEMM ceiling, which is
     # such a GEMM (torch.mm): 1 unless measured otherwise. matmul_efficiency is that of cuDNN's convolutions.
-    gemm_efficiency: dict[str, float] = field(default_factory=dict)
+    # Weight gradients (WGRAD_SUFFIX): rooflow.estimate.calibration.weight_gradient_efficiencies over the H200's
+    # traces (tests/data/real/gpu-2026-11-27: ViT-B/16 b256 and b32, ConvNeXt-T b256 TF32 training, 0.41-0.45 of
+    # the forward's rate; bf16 and fp32 at it). Same SMs and clocks as the H100's.
+    gemm_efficiency: dict[str, float] = field(default_factory=lambda: dict(GEMM_EFFICIENCY))
     # PyTorch's fused attention kernels, "<backend>_<phase>" (flash_forward, efficient_backward, ...), of their
-    # path's peak and shape factor (1 where absent). The memory-efficient backward kernel (fp32 attention
-    # training) reached a quarter of it on the H100: read from vit_b_16's fp32 and TF32 training steps, the
-    # only attention model of the sweep (its forward, and flash both ways, need none).
-    attention_efficiency: dict[str, float] = field(default_factory=lambda: {"efficient_backward": 0.25})
+    # path's peak and shape factor (1 where absent): rooflow.estimate.calibration.attention_efficiencies over the
+    # H200's ViT-B/16 traces (tests/data/real/gpu-2026-11-27: fp32/TF32 b32 and b256, memory-efficient kernels
+    # 0.37-0.41 of it in every one; bf16 b256, cuDNN's SDPA). Same SMs and clocks as the H100's.
+    attention_efficiency: dict[str, float] = field(default_factory=lambda: dict(ATTENTION_EFFICIENCY))
     # cuDNN's depthwise kernels on channels_last inputs (DEPTHWISE_CHANNELS_LAST_*), of the bandwidth, on the bytes
     # of 4-byte elements: "forward" (every dtype) and "backward" (fp32/TF32). Read from two runs of the one
     # model whose depthwise convolutions see channels_last inputs, ConvNeXt-Tiny on the H100 at batch 256
@@ -270,7 +282,7 @@ class Calibration:
             return self.attention_efficiency.get("_".join(path.split("_")[1:3]), 1.0)
         if path.startswith(GEMM_PREFIX):
             base = path.removeprefix(GEMM_PREFIX)
-            return self.gemm_efficiency.get(base, 1.0)
+            return self.gemm_efficiency.get(base, self.gemm_efficiency.get(base.removesuffix(WGRAD_SUFFIX), 1.0))
         if path in self.matmul_efficiency:
             return self.matmul_efficiency[path]
         if path.endswith(DIRECTIONS):  # not measured by direction: the path's
@@ -436,6 +448,8 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
             view_path = "fp32_fast" if path == "fp32" and fast and not direct else path
             if library and min(m, n) >= GEMM_CEILING_MIN_ROWS:
                 view_path = f"{GEMM_PREFIX}{path}"  # cuBLAS, not cuDNN: the kernels the GEMM ceiling times
+                if row["phase"] == "backward" and k > max(m, n):
+                    view_path += WGRAD_SUFFIX
             elif convolution and path in TENSOR_PATHS:
                 view_path = path + DIRECTIONS[row["phase"] == "backward"]
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
@@ -675,7 +689,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     body = ops if cpu else ops[ops["phase"] != "optimizer"]
     sdpa_layers = attention.sdpa_layers(body["layer"], body["op"]) if not cpu else set()
     if not cpu:  # the softmax, scaling and casts of attention's math path run inside the fused kernel
-        body = body.drop(index=list(attention.fused_rows(body)))
+        body = body.drop(index=list(attention.fused_rows(body) | attention.fast_path_rows(body, precision, mode)))
     norm_channels = batchnorm.channels_by_layer(body, 2.0) if not cpu and precision == "bf16" and mode == "training" \
         else None
     single = None if cpu else kernel_ops.kernel_seconds(body, precision, device)

@@ -174,3 +174,49 @@ def test_indexing_elementwise_kernels_are_priced_on_elements(model, precision):
     trace = ROOT / "tests" / "data" / "real" / "gpu-2026-11-27" / f"torch-profiler-{model}-b256-{precision}-inference.json.gz"
     recorded = _kernel_seconds(trace, r"(?<!vectorized_)elementwise_kernel")
     assert recorded > 0.01 and predicted == pytest.approx(recorded, rel=0.25)
+
+
+@pytest.fixture(scope="module")
+def h200_traces():
+    from rooflow.estimate.calibration import load_recordings
+
+    return load_recordings(ROOT / "tests" / "data" / "real" / "gpu-2026-11-27")
+
+
+def test_attention_and_weight_gradient_efficiencies_are_read_from_the_h200_traces(h200_traces):
+    """The fused attention kernels' and cuBLAS weight gradients' efficiencies (Calibration defaults, shipped in
+    the H100's calibration: same SMs, clocks and libraries) are what the H200's traces give. Memory-efficient
+    attention ran at 0.37-0.41 of the model's ideal in every ViT-B/16 fp32/TF32 step, b32 and b256 (the constant
+    it replaces, 0.25 for the backward only, had been read off whole steps); TF32 weight gradients at 0.41-0.45
+    in ViT-B/16 and ConvNeXt-T, bf16 and fp32 ones at the model's rate."""
+    from rooflow.estimate.calibration import attention_efficiencies, weight_gradient_efficiencies
+    from rooflow.estimate.timemodel import ATTENTION_EFFICIENCY, GEMM_EFFICIENCY
+
+    h200 = load_device(CATALOGUE, "h200-sxm-141gb")
+    assert attention_efficiencies(h200_traces, h200) == ATTENTION_EFFICIENCY
+    assert weight_gradient_efficiencies(h200_traces, h200) == GEMM_EFFICIENCY
+    each = {(r.model, r.batch, r.precision): weight_gradient_efficiencies([r], h200) for r in h200_traces
+            if r.mode == "training" and r.precision == "tf32" and r.model != "resnet50"}
+    assert all(0.4 <= value["tf32_wgrad"] <= 0.46 for value in each.values()) and len(each) == 3
+
+
+def test_multihead_attention_fast_path_in_fp32_and_tf32_inference():
+    """nn.MultiheadAttention in inference without autocast runs torch._native_multi_head_attention: the H200's
+    ViT-B/16 b256 TF32 inference trace has that op and no clone or broadcast add kernel, its bf16 (autocast)
+    trace runs the math path's copies and bias adds. The time model drops those rows where the fast path runs."""
+    traces = ROOT / "tests" / "data" / "real" / "gpu-2026-11-27"
+
+    def ops_of(name):
+        events = json.loads(gzip.decompress((traces / f"torch-profiler-{name}.json.gz").read_bytes()))["traceEvents"]
+        return {e["name"] for e in events if e.get("cat") == "cpu_op"}
+
+    assert "aten::_native_multi_head_attention" in ops_of("vit_b_16-b256-tf32-inference")
+    assert "aten::_native_multi_head_attention" not in ops_of("vit_b_16-b256-bf16-inference")
+    assert "aten::clone" in ops_of("vit_b_16-b256-bf16-inference")
+    assert _kernel_seconds(traces / "torch-profiler-vit_b_16-b256-tf32-inference.json.gz",
+                           r"(?<!vectorized_)elementwise_kernel") < 0.5e-3
+    for precision, mode, dropped in (("tf32", "inference", 48), ("fp32", "inference", 48), ("bf16", "inference", 0),
+                                     ("tf32", "training", 0)):
+        ops = cached_estimate("vit_b_16", 32, precision, mode).ops
+        rows = attention.fast_path_rows(ops, precision, mode)
+        assert sum(int(ops.at[i, "calls"]) for i in rows) == dropped  # 3 clones + 1 bias add in each of 12 blocks
