@@ -355,14 +355,14 @@ def attention_efficiencies(recordings: list[Recording], device) -> dict[str, flo
             continue
         ops = estimate(recording.model, recording.batch, recording.precision, recording.mode).ops
         layers = attention.sdpa_layers(ops["layer"], ops["op"])
+        own: dict[str, float] = collections.defaultdict(float)
         for _, row in ops[ops["layer"].isin(layers) & (ops["op_class"] == "attention")].iterrows():
             terms = op_terms(row, recording.precision, device, unity, int(device.sm_count or 1), recording.mode, True)
             for kernel, seconds in terms["compute"].items():
-                key = "_".join(kernel.removeprefix(attention.KERNEL_PREFIX).split("_")[:2])
-                if found.get(key):
-                    ideal[key] += int(row["calls"]) * seconds
+                own["_".join(kernel.removeprefix(attention.KERNEL_PREFIX).split("_")[:2])] += int(row["calls"]) * seconds
         for key, seconds in found.items():
-            if seconds and ideal.get(key):
+            if seconds and own.get(key):  # recorded and modelled both
+                ideal[key] += own[key]
                 measured[key] += seconds
     return {key: round(ideal[key] / measured[key], 2) for key in sorted(measured)}
 
@@ -394,14 +394,15 @@ def weight_gradient_efficiencies(recordings: list[Recording], device) -> dict[st
         if not seconds:
             continue
         ops = estimate(recording.model, recording.batch, recording.precision, recording.mode).ops
-        path = None
+        own: dict[str, float] = collections.defaultdict(float)
         for _, row in ops[(ops["phase"] == "backward") & (ops["op"] == "mm")].iterrows():
             terms = op_terms(row, recording.precision, device, unity, int(device.sm_count or 1), recording.mode)
             for view_path, view_seconds in terms["compute"].items():
                 if view_path.startswith(GEMM_PREFIX) and view_path.endswith(WGRAD_SUFFIX):
-                    path = view_path.removeprefix(GEMM_PREFIX)
-                    ideal[path] += int(row["calls"]) * view_seconds
-        if path:
+                    own[view_path.removeprefix(GEMM_PREFIX)] += int(row["calls"]) * view_seconds
+        if len(own) == 1:  # one precision path per step: its weight gradients are the recorded ones
+            path, modelled = next(iter(own.items()))
+            ideal[path] += modelled
             measured[path] += seconds
     return {path: round(ideal[path] / measured[path], 2) for path in sorted(measured)}
 
