@@ -71,17 +71,19 @@ def fused_rows(ops) -> set:
             and _absorbed(row["op"], row["op_class"], row["phase"], row["compute_precision"])}
 
 
-def fast_path_rows(ops, precision: str, mode: str) -> set:
+def fast_path_rows(ops, precision: str, mode: str, layers) -> set:
     """Index labels of the rows ``nn.MultiheadAttention``'s fast path does not run on a GPU. In inference without
     autocast (fp32, tf32) the module calls ``torch._native_multi_head_attention``, which projects q, k and v in
     one ``addmm`` with the bias and hands the heads to the fused kernel as strided views: the math path's bias
-    ``add`` and its ``contiguous()`` copies (``clone``) of q, k, v are not launched. Autocast, gradients and
-    training refuse the fast path (MultiheadAttention.forward's ``why_not_fast_path``). The H200's ViT-B/16 b256
-    TF32 inference trace (tests/data/real/gpu-2026-11-27) ran ``aten::_native_multi_head_attention``: 48
-    ``addmm`` kernels and no clone or broadcast add; its bf16 inference (autocast) ran both."""
-    if mode != "inference" or precision not in ("fp32", "tf32"):
+    ``add`` and its ``contiguous()`` copies (``clone``) of q, k, v are not launched. ``layers``: the estimate's
+    ``mha_fast_path_layers``, the calls the module's own conditions admit (counter.mha_fast_path_eligible);
+    autocast, gradients and training refuse the rest. The H200's ViT-B/16 b256 TF32 inference trace
+    (tests/data/real/gpu-2026-11-27) ran ``aten::_native_multi_head_attention``: 48 ``addmm`` kernels and no
+    clone or broadcast add; its bf16 inference (autocast) ran both."""
+    layers = set(layers or ())
+    if mode != "inference" or precision not in ("fp32", "tf32") or not layers:
         return set()
-    return {index for index, row in ops.iterrows() if row["type"] == "MultiheadAttention"
+    return {index for index, row in ops.iterrows() if row["layer"] in layers
             and row["phase"] == "forward" and row["op"] in ("add", "clone")}
 
 

@@ -104,6 +104,9 @@ class Trace:
     target_bytes: int = 0
     unsupported: dict[str, int] = field(default_factory=dict)
     module_calls: dict[str, int] = field(default_factory=dict)  # phase -> nn.Module forward calls (host work)
+    # nn.MultiheadAttention layers called the way its fast path accepts (mha_fast_path_eligible): in inference
+    # without autocast or gradients a GPU runs them as torch._native_multi_head_attention
+    mha_fast_path: set[str] = field(default_factory=set)
     param_tensors: int = 0  # parameter tensors that require grad (the optimizer's tensor lists)
 
 
@@ -114,6 +117,18 @@ def _touched_bytes(t: torch.Tensor) -> int:
         if stride != 0:
             elements *= size
     return elements * t.element_size()
+
+
+def mha_fast_path_eligible(module: torch.nn.MultiheadAttention, args: tuple) -> bool:
+    """The conditions of ``nn.MultiheadAttention``'s fast path that a call's module and arguments fix
+    (MultiheadAttention.forward's ``why_not_fast_path``): self-attention on one batched tensor, batch_first, an
+    even number of heads, packed q/k/v projection weights, no bias_k/bias_v or zero attention. The run's own
+    (eval, no autocast, no gradients) are the time model's (rooflow.estimate.attention.fast_path_rows)."""
+    if len(args) < 3 or not (args[0] is args[1] is args[2]) or not isinstance(args[0], torch.Tensor):
+        return False
+    return (args[0].dim() == 3 and module.batch_first and module.num_heads % 2 == 0 and module._qkv_same_embed_dim
+            and module.in_proj_weight is not None and module.bias_k is None and module.bias_v is None
+            and not module.add_zero_attn)
 
 
 class OpRecorder(TorchDispatchMode):
@@ -180,6 +195,8 @@ class OpRecorder(TorchDispatchMode):
     def _make_pre_hook(self, layer: str):
         def hook(module, args):
             self.trace.module_calls[self.phase] = self.trace.module_calls.get(self.phase, 0) + 1
+            if isinstance(module, torch.nn.MultiheadAttention) and mha_fast_path_eligible(module, args):
+                self.trace.mha_fast_path.add(layer)
             self._enter_layer(layer)
         return hook
 

@@ -689,7 +689,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     body = ops if cpu else ops[ops["phase"] != "optimizer"]
     sdpa_layers = attention.sdpa_layers(body["layer"], body["op"]) if not cpu else set()
     if not cpu:  # the softmax, scaling and casts of attention's math path run inside the fused kernel
-        body = body.drop(index=list(attention.fused_rows(body) | attention.fast_path_rows(body, precision, mode)))
+        body = body.drop(index=list(attention.fused_rows(body) | attention.fast_path_rows(
+            body, precision, mode, totals.get("mha_fast_path_layers"))))
     norm_channels = batchnorm.channels_by_layer(body, 2.0) if not cpu and precision == "bf16" and mode == "training" \
         else None
     single = None if cpu else kernel_ops.kernel_seconds(body, precision, device)

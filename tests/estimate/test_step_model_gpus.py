@@ -217,6 +217,30 @@ def test_multihead_attention_fast_path_in_fp32_and_tf32_inference():
                            r"(?<!vectorized_)elementwise_kernel") < 0.5e-3
     for precision, mode, dropped in (("tf32", "inference", 48), ("fp32", "inference", 48), ("bf16", "inference", 0),
                                      ("tf32", "training", 0)):
-        ops = cached_estimate("vit_b_16", 32, precision, mode).ops
-        rows = attention.fast_path_rows(ops, precision, mode)
-        assert sum(int(ops.at[i, "calls"]) for i in rows) == dropped  # 3 clones + 1 bias add in each of 12 blocks
+        est = cached_estimate("vit_b_16", 32, precision, mode)
+        assert len(est.totals["mha_fast_path_layers"]) == 12
+        rows = attention.fast_path_rows(est.ops, precision, mode, est.totals["mha_fast_path_layers"])
+        assert sum(int(est.ops.at[i, "calls"]) for i in rows) == dropped  # 3 clones + 1 bias add in 12 blocks
+
+
+@pytest.mark.parametrize(("batch_first", "cross", "eligible"), [(True, False, True), (False, False, False),
+                                                                 (True, True, False)])
+def test_only_calls_the_multihead_attention_fast_path_admits_are_dropped(batch_first, cross, eligible):
+    """The fast path needs batch_first and self-attention (one tensor as query, key and value), among others
+    (counter.mha_fast_path_eligible); a user's nn.MultiheadAttention that is called otherwise runs the math path's
+    copies and bias add on a GPU too."""
+    import torch
+
+    from rooflow.estimate.api import estimate_module
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention = torch.nn.MultiheadAttention(64, 4, batch_first=batch_first)
+
+        def forward(self, x):
+            return self.attention(x, x * 2 if cross else x, x * 2 if cross else x, need_weights=False)[0]
+
+    est = estimate_module(Block(), (torch.randn(2, 16, 64),))
+    assert est.totals["mha_fast_path_layers"] == (["attention"] if eligible else [])
+
