@@ -107,6 +107,9 @@ NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 # fp32, SqueezeNet's 26 2.00 ms in bf16 (inference) and 2.07 ms in fp32 (training); ViT-B/16 bf16 inference's
 # indexed adds and copies ran at 2.0-2.5 TB/s, its vectorised GELU at 3.0, ResNet-50's vectorised ReLU at 4.24.
 INDEXED_ELEMENT_BYTES = 4.0
+INDEXED_SUFFIX = "_indexed"
+BINARY_ELEMENTWISE_OPS = frozenset({"add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_", "where",
+                                    "masked_fill", "masked_fill_", "maximum", "minimum", "pow", "pow_"})
 # A cuBLAS GEMM of a backward pass whose reduction is longer than both its output's sides is a weight gradient
 # (a Linear's: m × n = out × in, k = the batch's tokens); cuBLAS runs those with other kernels ("nt" layouts)
 # than the forward and input-gradient products: path gemm_<path>_wgrad, its own efficiency (1 where absent)
@@ -116,9 +119,6 @@ GEMM_EFFICIENCY = {"bf16_wgrad": 1.01, "fp32_wgrad": 1.02, "tf32_wgrad": 0.42}
 # Calibration.attention_efficiency's default (its comment says where it was read)
 ATTENTION_EFFICIENCY = {"efficient_backward": 0.39, "efficient_forward": 0.41, "flash_backward": 0.52,
                         "flash_forward": 0.62}
-INDEXED_SUFFIX = "_indexed"
-BINARY_ELEMENTWISE_OPS = frozenset({"add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_", "where",
-                                    "masked_fill", "masked_fill_", "maximum", "minimum", "pow", "pow_"})
 # Depthwise convolutions run cuDNN only for fp16 (use_cudnn_depthwise, aten/src/ATen/native/Convolution.cpp);
 # fp32 and bf16 run PyTorch's conv_depthwise2d kernels (one output element per thread, the taps loaded one by
 # one, fp32 accumulation), whose time follows elements: bf16 takes the time of the same work in fp32.
