@@ -33,7 +33,9 @@ A GPU with measurements gets its parameters fitted on them (:func:`fit_gpu`). A 
 power) and a wider range that says so: the median memory-bound parameters and per-operator floors of all
 measured GPUs (one library kernel per call: they carry across architectures), and the GEMV-like DRAM
 efficiency of GEMM/convolution alike; the other GEMM and convolution parameters are the median of the
-measured GPUs of its architecture family (:data:`FAMILIES`), else of all, with the FP32 efficiency of the
+measured GPUs of its architecture family (:data:`FAMILIES`), else of all (GEMM: of the full-power boards
+among them, else of all families' full-power boards: its tile exponent and k fill were fitted together
+with the efficiency it takes from those), with the FP32 efficiency of the
 full-power boards (its family's, else all) held to what its board power sustains at its family's FLOPs per
 watt. Convolution runs at the GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same
 SMs; a fit holds it there and fits the rest of the convolution parameters), and takes all measured GPUs'
@@ -577,7 +579,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     A measured GPU of the **same architecture** (an A100 80GB beside the A100 40GB) runs the same kernels by
     the same heuristics: its parameters and measured shapes carry over whole, with ``gpu``'s datasheet.
     Otherwise, per class and parameter, the median over the measured GPUs of its architecture family, or over
-    all of them where its family has none; the FP32 GEMM efficiency of its family's full-power boards — or,
+    all of them where its family has none (GEMM: their full-power boards, else all full-power boards); the FP32 GEMM efficiency of its family's full-power boards — or,
     where none of its family's single ops were measured, of a measured roof of its family (``roofs``) — held
     to what its board power sustains at its family's FP32 GEMM FLOPs per joule. Efficiencies are against each
     GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
@@ -593,6 +595,14 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     for op_class in CLASSES:
         # memory-bound kernels: all measured GPUs (their parameters carry across architectures)
         pool = donors if same_architecture or op_class not in MEMORY_CLASSES else list(measured)
+        if not same_architecture and op_class == "gemm":
+            # the tile exponent and k fill trade against the efficiency in a fit: from the boards the FP32
+            # efficiency comes from (full-power ones, its family's where it has them, else all families')
+            full = [name for name in pool if (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS
+                    and op_class in measured[name].classes]
+            full = full or [name for name in measured if (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS
+                            and op_class in measured[name].classes]
+            pool = full or pool
         values = [measured[name].classes[op_class] for name in pool if op_class in measured[name].classes] or \
             [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
         if not values:
@@ -600,8 +610,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         classes[op_class] = {key: float(statistics.median(v[key] for v in values)) for key in values[0]}
         if op_class in MEMORY_CLASSES:
             if not same_architecture:
-                # at most its whole shared L2 holds a working set: the P100's, V100's and P4's fits keep 1.04–3.0
-                # L2s (their own calls say so, whatever the cause), which no datasheet carries to another GPU
+                # at most its whole shared L2 holds a working set: the P100's and V100's fits keep 3.0 and 2.3
+                # L2s, their measuring hosts' (floors 1.7x and 1.24x the others') return after the launch, which
+                # their kernels hide, and no datasheet carries to another GPU
                 classes[op_class]["l2_fraction"] = min(1.0, classes[op_class]["l2_fraction"])
             # one kernel's floor is the measuring host's dispatch and launch, not the architecture's: all GPUs'
             classes[op_class]["floor_seconds"] = float(statistics.median(
