@@ -17,7 +17,9 @@ The model, per op class, is datasheet arithmetic times a few physically meaningf
   where k is long). Against it the memory time ``bytes / (DRAM bandwidth × memory_efficiency)``: a GEMV
   (small m or n) is bound by reading its weights. Convolutions: cuDNN's autotuner also tries Winograd
   (3×3, stride 1), which does fewer multiplications; its ``winograd_efficiency`` (of the direct FLOPs,
-  above 1 when it wins) is a parameter of its own, and the faster of the two is taken.
+  above 1 when it wins) is a parameter of its own, and the faster of the two is taken. On Hopper
+  (:data:`NO_FORWARD_WINOGRAD`) cuDNN 9 runs no FP32 forward Winograd: the alternative is FFT of 16×16 or
+  32×32 transforms (a complex GEMM per frequency at the GEMM efficiency, the transforms at the bandwidth).
 - **elementwise** (add, mul, div, pow, their scalar forms, relu, gelu, tanh), **normalization**
   (LayerNorm) and **softmax**: ``bytes / (bandwidth × memory_efficiency)``, where the part of the working
   set that stays in L2 between back-to-back calls (up to ``l2_fraction`` × the L2 all SMs share: half of
@@ -79,6 +81,16 @@ SGEMM_TILES = ((128, 128), (128, 64), (64, 128), (128, 32), (32, 128), (64, 64),
 # (scudnn_winograd_128x128): a convolution of few pixels or channels pads them, it does not pick a smaller tile
 IMPLICIT_GEMM_TILES = ((128, 128), (128, 64), (128, 32))
 FUSED_WINOGRAD_TILES = ((128, 128),)
+# Architectures whose FP32 forward convolutions cuDNN runs without Winograd: every 3×3 stride-1 forward
+# convolution recorded on the H100 (VGG16, ResNet-50: cuDNN 9, ncu) and the H200 (five FP32 steps,
+# torch.profiler) ran sm80_xmma_fprop_implicit_gemm or FFT kernels (Winograd only in weight gradients); the
+# FFT ones at their direct implicit GEMM's rate. Ada (sm_89) has no recording: it keeps the data set's picks.
+NO_FORWARD_WINOGRAD = ("sm_90",)
+# There cuDNN's alternative is FFT: the H200's 3×3 stride-1 convolutions of 28×28 and 14×14 inputs ran
+# fft2d_r2c_32x32 / 16x16 transforms around a complex GEMM per frequency (sm80_xmma_gemm_cf32cf32), at 2.3–2.5×
+# their direct rate; those of 56×56 inputs ran 64×64 transforms with a pointwise kernel instead of a GEMM, at the
+# direct rate (so not modelled: direct). The transform sizes it ran, over the padded input:
+FFT_SIZES = (16, 32)
 # Architecture families: a GPU without measurements takes the parameters of measured GPUs of its family —
 # one SM design on one process node: Pascal (16 nm), Volta and Turing (12 nm, 64 FP32 lanes and 4
 # sub-cores per SM), Ampere (7/8 nm), Ada and Hopper (4N). The node sets the energy of a FLOP, so a family's
@@ -395,7 +407,7 @@ class _Prepared:
                     work["fused_table"] = _shape_table(m, n, k, count, gpu.sm_count, split_k=False,
                                                        tiles=FUSED_WINOGRAD_TILES)
                     kernel, stride = part["Kernel_Szie"].to_numpy(), part["Stride"].to_numpy()
-                    work["winograd"] = (kernel == 3) & (stride == 1)
+                    work["winograd"] = (kernel == 3) & (stride == 1) & (gpu.architecture not in NO_FORWARD_WINOGRAD)
                     # non-fused Winograd F(4×4, 3×3): 36 GEMMs (one per point of a 6×6 input tile) of
                     # tiles × Cout × Cin, 4× fewer multiplications than direct; its transforms write and
                     # read the input and output 36/16 times over, the filter 36/9 times
@@ -406,6 +418,19 @@ class _Prepared:
                                                           split_k=False)
                     activations = moved - FP32_BYTES * n * k
                     work["nonfused_bytes"] = 2 * 36 / 16 * activations + 2 * 36 / 9 * FP32_BYTES * n * k + moved
+                    # FFT (NO_FORWARD_WINOGRAD architectures): input, filter and output transformed to
+                    # size × (size/2 + 1) complex frequencies, one complex GEMM per frequency (B × Cout,
+                    # Cin deep: 8 FLOPs per complex multiply-add), each transform written once and read once
+                    padded = part["Input_Size"].to_numpy(float) + 2 * part["Padding"].to_numpy(float)
+                    size = np.select([padded <= f for f in FFT_SIZES], FFT_SIZES, default=0)
+                    work["fft"] = ((kernel == 3) & (stride == 1) & (size > 0)
+                                   & (gpu.architecture in NO_FORWARD_WINOGRAD))
+                    frequencies = size * (size // 2 + 1)
+                    batch = part["B"].to_numpy(float)
+                    work["fft_flops"] = 8 * batch * n * cin * frequencies
+                    work["fft_table"] = _shape_table(batch, n, cin, np.maximum(frequencies, 1.0), gpu.sm_count,
+                                                     split_k=False)
+                    work["fft_bytes"] = 2 * 8 * frequencies * (batch * cin + n * cin + batch * n) + moved
                 work["operator"] = part["operator"].to_numpy()
                 self.work[op_class] = work
             else:
@@ -435,6 +460,11 @@ class _Prepared:
                 nonfused = (_throttled(work["nonfused_flops"] / (gpu.fp32_flops_per_second * p["efficiency"]
                                                   * nonfused_shape), p) + work["nonfused_bytes"] / bandwidth)
                 seconds = np.where(work["winograd"], np.minimum(seconds, np.minimum(fused, nonfused)), seconds)
+                if work["fft"].any():
+                    fft_shape = np.maximum(_shape_factor(work["fft_table"], p["tile_exponent"], p["fill_k"]), 1e-4)
+                    fft = (_throttled(work["fft_flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * fft_shape), p)
+                           + work["fft_bytes"] / bandwidth)
+                    seconds = np.where(work["fft"], np.minimum(seconds, fft), seconds)
             return p["floor_seconds"] + seconds
         # back-to-back calls: the part of the working set that stays in L2 (up to ``l2_fraction`` of the L2
         # all SMs share) moves at ``cache_speedup`` × the DRAM rate, the rest at the DRAM rate
