@@ -83,8 +83,8 @@ IMPLICIT_GEMM_TILES = ((128, 128), (128, 64), (128, 32))
 FUSED_WINOGRAD_TILES = ((128, 128),)
 # Architectures whose FP32 forward convolutions cuDNN runs without Winograd: every 3×3 stride-1 forward
 # convolution recorded on the H100 (VGG16, ResNet-50: cuDNN 9, ncu) and the H200 (five FP32 steps,
-# torch.profiler) ran sm80_xmma_fprop_implicit_gemm or FFT kernels (Winograd only in weight gradients); the
-# FFT ones at their direct implicit GEMM's rate. Ada (sm_89) has no recording: it keeps the data set's picks.
+# torch.profiler) ran sm80_xmma_fprop_implicit_gemm or FFT kernels (Winograd only in weight gradients). Ada
+# (sm_89) has no recording: it keeps the data set's picks.
 NO_FORWARD_WINOGRAD = ("sm_90",)
 # There cuDNN's alternative is FFT: the H200's 3×3 stride-1 convolutions of 28×28 and 14×14 inputs ran
 # fft2d_r2c_32x32 / 16x16 transforms around a complex GEMM per frequency (sm80_xmma_gemm_cf32cf32), at 2.3–2.5×
@@ -609,7 +609,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     A measured GPU of the **same architecture** (an A100 80GB beside the A100 40GB) runs the same kernels by
     the same heuristics: its parameters and measured shapes carry over whole, with ``gpu``'s datasheet.
     Otherwise, per class and parameter, the median over the measured GPUs of its architecture family, or over
-    all of them where its family has none (GEMM: their full-power boards, else all full-power boards); the FP32 GEMM efficiency of its family's full-power boards — or,
+    all of them where its family has none (GEMM: their full-power boards, else all full-power boards); the FP32
+    GEMM efficiency of its family's full-power boards — or,
     where none of its family's single ops were measured, of a measured roof of its family (``roofs``) — held
     to what its board power sustains at its family's FP32 GEMM FLOPs per joule. Efficiencies are against each
     GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
