@@ -155,6 +155,11 @@ class Gpu:
         return FAMILIES.get(self.architecture, "ampere+")
 
     @property
+    def full_power(self) -> bool:
+        """A board of :data:`FULL_POWER_WATTS` or more: it holds its boost clock under FP32 GEMM."""
+        return (self.tdp_watts or 0) >= FULL_POWER_WATTS
+
+    @property
     def shared_l2_bytes(self) -> float:
         """The L2 a working set streamed by all SMs can occupy: half of it on a GPU whose L2 is two partitions
         that each cache the data their own SMs touch (GA100, GH100: :data:`PARTITIONED_L2`)."""
@@ -629,11 +634,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         if not same_architecture and op_class == "gemm":
             # the tile exponent and k fill trade against the efficiency in a fit: from the boards the FP32
             # efficiency comes from (full-power ones, its family's where it has them, else all families')
-            full = [name for name in pool if (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS
-                    and op_class in measured[name].classes]
-            full = full or [name for name in measured if (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS
-                            and op_class in measured[name].classes]
-            pool = full or pool
+            full = [name for name in measured if measured_gpus[name].full_power and op_class in measured[name].classes]
+            pool = [name for name in pool if name in full] or full or pool
         values = [measured[name].classes[op_class] for name in pool if op_class in measured[name].classes] or \
             [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
         if not values:
@@ -655,8 +657,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             classes[op_class]["memory_efficiency"] = float(statistics.median(
                 measured[name].classes[op_class].get("memory_efficiency", DEFAULTS[op_class]["memory_efficiency"])
                 for name in donors_of))
-            full_family = [name for name in same if name in donors_of
-                           and (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS]
+            full_family = [name for name in same if name in donors_of and measured_gpus[name].full_power]
             if full_family or not family_roofs:
                 _unthrottled_efficiency(classes[op_class], [(measured_gpus[name], measured[name].classes[op_class])
                                                             for name in (full_family or donors_of)])
@@ -690,7 +691,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     # on the P100 and P4, volta_sgemm on the V100 and T4), read from its full-power boards as its efficiency is
     # (a power-limited board's residuals also hold its clock under load); each one's level removed
     siblings = [measured[name].shapes["gemm"] for name in sorted(same) if "gemm" in measured[name].shapes
-                and (measured_gpus[name].tdp_watts or 0) >= FULL_POWER_WATTS]
+                and measured_gpus[name].full_power]
     gemm_from_family = "gemm" not in shapes and bool(siblings)
     if gemm_from_family:
         shapes["gemm"] = shape_residuals.pooled(siblings)
@@ -744,7 +745,7 @@ def _unthrottled_efficiency(params: dict[str, float], donors: list[tuple[Gpu, di
     one, else all families'; at or above :data:`FULL_POWER_WATTS` a board holds its boost clock under
     SGEMM, so its efficiency is cuBLAS's, not its power limit's), scaling the Winograd efficiency alike;
     the power limit then applies per board (:func:`_sustained_fraction`). In place."""
-    full = [p["efficiency"] for d, p in donors if (d.tdp_watts or 0) >= FULL_POWER_WATTS]
+    full = [p["efficiency"] for d, p in donors if d.full_power]
     if full:
         _set_efficiency(params, float(statistics.median(full)))
 
