@@ -94,6 +94,9 @@ def _cmd_ceilings(args: argparse.Namespace) -> int:
     if kind == "cuda" and not torch.cuda.is_available():
         raise RooflowError(f"device '{args.device}' is a CUDA GPU but none is visible here: run this on a node "
                            "with that GPU (the workflow submits it through SLURM)")
+    if args.single_ops and (device is None or kind != "cuda"):
+        raise RooflowError("--single-ops measures a GPU's single ops for its kernel calibration: give --device, "
+                           "the catalogue key of the GPU here (the kernel model takes its datasheet from it)")
     result = measure_ceilings(kind, threads=args.threads, quick=args.quick)
     result["device_key"] = args.device
     if args.calibrate:
@@ -111,6 +114,16 @@ def _cmd_ceilings(args: argparse.Namespace) -> int:
                    f"({args.device}): its datasheet roofs do not apply")
         result.setdefault("warnings", []).append(message)
         print(f"rooflow ceilings: warning: {message}", file=sys.stderr)
+    if args.single_ops:
+        from rooflow.ceilings.single_ops import collect
+
+        per_operator = 10 if args.quick else 40
+        collect(torch, device, args.single_ops, per_operator=per_operator,
+                log=lambda line: print(line, file=sys.stderr, flush=True))
+        result["single_ops"] = {"folder": str(args.single_ops), "shapes_per_operator": per_operator}
+        print(f"rooflow ceilings: single ops of {device.name} in {args.single_ops}/; how the shipped kernel model "
+              f"predicts them: rooflow calibrate-kernels --check {args.single_ops}; this GPU's own calibration: "
+              f"rooflow calibrate-kernels --data {args.single_ops} -o kernels-{args.device}.json", file=sys.stderr)
     if args.output:
         write_json(args.output, result)  # atomic: a killed job leaves no half-written roofs
     if args.format == "json":
@@ -136,6 +149,10 @@ def register(subparsers) -> None:
     parser.add_argument("--calibrate", action="store_true",
                         help="also measure the time model's calibration (host costs, kernel efficiencies by "
                              "class) and store it in the JSON beside the roofs")
+    parser.add_argument("--single-ops", metavar="DIR",
+                        help="on a GPU (with --device): also time single FP32 ops (conv, linear, bmm, elementwise, "
+                             "LayerNorm, softmax; 40 shapes each, 10 with --quick) as the public NeuSight data set "
+                             "did and write them under DIR in its layout, for `rooflow calibrate-kernels --data DIR`")
     parser.add_argument("--format", choices=["table", "json"], default="table", help="what to print")
     parser.add_argument("--output", help="also write the full result (JSON, SI units) to this file")
     parser.set_defaults(func=_cmd_ceilings)

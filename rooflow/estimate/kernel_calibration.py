@@ -831,6 +831,8 @@ def _score(rows: pd.DataFrame, predicted: np.ndarray, gpu: str, band: float) -> 
 
 # ------------------------------------------------------------------------------------------ shipped
 SHIPPED_FILE = "kernels.json"
+# beside single ops rooflow measured (`rooflow ceilings --single-ops DIR`): who measured them, where, with what
+SINGLE_OPS_PROVENANCE = "rooflow-single-ops.json"
 
 
 SHAPES_FILE = "kernels_shapes.npz"  # beside SHIPPED_FILE (<stem>_shapes.npz): the measured shapes' residuals, per GPU and class
@@ -861,13 +863,18 @@ def calibrate_measured(root: str | Path, roofs: dict[str, MeasuredRoof] | None =
     Per GPU its datasheet (:class:`Gpu`), catalogue key (where the catalogue has it) and fitted parameters."""
     data = load_measurements(root)
     gpus = load_dataset_gpus(root)
+    provenance = Path(root) / SINGLE_OPS_PROVENANCE
+    # rooflow's own single ops (`rooflow ceilings --single-ops`) say where they were measured; the others are
+    # the public data set's
+    origin = (json.loads(provenance.read_text()).get("measured_by", "rooflow ceilings --single-ops")
+              if provenance.is_file() else "the public NeuSight data set")
     measured, arrays = {}, {}
     for name, rows in data.groupby("gpu"):
         operators = ", ".join(sorted(rows["operator"].unique()))
         source = (f"fitted on {len(rows)} measured single-op latencies of the {name} ({operators}; FP32, "
-                  f"the public NeuSight data set, {Path(root).name}/)")
+                  f"{origin}, {Path(root).name}/)")
         calibration = fit_gpu(rows, gpus[name], source)
-        measured[name] = {"catalogue": DATASET_GPUS.get(name, (None,))[0], "gpu": asdict(gpus[name]),
+        measured[name] = {"catalogue": dataset_gpu_identity(name)[0], "gpu": asdict(gpus[name]),
                           "calibration": calibration.to_json()}
         for op_class, residuals in calibration.shapes.items():
             arrays.update(residuals.to_arrays(f"{name}/{op_class}"))
@@ -931,9 +938,37 @@ def calibration_of(gpu: Gpu, key: str | None = None, shipped=None) -> KernelCali
     return family_calibration(gpu, calibrations, gpus, roofs)
 
 
+# calibrations files (`rooflow calibrate-kernels -o FILE`) added to the shipped ones in this process
+_ADDED: list[Path] = []
+
+
+def add_calibrations(path: str | Path) -> list[str]:
+    """Add the measured GPUs of a ``rooflow calibrate-kernels -o`` file to the shipped calibrations for this
+    process (a GPU in both: the file's; they join the families of GPUs without data too); returns their
+    names."""
+    path = Path(path)
+    if not path.is_file():
+        raise RooflowError(f"{path}: no such kernel calibrations file: make one with `rooflow calibrate-kernels "
+                           f"--data DIR -o {path}` (DIR: single ops from `rooflow ceilings --single-ops DIR`)")
+    try:
+        names = sorted(load_shipped(path)[0])
+    except (KeyError, TypeError, ValueError) as error:
+        raise RooflowError(f"{path}: not a kernel calibrations file ({type(error).__name__}: {error}): make one "
+                           f"with `rooflow calibrate-kernels --data DIR -o {path}`") from None
+    if path not in _ADDED:
+        _ADDED.append(path)
+    _shipped.cache_clear()
+    return names
+
+
 @functools.lru_cache(maxsize=1)
 def _shipped():
-    return load_shipped()
+    calibrations, gpus, keys, roofs = load_shipped()
+    for path in _ADDED:
+        more = load_shipped(path)
+        for ours, theirs in zip((calibrations, gpus, keys, roofs), more):
+            ours.update(theirs)
+    return calibrations, gpus, keys, roofs
 
 
 def for_gpu(device) -> tuple[KernelCalibration, Gpu] | None:

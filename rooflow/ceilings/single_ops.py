@@ -1,0 +1,186 @@
+"""Single-op latencies measured on this GPU as the public NeuSight data set measured its five GPUs, written in
+its layout — `<operator>/<GPU>.csv` and `device_configs/<GPU>.json` — which `rooflow calibrate-kernels --data
+DIR` fits into this GPU's kernel calibration (`rooflow ceilings --device KEY --single-ops DIR`).
+
+Their method (their `neusight/Dataset/collect.py`): one operator on fresh FP32 tensors, TF32 off,
+`cudnn.benchmark` on; CUDA events recorded right before and after one call, then a synchronize; 25 calls, the
+mean of the 5 fastest. Shapes are drawn (seeded) from the ranges their files cover, so that what is fitted
+here is comparable with the shipped calibrations; 3×3 stride-1 convolutions only, as theirs."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rooflow.errors import RooflowError
+from rooflow.estimate.kernel_calibration import SINGLE_OPS_PROVENANCE
+
+CALLS = 25  # timed calls per shape
+FASTEST = 5  # of which the mean of the fastest is the latency
+# Each operator's shape columns and their ranges (the data set's, inclusive), drawn log-uniformly.
+RANGES: dict[str, dict[str, tuple[int, int]]] = {
+    "conv": {"B": (1, 64), "Input_Channel": (3, 1024), "Output_Channel": (3, 1024), "Input_Size": (5, 128)},
+    "linear": {"B": (1, 1), "M": (8, 8192), "N": (2, 16384), "K": (2, 16384)},
+    "bmm": {"B": (1, 1024), "M": (2, 1024), "N": (2, 1024), "K": (2, 1024)},
+    "elementwise": {"B": (1, 16384), "H": (1, 4096)},
+    "ln": {"B": (4, 16384), "H": (256, 4096)},
+    "softmax": {"B": (1, 16384), "H": (1, 4096)},
+}
+ELEMENTWISE = ("add", "mul", "div", "pow", "addu", "mulu", "divu", "powu", "relu", "gelu", "tanh")
+OPERATORS = ("conv", "linear", "bmm", *ELEMENTWISE, "ln", "softmax")
+MAX_TENSOR_BYTES = 2**30  # a drawn shape whose tensors exceed this is drawn again (a 16 GB board holds it)
+MAX_FLOPS = 2e12  # nor one of more multiply-adds ×2 than this (seconds on the slowest boards)
+
+
+def _flops_and_bytes(operator: str, shape: dict[str, int]) -> tuple[float, float]:
+    """Multiply-add FLOPs and the bytes of the call's tensors (FP32)."""
+    if operator == "conv":
+        b, cin, cout, size = shape["B"], shape["Input_Channel"], shape["Output_Channel"], shape["Input_Size"]
+        return 2.0 * b * cin * cout * 9 * size * size, 4.0 * (b * (cin + cout) * size * size + cout * cin * 9)
+    if operator in ("linear", "bmm"):
+        b, m, n, k = shape["B"], shape["M"], shape["N"], shape["K"]
+        return 2.0 * b * m * n * k, 4.0 * (b * m * n + (b if operator == "bmm" else 1) * n * k + b * m * k)
+    return 0.0, 4.0 * shape["B"] * shape["H"] * 3
+
+
+def plan(per_operator: int, seed: int = 0) -> dict[str, list[dict[str, int]]]:
+    """Per operator, ``per_operator`` shapes drawn log-uniformly in :data:`RANGES` (the same for a seed)."""
+    rng = random.Random(seed)
+    shapes: dict[str, list[dict[str, int]]] = {}
+    for operator in OPERATORS:
+        ranges = RANGES["elementwise" if operator in ELEMENTWISE else operator]
+        drawn: list[dict[str, int]] = []
+        while len(drawn) < per_operator:
+            shape = {name: round(math.exp(rng.uniform(math.log(low), math.log(high))))
+                     for name, (low, high) in ranges.items()}
+            flops, tensor_bytes = _flops_and_bytes(operator, shape)
+            if tensor_bytes <= MAX_TENSOR_BYTES and flops <= MAX_FLOPS:
+                drawn.append(shape)
+        shapes[operator] = drawn
+    return shapes
+
+
+def build_call(torch, operator: str, shape: dict[str, int], device: str) -> Callable[[], Any]:
+    """One call of ``operator`` on fresh FP32 tensors of ``shape`` on ``device`` (a closure to time)."""
+    nn, randn = torch.nn, lambda *size: torch.randn(*size, device=device)
+    if operator == "conv":
+        module = nn.Conv2d(shape["Input_Channel"], shape["Output_Channel"], 3, stride=1, padding=1,
+                           bias=False).to(device)
+        x = randn(shape["B"], shape["Input_Channel"], shape["Input_Size"], shape["Input_Size"])
+        return lambda: module(x)
+    if operator == "linear":  # nn.Linear(N, K) on (B, M, N), as theirs
+        module, x = nn.Linear(shape["N"], shape["K"]).to(device), randn(shape["B"], shape["M"], shape["N"])
+        return lambda: module(x)
+    if operator == "bmm":
+        a, b = randn(shape["B"], shape["M"], shape["N"]), randn(shape["B"], shape["N"], shape["K"])
+        return lambda: torch.bmm(a, b)
+    x, y = randn(shape["B"], shape["H"]), randn(shape["B"], shape["H"])
+    calls = {"add": lambda: x + y, "mul": lambda: x * y, "div": lambda: x / y, "pow": lambda: torch.pow(x, y),
+             "addu": lambda: x + 1.5, "mulu": lambda: x * 1.5, "divu": lambda: x / 1.5,
+             "powu": lambda: torch.pow(x, 1.5), "relu": lambda: torch.relu(x),
+             "gelu": lambda: nn.functional.gelu(x), "tanh": lambda: torch.tanh(x)}
+    if operator in calls:
+        return calls[operator]
+    if operator == "ln":
+        module = nn.LayerNorm(shape["H"]).to(device)
+        return lambda: module(x)
+    if operator == "softmax":
+        return lambda: torch.softmax(x, dim=-1)
+    raise RooflowError(f"unknown single op {operator!r}: one of {', '.join(OPERATORS)}")
+
+
+def time_call(torch, call: Callable[[], Any], cuda: bool, calls: int = CALLS, fastest: int = FASTEST) -> float:
+    """Seconds of one call: the mean of the ``fastest`` of ``calls``, each timed alone — CUDA events right
+    before and after it, then a synchronize (a monotonic clock on a CPU) — after one untimed call, in which
+    ``cudnn.benchmark`` picks its algorithm."""
+    seconds = []
+    with torch.no_grad():
+        call()
+        if cuda:
+            torch.cuda.synchronize()
+        for _ in range(calls):
+            if cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                call()
+                end.record()
+                torch.cuda.synchronize()
+                seconds.append(start.elapsed_time(end) * 1e-3)
+            else:
+                begin = time.perf_counter()
+                call()
+                seconds.append(time.perf_counter() - begin)
+    return sum(sorted(seconds)[:fastest]) / fastest
+
+
+def device_config(device) -> dict[str, Any]:
+    """The data set's ``device_configs/<GPU>.json`` of a catalogue GPU (their units: GB, GB/s, MHz, GFLOP/s,
+    MB), which the kernel model reads its datasheet from."""
+    missing = [name for name, value in (("sm_count", device.sm_count), ("l2_cache_bytes", device.l2_cache_bytes),
+                                        ("dram_bytes_per_second", device.dram_bytes_per_second),
+                                        ("peak fp32", device.peak_flops_per_second.get("fp32")))
+               if not value]
+    if missing:
+        raise RooflowError(f"device '{device.key}' lacks {', '.join(missing)} in the catalogue: the kernel model "
+                           f"needs them to fit single ops; add them to its entry in config/devices.yaml")
+    fp32 = device.peak_flops_per_second["fp32"]
+    clock_mhz = device.boost_clock_mhz or 0.0
+    return {"Device": device.name, "Dev_Mem": round((device.memory_bytes or 0) / 1e9),
+            "Mem_Bw": round(device.dram_bytes_per_second / 1e9), "Num_Sm": int(device.sm_count),
+            "Core_Per_SM": round(fp32 / (2 * clock_mhz * 1e6 * device.sm_count)) if clock_mhz else None,
+            "Freq": clock_mhz or None, "SingleFLOPs": round(fp32 / 1e9),
+            "L2Cache": device.l2_cache_bytes / 2**20}
+
+
+def collect(torch, device, folder: str | Path, per_operator: int = 40, seed: int = 0, torch_device: str = "cuda",
+            log: Callable[[str], None] = print) -> Path:
+    """Measure :func:`plan`'s shapes on ``torch_device`` and write them under ``folder`` in the data set's layout
+    (each file atomically: a killed run leaves none half-written); returns ``folder``. ``device``: the
+    catalogue entry of this GPU (its name labels the rows; its datasheet is the device config). A shape the
+    GPU has no memory for is left out and said so."""
+    import pandas as pd
+
+    from rooflow.io import write_csv, write_json
+
+    folder, cuda = Path(folder), torch_device.startswith("cuda")
+    config = device_config(device)
+    flags = (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32 = True, False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    file_name = device.name.replace(" ", "_")
+    try:
+        for operator, shapes in plan(per_operator, seed).items():
+            rows, began = [], time.monotonic()
+            for shape in shapes:
+                try:
+                    call = build_call(torch, operator, shape, torch_device)
+                    seconds = time_call(torch, call, cuda)
+                except torch.cuda.OutOfMemoryError:
+                    log(f"single ops: {operator} {shape}: out of GPU memory, left out")
+                    torch.cuda.empty_cache()
+                    continue
+                row = {"OPName": operator, "Latency": seconds * 1e3, "Device": device.name,
+                       "Torch Version": torch.__version__, "CUDA Version": torch.version.cuda or ""}
+                if operator == "conv":
+                    row.update(Kernel_Szie=3, Stride=1, Padding=1)
+                rows.append({**row, **shape})
+                del call
+            write_csv(folder / operator / f"{file_name}.csv", pd.DataFrame(rows))
+            log(f"single ops: {operator}: {len(rows)} shapes measured in {time.monotonic() - began:.1f} s")
+        write_json(folder / "device_configs" / f"{file_name}.json", config)
+        cudnn = torch.backends.cudnn.version() if cuda else None
+        measured_by = (f"measured by rooflow ceilings --single-ops on {torch_device} ({device.key}), torch "
+                       f"{torch.__version__}" + (f", CUDA {torch.version.cuda}, cuDNN {cudnn}" if cuda else "")
+                       + f", {datetime.date.today().isoformat()}")
+        write_json(folder / SINGLE_OPS_PROVENANCE, {"measured_by": measured_by, "device_key": device.key,
+                                                     "shapes_per_operator": per_operator, "seed": seed,
+                                                     "calls": CALLS, "fastest": FASTEST})
+    finally:
+        (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32,
+         torch.backends.cuda.matmul.allow_tf32) = flags
+    return folder

@@ -1,0 +1,128 @@
+"""Single ops measured on the user's GPU (`rooflow ceilings --single-ops DIR`), fitted (`rooflow calibrate-kernels
+--data DIR -o FILE`) and used (`rooflow estimate --kernel-calibrations FILE`). No GPU here: the CUDA-event timing
+runs on a GPU only; the rest — shapes, layout, provenance, the fit and its use — runs for real on the CPU, the
+timings standing in for a GPU's (the round trip, not the numbers, is what these tests pin)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from rooflow import cli
+from rooflow.ceilings import single_ops
+from rooflow.errors import RooflowError
+from rooflow.estimate import kernel_calibration as kc
+from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+DEVICES = load_devices(default_catalogue_path())
+
+
+@pytest.fixture
+def added_calibrations():
+    """Undo :func:`kc.add_calibrations` after a test (it is per process)."""
+    yield
+    kc._ADDED.clear()
+    kc._shipped.cache_clear()
+
+
+def test_plan_is_seeded_and_within_the_data_sets_ranges():
+    shapes = single_ops.plan(30, seed=1)
+    assert shapes == single_ops.plan(30, seed=1) and shapes != single_ops.plan(30, seed=2)
+    assert set(shapes) == set(kc.OPERATORS)  # every operator the kernel model reads, and only those
+    for operator, drawn in shapes.items():
+        ranges = single_ops.RANGES["elementwise" if operator in single_ops.ELEMENTWISE else operator]
+        assert len(drawn) == 30
+        for shape in drawn:
+            assert all(low <= shape[name] <= high for name, (low, high) in ranges.items()), (operator, shape)
+            flops, tensor_bytes = single_ops._flops_and_bytes(operator, shape)
+            assert flops <= single_ops.MAX_FLOPS and tensor_bytes <= single_ops.MAX_TENSOR_BYTES
+
+
+def test_device_config_is_the_catalogue_datasheet_the_kernel_model_reads():
+    for key in ("l4", "t4", "h100-sxm5-80gb"):
+        device = DEVICES[key]
+        from_config = kc.gpu_from_config(single_ops.device_config(device), device.architecture)
+        from_catalogue = kc.gpu_from_device(device)
+        assert from_config.name == device.name and from_config.sm_count == from_catalogue.sm_count
+        assert from_config.dram_bytes_per_second == pytest.approx(from_catalogue.dram_bytes_per_second, rel=0.01)
+        assert from_config.fp32_flops_per_second == pytest.approx(from_catalogue.fp32_flops_per_second, rel=0.01)
+        assert from_config.l2_bytes == pytest.approx(from_catalogue.l2_bytes)
+
+
+def test_a_device_without_the_kernel_models_datasheet_is_refused():
+    with pytest.raises(RooflowError, match="lacks l2_cache_bytes.*config/devices.yaml"):
+        single_ops.device_config(DEVICES["cpu"].__class__(key="x", kind="cuda", name="X", sm_count=10,
+                                                         peak_flops_per_second={"fp32": 1e12},
+                                                         dram_bytes_per_second=1e11))
+
+
+def test_single_ops_fitted_and_used_round_trip(tmp_path, monkeypatch, added_calibrations):
+    """Measured in the data set's layout, with the provenance beside them; fitted by calibrate-kernels into a file
+    whose L4 entry names where its single ops came from; and, added, what the L4 is predicted from."""
+    monkeypatch.setattr(single_ops, "MAX_FLOPS", 2e8)  # CPU-sized shapes
+    monkeypatch.setattr(single_ops, "MAX_TENSOR_BYTES", 2**22)
+    device = DEVICES["l4"]
+    folder = single_ops.collect(torch, device, tmp_path / "ops", per_operator=3, torch_device="cpu",
+                                log=lambda line: None)
+    rows = kc.load_measurements(folder)
+    assert len(rows) == 3 * len(kc.OPERATORS) and set(rows["gpu"]) == {"NVIDIA L4"}
+    assert (rows["seconds"] > 0).all()
+    assert set(rows.loc[rows["operator"] == "conv", "Kernel_Szie"]) == {3}
+    provenance = json.loads((folder / kc.SINGLE_OPS_PROVENANCE).read_text())
+    assert provenance["device_key"] == "l4" and provenance["calls"] == 25 and provenance["fastest"] == 5
+
+    output = tmp_path / "kernels-l4.json"
+    assert cli.main(["calibrate-kernels", "--data", str(folder), "-o", str(output)]) == 0
+    entry = json.loads(output.read_text())["measured"]["NVIDIA L4"]
+    assert entry["catalogue"] == "l4"
+    assert "measured by rooflow ceilings --single-ops on cpu (l4)" in entry["calibration"]["source"]
+
+    before, _ = kc.for_gpu(device)
+    assert before.source.startswith("NVIDIA L4: not measured")
+    assert kc.add_calibrations(output) == ["NVIDIA L4"]
+    after, _ = kc.for_gpu(device)
+    assert after.source == entry["calibration"]["source"]
+    assert after.classes["gemm"]["efficiency"] == entry["calibration"]["classes"]["gemm"]["efficiency"]
+    # the shipped GPUs stay as shipped
+    assert kc.for_gpu(DEVICES["t4"])[0].source.startswith("fitted on")
+
+
+def test_a_missing_or_foreign_calibrations_file_is_one_sentence(tmp_path, capsys, added_calibrations):
+    with pytest.raises(RooflowError, match="no such kernel calibrations file.*calibrate-kernels --data DIR"):
+        kc.add_calibrations(tmp_path / "none.json")
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({"roofs": {}}))
+    with pytest.raises(RooflowError, match="not a kernel calibrations file"):
+        kc.add_calibrations(foreign)
+    assert cli.main(["estimate", "resnet18", "--device", "l4", "--kernel-calibrations", str(foreign)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "foreign.json" in error and "\n" not in error
+
+
+def test_single_ops_need_a_catalogue_gpu(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr("rooflow.cli.ceilings.measure_ceilings", lambda *a, **k: pytest.fail("measured first"))
+    assert cli.main(["ceilings", "--single-ops", str(tmp_path / "ops")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "--device" in error and "\n" not in error
+    assert not (tmp_path / "ops").exists()
+
+
+def test_a_shape_without_gpu_memory_is_left_out(tmp_path, monkeypatch):
+    """An out-of-memory call leaves its shape out (said so), the rest of the operator is written."""
+    monkeypatch.setattr(single_ops, "plan", lambda per_operator, seed=0: {"relu": [{"B": 2, "H": 3}, {"B": 4, "H": 5}]})
+    real = single_ops.build_call
+
+    def build(torch_, operator, shape, device):
+        if shape["B"] == 4:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return real(torch_, operator, shape, device)
+
+    monkeypatch.setattr(single_ops, "build_call", build)
+    said = []
+    single_ops.collect(torch, DEVICES["l4"], tmp_path, per_operator=2, torch_device="cpu", log=said.append)
+    written = pd.read_csv(tmp_path / "relu" / "NVIDIA_L4.csv")
+    assert list(written["B"]) == [2]
+    assert any("out of GPU memory" in line and "'B': 4" in line for line in said)
