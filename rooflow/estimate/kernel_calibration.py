@@ -949,7 +949,7 @@ def add_calibrations(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise RooflowError(f"{path}: no such kernel calibrations file: make one with `rooflow calibrate-kernels "
-                           f"--data DIR -o {path}` (DIR: single ops from `rooflow ceilings --single-ops DIR`)")
+                           f"--data DIR -o {path}` (DIR: single ops from `rooflow ceilings --device KEY --single-ops DIR` on that GPU)")
     try:
         names = sorted(load_shipped(path)[0])
     except (KeyError, TypeError, ValueError) as error:
