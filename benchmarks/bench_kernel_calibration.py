@@ -3,7 +3,9 @@
 Held one GPU out: train on all GPUs of the data set but one, predict the one left out from its family's
 (GEMM, convolution) or all GPUs' (elementwise, normalization, softmax, launch floors) parameters and its
 own datasheet. Held-out shapes: per GPU, fit on its rows but a fixed random 20% of each operator's shapes,
-predict those. Each prints per class the fraction within ±25% and the median |error|. Third-party FP32
+predict those. Fitted on few: per GPU, fit on as many shapes per operator as `rooflow ceilings --single-ops`
+measures on a user's GPU, predict the rest. Each prints per class the fraction within ±25% and the median
+|error|. Third-party FP32
 GEMMs: catalogue GPUs' predicted FP32 torch.mm rates against rates measured by others (never fitted).
 
     python benchmarks/bench_kernel_calibration.py [--data ../shared/fixtures/public/neusight-kernels]
@@ -17,8 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from rooflow.ceilings.single_ops import shape_counts
 from rooflow.estimate import kernel_calibration
 from rooflow.estimate.kernel_calibration import (
+    fitted_on_few,
     format_table,
     held_one_out,
     held_out_shapes,
@@ -67,6 +71,10 @@ def main() -> None:
     print(format_table(held_one_out(data, gpus)))
     print("\nheld-out shapes (20% of each GPU's shapes per operator, fitted on the rest):")
     print(format_table(held_out_shapes(data, gpus), "held-out shapes of"))
+    counts = shape_counts()
+    print(f"\nfitted on as many shapes per operator as `rooflow ceilings --single-ops` measures ({counts['conv']} "
+          f"of each convolution and GEMM operator, {counts['add']} of the others), predicting the rest:")
+    print(format_table(fitted_on_few(data, gpus, counts), "fitted on few of"))
     print("\nthird-party FP32 torch.mm (TF32 off), the shipped calibrations:")
     print(third_party_mm())
     print(f"\n{time.perf_counter() - start:.0f} s")

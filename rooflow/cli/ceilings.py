@@ -115,12 +115,11 @@ def _cmd_ceilings(args: argparse.Namespace) -> int:
         result.setdefault("warnings", []).append(message)
         print(f"rooflow ceilings: warning: {message}", file=sys.stderr)
     if args.single_ops:
-        from rooflow.ceilings.single_ops import collect
+        from rooflow.ceilings.single_ops import collect, shape_counts
 
-        per_operator = 10 if args.quick else 40
-        collect(torch, device, args.single_ops, per_operator=per_operator,
-                log=lambda line: print(line, file=sys.stderr, flush=True))
-        result["single_ops"] = {"folder": str(args.single_ops), "shapes_per_operator": per_operator}
+        counts = shape_counts(args.quick)
+        collect(torch, device, args.single_ops, counts, log=lambda line: print(line, file=sys.stderr, flush=True))
+        result["single_ops"] = {"folder": str(args.single_ops), "shapes_per_operator": counts}
         print(f"rooflow ceilings: single ops of {device.name} in {args.single_ops}/; how the shipped kernel model "
               f"predicts them: rooflow calibrate-kernels --check {args.single_ops}; this GPU's own calibration: "
               f"rooflow calibrate-kernels --data {args.single_ops} -o kernels-{args.device}.json", file=sys.stderr)
@@ -151,7 +150,8 @@ def register(subparsers) -> None:
                              "class) and store it in the JSON beside the roofs")
     parser.add_argument("--single-ops", metavar="DIR",
                         help="on a GPU (with --device): also time single FP32 ops (conv, linear, bmm, elementwise, "
-                             "LayerNorm, softmax; 40 shapes each, 10 with --quick) as the public NeuSight data set "
+                             "LayerNorm, softmax; 200 shapes of each GEMM and convolution, 40 of the others, a quarter "
+                             "with --quick) as the public NeuSight data set "
                              "did and write them under DIR in its layout, for `rooflow calibrate-kernels --data DIR`")
     parser.add_argument("--format", choices=["table", "json"], default="table", help="what to print")
     parser.add_argument("--output", help="also write the full result (JSON, SI units) to this file")

@@ -803,6 +803,20 @@ def held_out_shapes(data: pd.DataFrame, gpus: dict[str, Gpu], fraction: float = 
     return pd.DataFrame(table)
 
 
+def fitted_on_few(data: pd.DataFrame, gpus: dict[str, Gpu], counts: dict[str, int], band: float = 0.25,
+                  seed: int = 0) -> pd.DataFrame:
+    """Per GPU, fit on ``counts`` of its shapes per operator (what `rooflow ceilings --single-ops` measures on a
+    user's GPU), predict the rest: per GPU and class, rows, the fraction within ±``band`` and the median |error|."""
+    table = []
+    for name, rows in data.groupby("gpu"):
+        train = pd.concat([part.sample(n=min(len(part), counts.get(operator, 0)), random_state=seed)
+                           for operator, part in rows.groupby("operator")])
+        calibration = fit_gpu(train, gpus[name], source=f"fitted on {len(train)} calls of {name}")
+        test = rows.drop(train.index)
+        table += _score(test, predict_seconds(test, gpus[name], calibration), name, band)
+    return pd.DataFrame(table)
+
+
 def check_shipped(root: str | Path, band: float = 0.25) -> pd.DataFrame:
     """The shipped calibrations against the measurements under ``root`` (the measurement layout): each GPU
     predicted with its own shipped calibration, or — rooflow having no measurements of it — its architecture's

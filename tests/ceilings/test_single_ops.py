@@ -41,6 +41,17 @@ def test_plan_is_seeded_and_within_the_data_sets_ranges():
             assert flops <= single_ops.MAX_FLOPS and tensor_bytes <= single_ops.MAX_TENSOR_BYTES
 
 
+def test_many_shapes_where_the_library_picks_kernels_by_shape():
+    """cuDNN's and cuBLAS's picks by shape need many measured shapes to fit (200 of each convolution and GEMM
+    operator), the memory-bound ops few (40); --quick a quarter; a count per operator is followed."""
+    counts = single_ops.shape_counts()
+    assert counts["conv"] == counts["linear"] == counts["bmm"] == 200
+    assert counts["add"] == counts["ln"] == counts["softmax"] == 40 and len(counts) == len(kc.OPERATORS)
+    assert single_ops.shape_counts(quick=True)["conv"] == 50 and single_ops.shape_counts(quick=True)["relu"] == 10
+    drawn = single_ops.plan({"conv": 5, "relu": 2})
+    assert {operator: len(shapes) for operator, shapes in drawn.items() if shapes} == {"conv": 5, "relu": 2}
+
+
 def test_device_config_is_the_catalogue_datasheet_the_kernel_model_reads():
     for key in ("l4", "t4", "h100-sxm5-80gb"):
         device = DEVICES[key]
@@ -65,7 +76,7 @@ def test_single_ops_fitted_and_used_round_trip(tmp_path, monkeypatch, added_cali
     monkeypatch.setattr(single_ops, "MAX_FLOPS", 2e8)  # CPU-sized shapes
     monkeypatch.setattr(single_ops, "MAX_TENSOR_BYTES", 2**22)
     device = DEVICES["l4"]
-    folder = single_ops.collect(torch, device, tmp_path / "ops", per_operator=3, torch_device="cpu",
+    folder = single_ops.collect(torch, device, tmp_path / "ops", 3, torch_device="cpu",
                                 log=lambda line: None)
     rows = kc.load_measurements(folder)
     assert len(rows) == 3 * len(kc.OPERATORS) and set(rows["gpu"]) == {"NVIDIA L4"}
@@ -112,7 +123,7 @@ def test_single_ops_need_a_catalogue_gpu(monkeypatch, tmp_path, capsys):
 
 def test_a_shape_without_gpu_memory_is_left_out(tmp_path, monkeypatch):
     """An out-of-memory call leaves its shape out (said so), the rest of the operator is written."""
-    monkeypatch.setattr(single_ops, "plan", lambda per_operator, seed=0: {"relu": [{"B": 2, "H": 3}, {"B": 4, "H": 5}]})
+    monkeypatch.setattr(single_ops, "plan", lambda counts, seed=0: {"relu": [{"B": 2, "H": 3}, {"B": 4, "H": 5}]})
     real = single_ops.build_call
 
     def build(torch_, operator, shape, device):
@@ -122,7 +133,7 @@ def test_a_shape_without_gpu_memory_is_left_out(tmp_path, monkeypatch):
 
     monkeypatch.setattr(single_ops, "build_call", build)
     said = []
-    single_ops.collect(torch, DEVICES["l4"], tmp_path, per_operator=2, torch_device="cpu", log=said.append)
+    single_ops.collect(torch, DEVICES["l4"], tmp_path, 2, torch_device="cpu", log=said.append)
     written = pd.read_csv(tmp_path / "relu" / "NVIDIA_L4.csv")
     assert list(written["B"]) == [2]
     assert any("out of GPU memory" in line and "'B': 4" in line for line in said)

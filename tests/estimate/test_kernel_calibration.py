@@ -253,6 +253,20 @@ def test_held_out_shapes(sample):
 
 
 @needs_data
+def test_fitted_on_as_few_shapes_as_a_user_measures(sample):
+    """Per GPU, fit on a few shapes per operator (what `rooflow ceilings --single-ops` measures on a user's GPU,
+    scaled to the sample: 100 of each GEMM and convolution operator, 20 of the others) and predict the rest."""
+    counts = {operator: 100 if operator in ("conv", "linear", "bmm") else 20 for operator in kc.OPERATORS}
+    table = kc.fitted_on_few(sample, kc.load_dataset_gpus(KERNELS), counts).set_index(["gpu", "op_class"])
+    assert table.loc[("Tesla T4", "gemm"), "rows"] == 2 * 250 - 2 * 100  # the fitted shapes are not scored
+    within = table["within"]
+    assert set(table.index.get_level_values("gpu")) == set(kc.DATASET_GPUS)
+    assert within.xs("elementwise", level="op_class").min() >= 0.95  # memory-bound ops need few shapes
+    assert within.xs("gemm", level="op_class").mean() >= 0.8  # 0.84 on this sample
+    assert within.xs("convolution", level="op_class").mean() >= 0.75  # 0.80
+
+
+@needs_data
 def test_shipped_calibrations_are_fits_of_the_data(sample):
     """kernels.json holds a calibration per measured GPU, named by its source, and refitting a GPU's
     elementwise rows of the full data gives the shipped parameters."""
