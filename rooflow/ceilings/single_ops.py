@@ -34,10 +34,10 @@ RANGES: dict[str, dict[str, tuple[int, int]]] = {
 ELEMENTWISE = ("add", "mul", "div", "pow", "addu", "mulu", "divu", "powu", "relu", "gelu", "tanh")
 OPERATORS = ("conv", "linear", "bmm", *ELEMENTWISE, "ln", "softmax")
 # Shapes per operator. Where the library picks its kernels by shape (cuDNN, cuBLAS) the fit needs many: fitted on
-# 200 of each (40 of the others), a data-set GPU's own calibration predicts the rest of its convolutions 71–85%
-# within ±25% and its GEMMs 73–98%; on 40 of each, 66–80% and 62–96%. The memory-bound ops need few (40:
-# 83–100%). A quarter of each with --quick.
-SHAPES_PER_OPERATOR = {"conv": 200, "linear": 200, "bmm": 200}
+# 500 of each (40 of the others), a data-set GPU's own calibration predicts the rest of its convolutions 73–86%
+# within ±25% and its GEMMs 80–98%; on 200, 71–85% and 73–98%; on 40, 66–80% and 62–96%. The memory-bound ops
+# need few (40: 83–100%). Their kernels take about a minute on a T4 (the kernel model's sum). A quarter with --quick.
+SHAPES_PER_OPERATOR = {"conv": 500, "linear": 500, "bmm": 500}
 SHAPES_DEFAULT = 40
 MAX_TENSOR_BYTES = 2**30  # a drawn shape whose tensors exceed this is drawn again (a 16 GB board holds it)
 MAX_FLOPS = 2e12  # nor one of more multiply-adds ×2 than this (seconds on the slowest boards)

@@ -150,7 +150,7 @@ def register(subparsers) -> None:
                              "class) and store it in the JSON beside the roofs")
     parser.add_argument("--single-ops", metavar="DIR",
                         help="on a GPU (with --device): also time single FP32 ops (conv, linear, bmm, elementwise, "
-                             "LayerNorm, softmax; 200 shapes of each GEMM and convolution, 40 of the others, a quarter "
+                             "LayerNorm, softmax; 500 shapes of each GEMM and convolution, 40 of the others, a quarter "
                              "with --quick) as the public NeuSight data set "
                              "did and write them under DIR in its layout, for `rooflow calibrate-kernels --data DIR`")
     parser.add_argument("--format", choices=["table", "json"], default="table", help="what to print")

@@ -42,12 +42,12 @@ def test_plan_is_seeded_and_within_the_data_sets_ranges():
 
 
 def test_many_shapes_where_the_library_picks_kernels_by_shape():
-    """cuDNN's and cuBLAS's picks by shape need many measured shapes to fit (200 of each convolution and GEMM
+    """cuDNN's and cuBLAS's picks by shape need many measured shapes to fit (500 of each convolution and GEMM
     operator), the memory-bound ops few (40); --quick a quarter; a count per operator is followed."""
     counts = single_ops.shape_counts()
-    assert counts["conv"] == counts["linear"] == counts["bmm"] == 200
+    assert counts["conv"] == counts["linear"] == counts["bmm"] == 500
     assert counts["add"] == counts["ln"] == counts["softmax"] == 40 and len(counts) == len(kc.OPERATORS)
-    assert single_ops.shape_counts(quick=True)["conv"] == 50 and single_ops.shape_counts(quick=True)["relu"] == 10
+    assert single_ops.shape_counts(quick=True)["conv"] == 125 and single_ops.shape_counts(quick=True)["relu"] == 10
     drawn = single_ops.plan({"conv": 5, "relu": 2})
     assert {operator: len(shapes) for operator, shapes in drawn.items() if shapes} == {"conv": 5, "relu": 2}
 
