@@ -22,7 +22,8 @@ from rooflow.estimate.kernel_calibration import SINGLE_OPS_PROVENANCE
 
 CALLS = 25  # timed calls per shape
 FASTEST = 5  # of which the mean of the fastest is the latency
-# Each operator's shape columns and their ranges (the data set's, inclusive), drawn log-uniformly.
+# Each operator's shape columns and their ranges, inclusive, drawn log-uniformly: the data set's, narrower
+# where its largest go past the caps below (convolution inputs to 252, linear depths and widths to 65,536).
 RANGES: dict[str, dict[str, tuple[int, int]]] = {
     "conv": {"B": (1, 64), "Input_Channel": (3, 1024), "Output_Channel": (3, 1024), "Input_Size": (5, 128)},
     "linear": {"B": (1, 1), "M": (8, 8192), "N": (2, 16384), "K": (2, 16384)},
@@ -40,7 +41,7 @@ OPERATORS = ("conv", "linear", "bmm", *ELEMENTWISE, "ln", "softmax")
 SHAPES_PER_OPERATOR = {"conv": 500, "linear": 500, "bmm": 500}
 SHAPES_DEFAULT = 40
 MAX_TENSOR_BYTES = 2**30  # a drawn shape whose tensors exceed this is drawn again (a 16 GB board holds it)
-MAX_FLOPS = 2e12  # nor one of more multiply-adds ×2 than this (seconds on the slowest boards)
+MAX_FLOPS = 2e12  # nor one of more FLOPs than this (half a second a call on a T4)
 
 
 def _flops_and_bytes(operator: str, shape: dict[str, int]) -> tuple[float, float]:
