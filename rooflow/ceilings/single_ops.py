@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rooflow.errors import RooflowError
+from rooflow.estimate.kernel_calibration import OPERATORS as KERNEL_OPERATORS
 from rooflow.estimate.kernel_calibration import SINGLE_OPS_PROVENANCE
 
 CALLS = 25  # timed calls per shape
@@ -32,8 +33,8 @@ RANGES: dict[str, dict[str, tuple[int, int]]] = {
     "ln": {"B": (4, 16384), "H": (256, 4096)},
     "softmax": {"B": (1, 16384), "H": (1, 4096)},
 }
-ELEMENTWISE = ("add", "mul", "div", "pow", "addu", "mulu", "divu", "powu", "relu", "gelu", "tanh")
-OPERATORS = ("conv", "linear", "bmm", *ELEMENTWISE, "ln", "softmax")
+OPERATORS = tuple(KERNEL_OPERATORS)  # the operators the kernel model reads, in its order
+ELEMENTWISE = tuple(operator for operator in OPERATORS if KERNEL_OPERATORS[operator][0] == "elementwise")
 # Shapes per operator. Where the library picks its kernels by shape (cuDNN, cuBLAS) the fit needs many: fitted on
 # 500 of each (40 of the others), a data-set GPU's own calibration predicts the rest of its convolutions 73–86%
 # within ±25% and its GEMMs 80–98%; on 200, 71–85% and 73–98%; on 40, 66–80% and 62–96%. The memory-bound ops

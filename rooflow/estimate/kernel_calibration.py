@@ -794,24 +794,26 @@ def held_out_shapes(data: pd.DataFrame, gpus: dict[str, Gpu], fraction: float = 
                     seed: int = 0) -> pd.DataFrame:
     """Per GPU, fit on its measured rows but a fixed random ``fraction`` of its shapes (per operator),
     predict those: per GPU and class, rows, the fraction within ±``band`` and the median |error|."""
-    table = []
-    for name, rows in data.groupby("gpu"):
-        held = rows.groupby("operator").sample(frac=fraction, random_state=seed).index
-        calibration = fit_gpu(rows.drop(held), gpus[name], source=f"fitted on {name} less {fraction:.0%}")
-        test = rows.loc[held]
-        table += _score(test, predict_seconds(test, gpus[name], calibration), name, band)
-    return pd.DataFrame(table)
+    return _fitted_on_part(data, gpus, band, lambda rows: rows.drop(
+        rows.groupby("operator").sample(frac=fraction, random_state=seed).index))
 
 
 def fitted_on_few(data: pd.DataFrame, gpus: dict[str, Gpu], counts: dict[str, int], band: float = 0.25,
                   seed: int = 0) -> pd.DataFrame:
     """Per GPU, fit on ``counts`` of its shapes per operator (what `rooflow ceilings --single-ops` measures on a
     user's GPU), predict the rest: per GPU and class, rows, the fraction within ±``band`` and the median |error|."""
+    return _fitted_on_part(data, gpus, band, lambda rows: pd.concat(
+        [part.sample(n=min(len(part), counts.get(operator, 0)), random_state=seed)
+         for operator, part in rows.groupby("operator")]))
+
+
+def _fitted_on_part(data: pd.DataFrame, gpus: dict[str, Gpu], band: float, train_of) -> pd.DataFrame:
+    """Per GPU, fit on the rows ``train_of(its rows)`` picks, predict the others: per GPU and class, rows, the
+    fraction within ±``band`` and the median |error|."""
     table = []
     for name, rows in data.groupby("gpu"):
-        train = pd.concat([part.sample(n=min(len(part), counts.get(operator, 0)), random_state=seed)
-                           for operator, part in rows.groupby("operator")])
-        calibration = fit_gpu(train, gpus[name], source=f"fitted on {len(train)} calls of {name}")
+        train = train_of(rows)
+        calibration = fit_gpu(train, gpus[name], source=f"fitted on {len(train)} of {len(rows)} calls of {name}")
         test = rows.drop(train.index)
         table += _score(test, predict_seconds(test, gpus[name], calibration), name, band)
     return pd.DataFrame(table)
@@ -952,8 +954,8 @@ def calibration_of(gpu: Gpu, key: str | None = None, shipped=None) -> KernelCali
     return family_calibration(gpu, calibrations, gpus, roofs)
 
 
-# calibrations files (`rooflow calibrate-kernels -o FILE`) added to the shipped ones in this process
-_ADDED: list[Path] = []
+# calibrations files (`rooflow calibrate-kernels -o FILE`) added to the shipped ones in this process, as loaded
+_ADDED: dict[Path, tuple] = {}
 
 
 def add_calibrations(path: str | Path) -> list[str]:
@@ -965,21 +967,18 @@ def add_calibrations(path: str | Path) -> list[str]:
         raise RooflowError(f"{path}: no such kernel calibrations file: make one with `rooflow calibrate-kernels "
                            f"--data DIR -o {path}` (DIR: single ops from `rooflow ceilings --device KEY --single-ops DIR` on that GPU)")
     try:
-        names = sorted(load_shipped(path)[0])
+        _ADDED[path] = load_shipped(path)
     except (KeyError, TypeError, ValueError) as error:
         raise RooflowError(f"{path}: not a kernel calibrations file ({type(error).__name__}: {error}): make one "
                            f"with `rooflow calibrate-kernels --data DIR -o {path}`") from None
-    if path not in _ADDED:
-        _ADDED.append(path)
     _shipped.cache_clear()
-    return names
+    return sorted(_ADDED[path][0])
 
 
 @functools.lru_cache(maxsize=1)
 def _shipped():
     calibrations, gpus, keys, roofs = load_shipped()
-    for path in _ADDED:
-        more = load_shipped(path)
+    for more in _ADDED.values():
         for ours, theirs in zip((calibrations, gpus, keys, roofs), more):
             ours.update(theirs)
     return calibrations, gpus, keys, roofs
