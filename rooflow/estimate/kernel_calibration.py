@@ -950,8 +950,32 @@ def calibration_of(gpu: Gpu, key: str | None = None, shipped=None) -> KernelCali
     calibrations, gpus, keys, roofs = shipped or _shipped()
     for name, calibration in calibrations.items():
         if name == gpu.name or (key and keys.get(name) == key):
-            return calibration
+            return _completed(calibration, gpu, calibrations, gpus, roofs)
     return family_calibration(gpu, calibrations, gpus, roofs)
+
+
+def _completed(calibration: KernelCalibration, gpu: Gpu, calibrations, gpus, roofs) -> KernelCalibration:
+    """A measured GPU's calibration with the classes it has no measurements of (the data set's A100 ran no
+    convolutions) taken as its architecture's siblings without data take them (:func:`family_calibration`),
+    measured shapes included — not the model's defaults."""
+    missing = [c for c in CLASSES if c not in calibration.classes]
+    if not missing:
+        return calibration
+    family = family_calibration(gpu, calibrations, gpus, roofs)
+    filled = [c for c in missing if c in family.classes]
+    if not filled:
+        return calibration
+    notes = []
+    for op_class in filled:  # whose parameters family_calibration took: its architecture's, else all GPUs'
+        having = sorted(n for n, c in calibrations.items() if op_class in c.classes)
+        donors = [n for n in having if gpus[n].architecture == gpu.architecture] or having
+        shapes = ", their measured shapes' residuals pooled (each less its median)" if op_class in family.shapes else ""
+        notes.append(f"{op_class} not measured on it: each parameter the median of {', '.join(donors)}{shapes}, "
+                     f"as a GPU of its architecture without measurements takes it")
+    return replace(calibration,
+                   classes={**calibration.classes, **{c: family.classes[c] for c in filled}},
+                   shapes={**{c: family.shapes[c] for c in filled if c in family.shapes}, **calibration.shapes},
+                   source="; ".join([calibration.source, *notes]))
 
 
 # calibrations files (`rooflow calibrate-kernels -o FILE`) added to the shipped ones in this process, as loaded

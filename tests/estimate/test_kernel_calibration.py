@@ -443,6 +443,26 @@ def test_same_architecture_takes_the_measured_gpus_calibration_whole():
     assert ada.shapes == {}
 
 
+def test_a_measured_gpu_takes_a_class_it_lacks_as_its_architectures_gpus_without_data_do():
+    """The data set's A100 PCIe 40GB ran no convolutions: they are priced as the A100 SXM4 40GB's (same chip,
+    not measured) — every measured GPU's median parameters and pooled shapes — not by the model's defaults
+    (which had the PCIe board's ResNet-18 1.6× the SXM4's); its measured classes stay its own."""
+    devices = load_devices(CATALOGUE)
+    pcie, _ = kc.for_gpu(devices["a100-pcie-40gb"])
+    sxm, _ = kc.for_gpu(devices["a100-sxm4-40gb"])
+    shipped = kc.load_shipped()[0]["NVIDIA A100-PCIE-40GB"]
+    assert "convolution" not in shipped.classes
+    fitted = (*kc.FITTED["convolution"], "floor_seconds")  # its board power (250 W, not 400 W) is its own
+    assert {k: pcie.classes["convolution"][k] for k in fitted} == {k: sxm.classes["convolution"][k] for k in fitted}
+    assert pcie.shapes["convolution"].residuals.tolist() == sxm.shapes["convolution"].residuals.tolist()
+    assert pcie.classes["gemm"] == shipped.classes["gemm"]
+    assert pcie.shapes["gemm"].residuals.tolist() == shipped.shapes["gemm"].residuals.tolist()
+    assert pcie.source.startswith(shipped.source)
+    assert "convolution not measured on it: each parameter the median of Tesla P100-PCIE-16GB, Tesla P4" in pcie.source
+    complete = kc.load_shipped()[0]["Tesla T4"]
+    assert kc.for_gpu(devices["t4"])[0] == complete  # measured in every class: as shipped
+
+
 def test_convolution_shapes_carry_across_architectures_less_each_gpus_level():
     """A GPU of an unmeasured architecture takes every measured GPU's convolution residuals, each less its
     own median (a board's level — its power limit — is not a shape's), pooled; GEMM residuals stay with
