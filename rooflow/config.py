@@ -1,6 +1,6 @@
 """The experiment config: schema validation with defaults, then the checks a schema cannot express
 (model names against torchvision, custom models' factories, device keys and their precisions against the catalogue, a dataset
-folder that holds images, import files that exist). Every failure is one sentence naming the key and
+folder that holds images, import files that exist, kernel calibrations files that load). Every failure is one sentence naming the key and
 the fix, raised before any job starts."""
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
         for precision in config["precisions"]:
             check_precision(devices[key], precision, "precisions", source)
     check_dataset(config["dataset"], Path(workdir), source)
+    for i, name in enumerate(config["kernel_calibrations"]):
+        check_kernel_calibrations(name, Path(workdir), f"kernel_calibrations/{i}", source)
     for i, run in enumerate(config["imports"]):
         where = f"imports/{i}"
         if run["model"] not in specs:
@@ -127,6 +129,19 @@ def check_precision(device: Device, precision: str, key: str, source: str = "con
         raise RooflowError(
             f"{source}: key '{key}' asks for {precision} on device '{device.key}', but {reason}: remove "
             f"{precision} from {key.split('/')[0]} or measure that device in a config of its own without it")
+
+
+def check_kernel_calibrations(name: str, workdir: Path, key: str, source: str = "config") -> None:
+    """``name`` (relative to ``workdir``) is a ``rooflow calibrate-kernels -o`` file that loads
+    (rooflow.estimate.kernel_calibration.read_calibrations), else one sentence naming the key, the file as the
+    config writes it, and how to make one."""
+    from rooflow.estimate.kernel_calibration import read_calibrations
+
+    path = workdir / name
+    try:
+        read_calibrations(path)
+    except RooflowError as error:
+        raise RooflowError(f"{source}: key '{key}': {str(error).replace(str(path), name)}, or remove it") from None
 
 
 def check_dataset(dataset: dict[str, Any], workdir: Path, source: str = "config") -> None:

@@ -44,6 +44,8 @@ MEASURED_DEVICES = config["devices"]
 CUDA_DEVICES = [d for d in MEASURED_DEVICES if DEVICES[d].is_cuda]
 RUNS = experiment_matrix(config)
 IMPORTS = config["imports"]
+# the user's own GPUs' kernel calibrations: inputs of the jobs that predict times, so a new fit re-runs them
+KERNEL_CALIBRATIONS = config["kernel_calibrations"]
 RUN_PATTERN = "{model}/b{batch}-{precision}-{mode}"
 # A measured run's name adds its variant unless it is eager (conventions.variant_suffix): eager paths, and the
 # results cached under them, are what they were before variants. The estimate, shared by the variants, keeps

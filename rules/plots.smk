@@ -303,6 +303,7 @@ rule tabulate_what_if:
     input:
         timings=get_device_timings,
         ceilings=get_plot_ceilings,
+        kernel_calibrations=KERNEL_CALIBRATIONS,
     output:
         try_next=report(
             "results/tables/what_to_try/{device}.csv",

@@ -7,6 +7,7 @@ rule summarize:
         ncu=get_aggregate_inputs("ncu"),
         nsys=get_aggregate_inputs("nsys"),
         reconciliations=get_reconcile_files,
+        kernel_calibrations=KERNEL_CALIBRATIONS,
     output:
         summary=report(
             "results/summary.csv",

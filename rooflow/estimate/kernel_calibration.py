@@ -982,19 +982,26 @@ def _completed(calibration: KernelCalibration, gpu: Gpu, calibrations, gpus, roo
 _ADDED: dict[Path, tuple] = {}
 
 
-def add_calibrations(path: str | Path) -> list[str]:
-    """Add the measured GPUs of a ``rooflow calibrate-kernels -o`` file to the shipped calibrations for this
-    process (a GPU in both: the file's; they join the families of GPUs without data too); returns their
-    names."""
+def read_calibrations(path: str | Path) -> tuple:
+    """A ``rooflow calibrate-kernels -o`` file, loaded (:func:`load_shipped`'s tuple); a missing or foreign file
+    ends in one sentence naming it and how to make one."""
     path = Path(path)
     if not path.is_file():
         raise RooflowError(f"{path}: no such kernel calibrations file: make one with `rooflow calibrate-kernels "
                            f"--data DIR -o {path}` (DIR: single ops from `rooflow ceilings --device KEY --single-ops DIR` on that GPU)")
     try:
-        _ADDED[path] = load_shipped(path)
+        return load_shipped(path)
     except (KeyError, TypeError, ValueError) as error:
         raise RooflowError(f"{path}: not a kernel calibrations file ({type(error).__name__}: {error}): make one "
                            f"with `rooflow calibrate-kernels --data DIR -o {path}`") from None
+
+
+def add_calibrations(path: str | Path) -> list[str]:
+    """Add the measured GPUs of a ``rooflow calibrate-kernels -o`` file to the shipped calibrations for this
+    process (a GPU in both: the file's; they join the families of GPUs without data too); returns their
+    names."""
+    path = Path(path)
+    _ADDED[path] = read_calibrations(path)
     _shipped.cache_clear()
     return sorted(_ADDED[path][0])
 

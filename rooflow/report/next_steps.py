@@ -38,16 +38,21 @@ def runs_to_try(timings: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def what_to_try(timing_files: list[str], specs: dict[str, Any], device_key: str, devices_file: str,
-                ceilings: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                ceilings: str | None = None, kernel_calibrations: list[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the alternatives on ``device_key``, the cross-GPU table) of the runs timed there (runs_to_try), each
     ranked by predicted throughput; ``specs`` maps a model name to its config entry
-    (rooflow.workload.spec.spec_from_entry); ``ceilings`` the device's measured ceilings (a CPU's roofs)."""
+    (rooflow.workload.spec.spec_from_entry); ``ceilings`` the device's measured ceilings (a CPU's roofs);
+    ``kernel_calibrations``: `rooflow calibrate-kernels -o` files of the user's GPUs, taken instead of the
+    shipped calibrations."""
     import functools
 
     from rooflow.estimate.api import estimate_run
+    from rooflow.estimate.kernel_calibration import add_calibrations
     from rooflow.estimate.whatif import CHANGES, what_if
     from rooflow.workload.spec import spec_from_entry
 
+    for path in kernel_calibrations:
+        add_calibrations(path)
     devices = load_devices(devices_file)
     device = devices[device_key]
     measured_roofs = read_json(ceilings) if ceilings else None

@@ -338,9 +338,14 @@ def imported_timings(imports: list[dict]) -> list[dict]:
 def summarize_files(devices_file: str | Path, estimates: list[str], timings: list[str],
                     ceilings: dict[str, str] | None = None, ncu: list[str] = (), nsys: list[str] = (),
                     ops: list[str] = (), imports: list[dict] = (),
-                    reconciliations: list[str] = ()) -> pd.DataFrame:
+                    reconciliations: list[str] = (), kernel_calibrations: list[str] = ()) -> pd.DataFrame:
+    """The summary table from the stages' files; ``kernel_calibrations``: `rooflow calibrate-kernels -o` files of
+    the user's GPUs, which the predicted times take instead of the shipped calibrations."""
     from rooflow.estimate.calibration import for_device
+    from rooflow.estimate.kernel_calibration import add_calibrations
 
+    for path in kernel_calibrations:
+        add_calibrations(path)
     devices = load_devices(devices_file)
     calibrations = {}
     for key, path in (ceilings or {}).items():

@@ -102,6 +102,9 @@ FAULTS = [
                                                    "precision": "fp32", "mode": "training",
                                                    "ncu": ["nowhere/ncu.csv"]}]},
      ["'nowhere/ncu.csv'", "fix the path"]),
+    ("kernel calibrations file that is missing", {"kernel_calibrations": ["nowhere/kernels-l4.json"]},
+     ["'kernel_calibrations/0'", "nowhere/kernels-l4.json", "no such kernel calibrations file",
+      "rooflow calibrate-kernels --data DIR -o", "or remove it"]),
 ]
 
 
@@ -171,6 +174,18 @@ def test_model_batch_sizes_override_one_model(config, root):
         validate_config(config, root)
 
 
+def test_kernel_calibrations_must_be_files_calibrate_kernels_wrote(config, root, tmp_path):
+    foreign = tmp_path / "ceilings.json"  # a JSON file, but rooflow ceilings', not calibrate-kernels'
+    foreign.write_text('{"peak_flops_per_second": {"fp32": 1e12}}')
+    config["kernel_calibrations"] = [str(foreign)]
+    with pytest.raises(RooflowError) as error:
+        validate_config(copy.deepcopy(config), root)
+    message = str(error.value)
+    assert "\n" not in message and "'kernel_calibrations/0'" in message and "not a kernel calibrations file" in message
+    config["kernel_calibrations"] = ["rooflow/data/calibration/kernels.json"]  # the shipped file is one
+    assert validate_config(config, root)["kernel_calibrations"] == ["rooflow/data/calibration/kernels.json"]
+
+
 def test_invalid_yaml_is_one_line(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("models: [resnet18\n")
@@ -182,7 +197,7 @@ def test_invalid_yaml_is_one_line(tmp_path):
 
 # a handful (each is a Snakemake start-up, a few seconds): the rest share validate_config with these
 SNAKEMAKE_FAULTS = ["unknown top-level key", "zero batch size", "unknown model", "model name with shell syntax",
-                    "bf16 on a V100", "dataset root without images"]
+                    "bf16 on a V100", "dataset root without images", "kernel calibrations file that is missing"]
 
 
 @pytest.mark.parametrize("name", SNAKEMAKE_FAULTS)
