@@ -126,6 +126,13 @@ LINEAR_TILES = {"pascal": ((128, 32), (32, 128), (64, 64))}
 # working set that stays in L2 at 0.49 of its 40 MB; held out, the other four GPUs' median (1.7 L2s) over-
 # predicted its 10–80 MB calls by 1.4–2.0×: elementwise 85% within ±25% on the full data, 98% with the half.
 PARTITIONED_L2 = ("sm_80", "sm_90")
+# PyTorch's FP32 softmax runs one of two kernels by row length (the data set's kernel names, on every GPU: 1,049
+# calls of softmax_warp_forward for rows of 1 to 1,023 elements, 701 of cunn_SoftMaxForward for 1,025 to 4,094):
+# a warp per row that holds the row in registers (read once, written once) up to this many elements, else a block
+# per row that reads it three times (its maximum, the sum of exponentials, the output). The softmax class's
+# ``block_bytes`` is the block kernel's traffic over the one-pass kernel's: what the caches leave of the two
+# re-reads (fitted 1.11 on the T4 to 1.41 on the A100)
+SOFTMAX_WARP_MAX_ELEMENTS = 1024
 FLOOR_QUANTILE = 0.02  # an operator's launch floor: this quantile of its calls (the fastest one can be an outlier)
 # GPU Boost holds a power-limited board's boost clock for about this long into a kernel before its power
 # average catches up (the measured low-power boards: a T4's FP32 GEMMs reach 0.58 of its datasheet peak at
@@ -340,7 +347,7 @@ class KernelCalibration:
     gpu: str
     relative_uncertainty: float = FAMILY_UNCERTAINTY
     # per class: efficiency, memory_efficiency, floor_seconds, tile_exponent, fill_k, winograd_efficiency,
-    # cache_speedup, rows_per_sm — each class uses the ones its formula has
+    # cache_speedup, rows_per_sm, block_bytes — each class uses the ones its formula has
     classes: dict[str, dict[str, float]] = field(default_factory=dict)
     rows: int = 0  # measurements fitted
     # per operator (add, relu, ln, ...): the launch floor of one call of a memory-bound class — the
@@ -371,21 +378,21 @@ DEFAULTS = {
     "normalization": {"memory_efficiency": 0.7, "floor_seconds": 40e-6, "cache_speedup": 2.0, "l2_fraction": 0.5,
                       "rows_per_sm": 4.0},
     "softmax": {"memory_efficiency": 0.7, "floor_seconds": 30e-6, "cache_speedup": 2.0, "l2_fraction": 0.5,
-                "rows_per_sm": 4.0},
+                "rows_per_sm": 4.0, "block_bytes": 1.0},
 }
 # What a fit adjusts, per class, and how (coordinate search in log space, then the floor in closed form).
 FITTED = {"gemm": ("efficiency", "memory_efficiency", "tile_exponent", "fill_k"),
           "convolution": ("efficiency", "memory_efficiency", "tile_exponent", "fill_k", "winograd_efficiency"),
           "elementwise": ("memory_efficiency", "cache_speedup", "l2_fraction"),
           "normalization": ("memory_efficiency", "cache_speedup", "l2_fraction", "rows_per_sm"),
-          "softmax": ("memory_efficiency", "cache_speedup", "l2_fraction", "rows_per_sm")}
+          "softmax": ("memory_efficiency", "cache_speedup", "l2_fraction", "rows_per_sm", "block_bytes")}
 # Classes of one library kernel per call (no cuBLAS/cuDNN heuristics): their parameters carry across
 # architectures, so a GPU without measurements takes all measured GPUs' (the held-one-GPU-out check
 # prefers that to a family of one or two GPUs), and their launch floor is per operator.
 MEMORY_CLASSES = ("elementwise", "normalization", "softmax")
 BOUNDS = {"efficiency": (0.05, 1.5), "memory_efficiency": (0.05, 1.5), "tile_exponent": (0.0, 3.0),
           "fill_k": (0.0, 1024.0), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 8.0), "l2_fraction": (0.1, 3.0),
-          "rows_per_sm": (0.25, 64.0), "floor_seconds": (2e-6, 5e-4)}
+          "rows_per_sm": (0.25, 64.0), "floor_seconds": (2e-6, 5e-4), "block_bytes": (1.0, 3.0)}
 
 
 # ------------------------------------------------------------------------------------------ the model
@@ -448,6 +455,8 @@ class _Prepared:
                     moved = moved + FP32_BYTES * (2 * part["H"].to_numpy(float) + 2 * part["B"].to_numpy(float))
                 self.work[op_class] = {"bytes": moved, "rows": part["B"].to_numpy(float),
                                        "operator": part["operator"].to_numpy()}
+                if op_class == "softmax":
+                    self.work[op_class]["block"] = part["H"].to_numpy(float) > SOFTMAX_WARP_MAX_ELEMENTS
 
     def seconds(self, op_class: str, p: dict[str, float]) -> np.ndarray:
         """Predicted seconds of this class's rows with parameters ``p``."""
@@ -473,8 +482,11 @@ class _Prepared:
             return p["floor_seconds"] + seconds
         # back-to-back calls: the part of the working set that stays in L2 (up to ``l2_fraction`` of the L2
         # all SMs share) moves at ``cache_speedup`` × the DRAM rate, the rest at the DRAM rate
-        cached = np.minimum(work["bytes"], p["l2_fraction"] * gpu.shared_l2_bytes)
-        effective_bytes = work["bytes"] - cached + cached / p["cache_speedup"]
+        moved = work["bytes"]
+        if "block" in work:  # softmax rows of over 1,024 elements: read three times (SOFTMAX_WARP_MAX_ELEMENTS)
+            moved = np.where(work["block"], moved * p["block_bytes"], moved)
+        cached = np.minimum(moved, p["l2_fraction"] * gpu.shared_l2_bytes)
+        effective_bytes = moved - cached + cached / p["cache_speedup"]
         bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
         if "rows_per_sm" in p:
             bandwidth = bandwidth * np.minimum(1.0, work["rows"] / (p["rows_per_sm"] * gpu.sm_count))
