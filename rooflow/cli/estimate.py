@@ -130,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
     if args.kernel_calibrations:
         from rooflow.estimate.kernel_calibration import add_calibrations
 
-        add_calibrations(args.kernel_calibrations)
+        for path in args.kernel_calibrations:
+            add_calibrations(path)
     if args.what_if:
         return _what_if(args, specs)
     if args.from_measured:
@@ -199,10 +200,11 @@ def register(subparsers) -> None:
                         help="measured ceilings JSON of the device (results/ceilings/DEVICE.json) to merge in")
     parser.add_argument("--measured", action="store_true",
                         help="predict with the measured roofs instead of the datasheet ones")
-    parser.add_argument("--kernel-calibrations", metavar="FILE",
+    parser.add_argument("--kernel-calibrations", metavar="FILE", action="append", default=[],
                         help="kernel calibrations from `rooflow calibrate-kernels --data DIR -o FILE` (DIR: single "
                              "ops `rooflow ceilings --device KEY --single-ops DIR` measured on your GPU): a GPU they "
-                             "hold is predicted from its own, the others' families take them in too")
+                             "hold is predicted from its own, the others' families take them in too; repeat it for "
+                             "several files (the workflow's `kernel_calibrations:`)")
     parser.add_argument("--what-if", action="store_true",
                         help="with --device: list what to try next, ranked by predicted throughput: the other "
                              "precisions the device has, half/double/4x the batch, the variants (channels_last, "

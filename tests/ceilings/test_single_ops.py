@@ -70,7 +70,7 @@ def test_a_device_without_the_kernel_models_datasheet_is_refused():
                                                          dram_bytes_per_second=1e11))
 
 
-def test_single_ops_fitted_and_used_round_trip(tmp_path, monkeypatch, added_calibrations):
+def test_single_ops_fitted_and_used_round_trip(tmp_path, monkeypatch, capsys, added_calibrations):
     """Measured in the data set's layout, with the provenance beside them; fitted by calibrate-kernels into a file
     whose L4 entry names where its single ops came from; and, added, what the L4 is predicted from."""
     monkeypatch.setattr(single_ops, "MAX_FLOPS", 2e8)  # CPU-sized shapes
@@ -99,6 +99,12 @@ def test_single_ops_fitted_and_used_round_trip(tmp_path, monkeypatch, added_cali
     assert after.classes["gemm"]["efficiency"] == entry["calibration"]["classes"]["gemm"]["efficiency"]
     # the shipped GPUs stay as shipped
     assert kc.for_gpu(DEVICES["t4"])[0].source.startswith("fitted on")
+    # the command line takes several files, as the workflow's `kernel_calibrations:` does
+    shipped = str(kc.resources.files("rooflow.data.calibration").joinpath(kc.SHIPPED_FILE))
+    capsys.readouterr()
+    assert cli.main(["estimate", "resnet18", "--device", "l4", "--kernel-calibrations", shipped,
+                     "--kernel-calibrations", str(output)]) == 0
+    assert "measured by rooflow ceilings --single-ops on cpu (l4)" in capsys.readouterr().out
 
 
 def test_a_missing_or_foreign_calibrations_file_is_one_sentence(tmp_path, capsys, added_calibrations):
