@@ -17,6 +17,16 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture
+def added_calibrations():
+    """Undo rooflow.estimate.kernel_calibration.add_calibrations after a test (it is per process)."""
+    from rooflow.estimate import kernel_calibration
+
+    yield
+    kernel_calibration._ADDED.clear()
+    kernel_calibration._shipped.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def snakemake_exe() -> str:
     exe = BIN / "snakemake"

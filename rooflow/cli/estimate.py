@@ -130,8 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kernel_calibrations:
         from rooflow.estimate.kernel_calibration import add_calibrations
 
-        for path in args.kernel_calibrations:
-            add_calibrations(path)
+        add_calibrations(*args.kernel_calibrations)
     if args.what_if:
         return _what_if(args, specs)
     if args.from_measured:

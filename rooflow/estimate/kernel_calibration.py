@@ -1008,14 +1008,17 @@ def read_calibrations(path: str | Path) -> tuple:
                            f"with `rooflow calibrate-kernels --data DIR -o {path}`") from None
 
 
-def add_calibrations(path: str | Path) -> list[str]:
-    """Add the measured GPUs of a ``rooflow calibrate-kernels -o`` file to the shipped calibrations for this
+def add_calibrations(*paths: str | Path) -> list[str]:
+    """Add the measured GPUs of ``rooflow calibrate-kernels -o`` files to the shipped calibrations for this
     process (a GPU in both: the file's; they join the families of GPUs without data too); returns their
     names."""
-    path = Path(path)
-    _ADDED[path] = read_calibrations(path)
-    _shipped.cache_clear()
-    return sorted(_ADDED[path][0])
+    names: set[str] = set()
+    for path in map(Path, paths):
+        _ADDED[path] = read_calibrations(path)
+        names.update(_ADDED[path][0])
+    if paths:
+        _shipped.cache_clear()
+    return sorted(names)
 
 
 @functools.lru_cache(maxsize=1)

@@ -51,8 +51,7 @@ def what_to_try(timing_files: list[str], specs: dict[str, Any], device_key: str,
     from rooflow.estimate.whatif import CHANGES, what_if
     from rooflow.workload.spec import spec_from_entry
 
-    for path in kernel_calibrations:
-        add_calibrations(path)
+    add_calibrations(*kernel_calibrations)
     devices = load_devices(devices_file)
     device = devices[device_key]
     measured_roofs = read_json(ceilings) if ceilings else None

@@ -344,8 +344,7 @@ def summarize_files(devices_file: str | Path, estimates: list[str], timings: lis
     from rooflow.estimate.calibration import for_device
     from rooflow.estimate.kernel_calibration import add_calibrations
 
-    for path in kernel_calibrations:
-        add_calibrations(path)
+    add_calibrations(*kernel_calibrations)
     devices = load_devices(devices_file)
     calibrations = {}
     for key, path in (ceilings or {}).items():

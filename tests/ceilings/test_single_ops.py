@@ -20,14 +20,6 @@ from rooflow.hardware.devices import default_catalogue_path, load_devices
 DEVICES = load_devices(default_catalogue_path())
 
 
-@pytest.fixture
-def added_calibrations():
-    """Undo :func:`kc.add_calibrations` after a test (it is per process)."""
-    yield
-    kc._ADDED.clear()
-    kc._shipped.cache_clear()
-
-
 def test_plan_is_seeded_and_within_the_data_sets_ranges():
     shapes = single_ops.plan(30, seed=1)
     assert shapes == single_ops.plan(30, seed=1) and shapes != single_ops.plan(30, seed=2)

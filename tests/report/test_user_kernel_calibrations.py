@@ -22,7 +22,7 @@ SOURCE = "test: the L4's family calibration at half its FP32 efficiencies"
 
 
 @pytest.fixture
-def slow_l4(tmp_path):
+def slow_l4(tmp_path, added_calibrations):
     """A calibrations file whose L4 runs its FP32 GEMMs and convolutions at half the shipped efficiency (what
     `rooflow calibrate-kernels -o` writes); the process's added calibrations undone after the test."""
     calibration, gpu = kc.for_gpu(load_devices(CATALOGUE)["l4"])
@@ -34,9 +34,7 @@ def slow_l4(tmp_path):
     path = tmp_path / "kernels-l4.json"
     kc.write_shipped({"measured": {gpu.name: {"catalogue": "l4", "gpu": dataclasses.asdict(gpu),
                                               "calibration": slow.to_json()}}}, {}, path)
-    yield path
-    kc._ADDED.clear()
-    kc._shipped.cache_clear()
+    return path
 
 
 def measured_on(device: str, tmp_path) -> dict[str, str]:
