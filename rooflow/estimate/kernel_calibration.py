@@ -77,9 +77,14 @@ CLASSES = ("convolution", "gemm", "elementwise", "normalization", "softmax")
 # FP32 SGEMM tiles cuBLAS/cuDNN pick among (sm_50 … sm_90 "sgemm_128x128", "…_32x128", ...).
 SGEMM_TILES = ((128, 128), (128, 64), (64, 128), (128, 32), (32, 128), (64, 64), (64, 32), (32, 64), (32, 32))
 # cuDNN's FP32 forward convolutions tile 128 output pixels by 128, 64 or 32 channels (implicit GEMM:
-# scudnn_128x128/128x64/128x32 in the data set's kernel names), and its fused Winograd kernel 128 × 128
+# scudnn_128x128/128x64/128x32 in the data set's kernel names, all three on every GPU; their grids are
+# ceil(N·Ho·Wo / 128) × ceil(Cout / tile) for all 5,353 such calls), and its fused Winograd kernel 128 × 128
 # (scudnn_winograd_128x128): a convolution of few pixels or channels pads them, it does not pick a smaller tile
 IMPLICIT_GEMM_TILES = ((128, 128), (128, 64), (128, 32))
+# cuDNN 9's FP32 implicit GEMMs on Hopper (sm80_xmma_fprop_implicit_gemm_f32f32…): 256×64 and 128×32 tiles, the
+# only two in rooflow's H100 and H200 FP32 traces (90 and 18 kernels; MobileNetV2's 1×1 convolutions of 24 output
+# channels launched 128-pixel × 32-channel blocks, ResNet-50's of 64-256 channels 256 × 64)
+IMPLICIT_GEMM_TILES_OF = {"sm_90": ((256, 64), (128, 32))}
 FUSED_WINOGRAD_TILES = ((128, 128),)
 # Architectures whose FP32 forward convolutions cuDNN runs without Winograd: every 3×3 stride-1 forward
 # convolution recorded on the H100 (VGG16, ResNet-50: cuDNN 9, ncu) and the H200 (five FP32 steps,
@@ -308,16 +313,16 @@ def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None,
     rows that are not batched take, where their architecture has a set of its own (:data:`LINEAR_TILES`)."""
     largest = max(tm * tn / (tm + tn) for tm, tn in SGEMM_TILES)
     intensity, bases, parts = [], [], []
-    unsplit = np.zeros(len(m), bool) if batched is None else np.asarray(batched, bool)
-    if not split_k:
-        unsplit = np.ones(len(m), bool)
+    batched_rows = np.zeros(len(m), bool) if batched is None else np.asarray(batched, bool)
+    unsplit = np.ones(len(m), bool) if not split_k else batched_rows
     for tm, tn in tiles:
         tiles_m, tiles_n = np.ceil(m / tm), np.ceil(n / tn)
         padding = (m * n) / (tiles_m * tm * tiles_n * tn)
         tiles = tiles_m * tiles_n * count
-        allowed = ~unsplit if batched_tile and (tm, tn) != tuple(batched_tile) else np.ones(len(m), bool)
+        # the batched tile binds batched rows only (a convolution is unsplit, not batched: it keeps ``tiles``)
+        allowed = ~batched_rows if batched_tile and (tm, tn) != tuple(batched_tile) else np.ones(len(m), bool)
         if linear_tiles is not None and batched is not None and (tm, tn) not in linear_tiles:
-            allowed = allowed & np.asarray(batched, bool)
+            allowed = allowed & batched_rows
         for split in (1, 2, 4, 8, 16):
             if split > 1:
                 useful = (tiles * split <= 2 * sm_count) & (k / split >= 128) & ~unsplit & allowed
@@ -413,7 +418,7 @@ class _Prepared:
                 work = {"flops": 2 * m * n * k * count, "bytes": moved,
                         "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
                                               BATCHED_TILES.get(gpu.family), split_k=op_class == "gemm",
-                                              tiles=SGEMM_TILES if op_class == "gemm" else IMPLICIT_GEMM_TILES,
+                                              tiles=SGEMM_TILES if op_class == "gemm" else IMPLICIT_GEMM_TILES_OF.get(gpu.architecture, IMPLICIT_GEMM_TILES),
                                               linear_tiles=LINEAR_TILES.get(gpu.family) if op_class == "gemm" else None)}
                 if op_class == "convolution":
                     work["fused_table"] = _shape_table(m, n, k, count, gpu.sm_count, split_k=False,
@@ -633,7 +638,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
     memory-bound classes: all measured GPUs'. Convolution shapes where its architecture has none: every
     measured GPU's residuals, each less its own median (cuDNN's picks by shape carry across architectures,
-    a board's level does not; :func:`shape_residuals.pooled`)."""
+    a board's level does not; :func:`shape_residuals.pooled`), less the 3×3 stride-1 shapes where cuDNN has no
+    forward Winograd (:data:`NO_FORWARD_WINOGRAD`: they ran Winograd on the measured GPUs)."""
     roofs = roofs or {}
     same_architecture = [name for name in measured if measured_gpus[name].architecture == gpu.architecture]
     same = [name for name in measured if measured_gpus[name].family == gpu.family]
@@ -713,8 +719,13 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         if op_class not in shapes and parts:
             shapes[op_class] = shape_residuals.pooled(parts)
             across.append(op_class)
+    winograd_note = ""
+    if "convolution" in across and gpu.architecture in NO_FORWARD_WINOGRAD:
+        # their 3×3 stride-1 shapes ran Winograd on the measured GPUs, implicit GEMM or FFT here: not its picks
+        shapes["convolution"] = shape_residuals.without_winograd_shapes(shapes["convolution"])
+        winograd_note = "; no 3×3 stride-1 convolution shapes (Winograd on the measured GPUs)"
     across_note = (f"; {', '.join(across)} shapes: all measured GPUs' residuals, each less its median"
-                   if across else "")
+                   f"{winograd_note}" if across else "")
     if gemm_from_family:
         across_note += "; GEMM shapes: its family's full-power boards' residuals, each less its median"
     if same_architecture:
