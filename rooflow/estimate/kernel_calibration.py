@@ -415,10 +415,12 @@ class _Prepared:
             part = rows.iloc[idx]
             if op_class in ("gemm", "convolution"):
                 m, n, k, count, moved = _gemm_views(part)
+                candidate_tiles = (SGEMM_TILES if op_class == "gemm"
+                                   else IMPLICIT_GEMM_TILES_OF.get(gpu.architecture, IMPLICIT_GEMM_TILES))
                 work = {"flops": 2 * m * n * k * count, "bytes": moved,
                         "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
                                               BATCHED_TILES.get(gpu.family), split_k=op_class == "gemm",
-                                              tiles=SGEMM_TILES if op_class == "gemm" else IMPLICIT_GEMM_TILES_OF.get(gpu.architecture, IMPLICIT_GEMM_TILES),
+                                              tiles=candidate_tiles,
                                               linear_tiles=LINEAR_TILES.get(gpu.family) if op_class == "gemm" else None)}
                 if op_class == "convolution":
                     work["fused_table"] = _shape_table(m, n, k, count, gpu.sm_count, split_k=False,
