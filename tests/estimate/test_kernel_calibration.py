@@ -416,26 +416,31 @@ def test_hopper_convolutions_run_implicit_gemm_or_fft_never_winograd():
     assert kc.predict_seconds(small, hopper, calibration)[0] == pytest.approx(fft_flops / 5e12, rel=0.05)
 
 
-def _vgg16_forward_convolutions(trace: Path) -> pd.DataFrame:
-    """VGG16's 13 forward convolutions in a torch.profiler trace recorded without shapes: the kernels each
-    aten::conv2d launched (CUPTI correlation ids), less its bias add (an elementwise kernel), with
-    torchvision's layer shapes in order."""
+def _convolution_calls(trace: Path) -> list[tuple[dict, float]]:
+    """Each aten::conv2d of a torch.profiler trace, in order, with the seconds of the kernels it launched (CUPTI
+    correlation ids; rooflow.measure.optime's rule) less its bias add (an elementwise kernel)."""
     events = json.load(gzip.open(trace))["traceEvents"]
     kernels = {e["args"]["correlation"]: (e["name"], e["dur"]) for e in events if e.get("cat") == "kernel"}
     launches = [e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})]
-    convolutions = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::conv2d"][:13]
-    shapes = [(3, 64, 224), (64, 64, 224), (64, 128, 112), (128, 128, 112), (128, 256, 56), (256, 256, 56),
-              (256, 256, 56), (256, 512, 28), (512, 512, 28), (512, 512, 28), (512, 512, 14), (512, 512, 14),
-              (512, 512, 14)]
-    rows = []
-    for event, (cin, cout, size) in zip(convolutions, shapes):
+    calls = []
+    for event in (e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::conv2d"):
         ids = [launch["args"]["correlation"] for launch in launches
                if launch["tid"] == event["tid"] and event["ts"] <= launch["ts"] <= event["ts"] + event["dur"]]
         seconds = sum(kernels[i][1] for i in ids if i in kernels and "elementwise_kernel" not in kernels[i][0]) * 1e-6
-        rows.append({"operator": "conv", "op_class": "convolution", "B": 64, "Input_Channel": cin,
-                     "Output_Channel": cout, "Kernel_Szie": 3, "Input_Size": size, "Stride": 1, "Padding": 1,
-                     "seconds": seconds})
-    return pd.DataFrame(rows)
+        calls.append((event, seconds))
+    return calls
+
+
+def _vgg16_forward_convolutions(trace: Path) -> pd.DataFrame:
+    """VGG16's 13 forward convolutions in a torch.profiler trace recorded without shapes, with torchvision's
+    layer shapes in order."""
+    shapes = [(3, 64, 224), (64, 64, 224), (64, 128, 112), (128, 128, 112), (128, 256, 56), (256, 256, 56),
+              (256, 256, 56), (256, 512, 28), (512, 512, 28), (512, 512, 28), (512, 512, 14), (512, 512, 14),
+              (512, 512, 14)]
+    return pd.DataFrame([{"operator": "conv", "op_class": "convolution", "B": 64, "Input_Channel": cin,
+                          "Output_Channel": cout, "Kernel_Szie": 3, "Input_Size": size, "Stride": 1, "Padding": 1,
+                          "seconds": seconds}
+                         for (_, seconds), (cin, cout, size) in zip(_convolution_calls(trace)[:13], shapes)])
 
 
 def test_h100_fp32_convolutions_against_the_kernel_model():
@@ -454,20 +459,13 @@ def test_h100_fp32_convolutions_against_the_kernel_model():
 
 def _forward_convolutions(trace: Path) -> pd.DataFrame:
     """The dense forward convolutions (groups 1, square) of a torch.profiler trace recorded with shapes: per
-    aten::conv2d its input and weight dims, stride and padding, and the time of the kernels it launched (CUPTI
-    correlation ids) less its bias add's elementwise kernel."""
-    events = json.load(gzip.open(trace))["traceEvents"]
-    kernels = {e["args"]["correlation"]: (e["name"], e["dur"]) for e in events if e.get("cat") == "kernel"}
-    launches = [e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})]
+    aten::conv2d its input and weight dims, stride and padding, and its kernels' seconds."""
     rows = []
-    for event in (e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::conv2d"):
+    for event, seconds in _convolution_calls(trace):
         (batch, cin, height, width), (cout, _, kernel, kernel_width) = event["args"]["Input Dims"][:2]
         stride, padding, _, groups = event["args"]["Concrete Inputs"][3:7]
         if int(groups) != 1 or height != width or kernel != kernel_width:
             continue
-        ids = [launch["args"]["correlation"] for launch in launches
-               if launch["tid"] == event["tid"] and event["ts"] <= launch["ts"] <= event["ts"] + event["dur"]]
-        seconds = sum(kernels[i][1] for i in ids if i in kernels and "elementwise_kernel" not in kernels[i][0]) * 1e-6
         rows.append({"operator": "conv", "op_class": "convolution", "B": batch, "Input_Channel": cin,
                      "Output_Channel": cout, "Kernel_Szie": kernel, "Input_Size": height,
                      "Stride": json.loads(stride)[0], "Padding": json.loads(padding)[0], "seconds": seconds})
