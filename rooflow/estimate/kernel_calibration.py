@@ -648,6 +648,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     donors = same_architecture or same or list(measured)
     family_roofs = [roof for roof in roofs.values() if roof.gpu.family == gpu.family]
     classes: dict[str, dict[str, float]] = {}
+    borrowed: set[str] = set()  # classes whose parameters none of its donors had: taken from all measured GPUs
     for op_class in CLASSES:
         # memory-bound kernels: all measured GPUs (their parameters carry across architectures)
         pool = donors if same_architecture or op_class not in MEMORY_CLASSES else list(measured)
@@ -656,8 +657,10 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             # efficiency comes from (full-power ones, its family's where it has them, else all families')
             full = [name for name in measured if measured_gpus[name].full_power and op_class in measured[name].classes]
             pool = [name for name in pool if name in full] or full or pool
-        values = [measured[name].classes[op_class] for name in pool if op_class in measured[name].classes] or \
-            [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
+        values = [measured[name].classes[op_class] for name in pool if op_class in measured[name].classes]
+        if not values:  # none of its donors ran this class (the data set's A100: no convolutions): all GPUs'
+            values = [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
+            borrowed.add(op_class)
         if not values:
             continue
         classes[op_class] = {key: float(statistics.median(v[key] for v in values)) for key in values[0]}
@@ -684,8 +687,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             else:  # its family's measured roof: its own if it is that GPU, else the median of the family's
                 own = [roof for roof in family_roofs if roof.gpu.name == gpu.name] or family_roofs
                 _set_efficiency(classes[op_class], float(statistics.median(r.gemm_efficiency for r in own)))
-    if "convolution" in classes and "gemm" in classes and not same_architecture:
-        # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted)
+    if "convolution" in classes and "gemm" in classes and (not same_architecture or "convolution" in borrowed):
+        # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted), on its own architecture's GEMM efficiency where that
+        # was measured without convolutions (not the median of other boards', power-limited ones among them)
         _set_efficiency(classes["convolution"], classes["gemm"]["efficiency"])
     power_note = ""
     if "gemm" in classes and gpu.tdp_watts:
@@ -995,8 +999,9 @@ def _completed(calibration: KernelCalibration, gpu: Gpu, calibrations, gpus, roo
         having = sorted(n for n, c in calibrations.items() if op_class in c.classes)
         donors = [n for n in having if gpus[n].architecture == gpu.architecture] or having
         shapes = ", their measured shapes' residuals pooled (each less its median)" if op_class in family.shapes else ""
-        notes.append(f"{op_class} not measured on it: each parameter the median of {', '.join(donors)}{shapes}, "
-                     f"as a GPU of its architecture without measurements takes it")
+        own_efficiency = " but its FP32 efficiency, its own GEMMs'" if op_class == "convolution" and "gemm" in calibration.classes else ""
+        notes.append(f"{op_class} not measured on it: each parameter the median of {', '.join(donors)}{own_efficiency}"
+                     f"{shapes}, as a GPU of its architecture without measurements takes it")
     return replace(calibration,
                    classes={**calibration.classes, **{c: family.classes[c] for c in filled}},
                    shapes={**{c: family.shapes[c] for c in filled if c in family.shapes}, **calibration.shapes},
