@@ -734,11 +734,16 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                    f"{winograd_note}" if across else "")
     if gemm_from_family:
         across_note += "; GEMM shapes: its family's full-power boards' residuals, each less its median"
+    borrowed_note = "".join(
+        f"; {op_class}: none measured on its architecture, each parameter the median of all measured GPUs'"
+        + (" but its FP32 efficiency, its GEMMs'" if op_class == "convolution" and "gemm" in classes else "")
+        for op_class in sorted(borrowed) if op_class in classes) if same_architecture else ""
     if same_architecture:
         source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "
                   f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "
                   f"measured shapes included, with its datasheet (SMs, FP32 peak, bandwidth, L2, board power); "
-                  f"launch floors from all measured GPUs ({', '.join(sorted(measured))}){across_note}{power_note}")
+                  f"launch floors from all measured GPUs ({', '.join(sorted(measured))}){borrowed_note}{across_note}"
+                  f"{power_note}")
     else:
         which = "its family's" if same else "all"
         roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "

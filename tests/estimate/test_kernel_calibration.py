@@ -563,6 +563,8 @@ def test_a_measured_gpu_takes_a_class_it_lacks_as_its_architectures_gpus_without
         calibration = kc.for_gpu(devices[key])[0]
         assert calibration.classes["convolution"]["efficiency"] == calibration.classes["gemm"]["efficiency"] == \
             shipped.classes["gemm"]["efficiency"], key
+    assert "convolution: none measured on its architecture, each parameter the median of all measured GPUs' but " \
+        "its FP32 efficiency, its GEMMs'" in kc.for_gpu(devices["a100-pcie-80gb"])[0].source
     complete = kc.load_shipped()[0]["Tesla T4"]
     assert kc.for_gpu(devices["t4"])[0] == complete  # measured in every class: as shipped
 
