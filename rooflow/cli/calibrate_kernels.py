@@ -51,7 +51,7 @@ def _cmd(args) -> int:
                            "or --check DIR (measurements to score the shipped calibrations on)")
     if args.held_out:
         data = load_measurements(args.data)
-        gpus = load_dataset_gpus(args.data)
+        gpus = load_dataset_gpus(args.data, data["gpu"].unique())
         print(format_table(held_one_out(data, gpus)))
         print("\n" + format_table(held_out_shapes(data, gpus), "held-out shapes of"))
         return 0

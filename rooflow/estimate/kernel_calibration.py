@@ -212,7 +212,7 @@ def load_measurements(root: str | Path, gpus: list[str] | None = None) -> pd.Dat
     frames = []
     for operator in OPERATORS:
         for path in sorted((Path(root) / operator).glob("*.csv*")):
-            frame = pd.read_csv(path, usecols=lambda c: c not in ("Kernels", "Kernel Name"))
+            frame = _read_measurement_file(path, operator)
             if gpus is not None and not frame["Device"].isin(gpus).any():
                 continue
             frame["operator"] = operator
@@ -228,15 +228,63 @@ def load_measurements(root: str | Path, gpus: list[str] | None = None) -> pd.Dat
     return data
 
 
-def load_dataset_gpus(root: str | Path) -> dict[str, Gpu]:
+# The columns each operator's file needs (besides Device and Latency): the call's shape
+SHAPE_COLUMNS = {"conv": ("B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"),
+                 "linear": ("B", "M", "N", "K"), "bmm": ("B", "M", "N", "K")}
+# What a device_configs/<GPU>.json must give (NeuSight's units: GFLOP/s, GB/s, MB)
+CONFIG_KEYS = ("Device", "Num_Sm", "SingleFLOPs", "Mem_Bw", "L2Cache")
+
+
+def _read_measurement_file(path: Path, operator: str) -> pd.DataFrame:
+    """One ``<operator>/<GPU>.csv(.gz)``, checked: a damaged, truncated or foreign file ends in one sentence
+    naming it, never in a fit on half its rows."""
+    needed = ("Device", "Latency", *SHAPE_COLUMNS.get(operator, ("B", "H")))
+    layout = f"columns {', '.join(needed)}, Latency in milliseconds: the NeuSight data set's layout"
+    try:
+        frame = pd.read_csv(path, usecols=lambda c: c not in ("Kernels", "Kernel Name"))
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as error:  # bad gzip, cut short, empty, binary
+        raise RooflowError(f"{path}: not a readable file of {operator} measurements ({type(error).__name__}: "
+                           f"{error}): copy it again, or measure it again with `rooflow ceilings --single-ops`"
+                           ) from None
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise RooflowError(f"{path}: no column {', '.join(missing)}: not a file of {operator} measurements (expected "
+                           f"{layout})")
+    numbers = frame[list(needed[1:])].apply(pd.to_numeric, errors="coerce")
+    bad = ~np.isfinite(numbers.to_numpy(float)).all(axis=1) | (numbers["Latency"].to_numpy(float) <= 0) \
+        | frame["Device"].isna().to_numpy()
+    if bad.any():
+        line = int(np.flatnonzero(bad)[0]) + 2  # the header is line 1
+        raise RooflowError(f"{path}: {int(bad.sum())} of {len(frame)} rows lack a number or a positive Latency "
+                           f"(the first at line {line}): a truncated or damaged file; measure it again or remove "
+                           f"those rows ({layout})")
+    frame[list(needed[1:])] = numbers
+    return frame
+
+
+def load_dataset_gpus(root: str | Path, measured=()) -> dict[str, Gpu]:
     """The :class:`Gpu` of each measured GPU, from the data set's ``device_configs`` (its architecture and
-    board power from :data:`DATASET_GPUS`, else from the catalogue entry of the same name)."""
+    board power from :data:`DATASET_GPUS`, else from the catalogue entry of the same name); ``measured``:
+    GPU names the measurements give, each of which must have its file."""
     gpus = {}
     for path in sorted((Path(root) / "device_configs").glob("*.json")):
-        data = json.loads(path.read_text())
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            raise RooflowError(f"{path}: not a readable device config ({type(error).__name__}: {error}): write it "
+                               f"as a JSON object with {', '.join(CONFIG_KEYS)}") from None
+        missing = [key for key in CONFIG_KEYS if not isinstance(data, dict) or key not in data]
+        if missing:
+            raise RooflowError(f"{path}: no {', '.join(missing)} in this device config: give {', '.join(CONFIG_KEYS)} "
+                               f"(SMs, FP32 GFLOP/s, DRAM GB/s, L2 MB)")
         key, architecture, tdp_watts = dataset_gpu_identity(data["Device"], path)
         base, boost = DATASET_CLOCKS.get(data["Device"]) or _catalogue_clocks(key)
         gpus[data["Device"]] = gpu_from_config(data, architecture, tdp_watts, clock_fraction(base, boost))
+    unconfigured = sorted(set(measured) - set(gpus))
+    if unconfigured:
+        raise RooflowError(f"{Path(root) / 'device_configs'}: no config of {unconfigured[0]!r}, whose single ops are "
+                           f"measured there: add a JSON file with {', '.join(CONFIG_KEYS)} (\"Device\": "
+                           f"{json.dumps(unconfigured[0])}; SMs, FP32 GFLOP/s, DRAM GB/s, L2 MB)")
     return gpus
 
 
@@ -859,7 +907,7 @@ def check_shipped(root: str | Path, band: float = 0.25) -> pd.DataFrame:
     or family's with its datasheet (``device_configs``); per GPU and class, rows, the fraction within
     ±``band`` and the median |error|."""
     data = load_measurements(root)
-    gpus = load_dataset_gpus(root)
+    gpus = load_dataset_gpus(root, data["gpu"].unique())
     table = []
     for name, rows in data.groupby("gpu"):
         key = dataset_gpu_identity(name)[0]
@@ -912,7 +960,7 @@ def calibrate_measured(root: str | Path, roofs: dict[str, MeasuredRoof] | None =
     catalogue key): the shipped JSON's content, and the arrays of the measured shapes (:data:`SHAPES_FILE`).
     Per GPU its datasheet (:class:`Gpu`), catalogue key (where the catalogue has it) and fitted parameters."""
     data = load_measurements(root)
-    gpus = load_dataset_gpus(root)
+    gpus = load_dataset_gpus(root, data["gpu"].unique())
     provenance = Path(root) / SINGLE_OPS_PROVENANCE
     # rooflow's own single ops (`rooflow ceilings --single-ops`) say where they were measured; the others are
     # the public data set's

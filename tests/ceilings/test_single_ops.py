@@ -135,3 +135,49 @@ def test_a_shape_without_gpu_memory_is_left_out(tmp_path, monkeypatch):
     written = pd.read_csv(tmp_path / "relu" / "NVIDIA_L4.csv")
     assert list(written["B"]) == [2]
     assert any("out of GPU memory" in line and "'B': 4" in line for line in said)
+
+
+@pytest.mark.parametrize("damage, says", [
+    ("foreign", "Tesla_T4.csv.gz: no column Device, Latency, B, H: not a file of add measurements"),
+    ("cut-gzip", "Tesla_T4.csv.gz: not a readable file of add measurements (EOFError"),
+    ("cut-rows", "Tesla_T4.csv.gz: 1 of 30 rows lack a number or a positive Latency (the first at line 31)"),
+    ("no-config", "device_configs: no config of 'Tesla T4', whose single ops are measured there"),
+    ("bare-config", "Tesla_T4.json: no Num_Sm, SingleFLOPs, Mem_Bw, L2Cache in this device config"),
+])
+def test_a_damaged_single_ops_folder_is_one_sentence(tmp_path, capsys, damage, says):
+    """A foreign or truncated measurements file, or a GPU without its device config, ends calibrate-kernels in
+    one sentence naming the file and what it lacks — before any fit, and with no calibrations file written."""
+    import gzip
+
+    (tmp_path / "add").mkdir()
+    (tmp_path / "device_configs").mkdir()
+    config = {"Device": "Tesla T4", "Num_Sm": 40, "SingleFLOPs": 8141, "Mem_Bw": 320, "L2Cache": 4}
+    lines = ["OPName,Latency,Device,B,H"] + [f"add,{0.03 + i * 1e-3},Tesla T4,{64 + i},{1024}" for i in range(30)]
+    text = "\n".join(lines) + "\n"
+    if damage == "foreign":
+        text = "name,ms\nadd,0.03\n"
+    elif damage == "cut-rows":
+        text = text[: text.rindex(",")] + "\n"  # the last row cut after its batch: no H
+    data = gzip.compress(text.encode())
+    if damage == "cut-gzip":
+        data = data[: len(data) // 2]
+    (tmp_path / "add" / "Tesla_T4.csv.gz").write_bytes(data)
+    if damage == "bare-config":
+        config = {"Device": "Tesla T4"}
+    if damage != "no-config":
+        (tmp_path / "device_configs" / "Tesla_T4.json").write_text(json.dumps(config))
+    output = tmp_path / "kernels.json"
+    assert cli.main(["calibrate-kernels", "--data", str(tmp_path), "-o", str(output)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert says in error and "\n" not in error and "Traceback" not in error
+    assert not output.exists()
+
+
+def test_an_intact_single_ops_folder_is_read_as_written(tmp_path):
+    """The checks above refuse nothing whole: the same folder undamaged is read, every row, with its numbers."""
+    (tmp_path / "add").mkdir()
+    lines = ["OPName,Latency,Device,B,H"] + [f"add,{0.03 + i * 1e-3},Tesla T4,{64 + i},{1024}" for i in range(30)]
+    (tmp_path / "add" / "Tesla_T4.csv").write_text("\n".join(lines) + "\n")
+    rows = kc.load_measurements(tmp_path)
+    assert len(rows) == 30 and rows["seconds"].iloc[-1] == pytest.approx(0.059e-3)
+    assert rows["B"].tolist() == list(range(64, 94))
