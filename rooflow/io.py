@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rooflow.errors import RooflowError
+
 TEMPORARY_SUFFIX = ".tmp"
 
 
@@ -92,7 +94,23 @@ def write_csv(path: str | Path, frame) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text())
+    """A JSON file's content; a file that is not JSON (cut short, or another kind of file given) ends in one
+    sentence naming it (a missing or binary one: rooflow.logs.describe_failure)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except json.JSONDecodeError as error:
+        raise RooflowError(f"{path}: not JSON ({error.msg} at line {error.lineno}, column {error.colno}): a file cut "
+                           f"short, or not the file that belongs here; give the JSON file the step or command "
+                           f"wrote, or make it again") from None
+
+
+def read_json_object(path: str | Path, what: str) -> dict[str, Any]:
+    """A JSON file that must hold an object (``what`` it should be, and the command that writes it, e.g. "a
+    ceilings file (`rooflow ceilings --output`)"); anything else ends in one sentence naming it."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise RooflowError(f"{path}: not {what}: it holds a JSON {type(data).__name__}, not an object; give that file")
+    return data
 
 
 def _jsonable(value: Any) -> Any:

@@ -133,11 +133,11 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
     from rooflow.estimate.calibration import for_device
     from rooflow.estimate.predict import predict_memory, predict_seconds
     from rooflow.estimate.timemodel import predict_step
-    from rooflow.hardware.devices import default_catalogue_path, load_device
-    from rooflow.io import read_json
+    from rooflow.hardware.devices import CEILINGS_FILE, default_catalogue_path, load_device
+    from rooflow.io import read_json_object
 
     device = load_device(devices_file or default_catalogue_path(), device_key, ceilings)
-    calibration = for_device(device, read_json(ceilings) if ceilings else None)
+    calibration = for_device(device, read_json_object(ceilings, CEILINGS_FILE) if ceilings else None)
     totals = result.totals
     totals["device"] = device.key
     roofline = predict_seconds(result.ops, device, totals["precision"], measured=measured)
@@ -157,13 +157,14 @@ def _what_if(estimator, batch: int, precision: str, mode: str, device: str, devi
              ceilings: str | None, measured) -> dict[str, Any]:
     from rooflow.estimate.whatif import what_if
     from rooflow.hardware.devices import default_catalogue_path, load_devices
-    from rooflow.io import read_json
+    from rooflow.hardware.devices import CEILINGS_FILE
+    from rooflow.io import read_json_object
 
     record = measured
     if isinstance(measured, (str, bytes)) or hasattr(measured, "__fspath__"):
-        record = {"source": str(measured), **read_json(measured)}
+        record = {"source": str(measured), **read_json_object(measured, "a timing record (`rooflow time --output`)")}
     return what_if(estimator, batch, precision, mode, device, load_devices(devices_file or default_catalogue_path()),
-                   ceilings=read_json(ceilings) if ceilings else None, measured=record)
+                   ceilings=read_json_object(ceilings, CEILINGS_FILE) if ceilings else None, measured=record)
 
 
 def what_if_run(spec, batch: int, precision: str, mode: str, device: str, input_size: int | None = None, *,

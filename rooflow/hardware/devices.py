@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from rooflow.config_io import load_schema, read_yaml, validate
 from rooflow.errors import RooflowError
+from rooflow.io import read_json_object
 
 TERA = 1e12
 GIGA = 1e9
@@ -291,13 +292,17 @@ def load_devices(path: str | Path) -> dict[str, Device]:
     return {key: _from_entry(key, entry) for key, entry in data.items()}
 
 
+# what a --ceilings / `ceilings:` file is, for the sentence that refuses another kind of JSON
+CEILINGS_FILE = "a ceilings file (the JSON `rooflow ceilings --output` writes)"
+
+
 def load_device(path: str | Path, key: str, ceilings_path: str | Path | None = None) -> Device:
     devices = load_devices(path)
     if key not in devices:
         raise RooflowError(f"device '{key}' is not in {path}: use one of {', '.join(sorted(devices))}")
     device = devices[key]
     if ceilings_path and Path(ceilings_path).is_file():
-        device.with_measured(json.loads(Path(ceilings_path).read_text()))
+        device.with_measured(read_json_object(ceilings_path, CEILINGS_FILE))
     return device
 
 

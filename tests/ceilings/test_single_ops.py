@@ -181,3 +181,15 @@ def test_an_intact_single_ops_folder_is_read_as_written(tmp_path):
     rows = kc.load_measurements(tmp_path)
     assert len(rows) == 30 and rows["seconds"].iloc[-1] == pytest.approx(0.059e-3)
     assert rows["B"].tolist() == list(range(64, 94))
+
+
+def test_a_ceilings_file_of_another_kind_is_one_sentence(tmp_path, capsys):
+    """calibrate-kernels --ceilings KEY=FILE with FILE cut short, or a JSON without a measured FP32 rate."""
+    cut, foreign = tmp_path / "cut.json", tmp_path / "list.json"
+    cut.write_text('{"peak_flops_per_second": {"fp32": 5')
+    foreign.write_text("[1, 2]")
+    for path, says in ((cut, f"{cut}: not JSON (Expecting"),
+                       (foreign, "h100-sxm5-80gb: the ceilings file holds no measured FP32 GEMM rate")):
+        assert cli.main(["calibrate-kernels", "--data", str(tmp_path), "--ceilings", f"h100-sxm5-80gb={path}"]) == 2
+        error = capsys.readouterr().err.strip()
+        assert says in error and "\n" not in error

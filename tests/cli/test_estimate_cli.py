@@ -139,3 +139,23 @@ def test_from_measured_needs_what_if(capsys):
     status, out, err = run(capsys, "resnet18", "--device", "t4", "--from-measured", "timing.json")
     assert status != 0 and out == ""
     assert "--from-measured: it is the starting point of --what-if: add --what-if" in err
+
+
+@pytest.mark.parametrize("argv, content, says", [
+    (["resnet18", "--device", "h100-sxm5-80gb", "--ceilings"], '{"peak_flops_per_second": 3',
+     "not JSON (Expecting ',' delimiter at line 1, column 28): a file cut short"),
+    (["resnet18", "--device", "h100-sxm5-80gb", "--ceilings"], "[1, 2]",
+     "not a ceilings file (the JSON `rooflow ceilings --output` writes): it holds a JSON list"),
+    (["resnet18", "--device", "h100-sxm5-80gb", "--what-if", "--from-measured"], "[1, 2]",
+     "not a timing record (`rooflow time --output`): it holds a JSON list"),
+    (["resnet18", "--device", "h100-sxm5-80gb", "--what-if", "--from-measured"], "step: 3 ms",
+     "not JSON (Expecting value at line 1, column 1)"),
+])
+def test_a_cut_or_foreign_json_input_is_one_sentence(capsys, tmp_path, argv, content, says):
+    """A --ceilings or --from-measured file cut short or of another kind ends in one line naming it, not in a
+    JSONDecodeError or AttributeError traceback."""
+    path = tmp_path / "given.json"
+    path.write_text(content)
+    status, out, err = run(capsys, *argv, str(path))
+    assert status == 2 and out == ""
+    assert err.strip().startswith(f"rooflow estimate: error: {path}: {says}") and "\n" not in err.strip()
