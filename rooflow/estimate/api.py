@@ -156,8 +156,7 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
 def _what_if(estimator, batch: int, precision: str, mode: str, device: str, devices_file: str | None,
              ceilings: str | None, measured) -> dict[str, Any]:
     from rooflow.estimate.whatif import what_if
-    from rooflow.hardware.devices import default_catalogue_path, load_devices
-    from rooflow.hardware.devices import CEILINGS_FILE
+    from rooflow.hardware.devices import CEILINGS_FILE, default_catalogue_path, load_devices
     from rooflow.io import read_json_object
 
     record = measured

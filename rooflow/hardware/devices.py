@@ -12,7 +12,6 @@ resources: rooflow cannot run on them, so the workflow's ``devices:`` rejects th
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
