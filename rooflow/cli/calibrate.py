@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from rooflow.io import read_json, write_json
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     # imported here: rooflow.estimate imports torch, which no other `rooflow` command should wait for
-    from rooflow.estimate.calibration import derive_from_recordings, load_recordings
+    from rooflow.estimate.calibration import derive_from_recordings, load_recordings, read_trace
 
     device = load_device(args.devices_file, args.device, args.ceilings)
     ceilings = read_json(args.ceilings)
@@ -23,9 +22,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     for mode in ("inference", "training"):
         candidates = sorted(folder.glob(f"torch-profiler-*-{mode}.json*"))
         if candidates:
-            opener = gzip.open if candidates[0].suffix == ".gz" else open
-            with opener(candidates[0], "rt") as handle:
-                traces[mode] = json.load(handle)
+            traces[mode] = read_trace(candidates[0])
     calibration = derive_from_recordings(recordings, device, ceilings, traces,
                                          source=args.source or f"derived from the recordings in {folder.name}/")
     data = calibration.to_json()

@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from rooflow.errors import RooflowError
 from rooflow.estimate.timemodel import (
     DIRECTIONS,
     GEMM_PREFIX,
@@ -145,10 +146,15 @@ class Recording:
     step_seconds: float | None = None
 
 
+# what `rooflow calibrate --from-recordings DIR` reads
+RECORDING_FILES = ("<model>-b<batch>-<precision>-<mode>-ncu.csv(.gz) (Nsight Compute) or "
+                   "torch-profiler-<model>-b<batch>-<precision>-<mode>.json(.gz) (torch.profiler) files")
+
+
 def _recording_key(path: Path) -> tuple[str, int, str, str] | None:
     stem = path.name.split(".")[0].removeprefix("torch-profiler-").removesuffix("-ncu")
     parts = stem.split("-")
-    if len(parts) < 4 or not parts[1].startswith("b"):
+    if len(parts) < 4 or not parts[1].startswith("b") or not parts[1][1:].isdigit():
         return None
     return parts[0], int(parts[1][1:]), parts[2], parts[3]
 
@@ -161,16 +167,16 @@ def load_recordings(folder: str | Path) -> list[Recording]:
     from rooflow.profilers.ncu import aggregate_ncu
 
     folder = Path(folder)
+    if not folder.is_dir():
+        raise RooflowError(f"{folder}: no such folder of recordings: give the folder that holds {RECORDING_FILES}")
     found: dict[tuple, Recording] = {}
     for path in sorted(folder.glob("torch-profiler-*.json*")):
         key = _recording_key(path)
         if key is None:
             continue
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt") as handle:
-            trace = json.load(handle)
+        trace = read_trace(path)
         rows = [(event["name"], event["dur"] * 1e-6) for event in trace["traceEvents"]
-                if event.get("cat") == "kernel"]
+                if event.get("cat") == "kernel" and "name" in event and "dur" in event]
         kernels = pd.DataFrame(rows, columns=["name", "seconds"])
         kernels["kernel_class"] = [classify_kernel(name) for name in kernels["name"]]
         found[key] = Recording(*key, kernels, "torch.profiler", str(path), _step_seconds(folder, key))
@@ -181,7 +187,27 @@ def load_recordings(folder: str | Path) -> list[Recording]:
         kernels = aggregate_ncu(path).kernels
         found[key] = Recording(*key, kernels[["name", "kernel_class", "seconds"]].copy(), "ncu", str(path),
                                _step_seconds(folder, key))
+    if not found:
+        raise RooflowError(f"{folder}: no recordings in it: expected {RECORDING_FILES} (as in rooflow's "
+                           f"tests/data/real/h100-rooflow)")
     return list(found.values())
+
+
+def read_trace(path: str | Path) -> dict[str, Any]:
+    """A torch.profiler trace (``export_chrome_trace``'s JSON, gzipped or not); one cut short or of another kind
+    ends in one sentence naming it."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt") as handle:
+            trace = json.load(handle)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as error:  # JSONDecodeError is a ValueError
+        raise RooflowError(f"{path}: not a readable torch.profiler trace ({type(error).__name__}: {error}): record "
+                           f"it again, or move it out of the folder") from None
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise RooflowError(f"{path}: no traceEvents: not a torch.profiler trace (export_chrome_trace writes one); "
+                           f"record it again, or move it out of the folder")
+    return trace
 
 
 def _step_seconds(folder: Path, key: tuple[str, int, str, str]) -> float | None:

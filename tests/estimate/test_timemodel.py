@@ -459,3 +459,30 @@ def test_cpu_calibration_microbenchmarks_run_here():
         set(calibration.memory_efficiency_by_class)
     assert all(0 < value < 50 for value in [*calibration.matmul_efficiency.values(),
                                             *calibration.memory_efficiency_by_class.values()])
+
+
+@pytest.mark.parametrize("layout, says", [
+    (None, "no such folder of recordings: give the folder that holds <model>-b<batch>-<precision>-<mode>-ncu.csv"),
+    ({"notes.txt": b"no recordings here"}, "no recordings in it: expected <model>-b<batch>-<precision>-<mode>"),
+    ({"torch-profiler-resnet50-b32-fp32-training.json": b'{"traceEvents": ['},
+     "torch-profiler-resnet50-b32-fp32-training.json: not a readable torch.profiler trace (JSONDecodeError"),
+    ({"torch-profiler-resnet50-b32-fp32-training.json": b'{"schema": 1}'},
+     "torch-profiler-resnet50-b32-fp32-training.json: no traceEvents: not a torch.profiler trace"),
+])
+def test_calibrate_refuses_a_folder_without_readable_recordings(tmp_path, capsys, layout, says):
+    """`rooflow calibrate --from-recordings` of a missing folder, one with no recordings (it printed a calibration
+    of the time model's defaults, sourced "derived from the recordings in ..."), or one with a trace cut short or
+    of another kind: one sentence naming it, exit 2, nothing written."""
+    from rooflow import cli
+
+    folder = tmp_path / "recordings"
+    if layout is not None:
+        folder.mkdir()
+        for name, content in layout.items():
+            (folder / name).write_bytes(content)
+    output = tmp_path / "calibration.json"
+    assert cli.main(["calibrate", "--from-recordings", str(folder), "--device", "h100-sxm5-80gb",
+                     "--ceilings", str(H100 / "ceilings-h100.json"), "-o", str(output)]) == 2
+    captured = capsys.readouterr()
+    assert says in captured.err and "\n" not in captured.err.strip() and captured.out == ""
+    assert not output.exists()
