@@ -159,3 +159,17 @@ def test_a_cut_or_foreign_json_input_is_one_sentence(capsys, tmp_path, argv, con
     status, out, err = run(capsys, *argv, str(path))
     assert status == 2 and out == ""
     assert err.strip().startswith(f"rooflow estimate: error: {path}: {says}") and "\n" not in err.strip()
+
+
+def test_factory_options_on_torchvision_models_are_refused_not_ignored(capsys):
+    """--input 3x32x32 on resnet18 was ignored (a 224×224 estimate printed); now one sentence pointing at
+    --input-size. With a factory model among the models the options apply to it, and pass."""
+    status, out, err = run(capsys, "resnet18", "--input", "3x32x32")
+    assert status == 2 and out == ""
+    assert err.strip() == ("rooflow estimate: error: --input describes a package.module:factory model, but resnet18 "
+                           "is a torchvision model: leave --input out (a torchvision model's square input side is "
+                           "--input-size, e.g. --input-size 32)")
+    status, _, err = run(capsys, "resnet18", "alexnet", "--loss", "a.b:c")
+    assert status == 2 and "--loss describes a package.module:factory model, but resnet18, alexnet are" in err
+    status, out, _ = run(capsys, "resnet18", "--input-size", "32", "--format", "json")
+    assert status == 0 and json.loads(out)[0]["forward_flops"] < 0.1e9  # 32×32, not 224×224 (3.6 GFLOP)
