@@ -676,6 +676,18 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     precision, mode = totals["precision"], totals["mode"]
     sm_count = int(getattr(device, "sm_count", None) or 1)
     cpu = calibration.kind == "cpu" or not device.is_cuda
+    precision_note = ""
+    if precision in ("tf32", "bf16") and not cpu and not (device.peak_flops_per_second or {}).get(precision):
+        precision_note = f"; {precision} on a GPU without {precision} units ({getattr(device, 'architecture', '')}): "
+        if precision == "tf32":
+            # PyTorch's allow_tf32 changes no kernel before Ampere: the run is an fp32 run
+            precision_note += "no kernel changes, priced as the fp32 run it is"
+            precision = "fp32"
+            ops = ops.assign(compute_precision=ops["compute_precision"].replace("tf32", "fp32"))
+        else:  # torch.cuda.is_bf16_supported(including_emulation=True): it runs, on no path rooflow recorded
+            precision_note += ("PyTorch emulates it, a path no recording here shows: its matmuls are priced at the "
+                               "fp32 roof with the reference's bf16 efficiencies, unverified"
+                               + (" (fp16 has units here)" if (device.peak_flops_per_second or {}).get("fp16") else ""))
     host_clock = device_clock = device_busy = 0.0
     kernels_total = 0
     by_class: dict[str, float] = {}
@@ -697,7 +709,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     if single is not None and not single.empty:
         alone = _single_call(body, single, precision, mode, device, calibration, sm_count)
         if alone is not None:
-            return alone
+            return replace(alone, calibration_source=alone.calibration_source + precision_note)
     doubt_seconds, doubt_layers = 0.0, 0
     for index, row in body.iterrows():
         calls = int(row["calls"])
@@ -765,7 +777,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     seconds = max(device_clock, host_clock)
     bound = "cpu" if cpu else ("host" if device_busy < 0.8 * seconds else "gpu")
     spread = calibration.relative_uncertainty
-    source = calibration.source
+    source = calibration.source + precision_note
     if doubt_seconds > 0:
         source += (f"; the {doubt_layers} FP32 forward convolution(s) of 3×3 or more at stride 1 are priced on cuDNN's "
                    f"Winograd/FFT path, which rooflow's H100 recordings show for batch ≥ {FAST_PATH_SEEN_BATCH} and "

@@ -71,7 +71,8 @@ def _prediction(estimate, device, calibration, variant: str = "eager") -> dict[s
     elif device.bandwidth(True) or device.bandwidth(False):
         step = predict_step(estimate.ops, totals, device, calibration)
         row.update(predicted_seconds=step.seconds, predicted_seconds_low=step.low_seconds,
-                   predicted_seconds_high=step.high_seconds, predicted_bound=step.bound)
+                   predicted_seconds_high=step.high_seconds, predicted_bound=step.bound,
+                   calibration_source=step.calibration_source)  # with its notes, as `rooflow estimate` prints it
     else:
         row["note"] = "no roofs: the device's ceilings were not measured"
     memory = predict_memory(totals, device)

@@ -486,3 +486,25 @@ def test_calibrate_refuses_a_folder_without_readable_recordings(tmp_path, capsys
     captured = capsys.readouterr()
     assert says in captured.err and "\n" not in captured.err.strip() and captured.out == ""
     assert not output.exists()
+
+
+def test_tf32_before_ampere_is_the_fp32_run():
+    """allow_tf32 changes no kernel on a V100, T4 or P100 (no TF32 units): their tf32 step is their fp32 step, which
+    the source says (it was priced at the fp32 roof with the H100's TF32 efficiencies: 2.2x the fp32 step on the
+    V100); on an A100 TF32 is faster. bf16 there is emulated by PyTorch, on no recorded path: flagged, unverified."""
+    from rooflow.estimate.api import estimate_run, predict
+    from rooflow.workload.spec import spec_from_options
+
+    spec = spec_from_options("resnet50")
+
+    def step(precision, device):
+        return predict(estimate_run(spec, 16, precision, "training"), device).totals
+
+    for device in ("v100-pcie-16gb", "t4", "p100-pcie-16gb"):
+        tf32, fp32 = step("tf32", device), step("fp32", device)
+        assert tf32["predicted_seconds"] == fp32["predicted_seconds"], device
+        assert "tf32 on a GPU without tf32 units" in tf32["calibration_source"]
+        assert "units" not in fp32["calibration_source"]
+    assert step("tf32", "a100-pcie-40gb")["predicted_seconds"] < 0.8 * step("fp32", "a100-pcie-40gb")["predicted_seconds"]
+    assert "PyTorch emulates it, a path no recording here shows" in step("bf16", "v100-pcie-16gb")["calibration_source"]
+    assert "units" not in step("bf16", "a100-pcie-40gb")["calibration_source"]
