@@ -941,8 +941,8 @@ def roof_from_ceilings(ceilings: dict[str, Any], device) -> MeasuredRoof:
     over its datasheet FP32 peak, divided by the kernel model's waves and padding of that GEMM (an n×n×n
     product of the ceilings' largest size at 128×128 tiles), so that the model reproduces the measurement."""
     gpu = gpu_from_device(device)
-    rate = ((ceilings.get("peak_flops_per_second") or {}).get("fp32")
-            if isinstance(ceilings, dict) and isinstance(ceilings.get("peak_flops_per_second") or {}, dict) else None)
+    peaks = ceilings.get("peak_flops_per_second") if isinstance(ceilings, dict) else None
+    rate = peaks.get("fp32") if isinstance(peaks, dict) else None
     if gpu is None or not rate:
         raise RooflowError(f"{device.key}: the ceilings file holds no measured FP32 GEMM rate of a GPU: give the "
                            f"JSON `rooflow ceilings` wrote on that GPU")
