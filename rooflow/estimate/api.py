@@ -79,6 +79,11 @@ def estimate_module(module, example_inputs, device: str | None = None, precision
     so); the module is not changed. The result maps the keys of ``rooflow estimate --format json``;
     ``.layers`` and ``.ops`` are the per-layer and per-op tables. Attention counts as its math path.
     """
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise RooflowError(f"estimate_module: the module is a {type(module).__name__}, not a torch.nn.Module: pass the "
+                           f"model itself (e.g. estimate_module(MyNet(), torch.randn(8, 3, 224, 224)))")
     name = name or _snake(type(module).__name__)
     inputs = _meta_inputs(example_inputs)
     batch = int(inputs[0].shape[0]) if inputs and inputs[0].dim() else 1
@@ -88,7 +93,8 @@ def estimate_module(module, example_inputs, device: str | None = None, precision
     try:
         result = count_module(counted, inputs, precision, mode, loss_fn=loss_fn, name=name)
     except (NotImplementedError, RuntimeError) as error:
-        countable = not_countable(name, error)
+        countable = not_countable(name, error, "check the example inputs' shapes and dtypes against what the module "
+                                                "takes (the batch first)")
         if countable is error:
             raise
         raise countable from error

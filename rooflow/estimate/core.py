@@ -393,32 +393,43 @@ def estimate(model: str, batch: int, precision: str = "fp32", mode: str = "infer
     if mode == "training" and task(model) == "detection":
         raise RooflowError(f"estimate: {model} is a detection model, which trains on box targets that rooflow "
                            f"does not generate: estimate it in mode inference")
+    default = int(default_input_size(model))
+    resize = f"give the --input-size it takes (the default, {default}, does)" if size != default else ""
     try:
         trace = run_step(net, model, batch, size, precision, mode)
     except ValueError as error:  # what the model itself rejects, e.g. training BatchNorm on one value
         raise RooflowError(f"estimate: {model} cannot run {mode} at batch {batch} (input {size}): {error}") \
             from error
+    except AssertionError as error:  # a fixed input size: ViT's "Wrong image height! Expected 224 but got 64!"
+        raise RooflowError(f"estimate: {model} rejects a {size}×{size} input ({error}): "
+                           f"{resize or 'an input it does not take'}") from error
     except (NotImplementedError, RuntimeError) as error:
-        raise not_countable(model, error) from error
+        raise not_countable(model, error, f"its layers do not fit a {size}×{size} input: {resize}"
+                            if resize else None) from error
     result = build_estimate(trace, model, batch, precision, mode, size, params, weight_bytes, param_bytes)
     result.seconds = time.perf_counter() - start
     return result
 
 
-def not_countable(model: str, error: BaseException):
-    """One sentence for a model the meta device cannot run: the op that failed, in which layer, and why."""
+def not_countable(model: str, error: BaseException, fix: str | None = None):
+    """One sentence for a model the meta device cannot run: the op that failed, in which layer, and why;
+    ``fix``: what to do where its shapes do not depend on data (the caller knows its inputs)."""
     from rooflow.errors import RooflowError
 
     op = getattr(error, "rooflow_op", None)
     if op is None:
         return error
     layer = getattr(error, "rooflow_layer", "")
-    reason = ("its output shape depends on tensor values, which the meta device does not have"
-              if "data-dependent" in str(error) or op in DATA_DEPENDENT_OPS
-              else str(error).strip().splitlines()[0][:200])
+    if "data-dependent" in str(error) or op in DATA_DEPENDENT_OPS:
+        reason = "its output shape depends on tensor values, which the meta device does not have"
+        fix = ("rooflow estimates models whose shapes do not depend on data (a detector's box filtering does): "
+               "estimate its backbone as a model of its own")
+    else:
+        reason = str(error).strip().splitlines()[0][:200]
+        fix = fix or ("that op refuses these shapes or has no meta kernel: check the inputs' shapes and dtypes, or "
+                      "estimate the model without that layer")
     return RooflowError(f"estimate: {model} cannot be counted: op aten.{op} (layer {layer}) cannot run on the "
-                        f"meta device ({reason}); rooflow estimates models whose shapes do not depend on data "
-                        f"(a detector's box filtering does): estimate its backbone as a model of its own")
+                        f"meta device ({reason}); {fix}")
 
 
 # Ops whose output shape depends on the values of their inputs: the meta device cannot run them.

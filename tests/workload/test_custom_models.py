@@ -290,3 +290,32 @@ def test_a_video_model_counts_torchvisions_published_multiply_adds_on_a_16_frame
 
     totals = estimate("r3d_18", 1).totals
     assert totals["forward_macs"] / 1e9 == pytest.approx(weights_meta("r3d_18")["_ops"], rel=2e-3)
+
+
+def test_estimate_module_faults_are_one_sentence_with_the_fix_that_applies():
+    """Not a module (it was an AttributeError), and a module its inputs do not fit: the fix names the inputs,
+    not the data-dependent shapes of a detector (which the old sentence offered for every failing op)."""
+    with pytest.raises(RooflowError, match=r"^estimate_module: the module is a str, not a torch\.nn\.Module"):
+        rooflow.estimate_module("resnet18", torch.empty(1, 3, 8, 8, device="meta"))
+    with pytest.raises(RooflowError) as caught:
+        rooflow.estimate_module(nn.Conv2d(3, 4, 3, device="meta"), torch.empty(1, 5, 8, 8, device="meta"))
+    assert "op aten.convolution (layer (root)) cannot run on the meta device (" in str(caught.value)
+    assert str(caught.value).endswith("check the example inputs' shapes and dtypes against what the module takes "
+                                      "(the batch first)")
+    assert "detector" not in str(caught.value)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["vgg16", "--input-size", "16"],
+     "vgg16 cannot be counted: op aten.max_pool2d_with_indices (layer features.30) cannot run on the meta device "
+     "(Given input size: (512x1x1)"),
+    (["vit_b_16", "--input-size", "64"],
+     "vit_b_16 rejects a 64×64 input (Wrong image height! Expected 224 but got 64!)"),
+])
+def test_a_torchvision_model_at_an_input_size_it_cannot_take_is_one_sentence(capsys, argv, says):
+    """ViT's fixed image size ended in an AssertionError traceback; VGG16's pools shrinking 16×16 to nothing was
+    blamed on data-dependent shapes. Both now name the input size and the one that fits."""
+    assert main(["estimate", *argv]) == 2
+    error = capsys.readouterr().err.strip()
+    assert says in error and error.endswith("give the --input-size it takes (the default, 224, does)")
+    assert "\n" not in error and "detector" not in error
