@@ -154,6 +154,11 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
                       f"step (only its roofline time: roofline_seconds in --format json)")
     elif device.bandwidth(True) or device.bandwidth(False):
         totals.update(predict_step(result.ops, totals, device, calibration).as_dict())
+    else:  # the local machine's entry: its roofs are measured, not in a datasheet
+        totals.update(calibration_source=(
+            f"none for {device.key}: its catalogue entry has no roofs (they are measured on the machine): measure "
+            f"them with `rooflow ceilings --device {device.key} --output ceilings.json` and pass --ceilings "
+            f"ceilings.json (the workflow does this itself)"))
     totals.update(predict_memory(totals, device))
     return result
 

@@ -75,7 +75,9 @@ def for_device(device, ceilings: dict[str, Any] | None = None, catalogue: dict |
     if shipped is not None:
         return shipped
     if not device.is_cuda:
-        return Calibration(source="generic CPU constants (no calibration measured on this CPU: run measure_ceilings)",
+        return Calibration(source=f"generic CPU constants (no calibration measured on this CPU: measure one with "
+                                  f"`rooflow ceilings --device {device.key} --calibrate --output FILE` and pass "
+                                  f"--ceilings FILE)",
                            kind="cpu", host_op_seconds=6e-6, host_module_seconds=3e-6, host_library_seconds=10e-6,
                            host_autograd_seconds=3e-6, host_backward_op_seconds=12e-6,
                            host_optimizer_call_seconds=20e-6, kernel_seconds=0.0, memory_efficiency=0.6,

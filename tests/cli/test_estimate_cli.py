@@ -173,3 +173,15 @@ def test_factory_options_on_torchvision_models_are_refused_not_ignored(capsys):
     assert status == 2 and "--loss describes a package.module:factory model, but resnet18, alexnet are" in err
     status, out, _ = run(capsys, "resnet18", "--input-size", "32", "--format", "json")
     assert status == 0 and json.loads(out)[0]["forward_flops"] < 0.1e9  # 32×32, not 224×224 (3.6 GFLOP)
+
+
+def test_the_local_cpu_without_measured_roofs_says_how_to_measure_them(capsys):
+    """`cpu`'s catalogue entry has no roofs (the workflow measures them): the prediction line said nothing; it
+    now names the command that measures them, and with generic constants, the one that calibrates."""
+    status, out, _ = run(capsys, "resnet18", "--device", "cpu")
+    assert status == 0
+    assert ("Predicted time: none for cpu: its catalogue entry has no roofs (they are measured on the machine): "
+            "measure them with `rooflow ceilings --device cpu --output ceilings.json` and pass --ceilings "
+            "ceilings.json") in out
+    status, out, _ = run(capsys, "resnet18", "--device", "xeon-e5-2699-v4-2s")
+    assert status == 0 and "`rooflow ceilings --device xeon-e5-2699-v4-2s --calibrate --output FILE`" in out
