@@ -139,7 +139,18 @@ def load_subset(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise RooflowError(f"dataset subset '{path}' does not exist: run the subset_dataset step first")
-    return torch.load(path, weights_only=True)
+    try:
+        data = torch.load(path, weights_only=True)
+    except Exception as error:  # torch.load's errors for a truncated or foreign file are of many types
+        raise RooflowError(f"dataset subset '{path}' is not a subset rooflow wrote (torch.load raised "
+                           f"{type(error).__name__}: a file cut short, or another kind of file): delete it and run the "
+                           f"subset_dataset step (or `rooflow subset`) again") from None
+    if not (isinstance(data, dict) and isinstance(data.get("images"), torch.Tensor) and data["images"].dim() == 4
+            and data["images"].dtype == torch.uint8
+            and isinstance(data.get("labels"), torch.Tensor) and len(data["labels"]) == len(data["images"])):
+        raise RooflowError(f"dataset subset '{path}' holds no uint8 images (N, 3, H, W) with their labels: delete it "
+                           f"and run the subset_dataset step (or `rooflow subset`) again")
+    return data
 
 
 def make_batch(subset: dict, batch: int, image_size: int | None = None):

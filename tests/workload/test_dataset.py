@@ -75,3 +75,21 @@ def test_make_batch_cycles_and_normalises(tmp_path):
     assert torch.equal(x[0], x[4])
     x_big, _ = make_batch(data, 2, image_size=48)
     assert x_big.shape == (2, 3, 48, 48)
+
+
+def test_a_cut_or_foreign_subset_file_is_one_sentence(tmp_path):
+    """A subset .pt cut short, a text file, or a tensor file of another kind ended in torch.load's traceback or a
+    KeyError inside the timing job; now one sentence saying to delete it and build it again."""
+    path = tmp_path / "subset.pt"
+    build_subset(SubsetSpec(root=None, classes=2, images_per_class=2, image_size=32, resize=36), path,
+                 tmp_path / "manifest.csv")
+    assert load_subset(path)["images"].shape == (4, 3, 32, 32)
+    whole = path.read_bytes()
+    for name, content in (("cut.pt", whole[: len(whole) // 2]), ("text.pt", b"not a tensor file\n")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(RooflowError, match=rf"subset '.*{name}' is not a subset rooflow wrote \(torch.load "
+                                               r"raised \w+: a file cut short.*delete it and run the subset_dataset"):
+            load_subset(tmp_path / name)
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(RooflowError, match=r"holds no uint8 images \(N, 3, H, W\) with their labels: delete it"):
+        load_subset(tmp_path / "other.pt")
