@@ -123,16 +123,9 @@ def _what_if(args: argparse.Namespace, specs: list) -> int:
 def run(args: argparse.Namespace) -> int:
     from rooflow.errors import RooflowError
     from rooflow.estimate.api import estimate_run, predict
-    from rooflow.workload.spec import is_factory_path, spec_from_options
+    from rooflow.workload.spec import refuse_factory_options, spec_from_options
 
-    options = [flag for flag, given in (("--input", args.input), ("--loss", args.loss), ("--name", args.name)) if given]
-    if options and not any(is_factory_path(model) for model in args.models):
-        # they describe a package.module:factory model; a torchvision model would silently ignore them
-        which = f"{args.models[0]} is a torchvision model" if len(args.models) == 1 else \
-            f"{', '.join(args.models)} are torchvision models"
-        size = " (a torchvision model's square input side is --input-size, e.g. --input-size 32)" if args.input else ""
-        raise RooflowError(f"{' and '.join(options)} describe{'s' if len(options) == 1 else ''} a package.module:factory "
-                           f"model, but {which}: leave {' and '.join(options)} out{size}")
+    refuse_factory_options(args.models, args.input, args.loss, args.name)
     specs = [spec_from_options(model, args.input, args.loss, args.name if len(args.models) == 1 else None)
              for model in args.models]
     if args.kernel_calibrations:

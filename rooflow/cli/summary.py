@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-import pandas as pd
-
-from rooflow.report.summary import format_table
+from rooflow.report.summary import format_table, read_summary
 
 
 def _cmd_summarize(args: argparse.Namespace) -> int:
-    frame = pd.read_csv(args.summary)
+    frame = read_summary(args.summary)
     print(format_table(frame))
     return 0
 

@@ -464,8 +464,10 @@ def _write_timeline(path: str | Path, timeline, record: dict[str, Any], status: 
 def model_fields(args: argparse.Namespace) -> dict[str, Any]:
     """RunSpec's model fields from --model (a torchvision name or package.module:factory), --input, --loss,
     --name."""
-    from rooflow.workload.spec import spec_from_options
+    from rooflow.workload.spec import refuse_factory_options, spec_from_options
 
+    refuse_factory_options([args.model], args.input, args.loss, args.name,
+                           "the subset's image size: `rooflow subset --image-size`")
     model = spec_from_options(args.model, args.input, args.loss, args.name, "--model")
     return {"model": model.name, "factory": model.factory, "inputs": model.inputs, "loss": model.loss}
 

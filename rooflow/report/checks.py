@@ -61,7 +61,7 @@ from rooflow.report.findings import (  # CHECK_COLUMNS and run_label: also impor
     run_checks,
     run_label,  # noqa: F401
 )
-from rooflow.report.summary import RUN_KEYS, eager_rows
+from rooflow.report.summary import RUN_KEYS, eager_rows, read_summary
 
 # The estimator's backward:forward matmul FLOP ratio must match the ratio its own layers imply within this
 # relative tolerance: both are computed from the same per-layer counts, so only a wrong backward formula
@@ -399,7 +399,7 @@ def check_file_records(summary_path: str | Path, totals_paths=(), layers_paths=(
 
         datasheet_dram = {k: d.dram_bytes_per_second for k, d in load_devices(devices_file).items()}
     guards = {str(p): read_json(p) for p in guard_paths}
-    return check_records(pd.read_csv(summary_path), totals, layers, ceilings, datasheet_dram,
+    return check_records(read_summary(summary_path), totals, layers, ceilings, datasheet_dram,
                          load_op_times(timings_paths), guards)
 
 

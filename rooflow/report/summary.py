@@ -31,6 +31,19 @@ log = logging.getLogger(__name__)
 KEYS = ["device", "model", "batch", "precision", "mode"]
 RUN_KEYS = KEYS[1:]
 
+
+def read_summary(path: str | Path) -> pd.DataFrame:
+    """A summary table the workflow's summarize step wrote; an empty, cut or foreign CSV ends in one sentence."""
+    fix = "give the results/summary.csv the workflow writes (`snakemake --cores all` makes it)"
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise RooflowError(f"{path}: not a readable summary table ({type(error).__name__}): {fix}") from None
+    missing = [key for key in KEYS if key not in frame.columns]
+    if missing:
+        raise RooflowError(f"{path}: not a rooflow summary table (no column {', '.join(missing)}): {fix}")
+    return frame
+
 COLUMNS = [
     *KEYS, "variant", "device_kind", "status", "status_message", "timer", "input_size", "params",
     "estimated_flops", "estimated_forward_flops", "estimated_backward_flops", "estimated_optimizer_flops",

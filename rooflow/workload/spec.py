@@ -123,6 +123,20 @@ def spec_from_entry(entry: Any, where: str = "model") -> ModelSpec:
     return spec
 
 
+def refuse_factory_options(models: list[str], inputs=None, loss=None, name=None,
+                           size_option: str = "--input-size, e.g. --input-size 32") -> None:
+    """--input, --loss and --name describe a package.module:factory model: given with torchvision models only,
+    they would be ignored without a word (resnet18 --input 3x32x32 ran at 224×224); one sentence instead."""
+    options = [flag for flag, given in (("--input", inputs), ("--loss", loss), ("--name", name)) if given]
+    if not options or any(is_factory_path(model) for model in models):
+        return
+    which = (f"{models[0]} is a torchvision model" if len(models) == 1
+             else f"{', '.join(models)} are torchvision models")
+    size = f" (a torchvision model's square input side is {size_option})" if inputs else ""
+    raise RooflowError(f"{' and '.join(options)} describe{'s' if len(options) == 1 else ''} a package.module:factory "
+                       f"model, but {which}: leave {' and '.join(options)} out{size}")
+
+
 def spec_from_options(model: str, inputs: list[str] | None = None, loss: str | None = None,
                       name: str | None = None, where: str = "MODEL") -> ModelSpec:
     """A model from the command line: a torchvision name, or ``package.module:factory`` with --input."""

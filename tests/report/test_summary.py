@@ -198,3 +198,21 @@ def test_h100_resnet18_bf16_miss_is_read_from_its_profiled_iteration():
     [check] = [c for c in run_checks(row) if c.check == "predicted vs measured time"]
     assert "the step is host-bound in the model" in check.cause
     assert "Conv2d 1.03 vs" in check.cause and "BatchNorm2d 0.298 vs" in check.cause
+
+
+@pytest.mark.parametrize("content, says", [
+    ("", "not a readable summary table (EmptyDataError)"),
+    ("a,b\n1,2\n", "not a rooflow summary table (no column device, model, batch, precision, mode)"),
+])
+def test_rooflow_summary_and_checks_refuse_a_foreign_summary_in_one_sentence(tmp_path, capsys, content, says):
+    """An empty or foreign results/summary.csv ended `rooflow summary` and `rooflow checks` in a pandas
+    EmptyDataError or KeyError traceback."""
+    from rooflow.cli import main
+
+    path = tmp_path / "summary.csv"
+    path.write_text(content)
+    for command in ("summary", "checks"):
+        assert main([command, str(path)]) == 2
+        error = capsys.readouterr().err.strip()
+        assert error.startswith(f"rooflow {command}: error: {path}: {says}: give the results/summary.csv")
+        assert "\n" not in error

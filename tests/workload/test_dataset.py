@@ -93,3 +93,18 @@ def test_a_cut_or_foreign_subset_file_is_one_sentence(tmp_path):
     torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
     with pytest.raises(RooflowError, match=r"holds no uint8 images \(N, 3, H, W\) with their labels: delete it"):
         load_subset(tmp_path / "other.pt")
+
+
+def test_rooflow_time_refuses_factory_options_on_a_torchvision_model(tmp_path, capsys):
+    """`rooflow time --model resnet18 --input 3x32x32` timed 224×224 images without a word; now one sentence
+    naming where a torchvision model's input side comes from (the subset's image size)."""
+    from rooflow.cli import main
+
+    path = tmp_path / "subset.pt"
+    build_subset(SubsetSpec(root=None, classes=1, images_per_class=2, image_size=32, resize=36), path,
+                 tmp_path / "manifest.csv")
+    assert main(["time", "--model", "resnet18", "--input", "3x32x32", "--batch", "2", "--subset", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "rooflow time: error: --input describes a package.module:factory model, but resnet18 is a torchvision "
+        "model: leave --input out (a torchvision model's square input side is the subset's image size: "
+        "`rooflow subset --image-size`)")
