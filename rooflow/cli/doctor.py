@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from rooflow.hardware.devices import default_catalogue_path
+
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from rooflow.io import atomic_path, write_json
@@ -27,7 +29,8 @@ def register(subparsers) -> None:
                     "the GPU checks say 'skipped: no GPU'; on a GPU node (the workflow's doctor rule submits it "
                     "there) they profile one small real step. Exit status 1 when a check fails.")
     parser.add_argument("--device", help="the catalogue key the jobs on this node will use (config.devices)")
-    parser.add_argument("--devices-file", default="config/devices.yaml")
+    parser.add_argument("--devices-file", default=str(default_catalogue_path()),
+                        help="device catalogue (default: %(default)s)")
     parser.add_argument("--ncu", default="ncu", help="ncu executable (profiling.ncu.executable)")
     parser.add_argument("--nsys", default="nsys", help="nsys executable (profiling.nsys.executable)")
     parser.add_argument("--files", default="results/doctor/files",

@@ -415,13 +415,13 @@ GPU_CHECKS = ("GPU vs catalogue", "ncu counters", "ncu metrics", "ncu distinct v
               "NVML")
 
 
-def run_doctor(device_key: str | None = None, devices_file: str | Path = "config/devices.yaml",
+def run_doctor(device_key: str | None = None, devices_file: str | Path | None = None,
                folder: str | Path = "results/doctor/files", ncu: str = "ncu", nsys: str = "nsys",
                gpu: dict[str, Any] | None | bool = True) -> list[dict[str, str]]:
     """Every check, in the table's order. ``gpu``: True = ask torch; None = as on a machine without a GPU."""
-    from rooflow.hardware.devices import load_devices
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
 
-    devices = load_devices(devices_file)
+    devices = load_devices(devices_file or default_catalogue_path())
     device = devices.get(device_key) if device_key else None
     rows = software_checks()
     if gpu is True:

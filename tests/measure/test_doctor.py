@@ -65,6 +65,8 @@ def ncu(tmp_path, monkeypatch):
 
 
 def test_doctor_on_this_cpu_only_machine_prints_its_table_and_exits_0(tmp_path):
+    """Run from outside the checkout, as on a cluster node's home directory: the catalogue is the checkout's (it
+    was config/devices.yaml of the working directory, so `rooflow doctor` worked in the checkout only)."""
     import torch
 
     if torch.cuda.is_available():
@@ -72,7 +74,7 @@ def test_doctor_on_this_cpu_only_machine_prints_its_table_and_exits_0(tmp_path):
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "rooflow", "doctor", "--device", "h100-sxm5-80gb",
                            "--json", str(tmp_path / "doctor.json"), "--files", str(tmp_path / "files")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONPATH=str(ROOT), PATH="/usr/bin:/bin"))
     seconds = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
