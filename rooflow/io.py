@@ -37,6 +37,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        # mkstemp makes it 0600; an output gets the mode open() would give it (0644 under the usual umask), so
+        # that the project's group can read a results folder on a shared cluster file system
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -38,6 +38,21 @@ def test_atomic_path_names_its_temporary_after_the_output_and_cleans_up_on_error
     assert not out.exists() and stale_temporaries([out]) == []
 
 
+def test_an_output_gets_the_mode_open_gives_not_mkstemps_0600(tmp_path):
+    """results/summary.csv and every other output were 0600 (mkstemp's temporary, renamed): unreadable to the
+    project's group on a shared cluster file system. An output now gets 0666 less the umask, as open() gives."""
+    previous = os.umask(0o027)
+    try:
+        with atomic_path(tmp_path / "summary.csv") as tmp:
+            tmp.write_text("device,model\n")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "summary.csv").stat().st_mode & 0o777 == 0o640
+    with atomic_path(tmp_path / "other.csv") as tmp:
+        tmp.write_text("x\n")
+    assert (tmp_path / "other.csv").stat().st_mode & 0o777 == 0o666 & ~previous
+
+
 def test_stale_temporaries_are_those_of_the_given_outputs_only(tmp_path):
     """What a SIGKILL leaves: `.ncu.csv.<random>.tmp` files and `.<trace>.<random>.tmp` scratch folders.
     Temporaries of OTHER outputs in the same folder (perhaps being written by another run) are kept."""
