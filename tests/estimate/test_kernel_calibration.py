@@ -234,6 +234,35 @@ def test_held_one_gpu_out(sample):
     assert table["median_abs_error"].median() < 0.2
 
 
+# The held-one-GPU-out table on every measured call (249,000; about 40 s on 2 cores), each cell pinned at what
+# the model reaches, rounded down to a point (2026-11-27). The 250-call sample above is cheaper and noisier: a
+# change that moves a sample cell by one row may leave the full data's untouched (benchmarks/README.md).
+FULL_DATA_WITHIN = {
+    "NVIDIA A100-PCIE-40GB": {"gemm": 0.82, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
+    "Tesla P100-PCIE-16GB": {"convolution": 0.85, "gemm": 0.59, "elementwise": 0.55, "normalization": 0.84,
+                             "softmax": 0.18},
+    "Tesla P4": {"convolution": 0.84, "gemm": 0.67, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
+    "Tesla T4": {"convolution": 0.67, "gemm": 0.74, "elementwise": 0.99, "normalization": 0.87, "softmax": 0.98},
+    "Tesla V100-PCIE-32GB": {"convolution": 0.84, "gemm": 0.86, "elementwise": 1.0, "normalization": 0.86,
+                             "softmax": 0.97},
+}
+
+
+@needs_data
+@pytest.mark.slow
+def test_held_one_gpu_out_on_the_full_data():
+    """Train on four GPUs, predict every call of the fifth: each cell at least what the model reached when it was
+    pinned (the issue asks 80% within ±25%: met by 18 of its 24 cells; the six others are named in benchmarks/README.md)."""
+    data = kc.load_measurements(KERNELS)
+    table = kc.held_one_out(data, kc.load_dataset_gpus(KERNELS)).set_index(["gpu", "op_class"])["within"]
+    reached = {(gpu, op_class): float(table[(gpu, op_class)]) for gpu, cells in FULL_DATA_WITHIN.items()
+               for op_class in cells}
+    assert set(table.index) == set(reached)
+    short = {cell: round(value, 4) for cell, value in reached.items() if value < FULL_DATA_WITHIN[cell[0]][cell[1]]}
+    assert not short, short
+    assert sum(value >= 0.8 for value in reached.values()) >= 18
+
+
 @needs_data
 def test_fits_beyond_the_l2_are_the_measuring_hosts():
     """Elementwise calls of 2-4 L2s of working set take longer than the smallest calls by their DRAM time on
