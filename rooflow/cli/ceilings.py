@@ -95,8 +95,10 @@ def _cmd_ceilings(args: argparse.Namespace) -> int:
         raise RooflowError(f"device '{args.device}' is a CUDA GPU but none is visible here: run this on a node "
                            "with that GPU (the workflow submits it through SLURM)")
     if args.single_ops and (device is None or kind != "cuda"):
-        raise RooflowError("--single-ops measures a GPU's single ops for its kernel calibration: give --device, "
-                           "the catalogue key of the GPU here (the kernel model takes its datasheet from it)")
+        given = f"--device {args.device} is not a GPU" if device is not None else "no --device given"
+        raise RooflowError(f"--single-ops measures a GPU's single ops for its kernel calibration, and {given}: "
+                           "give --device, the catalogue key of the GPU here (the kernel model takes its datasheet "
+                           "from it)")
     result = measure_ceilings(kind, threads=args.threads, quick=args.quick)
     result["device_key"] = args.device
     if args.calibrate:

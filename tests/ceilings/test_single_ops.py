@@ -117,6 +117,10 @@ def test_single_ops_need_a_catalogue_gpu(monkeypatch, tmp_path, capsys):
     error = capsys.readouterr().err.strip()
     assert "--device" in error and "\n" not in error
     assert not (tmp_path / "ops").exists()
+    # a CPU given as the device: it names it (it said "give --device" to a user who had)
+    assert cli.main(["ceilings", "--single-ops", str(tmp_path / "ops"), "--device", "cpu"]) == 2
+    assert "and --device cpu is not a GPU: give --device, the catalogue key of the GPU here" in capsys.readouterr().err
+    assert not (tmp_path / "ops").exists()
 
 
 def test_a_shape_without_gpu_memory_is_left_out(tmp_path, monkeypatch):
