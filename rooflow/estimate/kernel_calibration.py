@@ -63,6 +63,7 @@ import pandas as pd
 from rooflow.errors import RooflowError
 from rooflow.estimate import shape_residuals
 from rooflow.estimate.shape_residuals import ShapeResiduals
+from rooflow.io import read_json_object
 
 FP32_BYTES = 4
 # The files of the measurement set, by the operator's folder name: (op class, operand count). Operands:
@@ -268,12 +269,8 @@ def load_dataset_gpus(root: str | Path, measured=()) -> dict[str, Gpu]:
     GPU names the measurements give, each of which must have its file."""
     gpus = {}
     for path in sorted((Path(root) / "device_configs").glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as error:
-            raise RooflowError(f"{path}: not a readable device config ({type(error).__name__}: {error}): write it "
-                               f"as a JSON object with {', '.join(CONFIG_KEYS)}") from None
-        missing = [key for key in CONFIG_KEYS if not isinstance(data, dict) or key not in data]
+        data = read_json_object(path, f"a device config (a JSON object with {', '.join(CONFIG_KEYS)})")
+        missing = [key for key in CONFIG_KEYS if key not in data]
         if missing:
             raise RooflowError(f"{path}: no {', '.join(missing)} in this device config: give {', '.join(CONFIG_KEYS)} "
                                f"(SMs, FP32 GFLOP/s, DRAM GB/s, L2 MB)")

@@ -141,6 +141,12 @@ def test_a_shape_without_gpu_memory_is_left_out(tmp_path, monkeypatch):
     assert any("out of GPU memory" in line and "'B': 4" in line for line in said)
 
 
+def _thirty_adds() -> str:
+    """A T4's add measurements in the data set's layout: 30 calls, 0.030-0.059 ms, batch 64-93 of 1,024."""
+    rows = [f"add,{0.03 + i * 1e-3},Tesla T4,{64 + i},{1024}" for i in range(30)]
+    return "\n".join(["OPName,Latency,Device,B,H", *rows]) + "\n"
+
+
 @pytest.mark.parametrize("damage, says", [
     ("foreign", "Tesla_T4.csv.gz: no column Device, Latency, B, H: not a file of add measurements"),
     ("cut-gzip", "Tesla_T4.csv.gz: not a readable file of add measurements (EOFError"),
@@ -156,8 +162,7 @@ def test_a_damaged_single_ops_folder_is_one_sentence(tmp_path, capsys, damage, s
     (tmp_path / "add").mkdir()
     (tmp_path / "device_configs").mkdir()
     config = {"Device": "Tesla T4", "Num_Sm": 40, "SingleFLOPs": 8141, "Mem_Bw": 320, "L2Cache": 4}
-    lines = ["OPName,Latency,Device,B,H"] + [f"add,{0.03 + i * 1e-3},Tesla T4,{64 + i},{1024}" for i in range(30)]
-    text = "\n".join(lines) + "\n"
+    text = _thirty_adds()
     if damage == "foreign":
         text = "name,ms\nadd,0.03\n"
     elif damage == "cut-rows":
@@ -180,8 +185,7 @@ def test_a_damaged_single_ops_folder_is_one_sentence(tmp_path, capsys, damage, s
 def test_an_intact_single_ops_folder_is_read_as_written(tmp_path):
     """The checks above refuse nothing whole: the same folder undamaged is read, every row, with its numbers."""
     (tmp_path / "add").mkdir()
-    lines = ["OPName,Latency,Device,B,H"] + [f"add,{0.03 + i * 1e-3},Tesla T4,{64 + i},{1024}" for i in range(30)]
-    (tmp_path / "add" / "Tesla_T4.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "add" / "Tesla_T4.csv").write_text(_thirty_adds())
     rows = kc.load_measurements(tmp_path)
     assert len(rows) == 30 and rows["seconds"].iloc[-1] == pytest.approx(0.059e-3)
     assert rows["B"].tolist() == list(range(64, 94))
