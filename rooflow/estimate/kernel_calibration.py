@@ -336,6 +336,8 @@ def _gemm_views(rows: pd.DataFrame) -> tuple[np.ndarray, ...]:
         out = np.floor((size + 2 * padding - kernel) / stride) + 1
         m[conv], n[conv], k[conv] = (b * out * out)[conv], cout[conv], (cin * kernel * kernel)[conv]
         moved[conv] = FP32_BYTES * (b * cin * size * size + cout * cin * kernel * kernel + b * cout * out * out)[conv]
+    if "element_bytes" in rows:  # an estimate's 16-bit operands (rooflow.estimate.kernel_ops.pseudo_half)
+        moved = moved * rows["element_bytes"].fillna(FP32_BYTES).to_numpy(float) / FP32_BYTES
     return m, n, k, count, moved
 
 
@@ -480,8 +482,10 @@ class _Prepared:
                     work["nonfused_flops"] = 2 * 36 * tiles * n * cin
                     work["nonfused_table"] = _shape_table(tiles, n, cin, np.full(len(m), 36.0), gpu.sm_count,
                                                           split_k=False)
-                    activations = moved - FP32_BYTES * n * k
-                    work["nonfused_bytes"] = 2 * 36 / 16 * activations + 2 * 36 / 9 * FP32_BYTES * n * k + moved
+                    element = (part["element_bytes"].fillna(FP32_BYTES).to_numpy(float) if "element_bytes" in part
+                               else FP32_BYTES)
+                    activations = moved - element * n * k
+                    work["nonfused_bytes"] = 2 * 36 / 16 * activations + 2 * 36 / 9 * element * n * k + moved
                     # FFT (NO_FORWARD_WINOGRAD architectures): input, filter and output transformed to
                     # size × (size/2 + 1) complex frequencies, one complex GEMM per frequency (B × Cout,
                     # Cin deep: 8 FLOPs per complex multiply-add), each transform written once and read once

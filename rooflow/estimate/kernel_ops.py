@@ -32,15 +32,37 @@ ELEMENTWISE_OPS = {"add": ("add", "addu"), "sub": ("add", "addu"), "mul": ("mul"
 FP32_BYTES = 4
 
 
-def kernel_rows(ops: pd.DataFrame, precision: str) -> pd.DataFrame:
+def fp32_arithmetic(device, dtype: str) -> bool:
+    """Whether ``device`` runs PyTorch's ``dtype`` (fp16, bf16) matrix products in FP32 arithmetic on its CUDA
+    cores, having no tensor cores for that dtype:
+
+    - fp16 before sm_70 (no tensor cores): PyTorch's half GEMMs ask cuBLAS for FP32 compute
+      (CUBLAS_COMPUTE_32F) and its half convolutions give cuDNN an FP32 math type (``ConvolutionDescriptor::set``:
+      cuDNN's pseudo-half configuration), so the P100's packed-half2 roof is never theirs. Third-party FP32 and
+      fp16 torch.mm rates say so: P100 8.63 and 8.39 TFLOP/s, P4 4.96 and 4.80.
+    - bf16 before sm_80 (no bf16 units): cuBLAS converts the operands to FP32 (``torch.cuda.is_bf16_supported``
+      says so only with ``including_emulation``). Third-party bf16 torch.mm ran at 0.46–0.74 of the same GPUs'
+      FP32 rate (T4, V100, P100 and six other pre-Ampere boards): these kernels are not cuBLAS's tuned SGEMMs, so
+      the FP32 run's time is a lower bound on theirs (benchmarks/bench_kernel_calibration.py). Its convolutions
+      skip cuDNN (``supportsBFloat16ConvolutionWithCuDNNv8`` needs sm_80) for PyTorch's im2col fallback, which no
+      measurement here shows: they are priced as the FP32 run's cuDNN convolutions, a lower bound too."""
+    capability = getattr(device, "compute_capability", None) if getattr(device, "is_cuda", False) else None
+    return bool(capability) and capability < {"fp16": (7, 0), "bf16": (8, 0)}.get(dtype, (0, 0))
+
+
+def kernel_rows(ops: pd.DataFrame, precision: str, device=None) -> pd.DataFrame:
     """The rows of ``ops`` (an estimate's ops table) the kernel model prices, in its measurement layout
     (``operator``, ``op_class`` and the shape columns), indexed like ``ops``. FP32 calls only: the model's
-    measurements ran on FP32 CUDA cores (TF32 off)."""
+    measurements ran on FP32 CUDA cores (TF32 off) — and, on a ``device`` that runs them in FP32 arithmetic
+    (:func:`fp32_arithmetic`), an fp16 run's convolutions and matrix products and a bf16 run's matrix products,
+    on 16-bit operands (``element_bytes`` 2)."""
     records = {}
-    if precision != "fp32":
+    arithmetic = {"fp32"} | {dtype for dtype in ("fp16", "bf16") if fp32_arithmetic(device, dtype)}
+    if precision not in arithmetic:
         return pd.DataFrame()
     for index, row in ops.iterrows():
-        if row.get("compute_precision") != "fp32":
+        dtype = row.get("compute_precision")
+        if dtype not in arithmetic:
             continue
         op, phase = row["op"], row["phase"]
         calls = max(1, int(row["calls"]))
@@ -57,6 +79,8 @@ def kernel_rows(ops: pd.DataFrame, precision: str) -> pd.DataFrame:
                 # nn.Linear(N, K) on (B, M, N); torch.bmm (B, M, N) @ (B, N, K)
                 records[index] = {"operator": operator, "B": count if operator == "bmm" else 1, "M": m, "N": k,
                                   "K": n}
+        elif dtype != "fp32":  # 16-bit elementwise and reductions: PyTorch's own half kernels, not measured
+            continue
         elif row["op_class"] == "elementwise" and row["bytes_written"] > 0:
             written = float(row["bytes_written"]) / calls
             operands = max(1, round(float(row["bytes_read"]) / calls / written))
@@ -68,6 +92,8 @@ def kernel_rows(ops: pd.DataFrame, precision: str) -> pd.DataFrame:
             records[index] = {"operator": "ln", "B": call[0], "H": call[1]}
         elif op == "_softmax" and phase == "forward" and len(call) == 2:
             records[index] = {"operator": "softmax", "B": call[0], "H": call[1]}
+        if len(arithmetic) > 1 and index in records:
+            records[index]["element_bytes"] = FP32_BYTES if dtype == "fp32" else 2
     if not records:
         return pd.DataFrame()
     rows = pd.DataFrame.from_dict(records, orient="index")
@@ -84,7 +110,7 @@ def kernel_seconds(ops: pd.DataFrame, precision: str, device) -> pd.DataFrame:
     launch floor included) and ``device_seconds`` (its kernels: without the floor), indexed like ``ops``;
     empty where the device has no kernel calibration or no row is covered."""
     found = kernel_calibration.for_gpu(device)
-    rows = kernel_rows(ops, precision)
+    rows = kernel_rows(ops, precision, device)
     if found is None or rows.empty:
         return pd.DataFrame(columns=["seconds", "device_seconds"])
     calibration, gpu = found

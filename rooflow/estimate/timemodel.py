@@ -343,10 +343,13 @@ def gemm_efficiency(m: int, n: int, k: int, count: int, sm_count: int, calibrati
     return best
 
 
-def _path(compute_precision: str, precision: str) -> str:
+def _path(compute_precision: str, precision: str, device=None) -> str:
+    if compute_precision in ("fp16", "bf16") and kernel_ops.fp32_arithmetic(device, compute_precision):
+        return "fp32"
     if compute_precision in ("fp16", "bf16", "tf32"):
         return compute_precision
     return "tf32" if precision == "tf32" else "fp32"
+
 
 
 def _native_depthwise(row) -> bool:
@@ -427,7 +430,7 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
                              "kernels": 0.0 if row["op"] in NO_KERNEL_OPS else 1.0, "path": ""}
     if row["op_class"] not in MATMUL_OP_CLASSES:
         return terms
-    path = _path(row["compute_precision"], precision)
+    path = _path(row["compute_precision"], precision, device)
     terms["path"] = path
     peak = _peak(device, path)
     views = parse_gemms(row.get("gemms"))
@@ -685,9 +688,15 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
             precision = "fp32"
             ops = ops.assign(compute_precision=ops["compute_precision"].replace("tf32", "fp32"))
         else:  # torch.cuda.is_bf16_supported(including_emulation=True): it runs, on no path rooflow recorded
-            precision_note += ("PyTorch emulates it, a path no recording here shows: its matmuls are priced at the "
-                               "fp32 roof with the reference's bf16 efficiencies, unverified"
+            precision_note += ("PyTorch emulates it, a path no recording here shows: its matrix products and "
+                               "convolutions are priced as the fp32 run's, on 16-bit operands, a lower bound "
+                               "(third-party bf16 torch.mm ran at 0.46-0.74 of the FP32 rate on such GPUs; its "
+                               "convolutions leave cuDNN for PyTorch's im2col fallback), unverified"
                                + (" (fp16 has units here)" if (device.peak_flops_per_second or {}).get("fp16") else ""))
+    if precision == "fp16" and not cpu and kernel_ops.fp32_arithmetic(device, "fp16"):
+        precision_note = (f"; fp16 on a GPU without tensor cores ({device.architecture}): its convolutions and matrix "
+                          f"products are FP32 arithmetic on 16-bit operands (cuBLAS's FP32 compute, cuDNN's "
+                          f"pseudo-half), priced so")
     host_clock = device_clock = device_busy = 0.0
     kernels_total = 0
     by_class: dict[str, float] = {}

@@ -508,3 +508,51 @@ def test_tf32_before_ampere_is_the_fp32_run():
     assert step("tf32", "a100-pcie-40gb")["predicted_seconds"] < 0.8 * step("fp32", "a100-pcie-40gb")["predicted_seconds"]
     assert "PyTorch emulates it, a path no recording here shows" in step("bf16", "v100-pcie-16gb")["calibration_source"]
     assert "units" not in step("bf16", "a100-pcie-40gb")["calibration_source"]
+
+
+def test_16_bit_products_without_their_units_are_fp32_arithmetic():
+    """PyTorch's fp16 GEMMs ask cuBLAS for FP32 compute and its fp16 convolutions give cuDNN an FP32 math type, so
+    on a P100 (no tensor cores) they run at the FP32 rate, not its packed-half2 roof (18.7 TFLOP/s datasheet):
+    third-party torch.mm, P100 8.39 fp16 vs 8.63 TFLOP/s fp32. They were priced on that roof (a 4096³ fp16
+    product 2.4x faster than fp32 on the P100); priced as FP32 work off the kernel model, ResNet-50's fp16
+    training step came out slower than its fp32 one. bf16 before Ampere is emulated in FP32 (third-party: 0.46-0.74
+    of the FP32 rate); it was priced at the fp32 roof with the H100's bf16 efficiencies, a T4 product 2x faster
+    than its fp32 one. Now both take exactly their fp32 time, a bf16 one flagged as a lower bound; the steps, with
+    half the bytes, are no slower than fp32; fp16 on a V100 or T4 stays on their tensor cores."""
+    import torch
+
+    import rooflow
+    from rooflow.estimate.api import estimate_run, predict
+    from rooflow.workload.spec import spec_from_options
+
+    class Product(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.empty(n, n, device="meta"))
+
+        def forward(self, x):
+            return x @ self.weight
+
+    def product_seconds(precision, device):
+        totals = rooflow.estimate_module(Product(4096), torch.empty(4096, 4096, device="meta"), device=device,
+                                         precision=precision).totals
+        return totals["predicted_seconds_by_class"]["matmul"]
+
+    assert product_seconds("fp16", "p100-pcie-16gb") == pytest.approx(product_seconds("fp32", "p100-pcie-16gb"))
+    for device in ("p100-pcie-16gb", "v100-pcie-16gb", "t4"):
+        assert product_seconds("bf16", device) == pytest.approx(product_seconds("fp32", device)), device
+    for device in ("v100-pcie-16gb", "t4"):
+        assert product_seconds("fp16", device) < 0.3 * product_seconds("fp32", device), device
+    spec = spec_from_options("resnet50")
+
+    def step(precision, device):
+        return predict(estimate_run(spec, 16, precision, "training"), device).totals
+
+    for precision, device in (("fp16", "p100-pcie-16gb"), ("bf16", "p100-pcie-16gb"), ("bf16", "t4")):
+        sixteen, fp32 = step(precision, device), step("fp32", device)
+        assert sixteen["predicted_seconds_by_class"]["matmul"] == pytest.approx(
+            fp32["predicted_seconds_by_class"]["matmul"], rel=0.05), (precision, device)
+        assert sixteen["predicted_seconds"] < fp32["predicted_seconds"], (precision, device)
+    assert "fp16 on a GPU without tensor cores (sm_60)" in step("fp16", "p100-pcie-16gb")["calibration_source"]
+    assert "a lower bound" in step("bf16", "t4")["calibration_source"]
+    assert "tensor cores" not in step("fp16", "v100-pcie-16gb")["calibration_source"]
