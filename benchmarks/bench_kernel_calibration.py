@@ -5,8 +5,9 @@ Held one GPU out: train on all GPUs of the data set but one, predict the one lef
 own datasheet. Held-out shapes: per GPU, fit on its rows but a fixed random 20% of each operator's shapes,
 predict those. Fitted on few: per GPU, fit on as many shapes per operator as `rooflow ceilings --single-ops`
 measures on a user's GPU, predict the rest. Each prints per class the fraction within ±25% and the median
-|error|. Third-party FP32
-GEMMs: catalogue GPUs' predicted FP32 torch.mm rates against rates measured by others (never fitted).
+|error|. Third-party GEMMs:
+catalogue GPUs' predicted torch.mm rates against rates measured by others (never fitted): FP32 by the kernel
+model, then every precision by the step model.
 
     python benchmarks/bench_kernel_calibration.py [--data ../shared/fixtures/public/neusight-kernels]
 """
@@ -40,6 +41,18 @@ THIRD_PARTY_MM = {"l4": {1024: 12.87, 2048: 15.38, 4096: 12.53, 8192: 10.66, 102
                   "t4": {"best": 4.43}, "a100-sxm4-80gb": {"best": 19.18}, "h100-sxm5-80gb": {"best": 52.11},
                   "h200-sxm-141gb": {"best": 51.34}, "l40s": {"best": 46.88}}
 MM_SIZES = (1024, 2048, 4096, 8192, 10240)
+# The same database's rows with every precision, best of those sizes (TF32: allow_tf32 on FP32 tensors; FP16/BF16:
+# 16-bit tensors, FP32 accumulate): the step model's matrix-product time of one x @ w (`rooflow.estimate_module`,
+# its matmul class, autocast casts apart). Its contributors: P100 and T4 zzc0208 (Kaggle), V100 hhhhhge, A100
+# SXM4 80GB Charming, L4 issue #120, L40S, H200 Mightlaus, H100 HaxxorCialtion. Never fitted.
+THIRD_PARTY_PRECISIONS = {"p100-pcie-16gb": {"fp32": 8.63, "tf32": 8.63, "fp16": 8.39, "bf16": 6.11},
+                          "v100-sxm2-16gb": {"fp32": 14.06, "fp16": 94.84, "bf16": 10.34},
+                          "t4": {"fp32": 4.35, "tf32": 3.97, "fp16": 41.93, "bf16": 2.01},
+                          "a100-sxm4-80gb": {"fp32": 19.18, "fp16": 258.74, "bf16": 264.53},
+                          "l4": {"fp32": 15.38, "tf32": 31.88, "fp16": 68.83, "bf16": 70.89},
+                          "l40s": {"fp32": 46.88, "fp16": 264.02, "bf16": 269.15},
+                          "h100-sxm5-80gb": {"fp32": 51.88, "tf32": 402.15, "fp16": 760.04, "bf16": 797.51},
+                          "h200-sxm-141gb": {"fp32": 51.34, "fp16": 759.40, "bf16": 790.29}}
 
 
 def third_party_mm() -> str:
@@ -60,6 +73,43 @@ def third_party_mm() -> str:
     return "\n".join(lines)
 
 
+def third_party_precisions() -> str:
+    """Measured best torch.mm rate per precision (THIRD_PARTY_PRECISIONS) against the step model's best over
+    MM_SIZES: what `rooflow estimate` prices a matrix product at on each catalogue GPU."""
+    import torch
+
+    from rooflow.estimate.api import estimate_module, predict
+
+    class Product(torch.nn.Module):
+        def __init__(self, n: int):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.empty(n, n, device="meta"))
+
+        def forward(self, x):
+            return x @ self.weight
+
+    precisions = ("fp32", "tf32", "fp16", "bf16")
+    estimates = {(n, precision): estimate_module(Product(n), torch.empty(n, n, device="meta"), precision=precision)
+                 for n in MM_SIZES for precision in precisions}
+    lines = ["| GPU | " + " | ".join(f"{p} measured / predicted TFLOP/s (ratio)" for p in precisions) + " |",
+             "|---|" + "---:|" * len(precisions)]
+    ratios = []
+    for key, measured in THIRD_PARTY_PRECISIONS.items():
+        cells = []
+        for precision in precisions:
+            if precision not in measured:
+                cells.append("-")
+                continue
+            predicted = max(2 * n ** 3 / 1e12 / predict(estimates[n, precision], key, ceilings=(
+                str(H100_CEILINGS) if key == "h100-sxm5-80gb" else None)).totals["predicted_seconds_by_class"]["matmul"]
+                for n in MM_SIZES)
+            ratios.append(measured[precision] / predicted)
+            cells.append(f"{measured[precision]:.1f} / {predicted:.1f} ({ratios[-1]:.2f})")
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    within = sum(abs(ratio - 1) <= 0.25 for ratio in ratios)
+    return "\n".join(lines) + f"\n\n{within} of {len(ratios)} within ±25%"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DEFAULT))
@@ -77,6 +127,8 @@ def main() -> None:
     print(format_table(fitted_on_few(data, gpus, counts), "fitted on few of"))
     print("\nthird-party FP32 torch.mm (TF32 off), the shipped calibrations:")
     print(third_party_mm())
+    print("\nthird-party torch.mm by precision (best of n = 1024 ... 10240), the step model's matrix products:")
+    print(third_party_precisions())
     print(f"\n{time.perf_counter() - start:.0f} s")
 
 

@@ -392,3 +392,22 @@ def _same_result(a, b) -> None:
 
 
 
+
+
+class SquareProduct(nn.Module):
+    """``x @ weight`` of n × n by n × n: the third-party torch.mm benchmarks' GEMM as a module."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n, n, device="meta"))
+
+    def forward(self, x):
+        return x @ self.weight
+
+
+def product_matmul_seconds(n: int, precision: str, device: str) -> float:
+    """The step model's matrix-product seconds (its matmul class: autocast's casts apart) of one n³ product."""
+    from rooflow.estimate.api import estimate_module
+
+    totals = estimate_module(SquareProduct(n), torch.empty(n, n, device="meta"), device=device, precision=precision).totals
+    return totals["predicted_seconds_by_class"]["matmul"]

@@ -1135,8 +1135,8 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     # the board's power limit holds its FP32 GEMMs (the kernel model's ``sustained``); nothing says what it does
     # to tensor-core work, so that part carries the reference's efficiency at this board's datasheet peaks
     power = ("; its power limit is not applied to tensor-core (TF32/fp16/bf16) work, which is then the least "
-             "certain part (third-party 8192³ GEMMs ran at 0.54–0.81 of such a prediction on an L4, 1.22 on an "
-             "L40S)" if gemm.get("sustained", 1.0) < 1.0 else "")
+             "certain part (third-party 8192³ TF32, fp16 and bf16 GEMMs ran at 0.54–0.62 of such a prediction on an "
+             "L4; an L40S's best at 0.92–0.94)" if gemm.get("sustained", 1.0) < 1.0 else "")
     source = (f"kernel calibration — {kernels.source}; host costs, tensor-core paths and other classes from "
               f"the {reference_key} calibration (range ±{max(reference.relative_uncertainty, kernels.relative_uncertainty):.0%})"
               f"{power}")

@@ -698,7 +698,7 @@ def test_power_limit_never_below_the_base_clock():
     assert calibration.classes["gemm"]["sustained"] == pytest.approx(795 / 2040, abs=1e-4)
     assert "at 0.39 of their boost-clock rate (its base clock's share" in calibration.source  # what the CLI prints
     # the time model says its tensor-core paths do not see that limit (the same third party's L4: fp16, bf16 and
-    # TF32 8192³ GEMMs at 0.73, 0.81 and 0.54 of the prediction); a GPU whose power holds its boost clock does not
+    # TF32 8192³ GEMMs at 0.56, 0.62 and 0.54 of its matrix products); a GPU whose power holds its boost clock does not
     assert "power limit is not applied to tensor-core" in for_device(device).source
     assert "power limit is not applied" not in for_device(load_devices(CATALOGUE)["a100-pcie-80gb"]).source
     rows = pd.DataFrame([{"operator": "linear", "op_class": "gemm", "B": 1, "M": n, "N": n, "K": n}

@@ -519,24 +519,13 @@ def test_16_bit_products_without_their_units_are_fp32_arithmetic():
     of the FP32 rate); it was priced at the fp32 roof with the H100's bf16 efficiencies, a T4 product 2x faster
     than its fp32 one. Now both take exactly their fp32 time, a bf16 one flagged as a lower bound; the steps, with
     half the bytes, are no slower than fp32; fp16 on a V100 or T4 stays on their tensor cores."""
-    import torch
+    from support import product_matmul_seconds
 
-    import rooflow
     from rooflow.estimate.api import estimate_run, predict
     from rooflow.workload.spec import spec_from_options
 
-    class Product(torch.nn.Module):
-        def __init__(self, n):
-            super().__init__()
-            self.weight = torch.nn.Parameter(torch.empty(n, n, device="meta"))
-
-        def forward(self, x):
-            return x @ self.weight
-
     def product_seconds(precision, device):
-        totals = rooflow.estimate_module(Product(4096), torch.empty(4096, 4096, device="meta"), device=device,
-                                         precision=precision).totals
-        return totals["predicted_seconds_by_class"]["matmul"]
+        return product_matmul_seconds(4096, precision, device)
 
     assert product_seconds("fp16", "p100-pcie-16gb") == pytest.approx(product_seconds("fp32", "p100-pcie-16gb"))
     for device in ("p100-pcie-16gb", "v100-pcie-16gb", "t4"):
