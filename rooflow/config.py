@@ -9,7 +9,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from rooflow.config_io import close_matches, load_schema, read_yaml, validate
+from rooflow.config_io import close_matches, coerce_command_line, load_schema, read_yaml, validate
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import MATMUL_ROOF, Device, estimate_only_error, load_devices
 from rooflow.workload.models import closest_models_hint, named_models
@@ -25,7 +25,9 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
     """Validate in place (defaults filled in) and return the config; raise RooflowError with one sentence."""
     if not isinstance(config, dict) or not config:
         raise RooflowError(f"{source} is empty: start from config/config.yaml")
-    validate(config, load_schema("config.schema.yaml"), source)
+    schema = load_schema("config.schema.yaml")
+    coerce_command_line(config, schema)  # `snakemake --config batch_sizes=[1,8]`: YAML's BaseLoader gives strings
+    validate(config, schema, source)
     specs = model_specs(config, source)
     stray = sorted(set(config["model_batch_sizes"]) - set(specs))
     if stray:

@@ -40,6 +40,51 @@ def read_yaml(path: str | Path) -> Any:
         raise RooflowError(f"{path} is not valid YAML{where}: fix the syntax ({error.__class__.__name__})") from None
 
 
+def _schema_types(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a (sub)schema accepts, its anyOf/oneOf branches' included."""
+    declared = schema.get("type", [])
+    types = set(declared if isinstance(declared, list) else [declared])
+    for branch in (*schema.get("anyOf", ()), *schema.get("oneOf", ())):
+        types |= _schema_types(branch)
+    return types
+
+
+def coerce_command_line(value: Any, schema: dict[str, Any]) -> Any:
+    """``value`` with the strings Snakemake's ``--config`` leaves in lists and mappings read as the integer,
+    number, boolean or null its schema asks for at their key. Snakemake parses a list or mapping given on the
+    command line with YAML's BaseLoader, which keeps every scalar a string (``--config batch_sizes=[1,8]``
+    gives ['1', '8'], which the schema then refused as "a string, not an integer"); a lone value it parses itself.
+    A string the schema accepts as a string stays one ('null' where null is allowed too: that is what it meant);
+    one that does not read as the type asked for is left for validation to name. Mappings change in place."""
+    if isinstance(value, dict):
+        properties, extra = schema.get("properties") or {}, schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = properties.get(key, extra if isinstance(extra, dict) else None)
+            if sub:
+                value[key] = coerce_command_line(item, sub)
+        return value
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [coerce_command_line(item, items) for item in value] if isinstance(items, dict) else value
+    if not isinstance(value, str):
+        return value
+    types, text = _schema_types(schema), value.strip()
+    if "null" in types and text in ("null", "~"):
+        return None
+    if "string" in types:
+        return value
+    if "integer" in types and text.lstrip("+-").isdigit():
+        return int(text)
+    if "number" in types:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    if "boolean" in types and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return value
+
+
 def close_matches(word: str, choices: list[str] | tuple[str, ...], n: int = 3) -> list[str]:
     """The `choices` closest to `word` (difflib), best first; case is ignored."""
     lowered = {c.lower(): c for c in choices}

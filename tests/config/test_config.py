@@ -186,6 +186,29 @@ def test_kernel_calibrations_must_be_files_calibrate_kernels_wrote(config, root,
     assert validate_config(config, root)["kernel_calibrations"] == ["rooflow/data/calibration/kernels.json"]
 
 
+def test_command_line_config_values_read_as_the_schema_types(config, root):
+    """`snakemake --config batch_sizes=[1,8]`: Snakemake parses a list or mapping with YAML's BaseLoader, so every
+    scalar in it arrives a string, and the schema refused it ("'1' (a string), not an integer") — no list of
+    batch sizes could be given on the command line. Parsed here by Snakemake's own parse_config."""
+    from snakemake.cli import parse_config
+
+    overrides = parse_config(["batch_sizes=[1,8]", "model_batch_sizes={vgg11: [2]}", "models=[resnet18,vgg11]",
+                              "dataset={root: null, classes: 3, images_per_class: 2}",
+                              "profiling={timed_iterations: 5, noise_budget_seconds: 2.5, ncu: {enabled: false}}"])
+    assert overrides["batch_sizes"] == ["1", "8"]  # what Snakemake hands over
+    config.update(overrides)
+    checked = validate_config(config, root)
+    assert checked["batch_sizes"] == [1, 8] and checked["model_batch_sizes"] == {"vgg11": [2]}
+    assert checked["dataset"]["root"] is None and checked["dataset"]["classes"] == 3
+    assert checked["profiling"]["timed_iterations"] == 5 and checked["profiling"]["noise_budget_seconds"] == 2.5
+    assert checked["profiling"]["ncu"]["enabled"] is False
+    for entry, says in (("batch_sizes=[0]", "'batch_sizes/0' is 0, but must be at least 1"),
+                        ("batch_sizes=[eight]", "'batch_sizes/0' is 'eight' (a string), not an integer")):
+        config.update(parse_config([entry]))
+        with pytest.raises(RooflowError, match=re.escape(says)):
+            validate_config(copy.deepcopy(config), root)
+
+
 def test_invalid_yaml_is_one_line(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("models: [resnet18\n")
@@ -215,6 +238,13 @@ def test_snakemake_dry_run_prints_the_sentence_and_no_traceback(config, root, tr
     output = result.stdout + result.stderr
     assert "Traceback" not in output and 'File "' not in output and "Error in" not in output, output
     assert "Job stats" not in output and "rule " not in output  # no job was planned, none ran
+
+
+def test_snakemake_dry_run_takes_a_list_of_batch_sizes_on_the_command_line(root, snakemake_exe):
+    result = subprocess.run([snakemake_exe, "-n", "--cores", "1", "--config", "batch_sizes=[1,3]", "models=[resnet18]"],
+                            cwd=root, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "results/estimate/resnet18/b3-fp32-training/totals.json" in result.stdout + result.stderr
 
 
 # ---- config values never reach a shell ----
