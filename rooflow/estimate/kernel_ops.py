@@ -52,25 +52,30 @@ def fp32_arithmetic(device, dtype: str) -> bool:
 
 def kernel_rows(ops: pd.DataFrame, precision: str, device=None) -> pd.DataFrame:
     """The rows of ``ops`` (an estimate's ops table) the kernel model prices, in its measurement layout
-    (``operator``, ``op_class`` and the shape columns), indexed like ``ops``. FP32 calls only: the model's
-    measurements ran on FP32 CUDA cores (TF32 off) — and, on a ``device`` that runs them in FP32 arithmetic
-    (:func:`fp32_arithmetic`), an fp16 run's convolutions and matrix products and a bf16 run's matrix products,
-    on 16-bit operands (``element_bytes`` 2)."""
+    (``operator``, ``op_class`` and the shape columns), indexed like ``ops``. FP32 calls only, whatever the run's
+    ``precision`` (a TF32 or autocast run's FP32 ops are the same kernels): the model's measurements ran on FP32
+    CUDA cores (TF32 off). Also, on a ``device`` that runs them in FP32 arithmetic (:func:`fp32_arithmetic`), the
+    convolutions and matrix products of an fp16 or bf16 run, on 16-bit operands (``element_bytes`` 2); and a TF32
+    run's forward convolutions as ``candidate`` rows: cuDNN's FP32 algorithms, which its autotuner takes where
+    they beat the TF32 ones (the time model compares)."""
     records = {}
     arithmetic = {"fp32"} | {dtype for dtype in ("fp16", "bf16") if fp32_arithmetic(device, dtype)}
-    if precision not in arithmetic:
-        return pd.DataFrame()
     for index, row in ops.iterrows():
         dtype = row.get("compute_precision")
-        if dtype not in arithmetic:
-            continue
         op, phase = row["op"], row["phase"]
+        # a TF32 convolution: cuDNN's autotuner has the FP32 algorithms too (a candidate, not the pick)
+        candidate = dtype == "tf32" and op in CONVOLUTION_OPS
+        if dtype not in arithmetic and not candidate:
+            continue
         calls = max(1, int(row["calls"]))
         call = parse_call(row.get("call"))
         if op in CONVOLUTION_OPS and phase != "backward" and len(call) == 7:
             b, cin, size, cout, kernel, stride, padding = call
             records[index] = {"operator": "conv", "B": b, "Input_Channel": cin, "Output_Channel": cout,
-                              "Kernel_Szie": kernel, "Input_Size": size, "Stride": stride, "Padding": padding}
+                              "Kernel_Szie": kernel, "Input_Size": size, "Stride": stride, "Padding": padding,
+                              "candidate": candidate}
+        elif candidate:
+            continue
         elif op in GEMM_OPS and row["op_class"] in ("matmul", "attention"):
             views = parse_gemms(row.get("gemms"))
             if len(views) == 1:
@@ -107,14 +112,17 @@ def kernel_rows(ops: pd.DataFrame, precision: str, device=None) -> pd.DataFrame:
 
 def kernel_seconds(ops: pd.DataFrame, precision: str, device) -> pd.DataFrame:
     """Per row of ``ops`` the kernel model prices on ``device`` (a catalogue GPU): ``seconds`` (one call alone,
-    launch floor included) and ``device_seconds`` (its kernels: without the floor), indexed like ``ops``;
+    launch floor included), ``device_seconds`` (its kernels: without the floor) and ``candidate`` (a TF32
+    convolution's FP32 algorithms, which cuDNN's autotuner takes only where faster), indexed like ``ops``;
     empty where the device has no kernel calibration or no row is covered."""
     found = kernel_calibration.for_gpu(device)
     rows = kernel_rows(ops, precision, device)
     if found is None or rows.empty:
-        return pd.DataFrame(columns=["seconds", "device_seconds"])
+        return pd.DataFrame(columns=["seconds", "device_seconds", "candidate"])
     calibration, gpu = found
     seconds = kernel_calibration.predict_seconds(rows, gpu, calibration)
     floors = kernel_calibration.launch_floors(rows, gpu, calibration)
     device_seconds = np.maximum(seconds - floors, 0.0)
-    return pd.DataFrame({"seconds": seconds, "device_seconds": device_seconds}, index=rows.index)
+    candidate = rows["candidate"].eq(True).to_numpy() if "candidate" in rows else np.zeros(len(rows), bool)
+    return pd.DataFrame({"seconds": seconds, "device_seconds": device_seconds, "candidate": candidate},
+                        index=rows.index)

@@ -447,6 +447,10 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
         forward_conv = calibration.kind == "cuda" and row["op"] in kernel_ops.CONVOLUTION_OPS
         ffma_tiles = FP32_FPROP_TILES if forward_conv else None
         direct = forward_conv and path == "fp32" and _runs_direct(row)
+        # with TF32 allowed cuDNN's autotuner still has its FP32 algorithms: every view on FFMA (Winograd where it
+        # applies), NCHW as it is — the faster where TF32 units are only twice the FP32 lanes (sm_86, sm_89)
+        fp32_views: dict[str, float] = {}
+        fp32_direct = forward_conv and path == "tf32" and _runs_direct(row)
         for m, n, k, count, fast, k_taps, n_taps in views:
             view_path = "fp32_fast" if path == "fp32" and fast and not direct else path
             if library and min(m, n) >= GEMM_CEILING_MIN_ROWS:
@@ -469,6 +473,11 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
                 ffma["fp32"] = ffma.get("fp32", 0.0) + 2.0 * m * n * k * count / (ffma_peak * unpadded)
             else:
                 ffma[view_path] = ffma.get(view_path, 0.0) + seconds
+            if convolution and path == "tf32" and ffma_peak:
+                fp32_path = "fp32_fast" if fast and not fp32_direct else "fp32"
+                fp32_views[fp32_path] = fp32_views.get(fp32_path, 0.0) + 2.0 * m * n * k * count / (
+                    ffma_peak * max(gemm_efficiency(m, n, k, count, sm_count, calibration, not forward_conv,
+                                                    ffma_tiles), 1e-3))
             product_flops += 2.0 * m * n * k * count
         terms["kernels"] = float(len(views))
         if convolution:
@@ -480,6 +489,8 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
                 terms["kernels"] += 1.0
         if padded:
             _take_faster_kernels(terms, ffma, device, calibration, mode)
+        if fp32_views:
+            _take_faster_kernels(terms, fp32_views, device, calibration, mode)
     elif not views:
         terms["compute"][path] = float(row["flops"]) / calls / peak
     else:  # depthwise (one channel per group): a few FLOPs per byte, bandwidth work in its own kernels
@@ -528,13 +539,13 @@ def _layout_seconds(terms: dict[str, Any], path: str, device, calibration: Calib
 
 def _take_faster_kernels(terms: dict[str, Any], ffma: dict[str, float], device, calibration: Calibration,
                          mode: str) -> None:
-    """cuDNN's autotuner: padded tensor-core kernels with their layout transposes, or FP32 FFMA kernels on
-    the unpadded shape (and NCHW as it is, when every view runs them), whichever is faster."""
+    """cuDNN's autotuner: padded tensor-core kernels with their layout transposes, or FP32 FFMA (or Winograd)
+    kernels on the unpadded shape (and NCHW as it is, when every view runs them), whichever is faster."""
     def total(compute: dict[str, float], path: str) -> float:
         return sum(seconds / calibration.matmul_efficiency_of(p) for p, seconds in compute.items()) + \
             _layout_seconds(terms, path, device, calibration, mode)
 
-    ffma_path = "fp32" if set(ffma) == {"fp32"} else terms["path"]
+    ffma_path = "fp32" if set(ffma) <= {"fp32", "fp32_fast"} else terms["path"]
     if total(ffma, ffma_path) < total(terms["compute"], terms["path"]):
         terms["compute"], terms["path"] = ffma, ffma_path
 
@@ -659,7 +670,8 @@ def _single_call(body: pd.DataFrame, single: pd.DataFrame, precision: str, mode:
     launch floor included, as the device's single-op measurements time it (rooflow.estimate.kernel_ops).
     None for any other step."""
     launching = [index for index, row in body.iterrows() if row["op"] not in NO_KERNEL_OPS]
-    if len(launching) != 1 or launching[0] not in single.index or int(body.at[launching[0], "calls"]) != 1:
+    if len(launching) != 1 or launching[0] not in single.index or int(body.at[launching[0], "calls"]) != 1 \
+            or single.at[launching[0], "candidate"]:
         return None
     row = body.loc[launching[0]]
     seconds, device_seconds = float(single.at[row.name, "seconds"]), float(single.at[row.name, "device_seconds"])
@@ -725,9 +737,12 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count, norm_channels,
                                                  sdpa_layers)
         if calibration.kernel_model and single is not None and index in single.index:
-            # its kernels as the device's single-op measurements price them (the time model's host costs stay)
-            work = max(float(single.at[index, "device_seconds"]), kernels * calibration.kernel_seconds)
-            parts = {next(iter(parts)): work}
+            # its kernels as the device's single-op measurements price them (the time model's host costs stay);
+            # a TF32 convolution's FP32 algorithms only where cuDNN's autotuner would find them faster
+            measured_work = max(float(single.at[index, "device_seconds"]), kernels * calibration.kernel_seconds)
+            if not single.at[index, "candidate"] or measured_work < work:
+                work = measured_work
+                parts = {next(iter(parts)): work}
         elif not cpu and calibration.kind == "cuda" and row["phase"] == "forward":
             doubt = _fast_path_doubt(row, precision, device, calibration, sm_count, mode)
             if doubt > 0:

@@ -43,8 +43,9 @@ def _estimate(module, *inputs, precision="fp32", mode="inference"):
 
 def test_kernel_rows_are_the_measurement_layout():
     """A convolution by its geometry, nn.Linear on (B, M, N) as one GEMM of B·M rows, torch.bmm by batch,
-    an add of two tensors and one of a scalar (their operand counts), LayerNorm and softmax by rows × length;
-    nothing for TF32 (tensor cores: not what was measured)."""
+    an add of two tensors and one of a scalar (their operand counts), LayerNorm and softmax by rows × length.
+    Of a TF32 run: its FP32 ops (the same kernels), no TF32 GEMM (tensor cores: not what was measured), and its
+    convolution only as a candidate (the FP32 algorithms cuDNN's autotuner weighs against the TF32 ones)."""
     model = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1, bias=False), torch.nn.Flatten(),
                                 torch.nn.Linear(32 * 8 * 8, 10), torch.nn.LayerNorm(10), torch.nn.Softmax(-1))
     rows = kernel_ops.kernel_rows(_estimate(model, meta(4, 16, 8, 8)).ops, "fp32")
@@ -60,7 +61,10 @@ def test_kernel_rows_are_the_measurement_layout():
     assert (bmm.operator, bmm.B, bmm.M, bmm.N, bmm.K) == ("bmm", 13, 27, 15, 29)
     add = kernel_ops.kernel_rows(_estimate(Add(), meta(127, 168), meta(127, 168)).ops, "fp32").iloc[0]
     assert (add.operator, add.operands, add.H) == ("add", 2, 127 * 168)
-    assert kernel_ops.kernel_rows(_estimate(model, meta(4, 16, 8, 8), precision="tf32").ops, "tf32").empty
+    assert not rows["candidate"].eq(True).any()
+    tf32 = kernel_ops.kernel_rows(_estimate(model, meta(4, 16, 8, 8), precision="tf32").ops, "tf32")
+    assert sorted(tf32["operator"]) == ["conv", "ln", "softmax"]
+    assert tf32.set_index("operator")["candidate"].eq(True).to_dict() == {"conv": True, "ln": False, "softmax": False}
 
 
 def test_kernel_rows_of_an_ops_table_read_back_from_csv(tmp_path):
