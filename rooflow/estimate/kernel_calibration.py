@@ -1126,8 +1126,8 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     matmul = dict(reference.matmul_efficiency)
     if gemm:
         matmul["fp32"] = round(gemm["efficiency"] / 0.8, 4)
-    if conv:
-        matmul["fp32_fast"] = round(conv["winograd_efficiency"] / 0.8, 4)
+    if conv:  # cuDNN's autotuner takes Winograd only where it beats the direct kernels: never below them
+        matmul["fp32_fast"] = round(max(conv["winograd_efficiency"] / 0.8, matmul["fp32"]), 4)
     memory = dict(reference.memory_efficiency_by_class)
     for op_class, key in (("elementwise", "elementwise"), ("normalization", "normalization")):
         if op_class in kernels.classes:
