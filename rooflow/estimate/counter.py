@@ -52,6 +52,11 @@ IGNORED_OPS = {aten.detach, aten.alias, aten.lift_fresh, aten._local_scalar_dens
                aten._has_compatible_shallow_copy_type, aten.is_same_size, aten.sym_size, aten.sym_stride,
                aten.sym_numel, aten.sym_storage_offset, aten.resize_, aten.as_strided_,
                aten._unsafe_view}  # _unsafe_view: a reshape that shares storage (a view untracked by autograd)
+# views autograd does not track and in-place metadata changes (an RNN cell's gate split, a transpose_): storage
+# shared, no data moved
+IGNORED_OPS |= {getattr(aten, name) for name in ("unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk",
+                                                 "transpose_", "t_", "squeeze_", "unsqueeze_", "as_strided_")
+                if hasattr(aten, name)}
 
 MATMUL_LIKE = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.dot}
 

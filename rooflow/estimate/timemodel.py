@@ -78,6 +78,9 @@ LIBRARY_OPS = {"convolution", "_convolution", "convolution_backward", "mm", "add
 NO_KERNEL_OPS = {"empty", "empty_like", "empty_strided", "detach", "t", "view", "expand"}
 TRAINING_SENSITIVE = ("normalization", "pooling")  # kernels that differ between training and inference
 PATHS = ("fp32", "fp32_fast", "tf32", "fp16", "bf16")
+# modules whose step the estimate counts as per-timestep cell ops (the meta device's decomposition of aten::lstm
+# and kin), while PyTorch runs them as fused RNN kernels (cuDNN's, oneDNN's)
+RECURRENT_MODULES = {"LSTM", "GRU", "RNN"}
 # The GEMM ceiling times square products of 2048 and more: cuBLAS GEMMs whose output fills whole tiles in
 # both dimensions run its kernels; thinner ones (a linear layer at a small batch: GEMV-like kernels, split-K)
 # keep the efficiency the recordings give (matmul_efficiency).
@@ -709,6 +712,12 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         precision_note = (f"; fp16 on a GPU without tensor cores ({device.architecture}): its convolutions and matrix "
                           f"products are FP32 arithmetic on 16-bit operands (cuBLAS's FP32 compute, cuDNN's "
                           f"pseudo-half), priced so")
+    recurrent = sorted(set(ops["type"].dropna()) & RECURRENT_MODULES) if "type" in ops else []
+    if recurrent:
+        precision_note += (f"; its {', '.join(f'nn.{name}' for name in recurrent)} layers run PyTorch's fused RNN "
+                           f"kernels ({'oneDNN' if cpu else 'cuDNN'}), which the time model does not price: they are "
+                           f"priced as their per-timestep math path (its FLOPs are theirs; its bytes and time are the "
+                           f"unfused cells': unverified)")
     host_clock = device_clock = device_busy = 0.0
     kernels_total = 0
     by_class: dict[str, float] = {}

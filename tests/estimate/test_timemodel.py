@@ -596,3 +596,22 @@ def test_winograd_eligible_layers_never_below_the_direct_kernels():
     training, inference = (predict(estimate_run(spec, 32, "fp32", mode), "p100-pcie-16gb").totals["predicted_seconds"]
                            for mode in ("training", "inference"))
     assert training < 4.5 * inference
+
+
+def test_recurrent_layers_are_counted_and_their_time_flagged():
+    """nn.LSTM/nn.GRU on the meta device decompose into per-timestep cell ops; PyTorch runs them as fused cuDNN
+    (oneDNN) RNN kernels. The cells' gate split (unsafe_split) and GRU's transpose_ move no data but were listed
+    as unsupported ops (100 for 50 steps of a 2-layer LSTM); and the step time, thousands of small ops' host
+    work, was printed as the prediction with nothing said (the same 140 ms on a T4 and an H100)."""
+    import torch
+
+    import rooflow
+
+    for module in (torch.nn.LSTM(64, 128, 2, batch_first=True), torch.nn.GRU(64, 128, batch_first=True)):
+        totals = rooflow.estimate_module(module, torch.empty(8, 50, 64), device="t4", precision="fp32",
+                                         mode="training").totals
+        assert totals["unsupported_ops"] == {}
+        assert f"its nn.{type(module).__name__} layers run PyTorch's fused RNN kernels (cuDNN)" in \
+            totals["calibration_source"]
+    cnn = rooflow.estimate_module(torch.nn.Conv2d(3, 8, 3), torch.empty(2, 3, 32, 32), device="t4").totals
+    assert "RNN" not in cnn["calibration_source"]
