@@ -336,7 +336,7 @@ def _gemm_views(rows: pd.DataFrame) -> tuple[np.ndarray, ...]:
         out = np.floor((size + 2 * padding - kernel) / stride) + 1
         m[conv], n[conv], k[conv] = (b * out * out)[conv], cout[conv], (cin * kernel * kernel)[conv]
         moved[conv] = FP32_BYTES * (b * cin * size * size + cout * cin * kernel * kernel + b * cout * out * out)[conv]
-    if "element_bytes" in rows:  # an estimate's 16-bit operands (rooflow.estimate.kernel_ops.pseudo_half)
+    if "element_bytes" in rows:  # an estimate's 16-bit operands (rooflow.estimate.kernel_ops.fp32_arithmetic)
         moved = moved * rows["element_bytes"].fillna(FP32_BYTES).to_numpy(float) / FP32_BYTES
     return m, n, k, count, moved
 

@@ -50,10 +50,10 @@ def fp32_arithmetic(device, dtype: str) -> bool:
     return bool(capability) and capability < {"fp16": (7, 0), "bf16": (8, 0)}.get(dtype, (0, 0))
 
 
-def kernel_rows(ops: pd.DataFrame, precision: str, device=None) -> pd.DataFrame:
+def kernel_rows(ops: pd.DataFrame, device=None) -> pd.DataFrame:
     """The rows of ``ops`` (an estimate's ops table) the kernel model prices, in its measurement layout
     (``operator``, ``op_class`` and the shape columns), indexed like ``ops``. FP32 calls only, whatever the run's
-    ``precision`` (a TF32 or autocast run's FP32 ops are the same kernels): the model's measurements ran on FP32
+    precision (a TF32 or autocast run's FP32 ops are the same kernels): the model's measurements ran on FP32
     CUDA cores (TF32 off). Also, on a ``device`` that runs them in FP32 arithmetic (:func:`fp32_arithmetic`), the
     convolutions and matrix products of an fp16 or bf16 run, on 16-bit operands (``element_bytes`` 2); and a TF32
     run's forward convolutions as ``candidate`` rows: cuDNN's FP32 algorithms, which its autotuner takes where
@@ -110,13 +110,13 @@ def kernel_rows(ops: pd.DataFrame, precision: str, device=None) -> pd.DataFrame:
     return rows
 
 
-def kernel_seconds(ops: pd.DataFrame, precision: str, device) -> pd.DataFrame:
+def kernel_seconds(ops: pd.DataFrame, device) -> pd.DataFrame:
     """Per row of ``ops`` the kernel model prices on ``device`` (a catalogue GPU): ``seconds`` (one call alone,
     launch floor included), ``device_seconds`` (its kernels: without the floor) and ``candidate`` (a TF32
     convolution's FP32 algorithms, which cuDNN's autotuner takes only where faster), indexed like ``ops``;
     empty where the device has no kernel calibration or no row is covered."""
     found = kernel_calibration.for_gpu(device)
-    rows = kernel_rows(ops, precision, device)
+    rows = kernel_rows(ops, device)
     if found is None or rows.empty:
         return pd.DataFrame(columns=["seconds", "device_seconds", "candidate"])
     calibration, gpu = found

@@ -354,7 +354,6 @@ def _path(compute_precision: str, precision: str, device=None) -> str:
     return "tf32" if precision == "tf32" else "fp32"
 
 
-
 def _native_depthwise(row) -> bool:
     """Whether a 16-bit depthwise convolution row runs PyTorch's native kernels rather than cuDNN
     (``NATIVE_DEPTHWISE_PRECISIONS``): its taps and channels from its GEMM views, its stride from its
@@ -735,7 +734,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
             body, precision, mode, totals.get("mha_fast_path_layers"))))
     norm_channels = batchnorm.channels_by_layer(body, 2.0) if not cpu and precision == "bf16" and mode == "training" \
         else None
-    single = None if cpu else kernel_ops.kernel_seconds(body, precision, device)
+    single = None if cpu else kernel_ops.kernel_seconds(body, device)
     if single is not None and not single.empty:
         alone = _single_call(body, single, precision, mode, device, calibration, sm_count)
         if alone is not None:

@@ -48,7 +48,7 @@ def test_kernel_rows_are_the_measurement_layout():
     convolution only as a candidate (the FP32 algorithms cuDNN's autotuner weighs against the TF32 ones)."""
     model = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1, bias=False), torch.nn.Flatten(),
                                 torch.nn.Linear(32 * 8 * 8, 10), torch.nn.LayerNorm(10), torch.nn.Softmax(-1))
-    rows = kernel_ops.kernel_rows(_estimate(model, meta(4, 16, 8, 8)).ops, "fp32")
+    rows = kernel_ops.kernel_rows(_estimate(model, meta(4, 16, 8, 8)).ops)
     by_operator = {row.operator: row for row in rows.itertuples()}
     conv = by_operator["conv"]
     assert (conv.B, conv.Input_Channel, conv.Output_Channel, conv.Kernel_Szie, conv.Input_Size, conv.Stride,
@@ -57,12 +57,12 @@ def test_kernel_rows_are_the_measurement_layout():
     assert (linear.B, linear.M, linear.N, linear.K) == (1, 4, 2048, 10)
     assert (by_operator["ln"].B, by_operator["ln"].H) == (4, 10)
     assert (by_operator["softmax"].B, by_operator["softmax"].H) == (4, 10)
-    bmm = kernel_ops.kernel_rows(_estimate(Bmm(), meta(13, 27, 15), meta(13, 15, 29)).ops, "fp32").iloc[0]
+    bmm = kernel_ops.kernel_rows(_estimate(Bmm(), meta(13, 27, 15), meta(13, 15, 29)).ops).iloc[0]
     assert (bmm.operator, bmm.B, bmm.M, bmm.N, bmm.K) == ("bmm", 13, 27, 15, 29)
-    add = kernel_ops.kernel_rows(_estimate(Add(), meta(127, 168), meta(127, 168)).ops, "fp32").iloc[0]
+    add = kernel_ops.kernel_rows(_estimate(Add(), meta(127, 168), meta(127, 168)).ops).iloc[0]
     assert (add.operator, add.operands, add.H) == ("add", 2, 127 * 168)
     assert not rows["candidate"].eq(True).any()
-    tf32 = kernel_ops.kernel_rows(_estimate(model, meta(4, 16, 8, 8), precision="tf32").ops, "tf32")
+    tf32 = kernel_ops.kernel_rows(_estimate(model, meta(4, 16, 8, 8), precision="tf32").ops)
     assert sorted(tf32["operator"]) == ["conv", "ln", "softmax"]
     assert tf32.set_index("operator")["candidate"].eq(True).to_dict() == {"conv": True, "ln": False, "softmax": False}
 
@@ -74,7 +74,7 @@ def test_kernel_rows_of_an_ops_table_read_back_from_csv(tmp_path):
     ops.to_csv(tmp_path / "ops.csv", index=False)
     again = pd.read_csv(tmp_path / "ops.csv")
     assert again["call"].isna().any()
-    pd.testing.assert_frame_equal(kernel_ops.kernel_rows(again, "fp32"), kernel_ops.kernel_rows(ops, "fp32"),
+    pd.testing.assert_frame_equal(kernel_ops.kernel_rows(again), kernel_ops.kernel_rows(ops),
                                   check_dtype=False)
 
 
@@ -85,7 +85,7 @@ def test_one_layer_is_its_call_alone(device):
     result = _estimate(torch.nn.Linear(141, 13), meta(1, 58, 141))
     predicted = estimate_module(torch.nn.Linear(141, 13).to("meta"), (meta(1, 58, 141),), device=device)
     calibration, gpu = kc.for_gpu(DEVICES[device])
-    rows = kernel_ops.kernel_rows(result.ops, "fp32")
+    rows = kernel_ops.kernel_rows(result.ops)
     assert predicted["predicted_seconds"] == pytest.approx(kc.predict_seconds(rows, gpu, calibration)[0])
     assert predicted["calibration_source"].startswith("one call alone, by the kernel model")
 
@@ -107,7 +107,7 @@ def test_steps_of_several_ops_take_the_kernels_device_time():
     model = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1, bias=False), torch.nn.ReLU(),
                                 torch.nn.Conv2d(64, 64, 3, padding=1, bias=False))
     result = _estimate(model, meta(32, 64, 56, 56))
-    priced = kernel_ops.kernel_seconds(result.ops, "fp32", DEVICES["t4"])
+    priced = kernel_ops.kernel_seconds(result.ops, DEVICES["t4"])
     conv = [index for index in priced.index if result.ops.at[index, "op"] == "convolution"]
     on_t4 = estimate_module(model.to("meta"), (meta(32, 64, 56, 56),), device="t4")
     assert on_t4["predicted_seconds_by_class"]["matmul"] == pytest.approx(float(priced.loc[conv, "device_seconds"].sum()))
