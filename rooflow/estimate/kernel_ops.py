@@ -3,8 +3,9 @@
 The kernel model (rooflow.estimate.kernel_calibration) was fitted on single FP32 calls — nn.Conv2d, nn.Linear,
 torch.bmm, elementwise ops, LayerNorm, softmax — each timed alone on an idle GPU with CUDA events around it
 (the public NeuSight data set's method). :func:`kernel_rows` turns the rows of an estimate's ops table that
-are such calls (FP32 on CUDA cores: precision fp32, where rooflow turns TF32 off) into the measurement layout,
-and :func:`kernel_seconds` prices them on a device:
+are such calls (FP32 on CUDA cores: an op of dtype fp32, whatever the run's precision; the convolutions and
+products a GPU runs as FP32 arithmetic in fp16 or bf16, :func:`fp32_arithmetic`; a TF32 convolution's FP32
+algorithms as a candidate) into the measurement layout, and :func:`kernel_seconds` prices them on a device:
 
 - ``seconds``: one call alone, as measured — the launch floor (the host's dispatch of that operator and the
   events around it) plus the kernels' time. A step that is one such call (``rooflow.estimate_module`` of one
