@@ -122,10 +122,20 @@ class Device:
     def bandwidth(self, measured: bool = False) -> float | None:
         return self.measured_dram_bytes_per_second if measured else self.dram_bytes_per_second
 
+    def matmul_roof(self, precision: str) -> str:
+        """The compute roof PyTorch's matrix products and convolutions of `precision` can reach here: its
+        MATMUL_ROOF, but FP32 for fp16 on a GPU without tensor cores (before sm_70), where PyTorch asks cuBLAS
+        and cuDNN for FP32 arithmetic on 16-bit operands: the P100's packed-half2 `fp16` roof is the
+        hardware's, never theirs (rooflow.estimate.kernel_ops.fp32_arithmetic)."""
+        roof = MATMUL_ROOF.get(precision, "fp32")
+        capability = self.compute_capability if self.is_cuda else None
+        return "fp32" if roof == "fp16" and capability and capability < (7, 0) else roof
+
     def roof_for_precision(self, precision: str, measured: bool = False) -> tuple[float | None, float | None]:
         """(peak FLOP/s, DRAM bytes/s) of the roofline a run at `precision` is held to: the matmul roof
-        of that precision, datasheet or measured, falling back to the other when one is missing."""
-        roof = MATMUL_ROOF[precision]
+        of that precision (:meth:`matmul_roof`), datasheet or measured, falling back to the other when one
+        is missing."""
+        roof = self.matmul_roof(precision)
         peak = self.compute_peak(roof, measured)
         bandwidth = self.bandwidth(measured)
         if not measured:

@@ -264,6 +264,25 @@ def test_cpu_roofs_come_from_measurement(tmp_path):
     assert cpu.roof_for_precision("fp32") == (1.4e11, 1.3e10)  # falls back to measured: no datasheet
 
 
+def test_fp16_without_tensor_cores_is_held_to_the_fp32_roof(devices):
+    """PyTorch's fp16 products on a GPU without tensor cores are FP32 arithmetic (cuBLAS's FP32 compute, cuDNN's
+    pseudo-half): a P100 fp16 run is held to its 9.3 TFLOP/s FP32 roof, not the 18.7 of packed half2 that the
+    datasheet lists (and the catalogue keeps: it is the hardware's); its roofline time likewise. A V100's fp16
+    stays on its tensor-core roof; tf32 on the P100 was already FP32 (no such roof)."""
+    from rooflow.estimate import estimate
+    from rooflow.estimate.predict import op_times
+
+    p100, v100 = devices["p100-pcie-16gb"], devices["v100-sxm2-16gb"]
+    assert p100.peak_flops_per_second["fp16"] == pytest.approx(18.7 * TERA)
+    assert p100.roof_for_precision("fp16")[0] == p100.roof_for_precision("fp32")[0] == pytest.approx(9.3 * TERA)
+    assert v100.roof_for_precision("fp16")[0] == pytest.approx(125 * TERA)
+    ops = estimate("resnet18", 64, "fp16", "inference").ops
+    products = ops[(ops["op_class"] == "matmul") & (ops["compute_precision"] == "fp16")]
+    assert len(products) > 10
+    seconds = op_times(products, p100, "fp16")["compute_seconds"].sum()
+    assert seconds == pytest.approx(float(products["flops"].sum()) / (9.3 * TERA))
+
+
 def test_load_device_names_the_valid_keys(tmp_path):
     with pytest.raises(RooflowError, match="a100-sxm4-40gb"):
         load_device(default_catalogue_path(), "a100")
