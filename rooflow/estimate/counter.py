@@ -55,7 +55,7 @@ IGNORED_OPS = {aten.detach, aten.alias, aten.lift_fresh, aten._local_scalar_dens
 # views autograd does not track and in-place metadata changes (an RNN cell's gate split, a transpose_): storage
 # shared, no data moved
 IGNORED_OPS |= {getattr(aten, name) for name in ("unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk",
-                                                 "transpose_", "t_", "squeeze_", "unsqueeze_", "as_strided_")
+                                                 "transpose_", "t_", "squeeze_", "unsqueeze_")
                 if hasattr(aten, name)}
 
 MATMUL_LIKE = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.dot}

@@ -47,8 +47,11 @@ def fp32_arithmetic(device, dtype: str) -> bool:
       the FP32 run's time is a lower bound on theirs (benchmarks/bench_kernel_calibration.py). Its convolutions
       skip cuDNN (``supportsBFloat16ConvolutionWithCuDNNv8`` needs sm_80) for PyTorch's im2col fallback, which no
       measurement here shows: they are priced as the FP32 run's cuDNN convolutions, a lower bound too."""
-    capability = getattr(device, "compute_capability", None) if getattr(device, "is_cuda", False) else None
-    return bool(capability) and capability < {"fp16": (7, 0), "bf16": (8, 0)}.get(dtype, (0, 0))
+    if not getattr(device, "is_cuda", False):
+        return False
+    if dtype == "fp16":  # the roof the catalogue holds such a run to says it (one rule: Device.matmul_roof)
+        return device.matmul_roof("fp16") == "fp32"
+    return dtype == "bf16" and bool(device.compute_capability) and device.compute_capability < (8, 0)
 
 
 def kernel_rows(ops: pd.DataFrame, device=None) -> pd.DataFrame:

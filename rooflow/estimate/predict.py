@@ -29,9 +29,7 @@ def _roof(device, op_class: str, compute_precision: str, measured: bool) -> floa
     roof = compute_precision if op_class in MATMUL_OP_CLASSES else "fp32"
     if roof not in ("fp32", "tf32", "fp16", "bf16"):
         roof = "fp32"
-    if hasattr(device, "matmul_roof"):  # fp16 products on a GPU without tensor cores: FP32 arithmetic
-        roof = device.matmul_roof(roof)
-    return device.compute_peak(roof, measured)
+    return device.compute_peak(device.matmul_roof(roof), measured)  # fp16 without tensor cores: FP32
 
 
 def op_times(ops: pd.DataFrame, device, precision: str, measured: bool = False,

@@ -468,18 +468,19 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
                              1e-3)
             seconds = 2.0 * m * run_n * run_k * count / (peak * efficiency)
             terms["compute"][view_path] = terms["compute"].get(view_path, 0.0) + seconds
-            if (run_n, run_k) != (n, k) and ffma_peak:
+            padded_view = (run_n, run_k) != (n, k)
+            tf32_convolution = convolution and path == "tf32"
+            if ffma_peak and (padded_view or tf32_convolution):  # this view on FP32 FFMA, unpadded
+                ffma_seconds = 2.0 * m * n * k * count / (ffma_peak * max(gemm_efficiency(
+                    m, n, k, count, sm_count, calibration, not forward_conv, ffma_tiles), 1e-3))
+            if padded_view and ffma_peak:
                 padded = True
-                unpadded = max(gemm_efficiency(m, n, k, count, sm_count, calibration, not forward_conv, ffma_tiles),
-                               1e-3)
-                ffma["fp32"] = ffma.get("fp32", 0.0) + 2.0 * m * n * k * count / (ffma_peak * unpadded)
+                ffma["fp32"] = ffma.get("fp32", 0.0) + ffma_seconds
             else:
                 ffma[view_path] = ffma.get(view_path, 0.0) + seconds
-            if convolution and path == "tf32" and ffma_peak:
+            if tf32_convolution and ffma_peak:
                 fp32_path = "fp32_fast" if fast and not fp32_direct else "fp32"
-                fp32_views[fp32_path] = fp32_views.get(fp32_path, 0.0) + 2.0 * m * n * k * count / (
-                    ffma_peak * max(gemm_efficiency(m, n, k, count, sm_count, calibration, not forward_conv,
-                                                    ffma_tiles), 1e-3))
+                fp32_views[fp32_path] = fp32_views.get(fp32_path, 0.0) + ffma_seconds
             product_flops += 2.0 * m * n * k * count
         terms["kernels"] = float(len(views))
         if convolution:
