@@ -8,13 +8,14 @@ ratio measured / predicted. The sweeps: the H100's 7 models at batch 1/32/256
 (../shared/fixtures/real/h100-rooflow/h100-sweep-7-models.jsonl) and the H200's 12 models at batch 32/256
 (tests/data/real/gpu-2026-11-25/h200-sweep-12-models.jsonl), and 10 H100 runs of models not in the H100 sweep
 (h100-sweep-5-new-models-partial.jsonl there). Estimates take seconds each on 2 cores; they are
-pickled to ``--cache`` with their traces, whose memory replay (rooflow.estimate.memory) is rerun each time:
-delete the cache only after changing what the trace records.
+pickled to ``--cache`` with their traces, whose memory replay (rooflow.estimate.memory) is rerun each time; the
+cache holds the estimates of one version of rooflow.estimate's source and starts afresh when that changes.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import pickle
 from pathlib import Path
@@ -44,12 +45,24 @@ def _runs(path: Path) -> list[dict]:
     return [run for run in runs if run.get("status") == "ok" and run.get("steady_peak_allocated")]
 
 
+def _source_fingerprint() -> str:
+    """A digest of rooflow.estimate's source: estimates cached under another one are stale (an ops table's
+    columns, a counter's rules)."""
+    digest = hashlib.sha256()
+    for path in sorted((Path(__file__).resolve().parents[1] / "rooflow" / "estimate").glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def _estimates(keys: list[tuple], cache: Path) -> dict[tuple, object]:
-    done = pickle.loads(cache.read_bytes()) if cache.is_file() else {}
+    fingerprint = _source_fingerprint()
+    stored = pickle.loads(cache.read_bytes()) if cache.is_file() else {}
+    done = stored.get("estimates", {}) if stored.get("fingerprint") == fingerprint else {}
     for key in keys:
         if key not in done:
             done[key] = estimate(*key)
-            cache.write_bytes(pickle.dumps(done))  # after each: an interrupted run keeps what it made
+            # after each: an interrupted run keeps what it made
+            cache.write_bytes(pickle.dumps({"fingerprint": fingerprint, "estimates": done}))
     return done
 
 
