@@ -34,6 +34,7 @@ from rooflow.estimate.timemodel import (
     GEMM_PREFIX,
     INDEXED_SUFFIX,
     Calibration,
+    device_bandwidth,
     indexed_element_scale,
     indexed_elementwise,
     op_terms,
@@ -231,12 +232,15 @@ def kernel_gap_seconds(recordings: list[Recording]) -> float | None:
     return max(idle, 0.0) / sum(len(r.kernels) for r in timed)
 
 
-def _ideal_parts(recording: Recording, device, unity: Calibration) -> dict[str, float]:
-    """Seconds of each part of the step at efficiency 1 (the model's terms before calibration)."""
+def _ideal_parts(recording: Recording, device, unity: Calibration, matmul_rows: list | None = None
+                 ) -> dict[str, float]:
+    """Seconds of each part of the step at efficiency 1 (the model's terms before calibration). ``matmul_rows``:
+    where given, each matrix-product row's (compute seconds by path at efficiency 1, memory seconds), over its
+    calls, is appended to it (:func:`_path_efficiencies` holds them to the roofline as the time model does)."""
     from rooflow.estimate.core import estimate
 
     ops = estimate(recording.model, recording.batch, recording.precision, recording.mode).ops
-    bandwidth = device.bandwidth(True)
+    bandwidth = device_bandwidth(device)
     parts: dict[str, float] = collections.defaultdict(float)
     training = recording.mode == "training"
     for _, row in ops[ops["phase"] != "optimizer"].iterrows():
@@ -249,6 +253,10 @@ def _ideal_parts(recording: Recording, device, unity: Calibration) -> dict[str, 
         if terms["path"]:
             for path, seconds in terms["compute"].items():
                 parts[f"matmul:{path}"] += calls * seconds
+            if matmul_rows is not None and terms["compute"]:
+                memory = terms["bytes"] / (bandwidth * unity.memory_efficiency_of(row["op_class"], recording.mode))
+                matmul_rows.append(({path: calls * seconds for path, seconds in terms["compute"].items()},
+                                    calls * memory))
             parts[f"layout:{terms['path']}"] += calls * terms["conv_bytes"] / bandwidth
             parts["elementwise" + INDEXED_SUFFIX] += calls * terms["epilogue_bytes"] / bandwidth
             continue
@@ -435,27 +443,42 @@ def weight_gradient_efficiencies(recordings: list[Recording], device) -> dict[st
     return {path: round(ideal[path] / measured[path], 2) for path in sorted(measured)}
 
 
-def _path_efficiencies(matmul: list[tuple[dict[str, float], float, str]], preferred) -> dict[str, float]:
-    """Per matmul path, the model's seconds at efficiency 1 over the recorded seconds: each from the recordings
-    where it carries most of the matmul work (torch.profiler ones if any), the other paths' share of those
-    recordings removed at their current estimate; a few rounds. ``matmul``: per recording, (ideal seconds by
-    path, recorded matmul seconds, source)."""
-    paths = sorted({p for row, _, _ in matmul for p in row})
+def _path_efficiencies(matmul: list[tuple[dict[str, float], float, str, list]], preferred) -> dict[str, float]:
+    """Per matmul path, the efficiency at which the time model gives the recorded seconds: each from the
+    recordings where it carries most of the matmul work (torch.profiler ones if any), the other paths at their
+    current estimate; a few rounds. ``matmul``: per recording, (ideal seconds by path, recorded matmul seconds,
+    source, rows). Each row is held to the roofline as the time model holds it — the larger of its compute at
+    the paths' efficiencies and its memory seconds — so a memory-bound product (a 1×1 convolution streaming
+    its activations) does not pass for slow arithmetic: counted at its compute alone, ResNet-50's 1×1
+    convolutions took its TF32 convolutions' forward efficiency to 0.54, where its compute-bound 3×3 ones run at
+    1.04 of the model's ideal (H200 traces, tests/data/real/gpu-2026-11-27)."""
+    paths = sorted({p for row, *_ in matmul for p in row})
     chosen = {}
     for path in paths:
         if path.startswith(GEMM_PREFIX):
             continue  # cuBLAS GEMMs: of the measured GEMM ceiling (Calibration.gemm_efficiency)
-        dominant = [(row, target, src) for row, target, src in matmul
-                    if row.get(path, 0.0) >= 0.5 * sum(row.values()) and target > 0]
+        dominant = [item for item in matmul if item[0].get(path, 0.0) >= 0.5 * sum(item[0].values()) and item[1] > 0]
         chosen[path] = preferred(dominant)
     efficiency = dict.fromkeys(paths, 1.0)
+
+    def predicted(items, path: str, value: float) -> float:
+        eff = {**efficiency, path: value}
+        return sum(max(sum(seconds / eff[p] for p, seconds in compute.items()), memory)
+                   for _, _, _, rows in items for compute, memory in rows)
+
+    solved = set()
     for _ in range(10):
         for path, items in chosen.items():
-            ideal_total = sum(row[path] for row, _, _ in items)
-            own = sum(target - sum(v / efficiency[q] for q, v in row.items() if q != path) for row, target, _ in items)
-            if ideal_total > 0 and own > 0:
-                efficiency[path] = ideal_total / own
-    return {path: round(value, 4) for path, value in efficiency.items() if chosen.get(path)}
+            target = sum(item[1] for item in items)
+            low, high = 1e-3, 1e3
+            if not items or predicted(items, path, high) >= target:
+                continue  # its memory-bound rows alone take longer than recorded: nothing to say of its compute
+            for _ in range(60):  # the model's time falls as the efficiency rises: bisect in log space
+                middle = math.sqrt(low * high)
+                low, high = (middle, high) if predicted(items, path, middle) > target else (low, middle)
+            efficiency[path] = math.sqrt(low * high)
+            solved.add(path)
+    return {path: round(efficiency[path], 4) for path in sorted(solved)}
 
 
 def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[str, Any],
@@ -473,13 +496,14 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
     # times are the real ones; ncu's run at a locked base clock on flushed caches (multi-kernel algorithms
     # such as FFT convolutions lose their L2 reuse), so they only fill in what no profiler trace covers.
     contributions: dict[str, list[tuple[float, float, str]]] = collections.defaultdict(list)
-    matmul: list[tuple[dict[str, float], float, str]] = []
+    matmul: list[tuple[dict[str, float], float, str, list]] = []  # ideal by path, recorded, source, rows
     floors = []
     for recording in recordings:
-        ideal = _ideal_parts(recording, device, unity)
+        rows: list[tuple[dict[str, float], float]] = []
+        ideal = _ideal_parts(recording, device, unity, rows)
         measured = _measured_parts(recording, clock)
         matmul.append(({k.split(":")[1]: v for k, v in ideal.items() if k.startswith("matmul:")},
-                       measured.get("matmul", 0.0), recording.source))
+                       measured.get("matmul", 0.0), recording.source, rows))
         layout_measured = measured.get("layout", 0.0)
         for key, seconds in ideal.items():
             if key.startswith("layout:"):
@@ -507,11 +531,17 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
     # Each matmul path's efficiency; then the tensor-core convolutions' by direction where the recordings give
     # both (fprop kernels: the inference steps; dgrad/wgrad: the training steps less their forward part)
     pooled = []
-    for row, target, src in matmul:
+    for row, target, src, rows in matmul:
         merged: dict[str, float] = collections.defaultdict(float)
         for path, seconds in row.items():
             merged[undirected(path)] += seconds
-        pooled.append((dict(merged), target, src))
+        undirected_rows = []
+        for compute, memory_seconds in rows:
+            joined: dict[str, float] = collections.defaultdict(float)
+            for path, seconds in compute.items():
+                joined[undirected(path)] += seconds
+            undirected_rows.append((dict(joined), memory_seconds))
+        pooled.append((dict(merged), target, src, undirected_rows))
     matmul_efficiency = _path_efficiencies(pooled, preferred)
     directed = {p: v for p, v in _path_efficiencies(matmul, preferred).items() if p.endswith(DIRECTIONS)}
     if not {undirected(p) + d for p in directed for d in DIRECTIONS} <= set(directed):
@@ -519,12 +549,13 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
     matmul_efficiency.update(directed)
     notes = [f"efficiencies from {len(recordings)} recorded steps: "
              + ", ".join(f"{r.model} b{r.batch} {r.precision} {r.mode} ({r.source})" for r in recordings),
-             "matmul efficiency: measured convolution/GEMM kernel time vs the shape-factored peak time; "
+             "matmul efficiency: measured convolution/GEMM kernel time vs the shape-factored peak time, each "
+             "product held to the roofline (a memory-bound one at the bandwidth); "
              "fp32_fast: FP32 convolutions Winograd/FFT can run (above 1: fewer multiplications)"]
     if directed:
         notes.append("<path>_forward / <path>_backward: tensor-core convolutions by direction, cuDNN's fprop kernels "
                      "(the inference steps) and dgrad/wgrad kernels (the training steps less their forward part); "
-                     "<path>: both together, which the paths no recording measured take")
+                     "<path>: both together")
     values: dict[str, Any] = {"matmul_efficiency": matmul_efficiency, "memory_efficiency_by_class": memory,
                               "layout_bytes_per_byte": layout}
     if floors:
@@ -544,9 +575,10 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
                      "training step")
     missing = [p for p in ("fp16", "bf16") if p not in matmul_efficiency]
     if missing:
-        notes.append(f"no recording of {'/'.join(missing)} steps: their tensor-core efficiency (of their own "
-                     f"peak) is TF32's")
+        notes.append(f"no recording of {'/'.join(missing)} steps: their tensor-core convolutions take TF32's forward "
+                     f"efficiency (of their own peak) both ways, their other products TF32's")
         if "tf32" in layout:  # the same NCHW <-> NHWC transpose kernels, on 2-byte elements
             layout.update({p: layout["tf32"] for p in missing if p not in layout})
-            notes.append(f"{'/'.join(missing)} layout transposes: TF32's per byte")
+            notes.append(f"{'/'.join(missing)} layout transposes: TF32's per byte, a 16-bit byte at "
+                         f"timemodel.LAYOUT_16_BIT_BYTE_COST")
     return Calibration(source=source or f"derived from recordings on {device.key}", **values, notes=tuple(notes))

@@ -624,8 +624,9 @@ def _conv_call(x, w, bias, stride=None, padding=None, dilation=None, transposed=
 @register_call_shape([aten.convolution_backward])
 def _conv_backward_call(grad_out, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
                         output_mask, channels_last: int = 0, **kwargs) -> tuple[int, ...]:
-    """(groups, channels_last) of a grouped 2-D convolution's backward (as its forward's); () otherwise."""
-    return (int(groups), int(channels_last)) if int(groups) != 1 and len(x) == 4 and not transposed else ()
+    """Its forward's call shape (:func:`_conv_call`): the geometry that decides cuDNN's kernels both ways."""
+    return _conv_call(x, w, None, stride, padding, dilation, transposed, output_padding, groups,
+                      channels_last=channels_last)
 
 
 @register_call_shape([aten.native_layer_norm])

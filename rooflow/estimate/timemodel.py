@@ -19,7 +19,8 @@ device work and host work:
   fewer bytes per SM cycle holds every memory-bound kernel to that GPU's rate per SM except the vectorised
   elementwise and copy kernels, which stream at this device's bandwidth.
   *layout* — tensor-core convolutions on NCHW tensors pay cuDNN's NCHW ↔ NHWC transposes, separate kernels
-  (``layout_bytes_per_byte`` × the convolution's bytes).
+  (``layout_bytes_per_byte`` × the convolution's bytes, ``layout_bytes``), but the 1×1 ones cuDNN runs as GEMMs on
+  the NCHW tensors (``transposes``).
   *epilogue* — a convolution with a bias adds it in a separate elementwise kernel (cuDNN path of
   ``aten::_convolution``): it reads and writes the output once more, in an indexing kernel (16-bit at the
   time of 4-byte elements: ``INDEXED_ELEMENT_BYTES``).
@@ -69,6 +70,7 @@ import pandas as pd
 from rooflow.conventions import MATMUL_OP_CLASSES
 from rooflow.estimate import attention, batchnorm, kernel_calibration, kernel_ops
 from rooflow.estimate.core import parse_call, parse_gemms
+from rooflow.estimate.formulas import ELEMENT_BYTES, runs_as_gemm
 
 # Ops that call cuDNN/cuBLAS (host: descriptors, heuristics and plan-cache lookups).
 LIBRARY_OPS = {"convolution", "_convolution", "convolution_backward", "mm", "addmm", "bmm", "baddbmm",
@@ -153,6 +155,23 @@ FP32_FPROP_TILES = ((256, 64, 0.9), (128, 128, 0.95), (128, 64, 0.85), (128, 32,
 FAST_PATH_SEEN_BATCH = 64  # the least batch at which a recording showed cuDNN's FFT forward kernels
 FAST_PATH_SEEN_CHANNELS = 256  # the least input channels of those layers
 FAST_PATH_MIN_BATCH_CHANNELS = FAST_PATH_SEEN_BATCH * FAST_PATH_SEEN_CHANNELS
+# cuDNN runs a 1×1 stride-1 convolution as a GEMM on the NCHW tensors, without layout transposes, from this many
+# output positions per image (14×14); below (7×7), as an implicit GEMM on transposed NHWC copies (transposes())
+NCHW_GEMM_MIN_POSITIONS = 196
+# The precisions whose tensor-core convolutions no recording of the calibration's device measured take TF32's
+# forward efficiency both ways. The H200's traces (tests/data/real/gpu-2026-11-27) of compute-bound convolutions
+# against the model at efficiency 1: VGG16 b256 bf16 forward 1.04 and backward 1.13, ResNet-50 b256 TF32 3×3 of 128
+# channels or more forward 1.04 and backward 0.86 — 16-bit ones run at TF32's forward rate, also backward, where
+# TF32's backward kernels are slower (as cuBLAS's TF32 weight gradients: GEMM_EFFICIENCY).
+SIXTEEN_BIT_PATHS = ("fp16", "bf16")
+# cuDNN's layout transposes in the H200's b256 inference traces (tests/data/real/gpu-2026-11-27), each convolution's
+# input nchwToNhwcKernel: of 8 MB or more, 16-bit tensors moved at 2.15 TB/s (read + write, the median of 71), 4-byte
+# ones at 3.52 (79): a 16-bit byte costs LAYOUT_16_BIT_BYTE_COST 4-byte bytes. An input of 3 channels (the stem's
+# image) moved 68 G elements/s in TF32 and 67 in bf16, against 440 for wider 4-byte ones: NARROW_TRANSPOSE_COST
+# times a 4-byte byte's time per 4-byte element.
+LAYOUT_16_BIT_BYTE_COST = 1.63
+NARROW_CHANNELS = 8
+NARROW_TRANSPOSE_COST = 6.5
 DIRECT_PATH_SEEN_BATCH = 16  # the least batch of a recording (every forward layer on implicit GEMM)
 
 NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
@@ -289,7 +308,10 @@ class Calibration:
         if path in self.matmul_efficiency:
             return self.matmul_efficiency[path]
         if path.endswith(DIRECTIONS):  # not measured by direction: the path's
-            return self.matmul_efficiency_of(undirected(path))
+            base = undirected(path)
+            if base in SIXTEEN_BIT_PATHS and base not in self.matmul_efficiency and "tf32_forward" in self.matmul_efficiency:
+                return self.matmul_efficiency["tf32_forward"]  # SIXTEEN_BIT_PATHS: TF32's forward, both ways
+            return self.matmul_efficiency_of(base)
         if path == "fp32_fast":
             return self.matmul_efficiency_of("fp32")
         return self.matmul_efficiency.get("tf32" if path in ("fp16", "bf16") else "fp32", 0.7)
@@ -483,8 +505,9 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
                 fp32_views[fp32_path] = fp32_views.get(fp32_path, 0.0) + ffma_seconds
             product_flops += 2.0 * m * n * k * count
         terms["kernels"] = float(len(views))
+        if convolution and transposes(row, views):
+            terms["conv_bytes"] = layout_bytes(row, bytes_moved, device)
         if convolution:
-            terms["conv_bytes"] = bytes_moved
             if float(row["flops"]) / calls > product_flops * 1.0000001 and row["phase"] == "forward":
                 # bias: read + write out, in PyTorch's broadcasting (indexing) elementwise kernel
                 terms["epilogue_bytes"] = 2.0 * float(row["bytes_written"]) / calls * indexed_element_scale(row,
@@ -630,6 +653,35 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     parts["elementwise"] = parts.get("elementwise", 0.0) + epilogue
     parts["page faults"] = faults
     return main + layout + epilogue + faults, int(round(kernels)), parts
+
+
+def transposes(row, views) -> bool:
+    """Whether cuDNN transposes a tensor-core convolution's NCHW tensors to NHWC and back (the layout
+    transposes, ``nchwToNhwcKernel``/``nhwcToNchwKernel``): all but the 1×1 stride-1 ones it runs as GEMMs on the
+    NCHW tensors (formulas.runs_as_gemm), which it does at ``NCHW_GEMM_MIN_POSITIONS`` output positions per image
+    or more, and at one position (a squeeze-excitation's: NCHW and NHWC are then the same bytes). The H200's TF32
+    and bf16 traces (tests/data/real/gpu-2026-11-27), forward and backward: of such convolutions at 2 to 195
+    positions, 64 of 85 ran with transposes (7×7: 51 of 58), at 196 or more 20 of 285, at one 0 of 54."""
+    read_elements = float(row["bytes_read"]) / max(1, int(row["calls"])) / ELEMENT_BYTES.get(row["compute_precision"], 4)
+    if not runs_as_gemm(views, read_elements):
+        return True
+    call = parse_call(row.get("call"))
+    return len(call) == 7 and 1 < call[2] * call[2] < NCHW_GEMM_MIN_POSITIONS
+
+
+def layout_bytes(row, bytes_moved: float, device=None) -> float:
+    """The bytes a transposing convolution's layout transposes are priced on (a calibrated multiple of them:
+    Calibration.layout_bytes_per_byte, read from 4-byte elements): the bytes it moves, a 16-bit byte at
+    ``LAYOUT_16_BIT_BYTE_COST``, and an input of fewer than ``NARROW_CHANNELS`` channels (an RGB image) at
+    ``NARROW_TRANSPOSE_COST`` per 4-byte element."""
+    element = ELEMENT_BYTES.get(row["compute_precision"], 4)
+    scale = LAYOUT_16_BIT_BYTE_COST if element == 2 and getattr(device, "is_cuda", True) else 1.0
+    nbytes = bytes_moved * scale
+    call = parse_call(row.get("call"))
+    if len(call) == 7 and call[1] < NARROW_CHANNELS:
+        batch, channels, size = call[:3]
+        nbytes += batch * channels * size * size * element * (NARROW_TRANSPOSE_COST * 4.0 / element - scale)
+    return nbytes
 
 
 def _runs_direct(row) -> bool:

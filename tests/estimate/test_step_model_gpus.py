@@ -9,6 +9,7 @@ import gzip
 import json
 import math
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,18 @@ from support import cached_estimate, product_matmul_seconds
 
 from rooflow.estimate import attention, batchnorm, estimate
 from rooflow.estimate.calibration import for_device, sm_bound_bandwidth
+from rooflow.estimate.core import parse_gemms
 from rooflow.estimate.timemodel import (
+    LAYOUT_16_BIT_BYTE_COST,
+    NARROW_CHANNELS,
+    NARROW_TRANSPOSE_COST,
     NATIVE_POOLING_OPS,
+    NCHW_GEMM_MIN_POSITIONS,
     device_op_seconds,
     four_byte_pooling_bytes,
     indexed_elementwise,
     predict_step,
+    transposes,
 )
 from rooflow.hardware.devices import load_device
 
@@ -264,3 +271,123 @@ def test_16_bit_products_against_third_party_rates(device, precision, measured_t
     in benchmarks/README.md: the power-limited L4's tensor cores (0.67-0.74) and bf16 emulated before Ampere."""
     predicted = max(2 * n ** 3 / product_matmul_seconds(n, precision, device) for n in (1024, 2048, 4096, 8192, 10240))
     assert measured_tflops * 1e12 / predicted == pytest.approx(1.0, abs=0.25)
+
+
+# ---------------------------------------------------------------------------------------------------
+# cuDNN's convolutions kernel by kernel: the H200's traces (tests/data/real/gpu-2026-11-27, record_shapes) name the
+# kernels each aten::cudnn_convolution / aten::convolution_backward call launched.
+H200_TRACES = ROOT / "tests" / "data" / "real" / "gpu-2026-11-27"
+TRANSPOSE_KERNELS = re.compile(r"nchwToNhwc|nhwcToNchw")
+
+
+def _convolution_calls(name: str) -> list[dict]:
+    """Per convolution call of a trace, in launch order: forward or backward, its input and weight dims, stride,
+    groups, and its kernels' (name, seconds)."""
+    events = json.loads(gzip.decompress((H200_TRACES / f"torch-profiler-{name}.json.gz").read_bytes()))["traceEvents"]
+    kernels: dict = {}
+    for e in events:
+        if e.get("cat") == "kernel":
+            kernels.setdefault(e["args"].get("External id"), []).append((e["name"], e["dur"] * 1e-6))
+    calls = []
+    for e in sorted(events, key=lambda e: e.get("ts", 0)):
+        if e.get("cat") != "cpu_op" or e["name"] not in ("aten::cudnn_convolution", "aten::convolution_backward"):
+            continue
+        dims, concrete = e["args"]["Input Dims"], e["args"]["Concrete Inputs"]
+        backward = e["name"] == "aten::convolution_backward"
+        calls.append({"backward": backward, "input": dims[1] if backward else dims[0],
+                      "weight": dims[2] if backward else dims[1],
+                      "stride": concrete[4] if backward else concrete[3], "groups": concrete[9] if backward else concrete[5],
+                      "kernels": kernels.get(e["args"].get("External id"), [])})
+    return calls
+
+
+def test_one_by_one_convolutions_run_without_transposes_where_cudnn_runs_them_as_nchw_gemms():
+    """Every 1×1 stride-1 ungrouped convolution of the H200's TF32 and bf16 traces, forward and backward: with
+    layout transposes at 2 to 195 output positions per image (64 of 85; 7×7: 51 of 58), rarely at 196 or more (20
+    of 285), never at one (0 of 54: NCHW and NHWC are the same bytes). The time model prices transposes alike
+    (timemodel.transposes): for ResNet-50 at 7×7 and at 14×14, and RegNetY's squeeze-excitation."""
+    counts = {"few": [0, 0], "many": [0, 0], "one": [0, 0]}
+    for trace in sorted(H200_TRACES.glob("torch-profiler-*.json.gz")):
+        name = trace.name.removeprefix("torch-profiler-").removesuffix(".json.gz")
+        if "-fp32-" in name:
+            continue  # FP32 convolutions run on NCHW tensors: no transposes at all
+        for call in _convolution_calls(name):
+            if call["weight"][2:] != [1, 1] or call["stride"] != "[1, 1]" or call["groups"] != "1":
+                continue
+            positions = call["input"][2] * call["input"][3]
+            regime = "one" if positions == 1 else "many" if positions >= NCHW_GEMM_MIN_POSITIONS else "few"
+            counts[regime][0] += 1
+            counts[regime][1] += any(TRANSPOSE_KERNELS.search(kernel) for kernel, _ in call["kernels"])
+    assert counts == {"few": [85, 64], "many": [285, 20], "one": [54, 0]}
+
+    def transposing(model, layer, phase):
+        ops = cached_estimate(model, 8, "bf16", "training").ops
+        row = ops[(ops["layer"] == layer) & (ops["phase"] == phase) & ops["op"].str.startswith("convolution")].iloc[0]
+        return transposes(row, parse_gemms(row["gemms"]))
+
+    for phase in ("forward", "backward"):
+        assert transposing("resnet50", "layer4.0.conv1", phase) is False  # 14×14 input: a GEMM on NCHW
+        assert transposing("resnet50", "layer4.1.conv1", phase) is True  # 7×7
+        assert transposing("resnet50", "layer4.1.conv2", phase) is True  # 3×3
+        assert transposing("regnet_y_1_6gf", "trunk_output.block1.block1-0.f.se.fc1", phase) is False  # 1×1 positions
+
+
+def test_layout_transpose_costs_are_read_from_the_h200_traces():
+    """Each convolution's input transpose (its largest nchwToNhwcKernel) in the b256 inference traces: a 16-bit byte
+    takes LAYOUT_16_BIT_BYTE_COST times a 4-byte byte's time (tensors of 8 MB or more and 8 channels or more), and a
+    3-channel image NARROW_TRANSPOSE_COST times a wide 4-byte element's per element, in TF32 and bf16 alike."""
+    wide: dict[int, list[float]] = {2: [], 4: []}
+    narrow: dict[int, list[float]] = {2: [], 4: []}
+    for trace in sorted(H200_TRACES.glob("torch-profiler-*-b256-*-inference.json.gz")):
+        name = trace.name.removeprefix("torch-profiler-").removesuffix(".json.gz")
+        element = 2 if "-bf16-" in name else 4 if "-tf32-" in name else 0
+        for call in _convolution_calls(name) if element else ():
+            seconds = max((s for kernel, s in call["kernels"] if "nchwToNhwc" in kernel), default=0.0)
+            elements = math.prod(call["input"])
+            if seconds and call["input"][1] < NARROW_CHANNELS:
+                narrow[element].append(elements / seconds)
+            elif seconds and elements * element >= 8e6:
+                wide[element].append(2 * elements * element / seconds)  # read and written
+    assert len(wide[2]) == 71 and len(wide[4]) == 79 and len(narrow[2]) == 1 and len(narrow[4]) == 3
+    four_byte = statistics.median(wide[4])
+    assert four_byte / statistics.median(wide[2]) == pytest.approx(LAYOUT_16_BIT_BYTE_COST, abs=0.01)
+    for element in (2, 4):
+        assert four_byte / 8 / statistics.median(narrow[element]) == pytest.approx(NARROW_TRANSPOSE_COST, rel=0.03)
+
+
+def _compute_bound_efficiency(model: str, precision: str, mode: str, keep) -> float:
+    """The model's compute seconds at efficiency 1 over the recorded kernels (transposes apart) of a trace's
+    convolutions that ``keep`` (input dims, weight dims) selects, in one direction (``mode``: inference's forward
+    calls, training's backward ones), matched to the ops table's rows in order."""
+    from rooflow.estimate.timemodel import Calibration, op_terms
+
+    h200 = load_device(CATALOGUE, "h200-sxm-141gb")
+    backward = mode == "training"
+    calls = [c for c in _convolution_calls(f"{model}-b256-{precision}-{mode}") if c["backward"] == backward]
+    ops = cached_estimate(model, 256, precision, mode).ops
+    rows = ops[ops["op"].str.startswith("convolution") & (ops["phase"] == ("backward" if backward else "forward"))]
+    assert len(rows) == len(calls)
+    ideal = recorded = 0.0
+    for (_, row), call in zip(rows.iterrows(), calls):
+        if keep(call["input"], call["weight"]):
+            ideal += sum(op_terms(row, precision, h200, Calibration(source="unity"), 132, mode)["compute"].values())
+            recorded += sum(s for kernel, s in call["kernels"] if not TRANSPOSE_KERNELS.search(kernel))
+    return ideal / recorded
+
+
+def test_sixteen_bit_convolutions_run_at_tf32s_forward_efficiency_both_ways():
+    """Compute-bound tensor-core convolutions on the H200 against the model at efficiency 1: VGG16's twelve 3×3
+    layers of 64 channels or more in bf16 (its 3-channel stem runs FP32 kernels) forward 1.04 and backward 1.13;
+    ResNet-50's 3×3 layers of 128 channels or more in TF32 forward 1.04 and backward 0.86. So the 16-bit paths,
+    which no H100 recording measured, take TF32's forward efficiency both ways (timemodel.SIXTEEN_BIT_PATHS)."""
+    wide_vgg = lambda x, w: x[1] >= 64  # noqa: E731
+    wide_3x3 = lambda x, w: w[2] == 3 and x[1] >= 128  # noqa: E731
+    bf16_forward = _compute_bound_efficiency("vgg16", "bf16", "inference", wide_vgg)
+    bf16_backward = _compute_bound_efficiency("vgg16", "bf16", "training", wide_vgg)
+    tf32_forward = _compute_bound_efficiency("resnet50", "tf32", "inference", wide_3x3)
+    tf32_backward = _compute_bound_efficiency("resnet50", "tf32", "training", wide_3x3)
+    assert bf16_forward == pytest.approx(tf32_forward, abs=0.05)
+    assert bf16_backward >= bf16_forward > tf32_backward / 0.85
+    shipped = for_device(load_device(CATALOGUE, "h100-sxm5-80gb", ROOT / "tests" / "data" / "real" / "h100-rooflow"
+                                     / "ceilings-h100.json"))
+    assert shipped.matmul_efficiency_of("bf16_backward") == shipped.matmul_efficiency_of("tf32_forward")

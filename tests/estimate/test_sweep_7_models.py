@@ -102,8 +102,9 @@ def test_fixed_misses(sweep):
 
 def test_16_bit_max_pooling(sweep):
     """The nets with max-pooling in bf16 (module docstring): alexnet's training was the sweep's last batch-256 miss
-    (1.30×); it still runs slower than predicted, now within the band."""
-    assert 1.1 < _ratio(sweep, "alexnet", "bf16", "training") < 1.25
+    (1.30×); 1.22× with the pooling, 1.10× since its 3-channel stem's layout transposes are priced per element
+    (timemodel.NARROW_TRANSPOSE_COST, from the H200's traces)."""
+    assert abs(_ratio(sweep, "alexnet", "bf16", "training") - 1) < 0.12
     assert abs(_ratio(sweep, "alexnet", "bf16", "inference") - 1) < 0.17  # 1.20 before
     assert abs(_ratio(sweep, "resnet18", "bf16", "inference") - 1) < 0.17  # 1.19 before
 
@@ -147,19 +148,20 @@ def test_h200_from_the_h100_calibration(h200):
 
 def test_h200_models_not_in_the_h100_sweep(h200):
     """convnext_tiny, densenet121, googlenet, regnet_y_1_6gf, squeezenet1_1 (inference): no choice of the model
-    saw these runs (two H100 runs of ConvNeXt set the price of cuDNN's channels_last depthwise kernels); 13 of 15
-    within ±25%, mean |error| 13% (10 and 20% before 16-bit max-pooling followed elements: squeezenet bf16 1.34 →
-    1.24, googlenet 1.31 → 1.20; 19% before ConvNeXt's depthwise convolutions ran cuDNN's kernels: 1.08/1.25/1.24
-    → 0.98/1.00/0.96; 12 of 15 and 15% before the gaps between kernels: fp32 regnet 0.73 → 0.81). The misses are
-    named: regnet bf16 slower than predicted (1.27×) and TF32 densenet (0.73×, concatenations) faster —
-    unexplained: no kernel recording of these models exists yet."""
+    saw these runs (two H100 runs of ConvNeXt set the price of cuDNN's channels_last depthwise kernels); 15 of 15
+    within ±25%, mean |error| 8.6% (13 of 15 and 13% before the layout transposes followed cuDNN's kernels and the
+    convolution efficiencies were held to the roofline: regnet bf16 1.27 → 1.21, TF32 densenet 0.73 → 0.90; 10 and
+    20% before 16-bit max-pooling followed elements: squeezenet bf16 1.34 → 1.24, googlenet 1.31 → 1.20; 19% before
+    ConvNeXt's depthwise convolutions ran cuDNN's kernels; 12 of 15 and 15% before the gaps between kernels). The
+    16-bit steps of RegNetY and GoogLeNet are still the slowest against their prediction (1.21, 1.20): in the H200's
+    traces (tests/data/real/gpu-2026-11-27) their 1×1 convolutions that cuDNN runs as NCHW GEMMs took CUTLASS and
+    MAGMA kernels at 0.7-1.4 TB/s, which the model prices at the bandwidth."""
     new = h200[h200["model"].isin(NEW_MODELS)]
     error = (new["time_ratio"] - 1).abs()
     assert len(new) == 15
-    assert (error <= 0.25).sum() >= 13 and error.mean() <= 0.131
+    assert (error <= 0.25).all() and error.mean() <= 0.09
     bf16 = new[new["precision"] == "bf16"].set_index("model")["time_ratio"]
-    assert bf16["regnet_y_1_6gf"] > 1.25 and bf16["squeezenet1_1"] < 1.25 and bf16["googlenet"] < 1.25
-
+    assert bf16[["regnet_y_1_6gf", "googlenet"]].min() > bf16.drop(["regnet_y_1_6gf", "googlenet"]).max()
 
 
 def test_h200_memory_of_models_not_in_the_h100_sweep(h200):

@@ -363,16 +363,18 @@ def test_shipped_h100_calibration_is_reproduced_from_its_recordings(h100):
 def test_tensor_core_convolutions_are_priced_by_direction(h100, recorded):
     """cuDNN runs a convolution's forward on its fprop kernels and its backward on dgrad/wgrad kernels (the
     names in the ResNet-50 b64 TF32 training trace): the calibration prices TF32 convolutions by direction —
-    forward from the inference trace, backward from the training trace less its forward part — and keeps the
-    two together for the 16-bit paths, which no recording measured."""
+    forward from the inference trace, backward from the training trace less its forward part. The 16-bit paths,
+    which no H100 recording measured, take TF32's forward efficiency both ways (timemodel.SIXTEEN_BIT_PATHS: the
+    H200's traces, test_step_model_gpus); a 16-bit product that is not a convolution, both directions together."""
     shipped = shipped_calibration("h100-sxm5-80gb")
     forward, pooled, backward = (shipped.matmul_efficiency[p] for p in ("tf32_forward", "tf32", "tf32_backward"))
-    assert forward > pooled > backward  # 0.543, 0.506, 0.474
-    assert shipped.matmul_efficiency_of("bf16_forward") == shipped.matmul_efficiency_of("bf16_backward") == pooled
+    assert forward > pooled > backward  # 0.882, 0.705, 0.593 (0.543, 0.506, 0.474 before the roofline held them)
+    assert shipped.matmul_efficiency_of("bf16_forward") == shipped.matmul_efficiency_of("bf16_backward") == forward
+    assert shipped.matmul_efficiency_of("fp16_backward") == forward and shipped.matmul_efficiency_of("bf16") == pooled
     names = recorded[("resnet50", 64, "tf32", "training")].kernels["name"]
     assert names.str.contains("dgrad", case=False).any() and names.str.contains("wgrad", case=False).any()
-    # the inference step's convolutions are all forward: 3.83 ms predicted for 3.39 recorded (1.13×; 4.02 ms,
-    # 1.18×, at the two directions' efficiency together)
+    # the inference step's convolutions are all forward: 3.28 ms predicted for 3.39 recorded (0.96×; 3.83 ms, 1.13×,
+    # before the roofline held the efficiencies and 1×1 convolutions ran without transposes)
     inference = estimate("resnet50", 64, "tf32", "inference")
     matmul = predict_step(inference.ops, inference.totals, h100, shipped).by_class_seconds["matmul"]
     traced = recorded[("resnet50", 64, "tf32", "inference")].kernels
@@ -615,3 +617,18 @@ def test_recurrent_layers_are_counted_and_their_time_flagged():
             totals["calibration_source"]
     cnn = rooflow.estimate_module(torch.nn.Conv2d(3, 8, 3), torch.empty(2, 3, 32, 32), device="t4").totals
     assert "RNN" not in cnn["calibration_source"]
+
+
+def test_a_memory_bound_product_does_not_pass_for_slow_arithmetic():
+    """The calibration solves each matmul path's efficiency with every product held to the roofline, as the time
+    model prices it: a recording of one compute-bound convolution (1 s at efficiency 1) and one memory-bound one
+    (0.1 s of compute, 2 s of memory traffic) that took 4 s says the arithmetic ran at 0.5 — not at 1.1 / 4, what
+    counting compute alone said (and what priced compute-bound layers 1.8× too slow)."""
+    from rooflow.estimate.calibration import _path_efficiencies
+
+    rows = [({"tf32_forward": 1.0}, 0.0), ({"tf32_forward": 0.1}, 2.0)]
+    recording = ({"tf32_forward": 1.1}, 4.0, "torch.profiler", rows)
+    efficiency = _path_efficiencies([recording], lambda items: items)
+    assert efficiency["tf32_forward"] == pytest.approx(0.5, rel=1e-6)
+    # a recording whose memory-bound products alone outlast it says nothing of the arithmetic: no efficiency
+    assert _path_efficiencies([({"tf32": 0.1}, 1.0, "ncu", [({"tf32": 0.1}, 2.0)])], lambda items: items) == {}

@@ -179,8 +179,10 @@ def test_a_missed_time_prediction_names_the_layer_types_that_carry_it():
 
 def test_h100_resnet18_bf16_miss_is_read_from_its_profiled_iteration():
     """rooflow's real H100 timing job (resnet18 b32 bf16 inference, torch 2.11): measured 2.89 ms, 1.27× the
-    prediction; the check says the model has the step host-bound and that Conv2d and BatchNorm2d kernels took
-    longer than predicted in the profiled iteration."""
+    prediction; the check says the model has the step host-bound and that BatchNorm2d kernels took longer than
+    predicted in the profiled iteration. Its Conv2d kernels (1.03 ms) are predicted at 1.04 ms since 16-bit
+    convolutions' layout transposes and efficiencies follow the H200's traces (0.79 ms before, named as the
+    miss's cause with BatchNorm2d)."""
     import json
 
     from rooflow.estimate.calibration import for_device
@@ -197,7 +199,9 @@ def test_h100_resnet18_bf16_miss_is_read_from_its_profiled_iteration():
     assert measured["Conv2d"] == pytest.approx(1.026e-3, rel=1e-3)
     [check] = [c for c in run_checks(row) if c.check == "predicted vs measured time"]
     assert "the step is host-bound in the model" in check.cause
-    assert "Conv2d 1.03 vs" in check.cause and "BatchNorm2d 0.298 vs" in check.cause
+    assert "BatchNorm2d 0.298 vs" in check.cause and "Conv2d" not in check.cause
+    predicted = json.loads(row["predicted_seconds_by_layer_type"])
+    assert predicted["Conv2d"] == pytest.approx(measured["Conv2d"], rel=0.05)
 
 
 @pytest.mark.parametrize("content, says", [
