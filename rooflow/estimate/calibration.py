@@ -530,18 +530,14 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
     layout = {key.split(":")[1]: round(1.0 / value, 4) for key, value in ratios.items() if key.startswith("layout:")}
     # Each matmul path's efficiency; then the tensor-core convolutions' by direction where the recordings give
     # both (fprop kernels: the inference steps; dgrad/wgrad: the training steps less their forward part)
-    pooled = []
-    for row, target, src, rows in matmul:
+    def both_directions(by_path: dict[str, float]) -> dict[str, float]:
         merged: dict[str, float] = collections.defaultdict(float)
-        for path, seconds in row.items():
+        for path, seconds in by_path.items():
             merged[undirected(path)] += seconds
-        undirected_rows = []
-        for compute, memory_seconds in rows:
-            joined: dict[str, float] = collections.defaultdict(float)
-            for path, seconds in compute.items():
-                joined[undirected(path)] += seconds
-            undirected_rows.append((dict(joined), memory_seconds))
-        pooled.append((dict(merged), target, src, undirected_rows))
+        return dict(merged)
+
+    pooled = [(both_directions(row), target, src, [(both_directions(compute), seconds) for compute, seconds in rows])
+              for row, target, src, rows in matmul]
     matmul_efficiency = _path_efficiencies(pooled, preferred)
     directed = {p: v for p, v in _path_efficiencies(matmul, preferred).items() if p.endswith(DIRECTIONS)}
     if not {undirected(p) + d for p in directed for d in DIRECTIONS} <= set(directed):

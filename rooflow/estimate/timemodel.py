@@ -314,7 +314,7 @@ class Calibration:
             return self.matmul_efficiency_of(base)
         if path == "fp32_fast":
             return self.matmul_efficiency_of("fp32")
-        return self.matmul_efficiency.get("tf32" if path in ("fp16", "bf16") else "fp32", 0.7)
+        return self.matmul_efficiency.get("tf32" if path in SIXTEEN_BIT_PATHS else "fp32", 0.7)
 
 
 @dataclass
