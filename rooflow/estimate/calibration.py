@@ -33,10 +33,12 @@ from rooflow.estimate.timemodel import (
     DIRECTIONS,
     GEMM_PREFIX,
     INDEXED_SUFFIX,
+    MAX_POOL_CLASS,
     Calibration,
     device_bandwidth,
     indexed_element_scale,
     indexed_elementwise,
+    max_pool_priced_bytes,
     op_terms,
     undirected,
 )
@@ -52,6 +54,7 @@ OPTIMIZER_KERNELS = r"multi_tensor_apply_kernel|fused_adam|fused_sgd"
 # PyTorch's elementwise kernels that index each element (broadcasts, mixed dtypes, strided inputs), apart from
 # ``vectorized_elementwise_kernel``: ``elementwise_kernel<128, 2, ...>`` and ``unrolled_elementwise_kernel``
 INDEXED_KERNELS = r"(?<!vectorized_)elementwise_kernel"
+MAX_POOL_FORWARD_KERNEL = "max_pool_forward_nchw"  # PyTorch's forward max-pool (timemodel.MAX_POOL_OUTPUT_LOADS)
 # Under ncu's default --clock-control base the H100's SMs ran at 1.59 GHz, the timed steps at 1.98 GHz
 # (tests/data/real/PROVENANCE.md): compute-bound kernel times scale by the clock, memory-bound ones do not.
 NCU_BASE_CLOCK_RATIO = {"h100-sxm5-80gb": 1.59 / 1.98}
@@ -263,6 +266,9 @@ def _ideal_parts(recording: Recording, device, unity: Calibration, matmul_rows: 
         op_class = row["op_class"]
         key = f"{op_class}_training" if training and op_class in ("normalization", "pooling") else op_class
         nbytes = terms["bytes"]
+        pooled = max_pool_priced_bytes(row)
+        if pooled is not None:  # a forward max-pool also on its loads (the same kernel in training and inference)
+            parts[MAX_POOL_CLASS] += calls * pooled / bandwidth
         if indexed_elementwise(row):
             key = "elementwise" + INDEXED_SUFFIX
             nbytes *= indexed_element_scale(row, device)
@@ -285,6 +291,10 @@ def _measured_parts(recording: Recording, clock_ratio: float) -> dict[str, float
     # PyTorch's indexing elementwise kernels (not the vectorised one): rooflow.estimate.timemodel.indexed_elementwise
     indexed = (kernels["kernel_class"] == "elementwise") & kernels["name"].str.contains(INDEXED_KERNELS, regex=True)
     parts["elementwise" + INDEXED_SUFFIX] += float(kernels.loc[indexed & ~optimizer, "seconds"].sum())
+    # the forward max-pools also on their loads (_ideal_parts); still in the pooling part, whose bytes price the
+    # other pooling kernels (average pools: no recording measured them apart)
+    max_pool = kernels["name"].str.contains(MAX_POOL_FORWARD_KERNEL, regex=False)
+    parts[MAX_POOL_CLASS] += float(kernels.loc[max_pool, "seconds"].sum())
     for kernel_class, seconds in kernels[~depthwise & ~optimizer & ~indexed].groupby("kernel_class")["seconds"].sum().items():
         part = KERNEL_PARTS.get(kernel_class, "other")
         if part == "matmul" and recording.source == "ncu":

@@ -196,6 +196,18 @@ CUDNN_DEPTHWISE_MIN_CHANNELS = 32
 # max-pool takes the time of the same op on 4-byte values; its int64 indices (8 bytes per output) are the same.
 NATIVE_POOLING_OPS = ("max_pool2d_with_indices", "max_pool2d_with_indices_backward")
 POOLING_INDEX_SHARE = 8 / 10  # of the bytes per output of a 16-bit max-pool: an int64 index beside a 2-byte value
+# The forward kernel's time per output follows its window, not the bytes the pool moves: in the H200's traces
+# (tests/data/real/gpu-2026-11-27, 44 max_pool_forward_nchw calls with their shapes) a 3×3 window took 16.2 ps per
+# output at stride 1 and at stride 2, in bf16 and fp32 (15.6–16.9: medians of 28), a 2×2 window 12.0 (11.9–12.5,
+# 16), whatever the size. So a forward max-pool is priced as (window + MAX_POOL_OUTPUT_LOADS) 4-byte loads per
+# output — the window's loads and, in load times, what each output costs besides (its value and int64 index
+# written, the index arithmetic): (16.2 − 12.0) / (9 − 4) = 0.85 ps per window element, 12.0 − 4 × 0.85 = 8.6 ps
+# per output, 10.2 loads. Priced by bytes, a stride-1 3×3 pool (GoogLeNet's inception branches: a quarter of a
+# stride-2 one's input bytes per output) took half its recorded time. The level is the calibration's own
+# efficiency class for these loads, MAX_POOL_CLASS, read from the recorded max_pool_forward_nchw kernels: above 1 (the
+# H100's 1.53), as the windows' loads mostly hit the caches. The other pooling kernels keep the pooling class's.
+MAX_POOL_OUTPUT_LOADS = 10.2
+MAX_POOL_CLASS = "max_pool"
 
 
 def undirected(path: str) -> str:
@@ -414,6 +426,17 @@ def four_byte_pooling_bytes(row) -> float:
     return 2.0 * (read + written) - POOLING_INDEX_SHARE * per_output
 
 
+def max_pool_priced_bytes(row) -> float | None:
+    """Bytes ONE call of a forward max-pool row is priced on, on a GPU: ``window + MAX_POOL_OUTPUT_LOADS``
+    4-byte loads per output (None for any other row). Outputs are the bytes written over a value and an int64
+    index; the window is the row's FLOPs per output (formulas.max_pool2d_flops: one comparison per element)."""
+    if row["op"] != NATIVE_POOLING_OPS[0] or not float(row["bytes_written"]):
+        return None
+    outputs = float(row["bytes_written"]) / (ELEMENT_BYTES.get(row["compute_precision"], 4) + 8)
+    window = float(row["flops"]) / outputs
+    return 4.0 * outputs * (window + MAX_POOL_OUTPUT_LOADS) / max(1, int(row["calls"]))
+
+
 def _is_depthwise(views) -> bool:
     return any(view[3] > 1 and view[1] == 1 for view in views)
 
@@ -625,7 +648,10 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
         if norm_channels and row["layer"] in norm_channels and row["compute_precision"] == "bf16":
             memory = max(memory, batchnorm.block_seconds(row["op"], *norm_channels[row["layer"]], sm_count,
                                                          calibration.norm_block_elements_per_second))
-    if (calibration.kind == "cuda" and row["op"] in NATIVE_POOLING_OPS and row["compute_precision"] in ("fp16", "bf16")
+    pooled = max_pool_priced_bytes(row) if calibration.kind == "cuda" else None
+    if pooled is not None:  # the forward kernel's loads, in any dtype
+        memory = pooled / (memory_bandwidth * calibration.memory_efficiency_of(MAX_POOL_CLASS, mode, cached))
+    elif (calibration.kind == "cuda" and row["op"] in NATIVE_POOLING_OPS and row["compute_precision"] in ("fp16", "bf16")
             and terms["bytes"]):
         memory *= four_byte_pooling_bytes(row) / terms["bytes"]
     if calibration.kind == "cuda" and memory_class == "depthwise":

@@ -152,16 +152,19 @@ def test_h200_models_not_in_the_h100_sweep(h200):
     within ±25%, mean |error| 8.6% (13 of 15 and 13% before the layout transposes followed cuDNN's kernels and the
     convolution efficiencies were held to the roofline: regnet bf16 1.27 → 1.21, TF32 densenet 0.73 → 0.90; 10 and
     20% before 16-bit max-pooling followed elements: squeezenet bf16 1.34 → 1.24, googlenet 1.31 → 1.20; 19% before
-    ConvNeXt's depthwise convolutions ran cuDNN's kernels; 12 of 15 and 15% before the gaps between kernels). The
-    16-bit steps of RegNetY and GoogLeNet are still the slowest against their prediction (1.21, 1.20): in the H200's
-    traces (tests/data/real/gpu-2026-11-27) their 1×1 convolutions that cuDNN runs as NCHW GEMMs took CUTLASS and
-    MAGMA kernels at 0.7-1.4 TB/s, which the model prices at the bandwidth."""
+    ConvNeXt's depthwise convolutions ran cuDNN's kernels; 12 of 15 and 15% before the gaps between kernels).
+    GoogLeNet's bf16 step (1.20 before) is 1.03 since a forward max-pool is priced by its window
+    (timemodel.MAX_POOL_OUTPUT_LOADS): its stride-1 3×3 pools took 5.9 ms of 16.5 in the H200's trace
+    (tests/data/real/gpu-2026-11-27), 3.9 predicted on their bytes. RegNetY's bf16 step is the slowest against its
+    prediction (1.21): in that trace its 1×1 convolutions that cuDNN runs as NCHW GEMMs took CUTLASS and MAGMA
+    kernels at 0.7-1.4 TB/s, which the model prices at the bandwidth."""
     new = h200[h200["model"].isin(NEW_MODELS)]
     error = (new["time_ratio"] - 1).abs()
     assert len(new) == 15
     assert (error <= 0.25).all() and error.mean() <= 0.09
     bf16 = new[new["precision"] == "bf16"].set_index("model")["time_ratio"]
-    assert bf16[["regnet_y_1_6gf", "googlenet"]].min() > bf16.drop(["regnet_y_1_6gf", "googlenet"]).max()
+    assert bf16["regnet_y_1_6gf"] > bf16.drop("regnet_y_1_6gf").max()
+    assert abs(bf16["googlenet"] - 1) < 0.05
 
 
 def test_h200_memory_of_models_not_in_the_h100_sweep(h200):
