@@ -267,8 +267,10 @@ def _ideal_parts(recording: Recording, device, unity: Calibration, matmul_rows: 
         key = f"{op_class}_training" if training and op_class in ("normalization", "pooling") else op_class
         nbytes = terms["bytes"]
         pooled = max_pool_priced_bytes(row)
-        if pooled is not None:  # a forward max-pool also on its loads (the same kernel in training and inference)
+        if pooled is not None:  # a forward max-pool on its loads (the same kernel in training and inference)
             parts[MAX_POOL_CLASS] += calls * pooled / bandwidth
+            if training:
+                continue  # _measured_parts: not in a training step's pooling part
         if indexed_elementwise(row):
             key = "elementwise" + INDEXED_SUFFIX
             nbytes *= indexed_element_scale(row, device)
@@ -291,10 +293,14 @@ def _measured_parts(recording: Recording, clock_ratio: float) -> dict[str, float
     # PyTorch's indexing elementwise kernels (not the vectorised one): rooflow.estimate.timemodel.indexed_elementwise
     indexed = (kernels["kernel_class"] == "elementwise") & kernels["name"].str.contains(INDEXED_KERNELS, regex=True)
     parts["elementwise" + INDEXED_SUFFIX] += float(kernels.loc[indexed & ~optimizer, "seconds"].sum())
-    # the forward max-pools also on their loads (_ideal_parts); still in the pooling part, whose bytes price the
-    # other pooling kernels (average pools: no recording measured them apart)
+    # the forward max-pools on their loads (_ideal_parts). A training step's pooling part is then its backward
+    # max-pools (and average pools); an inference step's keeps its forward max-pools, the only pooling kernels
+    # it records (average pooling to 1×1 runs as a reduction), whose bytes price its average pools
     max_pool = kernels["name"].str.contains(MAX_POOL_FORWARD_KERNEL, regex=False)
     parts[MAX_POOL_CLASS] += float(kernels.loc[max_pool, "seconds"].sum())
+    if recording.mode == "training":
+        kernels = kernels[~max_pool]
+        depthwise, optimizer, indexed = depthwise[~max_pool], optimizer[~max_pool], indexed[~max_pool]
     for kernel_class, seconds in kernels[~depthwise & ~optimizer & ~indexed].groupby("kernel_class")["seconds"].sum().items():
         part = KERNEL_PARTS.get(kernel_class, "other")
         if part == "matmul" and recording.source == "ncu":
