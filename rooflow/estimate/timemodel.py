@@ -648,8 +648,10 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
         if norm_channels and row["layer"] in norm_channels and row["compute_precision"] == "bf16":
             memory = max(memory, batchnorm.block_seconds(row["op"], *norm_channels[row["layer"]], sm_count,
                                                          calibration.norm_block_elements_per_second))
-    pooled = max_pool_priced_bytes(row) if calibration.kind == "cuda" else None
-    if pooled is not None:  # the forward kernel's loads, in any dtype
+    # the forward kernel's loads, in any dtype, where the calibration read their price (else its bytes, as before)
+    pooled = (max_pool_priced_bytes(row) if calibration.kind == "cuda"
+              and MAX_POOL_CLASS in calibration.memory_efficiency_by_class else None)
+    if pooled is not None:
         memory = pooled / (memory_bandwidth * calibration.memory_efficiency_of(MAX_POOL_CLASS, mode, cached))
     elif (calibration.kind == "cuda" and row["op"] in NATIVE_POOLING_OPS and row["compute_precision"] in ("fp16", "bf16")
             and terms["bytes"]):

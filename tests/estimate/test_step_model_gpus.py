@@ -25,6 +25,7 @@ from rooflow.estimate.timemodel import (
     NARROW_TRANSPOSE_COST,
     NATIVE_POOLING_OPS,
     NCHW_GEMM_MIN_POSITIONS,
+    device_bandwidth,
     device_op_seconds,
     four_byte_pooling_bytes,
     indexed_elementwise,
@@ -407,6 +408,24 @@ def test_forward_max_pool_time_follows_its_window():
     assert all(0.95 < p / r < 1.05 for p, r in zip(predicted, recorded))
     loads = {round(max_pool_priced_bytes(row) / (4 * row["bytes_written"] / (2 + 8)), 6) for _, row in pools.iterrows()}
     assert loads == {round(4 + MAX_POOL_OUTPUT_LOADS, 6), round(9 + MAX_POOL_OUTPUT_LOADS, 6)}  # 2×2 and 3×3
+
+
+def test_a_calibration_without_a_max_pool_price_keeps_the_bytes_price():
+    """A calibration read before max-pools had a price of their own (a user's, or one measured without pooling
+    kernels) prices a forward max-pool on its bytes at the pooling efficiency, as before — not its loads at the
+    generic memory efficiency."""
+    device = load_device(CATALOGUE, "h100-sxm5-80gb")
+    calibration = for_device(device)
+    older = calibration.with_(memory_efficiency_by_class={k: v for k, v in calibration.memory_efficiency_by_class.items()
+                                                           if k != "max_pool"})
+    row = cached_estimate("resnet18", 32, "fp32", "inference").ops.query("op == 'max_pool2d_with_indices'").iloc[0]
+    nbytes = float(row["bytes_read"] + row["bytes_written"]) / row["calls"]
+    seconds = device_op_seconds(row, "fp32", "inference", device, older, 132)[0]
+    bandwidth = device_bandwidth(device)  # the time model's: 90% of the datasheet's
+    assert seconds == pytest.approx(nbytes / (bandwidth * calibration.memory_efficiency_by_class["pooling"]), rel=1e-6)
+    loads = device_op_seconds(row, "fp32", "inference", device, calibration, 132)[0]
+    assert loads == pytest.approx(max_pool_priced_bytes(row) / (bandwidth * calibration.memory_efficiency_by_class["max_pool"]),
+                                  rel=1e-6)
 
 
 def test_backward_max_pools_take_the_training_pooling_efficiency_without_the_forward_ones():
