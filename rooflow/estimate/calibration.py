@@ -298,10 +298,10 @@ def _measured_parts(recording: Recording, clock_ratio: float) -> dict[str, float
     # it records (average pooling to 1×1 runs as a reduction), whose bytes price its average pools
     max_pool = kernels["name"].str.contains(MAX_POOL_FORWARD_KERNEL, regex=False)
     parts[MAX_POOL_CLASS] += float(kernels.loc[max_pool, "seconds"].sum())
+    rest = ~depthwise & ~optimizer & ~indexed
     if recording.mode == "training":
-        kernels = kernels[~max_pool]
-        depthwise, optimizer, indexed = depthwise[~max_pool], optimizer[~max_pool], indexed[~max_pool]
-    for kernel_class, seconds in kernels[~depthwise & ~optimizer & ~indexed].groupby("kernel_class")["seconds"].sum().items():
+        rest &= ~max_pool
+    for kernel_class, seconds in kernels[rest].groupby("kernel_class")["seconds"].sum().items():
         part = KERNEL_PARTS.get(kernel_class, "other")
         if part == "matmul" and recording.source == "ncu":
             seconds *= clock_ratio  # compute-bound: at the timed steps' clock

@@ -283,14 +283,20 @@ H200_TRACES = ROOT / "tests" / "data" / "real" / "gpu-2026-11-27"
 TRANSPOSE_KERNELS = re.compile(r"nchwToNhwc|nhwcToNchw")
 
 
-def _convolution_calls(name: str) -> list[dict]:
-    """Per convolution call of a trace, in launch order: forward or backward, its input and weight dims, stride,
-    groups, and its kernels' (name, seconds)."""
-    events = json.loads(gzip.decompress((H200_TRACES / f"torch-profiler-{name}.json.gz").read_bytes()))["traceEvents"]
+def _events_and_kernels(trace: Path) -> tuple[list[dict], dict]:
+    """A trace's events, and its kernels' (name, seconds) by the External id of the op that launched them."""
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
     kernels: dict = {}
     for e in events:
         if e.get("cat") == "kernel":
             kernels.setdefault(e["args"].get("External id"), []).append((e["name"], e["dur"] * 1e-6))
+    return events, kernels
+
+
+def _convolution_calls(name: str) -> list[dict]:
+    """Per convolution call of a trace, in launch order: forward or backward, its input and weight dims, stride,
+    groups, and its kernels' (name, seconds)."""
+    events, kernels = _events_and_kernels(H200_TRACES / f"torch-profiler-{name}.json.gz")
     calls = []
     for e in sorted(events, key=lambda e: e.get("ts", 0)):
         if e.get("cat") != "cpu_op" or e["name"] not in ("aten::cudnn_convolution", "aten::convolution_backward"):
@@ -360,11 +366,7 @@ def test_layout_transpose_costs_are_read_from_the_h200_traces():
 
 def _max_pool_calls(trace: Path) -> list[dict]:
     """Each forward max-pool of a trace: its window, stride, outputs and kernel seconds."""
-    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
-    kernels: dict = {}
-    for e in events:
-        if e.get("cat") == "kernel":
-            kernels.setdefault(e["args"].get("External id"), []).append(e["dur"] * 1e-6)
+    events, kernels = _events_and_kernels(trace)
     calls = []
     for e in events:
         if e.get("cat") != "cpu_op" or e["name"] != "aten::max_pool2d_with_indices" or "Input Dims" not in e["args"]:
@@ -374,7 +376,7 @@ def _max_pool_calls(trace: Path) -> list[dict]:
         rounding = math.ceil if concrete[5] == "True" else math.floor
         side = rounding((h + 2 * padding - kernel) / stride) + 1
         calls.append({"window": kernel * kernel, "stride": stride, "outputs": n * c * side * side,
-                      "seconds": sum(kernels.get(e["args"].get("External id"), []))})
+                      "seconds": sum(seconds for _, seconds in kernels.get(e["args"].get("External id"), []))})
     return calls
 
 
@@ -436,10 +438,8 @@ def test_backward_max_pools_take_the_training_pooling_efficiency_without_the_for
     device = load_device(CATALOGUE, "h200-sxm-141gb")
     calibration = for_device(device)
     assert calibration.memory_efficiency_by_class["pooling_training"] == pytest.approx(0.364, abs=0.001)
-    events = json.loads(gzip.decompress((H200_TRACES / "torch-profiler-squeezenet1_1-b256-bf16-training.json.gz")
-                                        .read_bytes()))["traceEvents"]
-    recorded = {direction: sum(e["dur"] for e in events if e.get("cat") == "kernel"
-                               and f"max_pool_{direction}_nchw" in e["name"]) * 1e-6 for direction in ("forward", "backward")}
+    trace = H200_TRACES / "torch-profiler-squeezenet1_1-b256-bf16-training.json.gz"
+    recorded = {direction: _kernel_seconds(trace, f"max_pool_{direction}_nchw") for direction in ("forward", "backward")}
     ops = cached_estimate("squeezenet1_1", 256, "bf16", "training").ops
     for direction, op in zip(("forward", "backward"), NATIVE_POOLING_OPS):
         rows = ops[ops["op"] == op]
