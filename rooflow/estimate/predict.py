@@ -131,10 +131,10 @@ def predict_memory(totals: dict[str, Any], device, held_threads: int = 0) -> dic
     update (a GPU's default: a copy of every gradient at once);
     with cuDNN's NHWC copies of each convolution's activations while it runs
     where convolutions use tensor cores; plus the cuBLAS/cuBLASLt workspaces (the caller's thread; in training
-    autograd's too). Range: low = the tensors alone; high = the point plus an FFT
-    workspace of twice the largest convolution's activations (cuDNN's autotuner may pick FFT for FP32
-    3×3/5×5 convolutions, whose workspace holds their activations in the frequency domain — which it picks
-    cannot be known before it runs). ``fits`` compares point × (1 + margin) + the CUDA context with the
+    autograd's too). Range: low = the tensors alone (without the math path's L × L matrices, as the point);
+    high = the point plus an FFT workspace of twice the largest convolution's activations (cuDNN's autotuner
+    may pick FFT for FP32 3×3/5×5 convolutions, whose workspace holds their activations in the frequency
+    domain — which it picks cannot be known before it runs). ``fits`` compares point × (1 + margin) + the CUDA context with the
     device's memory. ``held_threads``: threads whose workspaces the process already holds from earlier steps
     (held_workspace_threads; 0: a fresh process, as each of the workflow's timing jobs)."""
     tensors = int(totals.get("peak_memory_bytes") or 0)
@@ -145,13 +145,15 @@ def predict_memory(totals: dict[str, Any], device, held_threads: int = 0) -> dic
     layout = tensor_core_convolutions(device, precision)
     base = int(totals.get("peak_memory_bytes_layout_workspace") or tensors) if layout else tensors
     # a GPU runs attention as one fused kernel: the math path's L × L matrices are never allocated
-    base -= tensors - int(totals.get("peak_memory_bytes_fused_attention") or tensors)
+    fused = int(totals.get("peak_memory_bytes_fused_attention") or tensors)
+    base -= tensors - fused
     # SGD's foreach update holds a copy of every gradient at once (the optimizer's peak; no convolution runs)
     base = max(base, int(totals.get("peak_memory_bytes_foreach_optimizer") or 0))
     point = base + max(workspace_threads(mode), held_threads) * cublas_workspace_bytes(device)
     high = point + (0 if layout else 2 * int(totals.get("largest_conv_activation_bytes") or 0))
     capacity = device.memory_bytes
-    result = {"predicted_memory_bytes": point, "predicted_memory_bytes_low": tensors,
+    # low: the tensors alone as the GPU holds them (no attention score matrices), never above the point
+    result = {"predicted_memory_bytes": point, "predicted_memory_bytes_low": min(fused, point),
               "predicted_memory_bytes_high": high, "memory_capacity_bytes": capacity, "fits": None,
               "fit_verdict": None}
     if capacity:

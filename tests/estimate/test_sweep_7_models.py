@@ -48,7 +48,9 @@ def _compare(path: Path, device, calibration, keep, rest_counts_run: bool) -> pd
         memory = predict_memory(est.totals, device, held_workspace_threads(run["at_rest_before"], device, run_bytes))
         rows.append({**{k: run[k] for k in ("model", "batch", "precision", "mode")}, "bound": time.bound,
                      "time_ratio": run["median_seconds"] / time.seconds,
-                     "memory_ratio": run["steady_peak_allocated"] / memory["predicted_memory_bytes"]})
+                     "memory_ratio": run["steady_peak_allocated"] / memory["predicted_memory_bytes"],
+                     **{k: memory[f"predicted_memory_bytes{k.removeprefix('memory')}"]
+                        for k in ("memory", "memory_low", "memory_high")}})
     return pd.DataFrame(rows)
 
 
@@ -118,6 +120,15 @@ def test_memory(sweep):
     assert ((sweep["memory_ratio"] - 1).abs() <= 0.15).sum() >= 44
     vit = sweep[sweep["model"] == "vit_b_16"]["memory_ratio"]
     assert len(vit) == 6 and ((vit - 1).abs() < 0.08).all()
+
+
+def test_memory_range_holds_its_point(sweep):
+    """The range a report draws around each predicted peak runs from the tensors alone to an FFT workspace: its
+    low end never above the point. vit_b_16's was the math path's peak (its L × L score matrices, which a GPU
+    never allocates), 1.3-1.45x the point, so its bar ran backwards (40.9 to 32.1 GB around 31.5 GB)."""
+    assert (sweep["memory_low"] <= sweep["memory"]).all() and (sweep["memory"] <= sweep["memory_high"]).all()
+    vit = sweep[sweep["model"] == "vit_b_16"]
+    assert ((vit["memory_low"] / vit["memory"]) > 0.9).all()
 
 
 # ---------------------------------------------------------------------------------------------------
