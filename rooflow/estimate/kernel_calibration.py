@@ -1112,6 +1112,33 @@ def for_gpu(device) -> tuple[KernelCalibration, Gpu] | None:
     return calibration_of(gpu, device.key), gpu
 
 
+def tensor_core_power_fractions(device, reference_key: str = "h100-sxm5-80gb") -> dict[str, float]:
+    """By tensor-core precision: the share of the reference GPU's efficiency ``device``'s board power sustains,
+    where it is below 1 (empty: none, or not of the reference's family).
+
+    Both boards' tensor cores are of one process node (:data:`FAMILIES`), so a FLOP costs them the same energy:
+    a board with fewer watts per datasheet FLOP/s than the reference reaches at most that ratio of its
+    efficiency — never below its base clock's share of its boost clock, which it holds at its power limit. The
+    reference's efficiency was measured at its own limit or under it (an H100 SXM's 700 W), so this is a bound
+    the board may beat. An L4 (72 W, 121 dense bf16 TFLOP/s) against the H100 SXM (700 W, 989): 0.84."""
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    reference = load_devices(default_catalogue_path()).get(reference_key)
+    tdp = getattr(device, "tdp_watts", None)
+    if (reference is None or not tdp or not reference.tdp_watts
+            or FAMILIES.get(device.architecture or "") != FAMILIES.get(reference.architecture or "")):
+        return {}
+    floor = clock_fraction(getattr(device, "base_clock_mhz", None), getattr(device, "boost_clock_mhz", None)) or 0.0
+    fractions = {}
+    for precision in ("tf32", "fp16", "bf16"):
+        peak, reference_peak = (d.peak_flops_per_second.get(precision) for d in (device, reference))
+        if peak and reference_peak:
+            fraction = (tdp / peak) / (reference.tdp_watts / reference_peak)
+            if fraction < 1.0:
+                fractions[precision] = round(max(fraction, floor), 4)
+    return fractions
+
+
 def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80gb"):
     """A time-model :class:`~rooflow.estimate.timemodel.Calibration` of ``device`` from its kernel
     calibration: FP32 GEMM/convolution and elementwise/normalization efficiencies from the kernels (the time
@@ -1132,17 +1159,27 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     for op_class, key in (("elementwise", "elementwise"), ("normalization", "normalization")):
         if op_class in kernels.classes:
             memory[key] = round(kernels.classes[op_class]["memory_efficiency"] / 0.9, 4)
-    # the board's power limit holds its FP32 GEMMs (the kernel model's ``sustained``); nothing says what it does
-    # to tensor-core work, so that part carries the reference's efficiency at this board's datasheet peaks
-    power = ("; its power limit is not applied to tensor-core (TF32/fp16/bf16) work, which is then the least "
-             "certain part (third-party 8192³ TF32, fp16 and bf16 GEMMs ran at 0.54–0.62 of such a prediction on an "
-             "L4; an L40S's best at 0.92–0.94)" if gemm.get("sustained", 1.0) < 1.0 else "")
+    # the board's power limit holds its FP32 GEMMs (the kernel model's ``sustained``) and its tensor-core work
+    # alike: the latter at the reference's tensor FLOPs per joule where they share a process node
+    fractions = tensor_core_power_fractions(device, reference_key)
+    if fractions:
+        shares = sorted(set(f"{value:.2f}" for value in fractions.values()))
+        power = (f"; tensor-core (TF32/fp16/bf16) work at {'–'.join(shares)} of the {reference_key}'s efficiency: "
+                 f"its board power per datasheet FLOP/s against the {reference_key}'s (the same process node), "
+                 f"the least certain part (third-party TF32, fp16 and bf16 GEMMs of 1024–10240 on an L4 at "
+                 f"0.79–0.88 of such a prediction at their best size, 0.64–0.73 at 8192³)")
+    elif gemm.get("sustained", 1.0) < 1.0:
+        power = ("; its power limit is not applied to tensor-core (TF32/fp16/bf16) work (no GPU of its process node "
+                 "measured), which is then the least certain part")
+    else:
+        power = ""
     source = (f"kernel calibration — {kernels.source}; host costs, tensor-core paths and other classes from "
               f"the {reference_key} calibration (range ±{max(reference.relative_uncertainty, kernels.relative_uncertainty):.0%})"
               f"{power}")
     # the fitted GEMMs are cuBLAS's (linear, bmm): the time model's gemm_efficiency, too
     gemm_efficiency = {**reference.gemm_efficiency, "fp32": matmul["fp32"]} if gemm else reference.gemm_efficiency
     return reference.with_(source=source, matmul_efficiency=matmul, gemm_efficiency=gemm_efficiency, kernel_model=True,
+                           tensor_core_power_fraction=fractions,
                            memory_efficiency_by_class=memory,
                            memory_efficiency=memory.get("elementwise", reference.memory_efficiency),
                            relative_uncertainty=max(reference.relative_uncertainty, kernels.relative_uncertainty),

@@ -279,6 +279,10 @@ class Calibration:
     # FP32 convolution, GEMM, elementwise, LayerNorm and softmax calls take their kernels' time from the device's
     # kernel calibration (rooflow.estimate.kernel_ops): set where this calibration was made from it
     kernel_model: bool = False
+    # by tensor-core precision (TF32_PATHS): the share of its efficiency a board's power sustains, where it has
+    # fewer watts per datasheet FLOP/s than the GPU its efficiencies were measured on (1 where absent;
+    # rooflow.estimate.kernel_calibration.tensor_core_power_fractions)
+    tensor_core_power_fraction: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -312,6 +316,14 @@ class Calibration:
         return table.get(op_class, self.memory_efficiency)
 
     def matmul_efficiency_of(self, path: str) -> float:
+        efficiency = self._matmul_efficiency_of(path)
+        if self.tensor_core_power_fraction:
+            precision = next((p for p in path.split("_") if p in self.tensor_core_power_fraction), None)
+            if precision is not None:
+                return efficiency * self.tensor_core_power_fraction[precision]
+        return efficiency
+
+    def _matmul_efficiency_of(self, path: str) -> float:
         if path.startswith(attention.KERNEL_PREFIX):  # sdpa_<backend>_<phase>_<path>
             return self.attention_efficiency.get("_".join(path.split("_")[1:3]), 1.0)
         if path.startswith(GEMM_PREFIX):
@@ -323,9 +335,9 @@ class Calibration:
             base = undirected(path)
             if base in SIXTEEN_BIT_PATHS and base not in self.matmul_efficiency and "tf32_forward" in self.matmul_efficiency:
                 return self.matmul_efficiency["tf32_forward"]  # SIXTEEN_BIT_PATHS: TF32's forward, both ways
-            return self.matmul_efficiency_of(base)
+            return self._matmul_efficiency_of(base)
         if path == "fp32_fast":
-            return self.matmul_efficiency_of("fp32")
+            return self._matmul_efficiency_of("fp32")
         return self.matmul_efficiency.get("tf32" if path in SIXTEEN_BIT_PATHS else "fp32", 0.7)
 
 
