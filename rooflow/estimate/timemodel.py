@@ -27,7 +27,8 @@ device work and host work:
   *kernels* — no kernel takes less than ``kernel_seconds``.
   *16-bit BatchNorm* (GPU, training) — at the time of the same work on fp32 elements
   (``NATIVE_NORMALIZATION_OPS``); bf16 runs PyTorch's own kernels, not cuDNN, and takes at least the time
-  one block needs to walk its channel (one block per channel: rooflow.estimate.batchnorm).
+  one block needs to walk its channel (one block per channel: rooflow.estimate.batchnorm). Its forward, in
+  inference too, at least the cycles of its normalising pass's blocks, one per (sample, channel) plane.
   *cuBLAS GEMMs* (mm, addmm, bmm on a GPU) run at the measured GEMM ceiling (a cuBLAS GEMM itself) times
   their shape factor (``gemm_efficiency``, 1 unless measured); cuDNN's convolutions at ``matmul_efficiency``.
   *attention* (GPU) — PyTorch's fused SDPA kernel, not the math decomposition the estimate counts
@@ -633,11 +634,12 @@ def indexed_elementwise(row) -> bool:
 
 
 def device_op_seconds(row, precision: str, mode: str, device, calibration: Calibration, sm_count: int,
-                      norm_channels: dict[str, tuple[int, float]] | None = None, sdpa_layers: set | None = None
-                      ) -> tuple[float, int, dict[str, float]]:
+                      norm_channels: dict[str, tuple[int, float]] | None = None, sdpa_layers: set | None = None,
+                      batch: int | None = None) -> tuple[float, int, dict[str, float]]:
     """(seconds, kernels, seconds by part) of ONE call of an ops-table row on the device; ``norm_channels``:
-    the BatchNorm layers' channels (rooflow.estimate.batchnorm.channels_by_layer); ``sdpa_layers``: the layers
-    whose attention runs as PyTorch's fused kernel (rooflow.estimate.attention.sdpa_layers)."""
+    the bf16 BatchNorm layers' channels (rooflow.estimate.batchnorm.channels_by_layer); ``sdpa_layers``: the
+    layers whose attention runs as PyTorch's fused kernel (rooflow.estimate.attention.sdpa_layers); ``batch``: the
+    step's batch (the planes of a native BatchNorm's transform kernel)."""
     terms = op_terms(row, precision, device, calibration, sm_count, mode, bool(sdpa_layers) and row["layer"] in sdpa_layers)
     bandwidth = _bandwidth(device, calibration)
     memory_class = "depthwise" if terms.get("depthwise") else row["op_class"]
@@ -660,6 +662,11 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
         if norm_channels and row["layer"] in norm_channels and row["compute_precision"] == "bf16":
             memory = max(memory, batchnorm.block_seconds(row["op"], *norm_channels[row["layer"]], sm_count,
                                                          calibration.norm_block_elements_per_second))
+    if (calibration.kind == "cuda" and norm_channels and batch and row["op"] == "native_batch_norm"
+            and row["phase"] == "forward" and row["compute_precision"] == "bf16" and row["layer"] in norm_channels):
+        # its normalising pass: one block per (sample, channel) plane, at least their cycles (small planes)
+        clock = (getattr(device, "boost_clock_mhz", None) or 0.0) * 1e6
+        memory = max(memory, batchnorm.transform_seconds(*norm_channels[row["layer"]], batch, sm_count, clock))
     # the forward kernel's loads, in any dtype, where the calibration read their price (else its bytes, as before)
     pooled = (max_pool_priced_bytes(row) if calibration.kind == "cuda"
               and MAX_POOL_CLASS in calibration.memory_efficiency_by_class else None)
@@ -825,8 +832,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     if not cpu:  # the softmax, scaling and casts of attention's math path run inside the fused kernel
         body = body.drop(index=list(attention.fused_rows(body) | attention.fast_path_rows(
             body, precision, mode, totals.get("mha_fast_path_layers"))))
-    norm_channels = batchnorm.channels_by_layer(body, 2.0) if not cpu and precision == "bf16" and mode == "training" \
-        else None
+    norm_channels = batchnorm.channels_by_layer(body, 2.0) if not cpu and precision == "bf16" else None
     single = None if cpu else kernel_ops.kernel_seconds(body, device)
     if single is not None and not single.empty:
         alone = _single_call(body, single, precision, mode, device, calibration, sm_count)
@@ -836,7 +842,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     for index, row in body.iterrows():
         calls = int(row["calls"])
         work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count, norm_channels,
-                                                 sdpa_layers)
+                                                 sdpa_layers, totals.get("batch"))
         if calibration.kernel_model and single is not None and index in single.index:
             # its kernels as the device's single-op measurements price them (the time model's host costs stay);
             # a TF32 convolution's FP32 algorithms only where cuDNN's autotuner would find them faster

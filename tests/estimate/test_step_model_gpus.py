@@ -485,3 +485,45 @@ def test_sixteen_bit_convolutions_run_at_tf32s_forward_efficiency_both_ways():
     shipped = for_device(load_device(CATALOGUE, "h100-sxm5-80gb", ROOT / "tests" / "data" / "real" / "h100-rooflow"
                                      / "ceilings-h100.json"))
     assert shipped.matmul_efficiency_of("bf16_backward") == shipped.matmul_efficiency_of("tf32_forward")
+
+
+def _transform_calls(name: str) -> list[float]:
+    """Seconds of each batch_norm_transform_input_kernel of a trace, in launch order (one per forward BatchNorm)."""
+    events = json.loads(gzip.decompress((H200_TRACES / f"torch-profiler-{name}.json.gz").read_bytes()))["traceEvents"]
+    return [e["dur"] * 1e-6 for e in sorted(events, key=lambda e: e.get("ts", 0))
+            if e.get("cat") == "kernel" and "batch_norm_transform_input_kernel" in e["name"]]
+
+
+@pytest.mark.parametrize("name, fitted", [("regnet_y_1_6gf-b256-bf16-inference", True),
+                                          ("googlenet-b256-bf16-inference", False),
+                                          ("mobilenet_v2-b256-bf16-training", False)])
+def test_bf16_batch_norm_on_small_planes_takes_its_blocks_time(name, fitted):
+    """A bf16 BatchNorm's normalising kernel runs one block per (sample, channel) plane: on 7×7 and 14×14 planes the
+    H200 took 159-176 SM cycles per block whatever the plane, 4-6x the time of their bytes on the 7×7 ones (RegNetY's
+    888 channels: 138 µs a call, its bytes 23 µs). RegNetY's 58 calls gave TRANSFORM_BLOCK_CYCLES; GoogLeNet's 24 and
+    MobileNetV2's 26 (training forward) of 20 µs or more are the check: each within 10%. Their sum (RegNetY 6.51 ms
+    recorded) was 4.05 ms predicted: RegNetY bf16 inference 1.21 of its prediction, now 1.12."""
+    model, batch, precision, mode = name.split("-")
+    device = load_device(CATALOGUE, "h200-sxm-141gb")
+    calibration = for_device(device)
+    ops = cached_estimate(model, int(batch[1:]), precision, mode).ops
+    channels = batchnorm.channels_by_layer(ops, 2.0)
+    rows = ops[(ops["op"] == "native_batch_norm") & (ops["phase"] == "forward")]
+    recorded = _transform_calls(name)
+    assert len(recorded) == len(rows) > 30
+    small = 0
+    for (_, row), seconds in zip(rows.iterrows(), recorded):
+        planes, per_channel = channels[row["layer"]]
+        floor = batchnorm.transform_seconds(planes, per_channel, 256, 132, 1.98e9)
+        # larger planes: their bytes' time; calls under 20 µs (a few waves of blocks): their launch and tail too
+        if per_channel / 256 > 14 * 14 or floor < 20e-6:
+            continue
+        small += 1
+        predicted = device_op_seconds(row, precision, mode, device, calibration, 132, channels, None, 256)[0]
+        assert floor == pytest.approx(seconds, rel=0.1)
+        assert predicted >= floor
+        if mode == "inference":  # the transform kernel is the whole op (in training: after the statistics kernel)
+            assert predicted == pytest.approx(seconds, rel=0.1)
+            without = device_op_seconds(row, precision, mode, device, calibration, 132, channels, None, None)[0]
+            assert without < 0.8 * seconds  # the bytes alone
+    assert small >= (58 if fitted else 24)

@@ -267,9 +267,11 @@ def test_ffma_is_taken_where_padded_tensor_kernels_and_their_transposes_are_slow
 
 def test_bf16_batch_norm_trains_at_fp32_element_speed(h100):
     """PyTorch sends bf16 BatchNorm to its native kernels, fp16 (autocast, fp32 weights) to cuDNN; in the
-    H100 sweep ResNet-50 b256 training took 114.7 ms in bf16 and 96.3 ms in fp16, inference the same time.
-    The model must predict bf16 slower in training only, and VGG16 (no BatchNorm) within the 4% the sweep
-    measured between the two."""
+    H100 sweep ResNet-50 b256 took 114.7 ms in bf16 and 96.3 ms in fp16 training (1.19), 28.2 and 27.2 ms in
+    inference (1.04), MobileNetV2 16.6 and 13.6 ms in inference (1.22: its BatchNorms on 7×7 and 14×14 planes,
+    where the native kernel's blocks set the time, rooflow.estimate.batchnorm.transform_seconds; read from the
+    H200's RegNetY trace, so these are a check). Predicted 1.05 and 1.27 (1.00 and 1.15 with the bytes alone).
+    VGG16 (no BatchNorm) within the 4% the sweep measured between the two."""
     calibration = shipped_calibration("h100-sxm5-80gb")
 
     def seconds(model, precision, mode):
@@ -277,8 +279,10 @@ def test_bf16_batch_norm_trains_at_fp32_element_speed(h100):
         return predict_step(est.ops, est.totals, h100, calibration).seconds
 
     assert seconds("resnet50", "bf16", "training") / seconds("resnet50", "fp16", "training") > 1.1
-    assert seconds("resnet50", "bf16", "inference") == pytest.approx(seconds("resnet50", "fp16", "inference"),
-                                                                     rel=0.01)
+    inference = {model: seconds(model, "bf16", "inference") / seconds(model, "fp16", "inference")
+                 for model in ("resnet50", "mobilenet_v2")}
+    assert inference["resnet50"] == pytest.approx(28.24 / 27.16, abs=0.025)
+    assert inference["mobilenet_v2"] == pytest.approx(16.57 / 13.55, abs=0.06)
     assert seconds("vgg16", "bf16", "training") == pytest.approx(seconds("vgg16", "fp16", "training"), rel=0.04)
 
 
