@@ -114,6 +114,12 @@ NATIVE_NORMALIZATION_ELEMENT_BYTES = 4.0
 # indexed adds and copies ran at 2.0-2.5 TB/s, its vectorised GELU at 3.0, ResNet-50's vectorised ReLU at 4.24.
 INDEXED_ELEMENT_BYTES = 4.0
 INDEXED_SUFFIX = "_indexed"
+# A convolution's bias gradient on a GPU is its own kernel: PyTorch's cuDNN path sums the output gradient over
+# N·H·W per channel with at::sum (reduce_kernel, inside aten::convolution_backward), reading every element once
+# more. The H200's traces (tests/data/real/gpu-2026-11-27): SqueezeNet's 26 in bf16 and in fp32 training took the
+# same 1.31 ms (1.97 ps per element: elements, not bytes), VGG16's 13 in bf16 5.27 ms (1.52 ps): priced as
+# indexing elementwise work on 4-byte elements (1.73 ps per element there), under the part "reduction".
+BIAS_GRADIENT_PART = "reduction"
 BINARY_ELEMENTWISE_OPS = frozenset({"add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_", "where",
                                     "masked_fill", "masked_fill_", "maximum", "minimum", "pow", "pow_"})
 # A cuBLAS GEMM of a backward pass whose reduction is longer than both its output's sides is a weight gradient
@@ -691,7 +697,14 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     layout = _layout_seconds(terms, terms["path"], device, calibration, mode)
     epilogue = terms["epilogue_bytes"] / (bandwidth * calibration.memory_efficiency_of("elementwise" + INDEXED_SUFFIX,
                                                                                        mode))
-    kernels = terms["kernels"] + (2 if layout else 0)
+    bias_gradient = 0.0
+    if calibration.kind == "cuda" and row["op"] == "convolution_backward":
+        elements = bias_gradient_elements(row)
+        if elements:
+            bias_gradient = max(elements * INDEXED_ELEMENT_BYTES / (
+                bandwidth * calibration.memory_efficiency_of("elementwise" + INDEXED_SUFFIX, mode)),
+                calibration.kernel_seconds)
+    kernels = terms["kernels"] + (2 if layout else 0) + (1 if bias_gradient else 0)
     main = max(compute, memory, terms["kernels"] * calibration.kernel_seconds)
     faults = float(row.get("large_allocated_bytes") or 0.0) / max(1, int(row["calls"])) \
         * calibration.page_fault_seconds_per_byte
@@ -699,7 +712,16 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     parts["layout"] = parts.get("layout", 0.0) + layout
     parts["elementwise"] = parts.get("elementwise", 0.0) + epilogue
     parts["page faults"] = faults
-    return main + layout + epilogue + faults, int(round(kernels)), parts
+    parts[BIAS_GRADIENT_PART] = parts.get(BIAS_GRADIENT_PART, 0.0) + bias_gradient
+    return main + layout + epilogue + faults + bias_gradient, int(round(kernels)), parts
+
+
+def bias_gradient_elements(row) -> float:
+    """Elements of the output gradient a convolution_backward row sums for its bias, per call: its FLOPs (one add
+    per element, rooflow.estimate.formulas) less its products' (0: no bias)."""
+    calls = max(1, int(row["calls"]))
+    products = sum(2.0 * m * n * k * count for m, n, k, count, *_ in parse_gemms(row.get("gemms")))
+    return float(max(0, round(float(row["flops"]) / calls - products)))
 
 
 def transposes(row, views) -> bool:
