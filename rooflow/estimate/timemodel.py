@@ -120,6 +120,12 @@ INDEXED_SUFFIX = "_indexed"
 # same 1.31 ms (1.97 ps per element: elements, not bytes), VGG16's 13 in bf16 5.27 ms (1.52 ps): priced as
 # indexing elementwise work on 4-byte elements (1.73 ps per element there), under the part "reduction".
 BIAS_GRADIENT_PART = "reduction"
+# A sum over dimensions (a linear layer's bias gradient over its rows, a layer scale's over N·H·W) runs PyTorch's
+# reduce_kernel, not the vectorised elementwise one: the H200's ViT-B/16 training traces summed its 48 linear biases'
+# gradients at 2.37 TB/s in fp32 (7.10 ms) and in bf16 (3.54 ms) alike — bytes, at the rate the SMs hold (the
+# H100's per SM), which the indexing kernels' efficiency prices (2.31 TB/s there); streamed at the H200's own
+# bandwidth as vectorised work they were predicted at half their time.
+REDUCTION_OPS = ("sum",)
 BINARY_ELEMENTWISE_OPS = frozenset({"add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_", "where",
                                     "masked_fill", "masked_fill_", "maximum", "minimum", "pow", "pow_"})
 # A cuBLAS GEMM of a backward pass whose reduction is longer than both its output's sides is a weight gradient
@@ -659,6 +665,8 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
         if indexed_elementwise(row):  # elements, held to what the SMs index
             efficiency_class = "elementwise" + INDEXED_SUFFIX
             memory_bytes *= indexed_element_scale(row, device)
+        elif row["op"] in REDUCTION_OPS:  # reduce_kernel: its bytes, at the indexing kernels' rate
+            efficiency_class = "elementwise" + INDEXED_SUFFIX
         else:  # vectorised: streams at the memory's bandwidth, whatever the SMs of a scaled calibration
             memory_bandwidth = device_bandwidth(device)
     memory = memory_bytes / (memory_bandwidth * calibration.memory_efficiency_of(efficiency_class, mode, cached))
