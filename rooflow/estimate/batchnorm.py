@@ -27,8 +27,9 @@ BLOCK_OPS = {"native_batch_norm": 1, "native_batch_norm_backward": 2}  # op → 
 # SM cycles per block of the transform kernel where its planes are small: on the H200 (132 SMs, 1.98 GHz; traces in
 # tests/data/real/gpu-2026-11-27), RegNetY-1.6GF's 58 bf16 inference calls on 7×7 and 14×14 planes (888 and 336
 # channels, batch 256) took 159-167 cycles per block, whatever the plane (49 or 196 elements): read from them. Checked
-# on GoogLeNet's bf16 inference (42 such calls, median 168 and 176) and MobileNetV2's bf16 training forward (33,
-# median 159 and 163); on 28×28 and larger planes the calls of all three run at 1.5-1.9 TB/s, their bytes' time.
+# on GoogLeNet's bf16 inference (42 such calls, median 168 and 176; its 24 of 20 µs or more each within 10%) and
+# MobileNetV2's bf16 training forward (33, median 159 and 163; 26 within 10%); shorter calls add their launch and
+# tail. On 28×28 and larger planes the calls of all three run at 1.5-1.9 TB/s, their bytes' time.
 TRANSFORM_BLOCK_CYCLES = 165.0
 TRANSFORM_MAX_BLOCKS_PER_CHANNEL = 256 * 1024  # the launch's cap on its grid's second dimension, over C
 BLOCK_THREADS = (32, 64, 128, 256, 512)  # Normalization.cuh's getNumThreads: the smallest that covers n, at most 512

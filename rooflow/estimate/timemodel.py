@@ -121,8 +121,8 @@ INDEXED_SUFFIX = "_indexed"
 # indexing elementwise work on 4-byte elements (1.73 ps per element there), under the part "reduction".
 BIAS_GRADIENT_PART = "reduction"
 # A sum over dimensions (a linear layer's bias gradient over its rows, a layer scale's over N·H·W) runs PyTorch's
-# reduce_kernel, not the vectorised elementwise one: the H200's ViT-B/16 training traces summed its 48 linear biases'
-# gradients at 2.37 TB/s in fp32 (7.10 ms) and in bf16 (3.54 ms) alike — bytes, at the rate the SMs hold (the
+# reduce_kernel, not the vectorised elementwise one: the H200's ViT-B/16 training traces summed its linear layers' bias
+# gradients at 2.37 TB/s in fp32 (7.09 ms) and in bf16 (3.54 ms) alike — bytes, at the rate the SMs hold (the
 # H100's per SM), which the indexing kernels' efficiency prices (2.31 TB/s there); streamed at the H200's own
 # bandwidth as vectorised work they were predicted at half their time.
 REDUCTION_OPS = ("sum",)
@@ -292,7 +292,7 @@ class Calibration:
     # FP32 convolution, GEMM, elementwise, LayerNorm and softmax calls take their kernels' time from the device's
     # kernel calibration (rooflow.estimate.kernel_ops): set where this calibration was made from it
     kernel_model: bool = False
-    # by tensor-core precision (TF32_PATHS): the share of its efficiency a board's power sustains, where it has
+    # by tensor-core precision (tf32, fp16, bf16): the share of its efficiency a board's power sustains, where it has
     # fewer watts per datasheet FLOP/s than the GPU its efficiencies were measured on (1 where absent;
     # rooflow.estimate.kernel_calibration.tensor_core_power_fractions)
     tensor_core_power_fraction: dict[str, float] = field(default_factory=dict)
