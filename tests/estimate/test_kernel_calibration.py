@@ -717,8 +717,9 @@ def test_tensor_core_work_at_the_boards_power():
     efficiencies it takes, so it runs at 0.84 of them. Checked on measurements rooflow never fitted (third-party
     torch.mm, best of n = 1024 ... 10240; github.com/zzc0721/torch-performance-test-data issue #120): TF32 31.9,
     fp16 68.8, bf16 70.9 TFLOP/s, which the uncapped efficiencies over-predicted 1.35-1.5x (0.67-0.74; the
-    benchmark's table) and these predict within 25% (test_step_model_gpus' third-party rates). An L40S (350 W for 362 TFLOP/s) has more watts per FLOP/s
-    than the H100: uncapped; a GPU of another node (A10, 8 nm): nothing known, uncapped."""
+    benchmark's table) and these predict within 25% (test_step_model_gpus' third-party rates). An L40S (350 W
+    for 362 TFLOP/s) has more watts per FLOP/s than the H100: uncapped; a GPU of another node (A10, 8 nm):
+    nothing known, uncapped."""
     devices = load_devices(CATALOGUE)
     fractions = kc.tensor_core_power_fractions(devices["l4"])
     assert fractions["bf16"] == pytest.approx((72 / 121) / (700 / 989.4), abs=1e-3)
