@@ -703,15 +703,14 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
             memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
     layout = _layout_seconds(terms, terms["path"], device, calibration, mode)
-    epilogue = terms["epilogue_bytes"] / (bandwidth * calibration.memory_efficiency_of("elementwise" + INDEXED_SUFFIX,
-                                                                                       mode))
+    # bytes per second of PyTorch's indexing kernels: the bias add of the cuDNN path, the bias gradient's sum
+    indexed_rate = bandwidth * calibration.memory_efficiency_of("elementwise" + INDEXED_SUFFIX, mode)
+    epilogue = terms["epilogue_bytes"] / indexed_rate
     bias_gradient = 0.0
     if calibration.kind == "cuda" and row["op"] == "convolution_backward":
         elements = bias_gradient_elements(row)
         if elements:
-            bias_gradient = max(elements * INDEXED_ELEMENT_BYTES / (
-                bandwidth * calibration.memory_efficiency_of("elementwise" + INDEXED_SUFFIX, mode)),
-                calibration.kernel_seconds)
+            bias_gradient = max(elements * INDEXED_ELEMENT_BYTES / indexed_rate, calibration.kernel_seconds)
     kernels = terms["kernels"] + (2 if layout else 0) + (1 if bias_gradient else 0)
     main = max(compute, memory, terms["kernels"] * calibration.kernel_seconds)
     faults = float(row.get("large_allocated_bytes") or 0.0) / max(1, int(row["calls"])) \

@@ -66,8 +66,13 @@ def test_batch_norm_channels_from_the_ops_table():
     assert batchnorm.block_seconds("native_batch_norm", 64, per_channel, 132, 1e9) == pytest.approx(per_channel / 1e9)
 
 
+def _trace_events(trace: Path) -> list[dict]:
+    """The events of a gzipped torch.profiler trace."""
+    return json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+
+
 def _kernel_seconds(trace: Path, pattern: str) -> float:
-    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    events = _trace_events(trace)
     return sum(e["dur"] for e in events if e.get("cat") == "kernel" and re.search(pattern, e["name"])) * 1e-6
 
 
@@ -138,7 +143,7 @@ def test_16_bit_max_pool_takes_the_time_of_4_byte_values():
 
 def _bias_add_seconds(trace: Path) -> float:
     """GPU seconds of a trace's bias adds: the kernels of ``aten::add_`` with a [1, C, 1, 1] operand."""
-    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    events = _trace_events(trace)
     bias_ops = {e["args"]["External id"] for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::add_"
                 and len(e["args"]["Input Dims"][1]) == 4 and math.prod(e["args"]["Input Dims"][1]) ==
                 e["args"]["Input Dims"][1][1]}
@@ -221,8 +226,7 @@ def test_multihead_attention_fast_path_in_fp32_and_tf32_inference():
     traces = ROOT / "tests" / "data" / "real" / "gpu-2026-11-27"
 
     def ops_of(name):
-        events = json.loads(gzip.decompress((traces / f"torch-profiler-{name}.json.gz").read_bytes()))["traceEvents"]
-        return {e["name"] for e in events if e.get("cat") == "cpu_op"}
+        return {e["name"] for e in _trace_events(traces / f"torch-profiler-{name}.json.gz") if e.get("cat") == "cpu_op"}
 
     assert "aten::_native_multi_head_attention" in ops_of("vit_b_16-b256-tf32-inference")
     assert "aten::_native_multi_head_attention" not in ops_of("vit_b_16-b256-bf16-inference")
@@ -291,7 +295,7 @@ TRANSPOSE_KERNELS = re.compile(r"nchwToNhwc|nhwcToNchw")
 
 def _events_and_kernels(trace: Path) -> tuple[list[dict], dict]:
     """A trace's events, and its kernels' (name, seconds) by the External id of the op that launched them."""
-    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    events = _trace_events(trace)
     kernels: dict = {}
     for e in events:
         if e.get("cat") == "kernel":
@@ -493,9 +497,16 @@ def test_sixteen_bit_convolutions_run_at_tf32s_forward_efficiency_both_ways():
     assert shipped.matmul_efficiency_of("bf16_backward") == shipped.matmul_efficiency_of("tf32_forward")
 
 
+def _h200_step(name: str):
+    """(H200 device, its calibration, the estimate's ops, precision, mode) of a trace's stem, model-bBATCH-precision-mode."""
+    model, batch, precision, mode = name.split("-")
+    device = load_device(CATALOGUE, "h200-sxm-141gb")
+    return device, for_device(device), cached_estimate(model, int(batch[1:]), precision, mode).ops, precision, mode
+
+
 def _transform_calls(name: str) -> list[float]:
     """Seconds of each batch_norm_transform_input_kernel of a trace, in launch order (one per forward BatchNorm)."""
-    events = json.loads(gzip.decompress((H200_TRACES / f"torch-profiler-{name}.json.gz").read_bytes()))["traceEvents"]
+    events = _trace_events(H200_TRACES / f"torch-profiler-{name}.json.gz")
     return [e["dur"] * 1e-6 for e in sorted(events, key=lambda e: e.get("ts", 0))
             if e.get("cat") == "kernel" and "batch_norm_transform_input_kernel" in e["name"]]
 
@@ -509,10 +520,7 @@ def test_bf16_batch_norm_on_small_planes_takes_its_blocks_time(name, fitted):
     888 channels: 138 µs a call, its bytes 23 µs). RegNetY's 58 calls gave TRANSFORM_BLOCK_CYCLES; GoogLeNet's 24 and
     MobileNetV2's 26 (training forward) of 20 µs or more are the check: each within 10%. Their sum (RegNetY 6.51 ms
     recorded) was 4.05 ms predicted: RegNetY bf16 inference 1.21 of its prediction, now 1.12."""
-    model, batch, precision, mode = name.split("-")
-    device = load_device(CATALOGUE, "h200-sxm-141gb")
-    calibration = for_device(device)
-    ops = cached_estimate(model, int(batch[1:]), precision, mode).ops
+    device, calibration, ops, precision, mode = _h200_step(name)
     channels = batchnorm.channels_by_layer(ops, 2.0)
     rows = ops[(ops["op"] == "native_batch_norm") & (ops["phase"] == "forward")]
     recorded = _transform_calls(name)
@@ -551,15 +559,12 @@ def test_a_convolutions_bias_gradient_is_a_reduction_kernel_of_its_own(name, rel
     unpriced): SqueezeNet's 26 took 1.31 ms in bf16 and in fp32 training, VGG16's 13 (and its 3 linear biases')
     5.27 ms. Priced now as indexing elementwise work on 4-byte elements, the part "reduction": 1.15 and 6.01 ms.
     Convolutions without a bias sum nothing."""
-    model, batch, precision, mode = name.split("-")
-    device = load_device(CATALOGUE, "h200-sxm-141gb")
-    calibration = for_device(device)
-    ops = cached_estimate(model, int(batch[1:]), precision, mode).ops
+    device, calibration, ops, precision, mode = _h200_step(name)
     backward = ops[ops["op"] == "convolution_backward"]
     predicted = sum(row["calls"] * device_op_seconds(row, precision, mode, device, calibration, 132)[2][BIAS_GRADIENT_PART]
                     for _, row in backward.iterrows())
     assert predicted == pytest.approx(_bias_sum_seconds(name), rel=relative)
-    grad_out = {"squeezenet1_1": 256 * 1000 * 13 * 13, "vgg16": 256 * 512 * 14 * 14}[model]  # the last convolution's
+    grad_out = {"squeezenet1_1": 256 * 1000 * 13 * 13, "vgg16": 256 * 512 * 14 * 14}[name.split("-")[0]]  # the last one's
     assert bias_gradient_elements(backward.iloc[0]) == grad_out
     no_bias = cached_estimate("resnet18", 256, precision, mode).ops
     assert all(bias_gradient_elements(row) == 0 for _, row in no_bias[no_bias["op"] == "convolution_backward"].iterrows())
@@ -570,10 +575,7 @@ def test_a_sum_runs_the_reduce_kernel_at_the_indexing_kernels_rate(name):
     """ViT-B/16's training sums (its linear layers' bias gradients over their rows) ran PyTorch's reduce_kernel at
     2.37 TB/s on the H200 in fp32 (7.09 ms) and in bf16 (3.54 ms): bytes, at the rate the SMs hold, not the
     vectorised elementwise kernels' 4.2+ TB/s, at which they were predicted (3.6 and 1.8 ms). Now each within 10%."""
-    model, batch, precision, mode = name.split("-")
-    device = load_device(CATALOGUE, "h200-sxm-141gb")
-    calibration = for_device(device)
-    ops = cached_estimate(model, int(batch[1:]), precision, mode).ops
+    device, calibration, ops, precision, mode = _h200_step(name)
     predicted = sum(row["calls"] * device_op_seconds(row, precision, mode, device, calibration, 132)[0]
                     for _, row in ops[ops["op"].isin(REDUCTION_OPS)].iterrows())
     predicted += sum(row["calls"] * device_op_seconds(row, precision, mode, device, calibration, 132)[2][BIAS_GRADIENT_PART]
