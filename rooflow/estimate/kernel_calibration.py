@@ -119,6 +119,14 @@ DATASET_CLOCKS = {"Tesla P4": (886, 1114), "Tesla V100-PCIE-32GB": (1230, 1380)}
 # 17,792); Volta and Turing pick by shape (64×64, 32×128, 128×64, 128×32). Ada and Hopper run Ampere's SIMT
 # kernels for FP32 (cutlass_80_simt_sgemm_*, sm80_xmma_gemm_f32f32_*_ffma in rooflow's H100 recordings).
 BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada-hopper": (128, 128)}
+# A family whose FP32 GEMMs run another family's kernels (those same recordings: Ampere's multistage SIMT SGEMMs,
+# cutlass_80_simt_sgemm_*_8x5, on the H100): where none of its own single ops were measured, its GEMM tile
+# exponent, k fill and DRAM efficiency are that family's. The last is the kernels': Ampere's stream a
+# memory-bound GEMM at its elementwise ops' DRAM efficiency (the A100's fits: 0.92 and 0.87), the older
+# families' at 0.6-0.75 of it. Its FP32 efficiency stays its own measured roof's and board power's, and
+# that family's measured shapes stay out: the A100's residuals at an 8192³ product would move the H100's
+# FP32 torch.mm off the roof it was measured at (52.9 to 45.6 TFLOP/s predicted, 52.1 measured by others)
+FP32_GEMM_KERNELS_OF = {"ada-hopper": "ampere"}
 # cuBLAS's FP32 nn.Linear GEMMs (sgemm "tn") on Pascal take the small tiles only: maxwell_sgemm_32x128_tn,
 # 64x64_tn and 128x32_tn for every one of the P100's and the P4's 6,423 linear calls in the data set, the
 # largest included (the P100 runs its linear calls of over 0.3 s at 26% of its FP32 peak); Volta, Turing and
@@ -695,6 +703,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     same_architecture = [name for name in measured if measured_gpus[name].architecture == gpu.architecture]
     same = [name for name in measured if measured_gpus[name].family == gpu.family]
     donors = same_architecture or same or list(measured)
+    # the measured GPUs whose FP32 GEMM kernels it runs: its family's, else the family it borrows them from
+    kernel_family = same or [name for name in measured
+                             if measured_gpus[name].family == FP32_GEMM_KERNELS_OF.get(gpu.family)]
     family_roofs = [roof for roof in roofs.values() if roof.gpu.family == gpu.family]
     classes: dict[str, dict[str, float]] = {}
     borrowed: set[str] = set()  # classes whose parameters none of its donors had: taken from all measured GPUs
@@ -705,7 +716,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             # the tile exponent and k fill trade against the efficiency in a fit: from the boards the FP32
             # efficiency comes from (full-power ones, its family's where it has them, else all families')
             full = [name for name in measured if measured_gpus[name].full_power and op_class in measured[name].classes]
-            pool = [name for name in pool if name in full] or full or pool
+            pool = ([name for name in kernel_family if name in full] or [name for name in pool if name in full]
+                    or full or pool)
         values = [measured[name].classes[op_class] for name in pool if op_class in measured[name].classes]
         if not values:  # none of its donors ran this class (the data set's A100: no convolutions): all GPUs'
             values = [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
@@ -725,10 +737,12 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 if op_class in measured[name].classes))
         elif not same_architecture:
             donors_of = [name for name in measured if op_class in measured[name].classes]
-            # a GEMV-like call streams its weights: DRAM efficiency, which carries across architectures
+            # a GEMV-like call streams its weights: DRAM efficiency, all measured GPUs' median, or that of the
+            # family whose GEMM kernels it runs (FP32_GEMM_KERNELS_OF)
+            streaming = [name for name in kernel_family if name in donors_of] if op_class == "gemm" and not same else []
             classes[op_class]["memory_efficiency"] = float(statistics.median(
                 measured[name].classes[op_class].get("memory_efficiency", DEFAULTS[op_class]["memory_efficiency"])
-                for name in donors_of))
+                for name in streaming or donors_of))
             full_family = [name for name in same if name in donors_of and measured_gpus[name].full_power]
             if full_family or not family_roofs:
                 _unthrottled_efficiency(classes[op_class], [(measured_gpus[name], measured[name].classes[op_class])
@@ -795,10 +809,13 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                   f"{power_note}")
     else:
         which = "its family's" if same else "all"
+        kernels_note = (f"; GEMM tile exponent, k fill and DRAM efficiency from {', '.join(sorted(kernel_family))} "
+                        f"(it runs the {FP32_GEMM_KERNELS_OF[gpu.family]} family's FP32 GEMM kernels)"
+                        if kernel_family and not same else "")
         roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "
                      f"{', '.join(sorted(r.gpu.name for r in family_roofs))}" if family_roofs and not same else "")
         source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
-                  f"({', '.join(sorted(donors))}){roof_note}, elementwise/normalization/softmax and launch floors "
+                  f"({', '.join(sorted(donors))}){roof_note}{kernels_note}, elementwise/normalization/softmax and launch floors "
                   f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "
                   f"peak, bandwidth, L2, board power){across_note}{power_note}")
     return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes,

@@ -159,6 +159,40 @@ def test_gpu_without_data_takes_gemm_shapes_of_full_power_boards():
     assert result.classes["gemm"]["tile_exponent"] == pytest.approx(0.7)
 
 
+def test_gpu_of_an_unmeasured_family_streams_gemms_as_the_kernels_it_runs():
+    """Ada and Hopper run Ampere's multistage SIMT SGEMMs for FP32 (FP32_GEMM_KERNELS_OF): a GPU of that family
+    with no single ops measured takes its memory-bound GEMMs' DRAM efficiency, tile exponent and k fill from the
+    measured Ampere board, not the median of all families (0.55 here, 0.92 for the A100), its FP32 efficiency
+    from its family's measured roof; its convolutions keep all GPUs' median, and a measured family its own."""
+    def calibration(name, memory_efficiency, tile_exponent):
+        params = {"efficiency": 0.9, "memory_efficiency": memory_efficiency, "floor_seconds": 30e-6,
+                  "tile_exponent": tile_exponent, "fill_k": 10.0}
+        return kc.KernelCalibration(source="t", gpu=name, classes={
+            "gemm": params, "convolution": {**params, "winograd_efficiency": 1.2}})
+    volta = kc.Gpu(name="volta", architecture="sm_70", sm_count=80, fp32_flops_per_second=14e12,
+                   dram_bytes_per_second=9e11, l2_bytes=6 * 2**20, tdp_watts=250.0)
+    pascal = replace(volta, name="pascal", architecture="sm_60")
+    measured = {"volta": calibration("volta", 0.55, 0.2), "pascal": calibration("pascal", 0.45, 0.8),
+                "test": calibration("test", 0.92, 0.3)}
+    gpus = {"volta": volta, "pascal": pascal, "test": GPU}
+    hopper = replace(GPU, name="hopper", architecture="sm_90", sm_count=132, fp32_flops_per_second=60e12)
+    roof = kc.MeasuredRoof(gpu=hopper, gemm_efficiency=0.8, source="ceilings")
+    result = kc.family_calibration(hopper, measured, gpus, roofs={"hopper": roof})
+    assert result.classes["gemm"]["memory_efficiency"] == pytest.approx(0.92)
+    assert result.classes["gemm"]["tile_exponent"] == pytest.approx(0.3)
+    assert result.classes["gemm"]["efficiency"] == pytest.approx(0.8)
+    assert result.classes["convolution"]["memory_efficiency"] == pytest.approx(0.55)
+    assert "DRAM efficiency from test (it runs the ampere family's FP32 GEMM kernels)" in result.source
+    # a memory-bound product (k = 4): its DRAM time at the Ampere kernels' efficiency
+    rows = pd.DataFrame([{"operator": "bmm", "op_class": "gemm", "B": 64, "M": 4096, "N": 4, "K": 4096}])
+    moved = 4 * 64 * (4096 * 4 + 4 * 4096 + 4096 * 4096)
+    assert kc.predict_seconds(rows, hopper, result)[0] - result.floors.get("bmm", 30e-6) == pytest.approx(
+        moved / (1e12 * 0.92), rel=0.01)
+    # a GPU of a measured family keeps its family's: a Volta board held out takes the other Volta board's
+    turing = replace(volta, name="turing", architecture="sm_75")
+    assert kc.family_calibration(turing, measured, gpus).classes["gemm"]["memory_efficiency"] == pytest.approx(0.55)
+
+
 def test_gpu_without_data_keeps_a_working_set_in_at_most_its_l2():
     """Donors whose own fits keep more than their whole L2 of a working set (the P100's, V100's: 2–3 L2s)
     give a GPU without data at most its own shared L2; a GPU of a measured architecture takes its sibling's
