@@ -83,7 +83,8 @@ def register(subparsers) -> None:
                              "|error|")
     parser.add_argument("--ceilings", action="append", default=[], metavar="KEY=FILE",
                         help="a `rooflow ceilings` JSON measured on catalogue GPU KEY: its FP32 GEMM roof "
-                             "calibrates its family where no single ops of it were measured (repeatable)")
+                             "calibrates its family where no single ops of it were measured, its DRAM triad "
+                             "the GPU's own elementwise calls (repeatable)")
     parser.add_argument("-o", "--output", help="write the calibrations JSON here, and its measured shapes "
                                                "beside it as <stem>_shapes.npz (default: print the JSON)")
     parser.set_defaults(func=_cmd)

@@ -676,11 +676,14 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
 class MeasuredRoof:
     """A GPU's FP32 GEMM efficiency measured by rooflow's own ceilings (a large square torch.mm: its best
     tile, full waves, a long k) — what its family's kernel calibration takes where no single ops of the
-    family were measured (the H100 SXM5 for Ada/Hopper)."""
+    family were measured (the H100 SXM5 for Ada/Hopper) — and its DRAM efficiency where the ceilings measured
+    one: their triad is torch.add over arrays far beyond its L2, the elementwise class's own kernel, which the
+    GPU's elementwise calls then take (its own, not its family's: another board's memory is another memory)."""
 
     gpu: Gpu
     gemm_efficiency: float
     source: str
+    dram_efficiency: float | None = None
 
 
 def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measured_gpus: dict[str, Gpu],
@@ -707,6 +710,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     kernel_family = same or [name for name in measured
                              if measured_gpus[name].family == FP32_GEMM_KERNELS_OF.get(gpu.family)]
     family_roofs = [roof for roof in roofs.values() if roof.gpu.family == gpu.family]
+    own_dram = [roof.dram_efficiency for roof in family_roofs if roof.gpu.name == gpu.name and roof.dram_efficiency]
     classes: dict[str, dict[str, float]] = {}
     borrowed: set[str] = set()  # classes whose parameters none of its donors had: taken from all measured GPUs
     for op_class in CLASSES:
@@ -735,6 +739,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             classes[op_class]["floor_seconds"] = float(statistics.median(
                 measured[name].classes[op_class]["floor_seconds"] for name in measured
                 if op_class in measured[name].classes))
+            if op_class == "elementwise" and own_dram:  # its ceilings' triad: this class's kernel, measured
+                classes[op_class]["memory_efficiency"] = own_dram[0]
         elif not same_architecture:
             donors_of = [name for name in measured if op_class in measured[name].classes]
             # a GEMV-like call streams its weights: DRAM efficiency, all measured GPUs' median, or that of the
@@ -814,6 +820,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                         if kernel_family and not same else "")
         roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "
                      f"{', '.join(sorted(r.gpu.name for r in family_roofs))}" if family_roofs and not same else "")
+        if own_dram and "elementwise" in classes:
+            roof_note += f"; elementwise DRAM efficiency {own_dram[0]:.2f}, its own ceilings' triad"
         source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
                   f"({', '.join(sorted(donors))}){roof_note}{kernels_note}, elementwise/normalization/softmax and launch floors "
                   f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "
@@ -970,7 +978,13 @@ def roof_from_ceilings(ceilings: dict[str, Any], device) -> MeasuredRoof:
     efficiency = round(rate / (gpu.fp32_flops_per_second * shape), 4)
     source = (f"rooflow ceilings on a real {ceilings.get('device_name') or gpu.name}: FP32 torch.mm "
               f"{rate / 1e12:.1f} TFLOP/s of {gpu.fp32_flops_per_second / 1e12:.1f} (n = {n:.0f})")
-    return MeasuredRoof(gpu=gpu, gemm_efficiency=efficiency, source=source)
+    # the STREAM triad, torch.add(b, c, alpha=s): reads two arrays, writes one, as the elementwise class counts
+    triad = ((ceilings.get("memory_tests_bytes_per_second") or {}).get("dram_triad") or {}).get("best")
+    dram_efficiency = round(triad / gpu.dram_bytes_per_second, 4) if triad else None
+    if dram_efficiency:
+        source += (f"; DRAM triad (torch.add) {triad / 1e12:.2f} TB/s of "
+                   f"{gpu.dram_bytes_per_second / 1e12:.2f}")
+    return MeasuredRoof(gpu=gpu, gemm_efficiency=efficiency, source=source, dram_efficiency=dram_efficiency)
 
 
 def calibrate_measured(root: str | Path, roofs: dict[str, MeasuredRoof] | None = None
@@ -997,7 +1011,8 @@ def calibrate_measured(root: str | Path, roofs: dict[str, MeasuredRoof] | None =
             arrays.update(residuals.to_arrays(f"{name}/{op_class}"))
     about = ("rooflow calibrate-kernels: per-GPU kernel-model parameters fitted on measured single ops, and "
              "measured roofs of GPUs whose family has none (rooflow.estimate.kernel_calibration)")
-    roof_json = {key: {"gpu": asdict(roof.gpu), "gemm_efficiency": roof.gemm_efficiency, "source": roof.source}
+    roof_json = {key: {"gpu": asdict(roof.gpu), "gemm_efficiency": roof.gemm_efficiency, "source": roof.source,
+                       "dram_efficiency": roof.dram_efficiency}
                  for key, roof in (roofs or {}).items()}
     return {"about": about, "measured": measured, "roofs": roof_json}, arrays
 
@@ -1039,7 +1054,8 @@ def load_shipped(path: str | Path | None = None
         calibrations[name] = KernelCalibration.from_json(value["calibration"], shapes)
     gpus = {name: Gpu(**v["gpu"]) for name, v in data.items()}
     keys = {name: v["catalogue"] for name, v in data.items() if v.get("catalogue")}
-    roofs = {key: MeasuredRoof(gpu=Gpu(**v["gpu"]), gemm_efficiency=v["gemm_efficiency"], source=v["source"])
+    roofs = {key: MeasuredRoof(gpu=Gpu(**v["gpu"]), gemm_efficiency=v["gemm_efficiency"], source=v["source"],
+                               dram_efficiency=v.get("dram_efficiency"))
              for key, v in content.get("roofs", {}).items()}
     return calibrations, gpus, keys, roofs
 
