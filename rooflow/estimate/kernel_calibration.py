@@ -121,11 +121,12 @@ DATASET_CLOCKS = {"Tesla P4": (886, 1114), "Tesla V100-PCIE-32GB": (1230, 1380)}
 BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada-hopper": (128, 128)}
 # A family whose FP32 GEMMs run another family's kernels (those same recordings: Ampere's multistage SIMT SGEMMs,
 # cutlass_80_simt_sgemm_*_8x5, on the H100): where none of its own single ops were measured, its GEMM tile
-# exponent, k fill and DRAM efficiency are that family's. The last is the kernels': Ampere's stream a
-# memory-bound GEMM at its elementwise ops' DRAM efficiency (the A100's fits: 0.92 and 0.87), the older
-# families' at 0.6-0.75 of it. Its FP32 efficiency stays its own measured roof's and board power's, and
-# that family's measured shapes stay out: the A100's residuals at an 8192³ product would move the H100's
-# FP32 torch.mm off the roof it was measured at (52.9 to 45.6 TFLOP/s predicted, 52.1 measured by others)
+# exponent and k fill are that family's, and so is how fast its memory-bound GEMMs stream against its own
+# elementwise ops — a property of the kernels, the rate of the memory: Ampere's SGEMMs stream at 1.05x the
+# A100's elementwise DRAM efficiency (0.92 against 0.87), Pascal's, Volta's and Turing's at 0.59-0.75x theirs.
+# Its FP32 efficiency stays its own measured roof's and board power's, and that family's measured shapes stay
+# out: the A100's residuals at an 8192³ product would move the H100's FP32 torch.mm off the roof it was
+# measured at (52.9 to 45.6 TFLOP/s predicted, 52.1 measured by others)
 FP32_GEMM_KERNELS_OF = {"ada-hopper": "ampere"}
 # cuBLAS's FP32 nn.Linear GEMMs (sgemm "tn") on Pascal take the small tiles only: maxwell_sgemm_32x128_tn,
 # 64x64_tn and 128x32_tn for every one of the P100's and the P4's 6,423 linear calls in the data set, the
@@ -743,12 +744,11 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 classes[op_class]["memory_efficiency"] = own_dram[0]
         elif not same_architecture:
             donors_of = [name for name in measured if op_class in measured[name].classes]
-            # a GEMV-like call streams its weights: DRAM efficiency, all measured GPUs' median, or that of the
-            # family whose GEMM kernels it runs (FP32_GEMM_KERNELS_OF)
-            streaming = [name for name in kernel_family if name in donors_of] if op_class == "gemm" and not same else []
+            # a GEMV-like call streams its weights: DRAM efficiency, which carries across architectures (but
+            # for the GEMM kernels another family's, below)
             classes[op_class]["memory_efficiency"] = float(statistics.median(
                 measured[name].classes[op_class].get("memory_efficiency", DEFAULTS[op_class]["memory_efficiency"])
-                for name in streaming or donors_of))
+                for name in donors_of))
             full_family = [name for name in same if name in donors_of and measured_gpus[name].full_power]
             if full_family or not family_roofs:
                 _unthrottled_efficiency(classes[op_class], [(measured_gpus[name], measured[name].classes[op_class])
@@ -756,6 +756,11 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             else:  # its family's measured roof: its own if it is that GPU, else the median of the family's
                 own = [roof for roof in family_roofs if roof.gpu.name == gpu.name] or family_roofs
                 _set_efficiency(classes[op_class], float(statistics.median(r.gemm_efficiency for r in own)))
+    streaming = [measured[name].classes["gemm"]["memory_efficiency"] / measured[name].classes["elementwise"]["memory_efficiency"]
+                 for name in kernel_family if {"gemm", "elementwise"} <= set(measured[name].classes)]
+    if streaming and not same and {"gemm", "elementwise"} <= set(classes):
+        # the kernels it runs stream a memory-bound GEMM at this share of its elementwise ops' rate
+        classes["gemm"]["memory_efficiency"] = statistics.median(streaming) * classes["elementwise"]["memory_efficiency"]
     if "convolution" in classes and "gemm" in classes and (not same_architecture or "convolution" in borrowed):
         # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted), on its own architecture's GEMM efficiency where that
         # was measured without convolutions (not the median of other boards', power-limited ones among them)
@@ -815,9 +820,10 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                   f"{power_note}")
     else:
         which = "its family's" if same else "all"
-        kernels_note = (f"; GEMM tile exponent, k fill and DRAM efficiency from {', '.join(sorted(kernel_family))} "
-                        f"(it runs the {FP32_GEMM_KERNELS_OF[gpu.family]} family's FP32 GEMM kernels)"
-                        if kernel_family and not same else "")
+        kernels_note = (f"; GEMM tile exponent, k fill and memory-bound GEMMs' DRAM efficiency against its "
+                        f"elementwise ops' from {', '.join(sorted(kernel_family))} (it runs the "
+                        f"{FP32_GEMM_KERNELS_OF[gpu.family]} family's FP32 GEMM kernels)"
+                        if streaming and not same else "")
         roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "
                      f"{', '.join(sorted(r.gpu.name for r in family_roofs))}" if family_roofs and not same else "")
         if own_dram and "elementwise" in classes:

@@ -161,34 +161,42 @@ def test_gpu_without_data_takes_gemm_shapes_of_full_power_boards():
 
 def test_gpu_of_an_unmeasured_family_streams_gemms_as_the_kernels_it_runs():
     """Ada and Hopper run Ampere's multistage SIMT SGEMMs for FP32 (FP32_GEMM_KERNELS_OF): a GPU of that family
-    with no single ops measured takes its memory-bound GEMMs' DRAM efficiency, tile exponent and k fill from the
-    measured Ampere board, not the median of all families (0.55 here, 0.92 for the A100), its FP32 efficiency
-    from its family's measured roof; its convolutions keep all GPUs' median, and a measured family its own."""
-    def calibration(name, memory_efficiency, tile_exponent):
+    with no single ops measured takes its tile exponent and k fill from the measured Ampere board, and streams
+    its memory-bound GEMMs at that board's share of its own elementwise DRAM efficiency (1.05 here and on the
+    real A100; Pascal and Volta fits 0.6), not at all GPUs' median (0.55 here); its FP32 efficiency
+    is its family's measured roof's, its convolutions keep all GPUs' median, a measured family its own."""
+    def calibration(name, memory_efficiency, tile_exponent, elementwise):
         params = {"efficiency": 0.9, "memory_efficiency": memory_efficiency, "floor_seconds": 30e-6,
                   "tile_exponent": tile_exponent, "fill_k": 10.0}
         return kc.KernelCalibration(source="t", gpu=name, classes={
-            "gemm": params, "convolution": {**params, "winograd_efficiency": 1.2}})
+            "gemm": params, "convolution": {**params, "winograd_efficiency": 1.2},
+            "elementwise": {"memory_efficiency": elementwise, "floor_seconds": 20e-6, "cache_speedup": 4.0,
+                            "l2_fraction": 0.5}})
     volta = kc.Gpu(name="volta", architecture="sm_70", sm_count=80, fp32_flops_per_second=14e12,
                    dram_bytes_per_second=9e11, l2_bytes=6 * 2**20, tdp_watts=250.0)
     pascal = replace(volta, name="pascal", architecture="sm_60")
-    measured = {"volta": calibration("volta", 0.55, 0.2), "pascal": calibration("pascal", 0.45, 0.8),
-                "test": calibration("test", 0.92, 0.3)}
+    measured = {"volta": calibration("volta", 0.55, 0.2, 0.92), "pascal": calibration("pascal", 0.45, 0.8, 0.76),
+                "test": calibration("test", 0.92, 0.3, 0.875)}
     gpus = {"volta": volta, "pascal": pascal, "test": GPU}
     hopper = replace(GPU, name="hopper", architecture="sm_90", sm_count=132, fp32_flops_per_second=60e12)
     roof = kc.MeasuredRoof(gpu=hopper, gemm_efficiency=0.8, source="ceilings")
     result = kc.family_calibration(hopper, measured, gpus, roofs={"hopper": roof})
-    assert result.classes["gemm"]["memory_efficiency"] == pytest.approx(0.92)
+    elementwise = result.classes["elementwise"]["memory_efficiency"]
+    assert elementwise == pytest.approx(0.875)  # all measured GPUs' median
+    assert result.classes["gemm"]["memory_efficiency"] == pytest.approx(0.92 / 0.875 * elementwise)
     assert result.classes["gemm"]["tile_exponent"] == pytest.approx(0.3)
     assert result.classes["gemm"]["efficiency"] == pytest.approx(0.8)
     assert result.classes["convolution"]["memory_efficiency"] == pytest.approx(0.55)
-    assert "DRAM efficiency from test (it runs the ampere family's FP32 GEMM kernels)" in result.source
-    # a memory-bound product (k = 4): its DRAM time at the Ampere kernels' efficiency
+    assert "DRAM efficiency against its elementwise ops' from test (it runs the ampere family's" in result.source
+    # a memory-bound product (k = 4): its DRAM time at that efficiency
     rows = pd.DataFrame([{"operator": "bmm", "op_class": "gemm", "B": 64, "M": 4096, "N": 4, "K": 4096}])
     moved = 4 * 64 * (4096 * 4 + 4 * 4096 + 4096 * 4096)
-    assert kc.predict_seconds(rows, hopper, result)[0] - result.floors.get("bmm", 30e-6) == pytest.approx(
-        moved / (1e12 * 0.92), rel=0.01)
-    # a GPU of a measured family keeps its family's: a Volta board held out takes the other Volta board's
+    assert kc.predict_seconds(rows, hopper, result)[0] - 30e-6 == pytest.approx(moved / (1e12 * 0.92), rel=0.01)
+    # the same share of a board's own measured elementwise rate (its ceilings' triad)
+    measured_roof = replace(roof, dram_efficiency=0.7)
+    slower = kc.family_calibration(hopper, measured, gpus, roofs={"hopper": measured_roof})
+    assert slower.classes["gemm"]["memory_efficiency"] == pytest.approx(0.92 / 0.875 * 0.7)
+    # a GPU of a measured family runs its own family's kernels: all measured GPUs' median, as before
     turing = replace(volta, name="turing", architecture="sm_75")
     assert kc.family_calibration(turing, measured, gpus).classes["gemm"]["memory_efficiency"] == pytest.approx(0.55)
 
