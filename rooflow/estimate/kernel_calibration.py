@@ -707,11 +707,12 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     same_architecture = [name for name in measured if measured_gpus[name].architecture == gpu.architecture]
     same = [name for name in measured if measured_gpus[name].family == gpu.family]
     donors = same_architecture or same or list(measured)
-    # the measured GPUs whose FP32 GEMM kernels it runs: its family's, else the family it borrows them from
-    kernel_family = same or [name for name in measured
-                             if measured_gpus[name].family == FP32_GEMM_KERNELS_OF.get(gpu.family)]
+    # where its family has no measured GPU: those of the family whose FP32 GEMM kernels it runs
+    borrowed_kernels = [] if same else [name for name in measured
+                                        if measured_gpus[name].family == FP32_GEMM_KERNELS_OF.get(gpu.family)]
     family_roofs = [roof for roof in roofs.values() if roof.gpu.family == gpu.family]
-    own_dram = [roof.dram_efficiency for roof in family_roofs if roof.gpu.name == gpu.name and roof.dram_efficiency]
+    own_roofs = [roof for roof in family_roofs if roof.gpu.name == gpu.name]
+    own_dram = next((roof.dram_efficiency for roof in own_roofs if roof.dram_efficiency), None)
     classes: dict[str, dict[str, float]] = {}
     borrowed: set[str] = set()  # classes whose parameters none of its donors had: taken from all measured GPUs
     for op_class in CLASSES:
@@ -721,8 +722,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             # the tile exponent and k fill trade against the efficiency in a fit: from the boards the FP32
             # efficiency comes from (full-power ones, its family's where it has them, else all families')
             full = [name for name in measured if measured_gpus[name].full_power and op_class in measured[name].classes]
-            pool = ([name for name in kernel_family if name in full] or [name for name in pool if name in full]
-                    or full or pool)
+            pool = [name for name in borrowed_kernels or pool if name in full] or full or pool
         values = [measured[name].classes[op_class] for name in pool if op_class in measured[name].classes]
         if not values:  # none of its donors ran this class (the data set's A100: no convolutions): all GPUs'
             values = [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
@@ -741,7 +741,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 measured[name].classes[op_class]["floor_seconds"] for name in measured
                 if op_class in measured[name].classes))
             if op_class == "elementwise" and own_dram:  # its ceilings' triad: this class's kernel, measured
-                classes[op_class]["memory_efficiency"] = own_dram[0]
+                classes[op_class]["memory_efficiency"] = own_dram
         elif not same_architecture:
             donors_of = [name for name in measured if op_class in measured[name].classes]
             # a GEMV-like call streams its weights: DRAM efficiency, which carries across architectures (but
@@ -754,11 +754,12 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 _unthrottled_efficiency(classes[op_class], [(measured_gpus[name], measured[name].classes[op_class])
                                                             for name in (full_family or donors_of)])
             else:  # its family's measured roof: its own if it is that GPU, else the median of the family's
-                own = [roof for roof in family_roofs if roof.gpu.name == gpu.name] or family_roofs
-                _set_efficiency(classes[op_class], float(statistics.median(r.gemm_efficiency for r in own)))
-    streaming = [measured[name].classes["gemm"]["memory_efficiency"] / measured[name].classes["elementwise"]["memory_efficiency"]
-                 for name in kernel_family if {"gemm", "elementwise"} <= set(measured[name].classes)]
-    if streaming and not same and {"gemm", "elementwise"} <= set(classes):
+                _set_efficiency(classes[op_class], float(statistics.median(
+                    r.gemm_efficiency for r in own_roofs or family_roofs)))
+    streaming = [measured[name].classes["gemm"]["memory_efficiency"]
+                 / measured[name].classes["elementwise"]["memory_efficiency"]
+                 for name in borrowed_kernels if {"gemm", "elementwise"} <= set(measured[name].classes)]
+    if streaming and {"gemm", "elementwise"} <= set(classes):
         # the kernels it runs stream a memory-bound GEMM at this share of its elementwise ops' rate
         classes["gemm"]["memory_efficiency"] = statistics.median(streaming) * classes["elementwise"]["memory_efficiency"]
     if "convolution" in classes and "gemm" in classes and (not same_architecture or "convolution" in borrowed):
@@ -821,13 +822,12 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     else:
         which = "its family's" if same else "all"
         kernels_note = (f"; GEMM tile exponent, k fill and memory-bound GEMMs' DRAM efficiency against its "
-                        f"elementwise ops' from {', '.join(sorted(kernel_family))} (it runs the "
-                        f"{FP32_GEMM_KERNELS_OF[gpu.family]} family's FP32 GEMM kernels)"
-                        if streaming and not same else "")
+                        f"elementwise ops' from {', '.join(sorted(borrowed_kernels))} (it runs the "
+                        f"{FP32_GEMM_KERNELS_OF[gpu.family]} family's FP32 GEMM kernels)" if streaming else "")
         roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "
                      f"{', '.join(sorted(r.gpu.name for r in family_roofs))}" if family_roofs and not same else "")
         if own_dram and "elementwise" in classes:
-            roof_note += f"; elementwise DRAM efficiency {own_dram[0]:.2f}, its own ceilings' triad"
+            roof_note += f"; elementwise DRAM efficiency {own_dram:.2f}, its own ceilings' triad"
         source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
                   f"({', '.join(sorted(donors))}){roof_note}{kernels_note}, elementwise/normalization/softmax and launch floors "
                   f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "

@@ -27,6 +27,7 @@ from rooflow.hardware.devices import load_devices
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT.parent / "shared" / "fixtures" / "public" / "neusight-kernels"
 CATALOGUE = ROOT / "config" / "devices.yaml"
+H100_CEILINGS = ROOT / "tests" / "data" / "real" / "h100-rooflow" / "ceilings-h100.json"
 GPU = kc.Gpu(name="test", architecture="sm_80", sm_count=100, fp32_flops_per_second=10e12,
              dram_bytes_per_second=1e12, l2_bytes=40 * 2**20, tdp_watts=250.0)
 
@@ -778,7 +779,7 @@ def test_tensor_core_work_at_the_boards_power():
 def test_roof_from_the_h100_ceilings():
     """The real H100's ceilings (51.9 TFLOP/s FP32 torch.mm at n = 8192): its efficiency is that rate over
     67 TFLOP/s and over the last wave of 4,096 128×128 tiles on 132 SMs (32 waves: 4096/4224)."""
-    ceilings = json.loads((ROOT / "tests" / "data" / "real" / "h100-rooflow" / "ceilings-h100.json").read_text())
+    ceilings = json.loads(H100_CEILINGS.read_text())
     device = load_devices(CATALOGUE)["h100-sxm5-80gb"]
     roof = kc.roof_from_ceilings(ceilings, device)
     assert roof.gemm_efficiency == pytest.approx(ceilings["peak_flops_per_second"]["fp32"] / 67e12 / (4096 / 4224),
@@ -793,7 +794,7 @@ def test_h100_elementwise_calls_stream_at_its_measured_triad():
     its datasheet gives (0.91; the median of the GPUs with single ops measured, which it took before, 0.76).
     Its kernel calibration's add, less the launch floor, reproduces every measured triad (the median over
     repeats at each size) within 3%; other boards of its family keep that median (another memory)."""
-    ceilings = json.loads((ROOT / "tests" / "data" / "real" / "h100-rooflow" / "ceilings-h100.json").read_text())
+    ceilings = json.loads(H100_CEILINGS.read_text())
     devices = load_devices(CATALOGUE)
     roof = kc.roof_from_ceilings(ceilings, devices["h100-sxm5-80gb"])
     assert roof.dram_efficiency == pytest.approx(
