@@ -5,7 +5,8 @@ Held one GPU out: train on all GPUs of the data set but one, predict the one lef
 own datasheet. Held-out shapes: per GPU, fit on its rows but a fixed random 20% of each operator's shapes,
 predict those. Fitted on few: per GPU, fit on as many shapes per operator as `rooflow ceilings --single-ops`
 measures on a user's GPU, predict the rest. Each prints per class the fraction within ±25% and the median
-|error|. Third-party GEMMs:
+|error|. Convolution algorithms: which of cuDNN's algorithms (read from the kernels each call ran) the
+model makes fastest, and how its model of the one that ran compares. Third-party GEMMs:
 catalogue GPUs' predicted torch.mm rates against rates measured by others (never fitted): FP32 by the kernel
 model, then every precision by the step model.
 
@@ -23,6 +24,7 @@ import pandas as pd
 from rooflow.ceilings.single_ops import shape_counts
 from rooflow.estimate import kernel_calibration
 from rooflow.estimate.kernel_calibration import (
+    algorithm_agreement,
     fitted_on_few,
     format_table,
     held_one_out,
@@ -125,6 +127,9 @@ def main() -> None:
     print(f"\nfitted on as many shapes per operator as `rooflow ceilings --single-ops` measures ({counts['conv']} "
           f"of each convolution and GEMM operator, {counts['add']} of the others), predicting the rest:")
     print(format_table(fitted_on_few(data, gpus, counts), "fitted on few of"))
+    print("\nconvolution algorithms: cuDNN's picks (the kernels each call ran) against the model's fastest, each GPU "
+          "fitted on its own calls; median predicted/measured of the algorithm it ran:")
+    print(algorithm_agreement(data, gpus).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print("\nthird-party FP32 torch.mm (TF32 off), the shipped calibrations:")
     print(third_party_mm())
     print("\nthird-party torch.mm by precision (best of n = 1024 ... 10240), the step model's matrix products:")

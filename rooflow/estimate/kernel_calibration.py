@@ -251,7 +251,9 @@ def _read_measurement_file(path: Path, operator: str) -> pd.DataFrame:
     needed = ("Device", "Latency", *SHAPE_COLUMNS.get(operator, ("B", "H")))
     layout = f"columns {', '.join(needed)}, Latency in milliseconds: the NeuSight data set's layout"
     try:
-        frame = pd.read_csv(path, usecols=lambda c: c not in ("Kernels", "Kernel Name"))
+        # a convolution's kernels name the algorithm cuDNN's autotuner ran (the other files' are not read)
+        kept = ("Kernels",) if operator == "conv" else ()
+        frame = pd.read_csv(path, usecols=lambda c: c not in ("Kernels", "Kernel Name") or c in kept)
     except (OSError, EOFError, UnicodeDecodeError, ValueError) as error:  # bad gzip, cut short, empty, binary
         raise RooflowError(f"{path}: not a readable file of {operator} measurements ({type(error).__name__}: "
                            f"{error}): copy it again, or measure it again with `rooflow ceilings --single-ops`"
@@ -269,7 +271,26 @@ def _read_measurement_file(path: Path, operator: str) -> pd.DataFrame:
                            f"(the first at line {line}): a truncated or damaged file; measure it again or remove "
                            f"those rows ({layout})")
     frame[list(needed[1:])] = numbers
+    if "Kernels" in frame:
+        frame["algorithm"] = frame.pop("Kernels").map(convolution_algorithm)
     return frame
+
+
+def convolution_algorithm(kernels) -> str | None:
+    """The algorithm of one cuDNN forward convolution from the names of the kernels it launched: ``fused``
+    (scudnn_winograd_*: one kernel), ``nonfused`` (winograd_nonfused::winogradForwardData/Filter/Output around
+    an SGEMM), ``fft`` (fft2d_r2c/c2r around a complex GEMM), else ``direct`` (implicit or explicit GEMM);
+    None where no kernel was recorded."""
+    if not isinstance(kernels, str) or not kernels.strip(";"):
+        return None
+    names = kernels.lower()
+    if "winograd_nonfused" in names:
+        return "nonfused"
+    if "scudnn_winograd" in names:
+        return "fused"
+    if "fft" in names:
+        return "fft"
+    return "direct"
 
 
 def load_dataset_gpus(root: str | Path, measured=()) -> dict[str, Gpu]:
@@ -526,25 +547,13 @@ class _Prepared:
     def seconds(self, op_class: str, p: dict[str, float]) -> np.ndarray:
         """Predicted seconds of this class's rows with parameters ``p``."""
         gpu, work = self.gpu, self.work[op_class]
-        if op_class in ("gemm", "convolution"):
+        if op_class == "convolution":  # cuDNN's autotuner: the fastest algorithm that applies
+            return p["floor_seconds"] + np.min(np.vstack(list(self.convolution_algorithms(p).values())), axis=0)
+        if op_class == "gemm":
             shape = np.maximum(_shape_factor(work["table"], p["tile_exponent"], p["fill_k"]), 1e-4)
             compute = _throttled(work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * shape), p)
-            bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
-            seconds = np.maximum(compute, work["bytes"] / bandwidth)
-            if op_class == "convolution":  # cuDNN's autotuner: the fastest algorithm that applies
-                fused_shape = np.maximum(_shape_factor(work["fused_table"], p["tile_exponent"], p["fill_k"]), 1e-4)
-                fused = np.maximum(_throttled(work["flops"] / (gpu.fp32_flops_per_second * p["winograd_efficiency"]
-                                                               * fused_shape), p), work["bytes"] / bandwidth)
-                nonfused_shape = np.maximum(_shape_factor(work["nonfused_table"], p["tile_exponent"], p["fill_k"]), 1e-4)
-                nonfused = (_throttled(work["nonfused_flops"] / (gpu.fp32_flops_per_second * p["efficiency"]
-                                                  * nonfused_shape), p) + work["nonfused_bytes"] / bandwidth)
-                seconds = np.where(work["winograd"], np.minimum(seconds, np.minimum(fused, nonfused)), seconds)
-                if work["fft"].any():
-                    fft_shape = np.maximum(_shape_factor(work["fft_table"], p["tile_exponent"], p["fill_k"]), 1e-4)
-                    fft = (_throttled(work["fft_flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * fft_shape), p)
-                           + work["fft_bytes"] / bandwidth)
-                    seconds = np.where(work["fft"], np.minimum(seconds, fft), seconds)
-            return p["floor_seconds"] + seconds
+            return p["floor_seconds"] + np.maximum(compute, work["bytes"] / (gpu.dram_bytes_per_second
+                                                                              * p["memory_efficiency"]))
         # back-to-back calls: the part of the working set that stays in L2 (up to ``l2_fraction`` of the L2
         # all SMs share) moves at ``cache_speedup`` × the DRAM rate, the rest at the DRAM rate
         moved = work["bytes"]
@@ -556,6 +565,28 @@ class _Prepared:
         if "rows_per_sm" in p:
             bandwidth = bandwidth * np.minimum(1.0, work["rows"] / (p["rows_per_sm"] * gpu.sm_count))
         return p["floor_seconds"] + effective_bytes / bandwidth
+
+    def convolution_algorithms(self, p: dict[str, float]) -> dict[str, np.ndarray]:
+        """Seconds of each convolution row by each algorithm cuDNN could run it with (inf where it does not
+        apply; the launch floor not included): ``direct`` (implicit GEMM), ``fused`` and ``nonfused``
+        Winograd, ``fft``."""
+        gpu, work = self.gpu, self.work["convolution"]
+        bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
+
+        def compute(flops, table, efficiency):
+            shape = np.maximum(_shape_factor(work[table], p["tile_exponent"], p["fill_k"]), 1e-4)
+            return _throttled(flops / (gpu.fp32_flops_per_second * efficiency * shape), p)
+
+        direct = np.maximum(compute(work["flops"], "table", p["efficiency"]), work["bytes"] / bandwidth)
+        fused = np.maximum(compute(work["flops"], "fused_table", p["winograd_efficiency"]), work["bytes"] / bandwidth)
+        nonfused = (compute(work["nonfused_flops"], "nonfused_table", p["efficiency"])
+                    + work["nonfused_bytes"] / bandwidth)
+        result = {"direct": direct, "fused": np.where(work["winograd"], fused, np.inf),
+                  "nonfused": np.where(work["winograd"], nonfused, np.inf)}
+        if work["fft"].any():
+            fft = compute(work["fft_flops"], "fft_table", p["efficiency"]) + work["fft_bytes"] / bandwidth
+            result["fft"] = np.where(work["fft"], fft, np.inf)
+        return result
 
     def operator_floors(self, op_class: str, floors: dict[str, float], default: float) -> np.ndarray:
         """Each row's launch floor: its operator's, else ``default``."""
@@ -930,6 +961,33 @@ def _fitted_on_part(data: pd.DataFrame, gpus: dict[str, Gpu], band: float, train
         calibration = fit_gpu(train, gpus[name], source=f"fitted on {len(train)} of {len(rows)} calls of {name}")
         test = rows.drop(train.index)
         table += _score(test, predict_seconds(test, gpus[name], calibration), name, band)
+    return pd.DataFrame(table)
+
+
+def algorithm_agreement(data: pd.DataFrame, gpus: dict[str, Gpu]) -> pd.DataFrame:
+    """The convolution model's algorithms against cuDNN's picks: per measured GPU (fitted on its own GEMMs and
+    convolutions) and algorithm its autotuner ran (the ``algorithm`` column, :func:`convolution_algorithm`):
+    the calls, the fraction the model also makes the fastest, and the median predicted/measured seconds of
+    that algorithm's own model (its launch floor included, the measured shapes' residuals not)."""
+    table = []
+    for name, rows in data[data["op_class"].isin(("gemm", "convolution"))].groupby("gpu"):
+        convolutions = rows[rows["op_class"] == "convolution"]
+        if "algorithm" not in convolutions or not convolutions["algorithm"].notna().any():
+            continue
+        calibration = fit_gpu(rows, gpus[name], source=f"fitted on {name}")
+        prepared = _Prepared(convolutions, gpus[name])
+        params = {**DEFAULTS["convolution"], **calibration.classes["convolution"]}
+        times = prepared.convolution_algorithms(params)
+        names = np.array(list(times))
+        picked = names[np.argmin(np.vstack(list(times.values())), axis=0)]
+        ran = convolutions["algorithm"].to_numpy(object)
+        measured = convolutions["seconds"].to_numpy(float)
+        for algorithm in sorted(set(ran[pd.notna(ran)])):
+            mask = ran == algorithm
+            own = (params["floor_seconds"] + times[algorithm][mask]) / measured[mask] if algorithm in times else []
+            table.append({"gpu": name, "algorithm": algorithm, "calls": int(mask.sum()),
+                          "model_picks_it": float(np.mean(picked[mask] == algorithm)),
+                          "median_ratio": float(np.median(own)) if len(own) else float("nan")})
     return pd.DataFrame(table)
 
 

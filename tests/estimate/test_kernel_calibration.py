@@ -839,3 +839,55 @@ def test_check_scores_shipped_calibrations_on_other_gpus(tmp_path):
         kc.check_shipped(tmp_path)
     with pytest.raises(RooflowError, match="no single-op measurements found"):
         kc.check_shipped(tmp_path / "device_configs")
+
+
+def test_convolution_algorithm_read_from_its_kernels():
+    """The algorithm of a measured convolution is the one its kernels name (the data set's Kernels column)."""
+    assert kc.convolution_algorithm(
+        ";void cudnn::winograd::generateWinogradTilesKernel<0, float, float>(...)"
+        ";cudnn_infer_maxwell_scudnn_winograd_128x128_ldg1_ldg4_relu_tile148n_nt_v1") == "fused"
+    assert kc.convolution_algorithm(
+        ";void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(...);maxwell_sgemm_64x64_nn"
+        ";void cudnn::winograd_nonfused::winogradForwardOutput4x4<float, float>(...)") == "nonfused"
+    assert kc.convolution_algorithm(";fft2d_r2c_32x32;maxwell_gcgemm_64x64_nt;fft2d_c2r_32x32") == "fft"
+    assert kc.convolution_algorithm(";cask_cudnn_infer::computeOffsetsKernel(...)"
+                                    ";cudnn_infer_maxwell_scudnn_128x64_relu_small_nn_v1") == "direct"
+    assert kc.convolution_algorithm(";void implicit_convolve_sgemm<float, float>(...)") == "direct"
+    assert kc.convolution_algorithm(float("nan")) is None and kc.convolution_algorithm(";") is None
+
+
+@needs_data
+def test_measured_convolutions_name_their_algorithm(sample):
+    """Every convolution of the data set names the algorithm cuDNN ran; the model's non-fused Winograd is
+    within ±30% of the calls that ran it at the median on every GPU, each fitted on its own calls. Its fused
+    Winograd is not (2.2-6.1x slow on the full data: benchmarks/README.md, convolution algorithms)."""
+    convolutions = sample[sample["op_class"] == "convolution"]
+    assert convolutions["algorithm"].notna().all()
+    assert set(convolutions["algorithm"]) == {"direct", "fused", "nonfused", "fft"}
+    table = kc.algorithm_agreement(sample, kc.load_dataset_gpus(KERNELS)).set_index(["gpu", "algorithm"])
+    assert table["calls"].groupby(level="gpu").sum().to_dict() == convolutions.groupby("gpu").size().to_dict()
+    assert table["model_picks_it"].between(0.0, 1.0).all()
+    nonfused = table.xs("nonfused", level="algorithm")["median_ratio"]
+    assert len(nonfused) == 4 and nonfused.between(0.7, 1.3).all(), nonfused.to_dict()
+
+
+@needs_data
+def test_fused_winograd_blocks_are_32_channels_by_128_pixels():
+    """cuDNN's fused Winograd kernel (scudnn_winograd_128x128_..._tile<i><r><c>) runs a block per 32 output
+    channels × i images × 2r rows × 2c columns of output (F(2×2, 3×3): r × c Winograd tiles of 2×2 pixels,
+    128 pixels in all): its grid is ceil(B / i)·ceil(Cout / 32) × ceil(Ho / 2r) × ceil(Wo / 2c) for every one
+    of the data set's fused calls, not the 128 × 128 tile over N·Ho·Wo pixels its name suggests and the
+    model's FUSED_WINOGRAD_TILES assumes (the next step: benchmarks/README.md, convolution algorithms)."""
+    calls = 0
+    for path in sorted((KERNELS / "conv").glob("*.csv*")):
+        frame = pd.read_csv(path, usecols=["Kernel Name", "B", "Output_Channel", "Input_Size", "Padding",
+                                           "Grid x", "Grid y", "Grid z"])
+        fused = frame[frame["Kernel Name"].str.contains("scudnn_winograd", na=False)]
+        tag = fused["Kernel Name"].str.extract(r"_tile(\d)(\d)(\d)")[[0, 1, 2]].astype(int)
+        images, rows, columns = tag[0], 2 * tag[1], 2 * tag[2]
+        out = fused["Input_Size"] + 2 * fused["Padding"] - 2
+        assert (fused["Grid x"] == np.ceil(fused["B"] / images) * np.ceil(fused["Output_Channel"] / 32)).all()
+        assert (fused["Grid y"] == np.ceil(out / rows)).all() and (fused["Grid z"] == np.ceil(out / columns)).all()
+        assert (images * rows * columns == 128).all()
+        calls += len(fused)
+    assert calls == 6865
