@@ -217,8 +217,8 @@ def clock_fraction(base_mhz: float | None, boost_mhz: float | None) -> float | N
 def load_measurements(root: str | Path, gpus: list[str] | None = None) -> pd.DataFrame:
     """All measured rows under ``root`` (``<operator>/<GPU>.csv(.gz)``, NeuSight's layout): one row per call
     with ``operator``, ``op_class``, ``gpu`` (the data set's device name), ``seconds`` and the shape
-    columns (conv: B, Input_Channel, Output_Channel, Kernel_Szie, Input_Size, Stride, Padding; linear/bmm:
-    B, M, N, K; the others: B, H)."""
+    columns (conv: B, Input_Channel, Output_Channel, Kernel_Szie, Input_Size, Stride, Padding, and the
+    ``algorithm`` cuDNN ran where the file names its kernels; linear/bmm: B, M, N, K; the others: B, H)."""
     frames = []
     for operator in OPERATORS:
         for path in sorted((Path(root) / operator).glob("*.csv*")):
