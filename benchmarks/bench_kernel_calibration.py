@@ -6,7 +6,8 @@ own datasheet. Held-out shapes: per GPU, fit on its rows but a fixed random 20% 
 predict those. Fitted on few: per GPU, fit on as many shapes per operator as `rooflow ceilings --single-ops`
 measures on a user's GPU, predict the rest. Each prints per class the fraction within ±25% and the median
 |error|. Convolution algorithms: which of cuDNN's algorithms (read from the kernels each call ran) the
-model makes fastest, and how its model of the one that ran compares. Third-party GEMMs:
+model makes fastest, and how its model of the one that ran compares. Power pairs: a power-limited board's time
+over its family's full-power board's for the same shapes, per operator and call duration. Third-party GEMMs:
 catalogue GPUs' predicted torch.mm rates against rates measured by others (never fitted): FP32 by the kernel
 model, then every precision by the step model.
 
@@ -112,6 +113,39 @@ def third_party_precisions() -> str:
     return "\n".join(lines) + f"\n\n{within} of {len(ratios)} within ±25%"
 
 
+# Power-limited boards beside a full-power board of their family, the same shapes measured on both
+POWER_PAIRS = (("Tesla T4", "Tesla V100-PCIE-32GB"), ("Tesla P4", "Tesla P100-PCIE-16GB"))
+SHAPE_KEYS = {"conv": ["B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"],
+              "linear": ["B", "M", "N", "K"], "bmm": ["B", "M", "N", "K"]}
+DURATION_BINS = (0, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e3)
+
+
+def power_pairs(data: pd.DataFrame, gpus: dict) -> str:
+    """Per power-limited board and operator: the median of its time over the full-power board's for the same
+    compute-bound shapes (over 100 FLOPs per byte), by the full-power board's call duration. Against the ratio of
+    their datasheet FP32 peaks, this shows how far each operator's kernels slow down under the power limit."""
+    lines = ["| pair (peak ratio) | operator | " + " | ".join(
+        f"{low * 1e3:g}–{high * 1e3:g} ms" if high < 1 else f"≥ {low * 1e3:g} ms"
+        for low, high in zip(DURATION_BINS, DURATION_BINS[1:])) + " |",
+        "|---|---|" + "---:|" * (len(DURATION_BINS) - 1)]
+    for limited, full in POWER_PAIRS:
+        if limited not in gpus or full not in gpus:
+            continue
+        peak_ratio = gpus[full].fp32_flops_per_second / gpus[limited].fp32_flops_per_second
+        for operator, keys in SHAPE_KEYS.items():
+            rows = data[data["operator"] == operator]
+            pair = pd.concat([rows[rows["gpu"] == name].groupby(keys)["seconds"].median().rename(name)
+                              for name in (limited, full)], axis=1, join="inner")
+            if pair.empty:
+                continue
+            m, n, k, count, moved = kernel_calibration._gemm_views(pair.reset_index().assign(operator=operator))
+            pair = pair[(2 * m * n * k * count / moved > 100)]
+            ratio = (pair[limited] / pair[full]).groupby(pd.cut(pair[full], DURATION_BINS), observed=False)
+            cells = [f"{value:.2f} ({size})" if size else "-" for value, size in zip(ratio.median(), ratio.size())]
+            lines.append(f"| {limited} / {full} ({peak_ratio:.2f}) | {operator} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DEFAULT))
@@ -130,6 +164,9 @@ def main() -> None:
     print("\nconvolution algorithms: cuDNN's picks (the kernels each call ran) against the model's fastest, each GPU "
           "fitted on its own calls; median predicted/measured of the algorithm it ran:")
     print(algorithm_agreement(data, gpus).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print("\npower-limited boards: time over their family's full-power board's for the same compute-bound shapes "
+          "(median, calls), by the full-power board's call duration:")
+    print(power_pairs(data, gpus))
     print("\nthird-party FP32 torch.mm (TF32 off), the shipped calibrations:")
     print(third_party_mm())
     print("\nthird-party torch.mm by precision (best of n = 1024 ... 10240), the step model's matrix products:")
