@@ -25,6 +25,7 @@ import pandas as pd
 from rooflow.ceilings.single_ops import shape_counts
 from rooflow.estimate import kernel_calibration
 from rooflow.estimate.kernel_calibration import (
+    SHAPE_COLUMNS,
     algorithm_agreement,
     fitted_on_few,
     format_table,
@@ -115,8 +116,6 @@ def third_party_precisions() -> str:
 
 # Power-limited boards beside a full-power board of their family, the same shapes measured on both
 POWER_PAIRS = (("Tesla T4", "Tesla V100-PCIE-32GB"), ("Tesla P4", "Tesla P100-PCIE-16GB"))
-SHAPE_KEYS = {"conv": ["B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"],
-              "linear": ["B", "M", "N", "K"], "bmm": ["B", "M", "N", "K"]}
 DURATION_BINS = (0, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e3)
 
 
@@ -132,9 +131,9 @@ def power_pairs(data: pd.DataFrame, gpus: dict) -> str:
         if limited not in gpus or full not in gpus:
             continue
         peak_ratio = gpus[full].fp32_flops_per_second / gpus[limited].fp32_flops_per_second
-        for operator, keys in SHAPE_KEYS.items():
+        for operator, keys in SHAPE_COLUMNS.items():  # the same shape measured on both boards
             rows = data[data["operator"] == operator]
-            pair = pd.concat([rows[rows["gpu"] == name].groupby(keys)["seconds"].median().rename(name)
+            pair = pd.concat([rows[rows["gpu"] == name].groupby(list(keys))["seconds"].median().rename(name)
                               for name in (limited, full)], axis=1, join="inner")
             if pair.empty:
                 continue

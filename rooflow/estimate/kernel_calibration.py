@@ -572,13 +572,14 @@ class _Prepared:
         Winograd, ``fft``."""
         gpu, work = self.gpu, self.work["convolution"]
         bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
+        streaming = work["bytes"] / bandwidth  # input, filter and output moved once
 
         def compute(flops, table, efficiency):
             shape = np.maximum(_shape_factor(work[table], p["tile_exponent"], p["fill_k"]), 1e-4)
             return _throttled(flops / (gpu.fp32_flops_per_second * efficiency * shape), p)
 
-        direct = np.maximum(compute(work["flops"], "table", p["efficiency"]), work["bytes"] / bandwidth)
-        fused = np.maximum(compute(work["flops"], "fused_table", p["winograd_efficiency"]), work["bytes"] / bandwidth)
+        direct = np.maximum(compute(work["flops"], "table", p["efficiency"]), streaming)
+        fused = np.maximum(compute(work["flops"], "fused_table", p["winograd_efficiency"]), streaming)
         nonfused = (compute(work["nonfused_flops"], "nonfused_table", p["efficiency"])
                     + work["nonfused_bytes"] / bandwidth)
         result = {"direct": direct, "fused": np.where(work["winograd"], fused, np.inf),
