@@ -148,6 +148,14 @@ PARTITIONED_L2 = ("sm_80", "sm_90")
 # ``block_bytes`` is the block kernel's traffic over the one-pass kernel's: what the caches leave of the two
 # re-reads (fitted 1.11 on the T4 to 1.41 on the A100)
 SOFTMAX_WARP_MAX_ELEMENTS = 1024
+# PyTorch's LayerNorm kernel (vectorized_layer_norm_kernel) runs one block per row: besides streaming its bytes,
+# each row costs its block's two reductions, however short the row. Seconds per row per SM, by architecture, where
+# rooflow recorded it: on the H200 (sm_90), its ViT-B/16 b256 FP32 inference (25 LayerNorms of 50,432 rows × 768,
+# torch.profiler) less their bytes at its architecture's measured triad (the H100's ceilings). The same GPU's
+# ConvNeXt-T LayerNorms of 96–768 per row and 12,544–802,816 rows, its ViT-B/16 b32 ones, are the check
+# (`test_h200_layer_norms_against_the_kernel_model`). The data set's GPUs (rows ≤ 16,380 of 260 or more) fit
+# their rows' cost into their other parameters: 0 there
+NORMALIZATION_ROW_SECONDS_OF = {"sm_90": 1.94e-7}
 FLOOR_QUANTILE = 0.02  # an operator's launch floor: this quantile of its calls (the fastest one can be an outlier)
 # GPU Boost holds a power-limited board's boost clock for about this long into a kernel before its power
 # average catches up (the measured low-power boards: a T4's FP32 GEMMs reach 0.58 of its datasheet peak at
@@ -564,7 +572,10 @@ class _Prepared:
         bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
         if "rows_per_sm" in p:
             bandwidth = bandwidth * np.minimum(1.0, work["rows"] / (p["rows_per_sm"] * gpu.sm_count))
-        return p["floor_seconds"] + effective_bytes / bandwidth
+        # a LayerNorm's rows: one block each, whose reductions take their time however short the row
+        # (NORMALIZATION_ROW_SECONDS_OF; 0 where no recording measured it)
+        per_row = work["rows"] * p.get("row_seconds", 0.0) / gpu.sm_count
+        return p["floor_seconds"] + effective_bytes / bandwidth + per_row
 
     def convolution_algorithms(self, p: dict[str, float]) -> dict[str, np.ndarray]:
         """Seconds of each convolution row by each algorithm cuDNN could run it with (inf where it does not
@@ -695,7 +706,7 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
             floor_rows = prepared.operator_floors(op_class, floors, 0.0)
             params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False)
             params["floor_seconds"] = float(np.median(floor_rows))
-        classes[op_class] = {k: round(v, 9 if k == "floor_seconds" else 4) for k, v in params.items()}
+        classes[op_class] = {k: round(v, 9 if k.endswith("seconds") else 4) for k, v in params.items()}
     calibration = KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
                                     classes=classes, rows=len(rows), floors=floors, architecture=gpu.architecture)
     modelled = _model_seconds(prepared, calibration)
@@ -745,6 +756,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     family_roofs = [roof for roof in roofs.values() if roof.gpu.family == gpu.family]
     own_roofs = [roof for roof in family_roofs if roof.gpu.name == gpu.name]
     own_dram = next((roof.dram_efficiency for roof in own_roofs if roof.dram_efficiency), None)
+    # its architecture's measured triad (the H100's for the H200): the memory its LayerNorm rows stream from
+    architecture_dram = own_dram or next((roof.dram_efficiency for roof in family_roofs if roof.dram_efficiency
+                                          and roof.gpu.architecture == gpu.architecture), None)
     classes: dict[str, dict[str, float]] = {}
     borrowed: set[str] = set()  # classes whose parameters none of its donors had: taken from all measured GPUs
     for op_class in CLASSES:
@@ -774,6 +788,10 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 if op_class in measured[name].classes))
             if op_class == "elementwise" and own_dram:  # its ceilings' triad: this class's kernel, measured
                 classes[op_class]["memory_efficiency"] = own_dram
+            if (op_class == "normalization" and not same_architecture and architecture_dram
+                    and gpu.architecture in NORMALIZATION_ROW_SECONDS_OF):
+                classes[op_class].update(memory_efficiency=architecture_dram,
+                                         row_seconds=NORMALIZATION_ROW_SECONDS_OF[gpu.architecture])
         elif not same_architecture:
             donors_of = [name for name in measured if op_class in measured[name].classes]
             # a GEMV-like call streams its weights: DRAM efficiency, which carries across architectures (but
@@ -860,6 +878,10 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                      f"{', '.join(sorted(r.gpu.name for r in family_roofs))}" if family_roofs and not same else "")
         if own_dram and "elementwise" in classes:
             roof_note += f"; elementwise DRAM efficiency {own_dram:.2f}, its own ceilings' triad"
+        if "row_seconds" in classes.get("normalization", {}):
+            roof_note += (f"; LayerNorm rows at {architecture_dram:.2f} of its DRAM bandwidth (its architecture's "
+                          f"measured triad) plus {classes['normalization']['row_seconds'] * 1e9:.0f} ns per row per "
+                          f"SM (rooflow's {gpu.architecture} recording)")
         source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
                   f"({', '.join(sorted(donors))}){roof_note}{kernels_note}, elementwise/normalization/softmax and launch floors "
                   f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "

@@ -488,19 +488,26 @@ def test_hopper_convolutions_run_implicit_gemm_or_fft_never_winograd():
     assert kc.predict_seconds(small, hopper, calibration)[0] == pytest.approx(fft_flops / 5e12, rel=0.05)
 
 
-def _convolution_calls(trace: Path) -> list[tuple[dict, float]]:
-    """Each aten::conv2d of a torch.profiler trace, in order, with the seconds of the kernels it launched (CUPTI
-    correlation ids; rooflow.measure.optime's rule) less its bias add (an elementwise kernel)."""
+def _operator_calls(trace: Path, operator: str, skipped: str | None = None) -> list[tuple[dict, float]]:
+    """Each ``operator`` call (an aten op) of a torch.profiler trace, in order, with the seconds of the kernels it
+    launched (CUPTI correlation ids; rooflow.measure.optime's rule) but those whose name holds ``skipped``."""
     events = json.load(gzip.open(trace))["traceEvents"]
     kernels = {e["args"]["correlation"]: (e["name"], e["dur"]) for e in events if e.get("cat") == "kernel"}
     launches = [e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})]
     calls = []
-    for event in (e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::conv2d"):
+    for event in (e for e in events if e.get("cat") == "cpu_op" and e["name"] == operator):
         ids = [launch["args"]["correlation"] for launch in launches
                if launch["tid"] == event["tid"] and event["ts"] <= launch["ts"] <= event["ts"] + event["dur"]]
-        seconds = sum(kernels[i][1] for i in ids if i in kernels and "elementwise_kernel" not in kernels[i][0]) * 1e-6
+        seconds = sum(kernels[i][1] for i in ids if i in kernels
+                      and not (skipped and skipped in kernels[i][0])) * 1e-6
         calls.append((event, seconds))
     return calls
+
+
+def _convolution_calls(trace: Path) -> list[tuple[dict, float]]:
+    """Each aten::conv2d of a torch.profiler trace with its kernels' seconds less its bias add (an elementwise
+    kernel)."""
+    return _operator_calls(trace, "aten::conv2d", skipped="elementwise_kernel")
 
 
 def _vgg16_forward_convolutions(trace: Path) -> pd.DataFrame:
@@ -564,6 +571,48 @@ def test_h200_fp32_convolutions_against_the_kernel_model():
     # MobileNetV2's 1×1 convolutions from many channels to few (96 → 24 … 960 → 160) run at 0.65-0.76 of the
     # prediction: a 128×32 or 256×64 tile of a long reduction, slower than the tile exponent prices it
     assert totals["mobilenet_v2"] == pytest.approx(0.84, abs=0.05)
+
+
+def _layer_norms(trace: Path) -> pd.DataFrame:
+    """The LayerNorms of a torch.profiler trace recorded with shapes, as the kernel model's rows (``ln``: B rows
+    of H), with the seconds of the LayerNorm kernel alone (a permuted input's copy to contiguous left out)."""
+    rows = []
+    for event, seconds in _operator_calls(trace, "aten::layer_norm", skipped="at::native::elementwise_kernel"):
+        dims = event["args"]["Input Dims"][0]
+        rows.append({"operator": "ln", "op_class": "normalization", "B": int(np.prod(dims[:-1])), "H": dims[-1],
+                     "seconds": seconds})
+    return pd.DataFrame(rows)
+
+
+def test_h200_layer_norms_against_the_kernel_model():
+    """A LayerNorm costs its rows as well as its bytes on Hopper (NORMALIZATION_ROW_SECONDS_OF): the constant is
+    what the H200's ViT-B/16 b256 FP32 LayerNorms (50,432 rows × 768) leave after their bytes at the H100's
+    measured triad, and it predicts the same GPU's ConvNeXt-T LayerNorms of 96 to 768 per row (12,544 to 802,816
+    rows) at 0.90-1.05 of their time (asserted within ±15%) and its ViT-B/16 b32 ones at 0.85 (±25%). Before it (all measured GPUs' streaming parameters,
+    no row cost), ConvNeXt-T's were predicted at 0.21-0.77 of their time and ViT-B/16 b32's at 0.68."""
+    calibration, gpu = kc.for_gpu(load_devices(CATALOGUE)["h200-sxm-141gb"])
+    row_seconds = calibration.classes["normalization"]["row_seconds"]
+    assert row_seconds == kc.NORMALIZATION_ROW_SECONDS_OF["sm_90"]
+    assert calibration.classes["normalization"]["memory_efficiency"] == pytest.approx(0.905, abs=0.005)
+    traces = ROOT / "tests" / "data" / "real" / "gpu-2026-11-27"
+
+    def ratios(model: str) -> tuple[pd.DataFrame, np.ndarray]:
+        rows = _layer_norms(traces / f"torch-profiler-{model}-fp32-inference.json.gz")
+        rows = rows[rows["B"] >= 4096]  # ConvNeXt-T's last LayerNorm (256 rows) is its kernel's few µs of latency
+        predicted = kc.predict_seconds(rows, gpu, calibration) - kc.launch_floors(rows, gpu, calibration)
+        return rows, predicted
+
+    rows, predicted = ratios("vit_b_16-b256")
+    derived = np.median((rows["seconds"].to_numpy() - predicted) / rows["B"].to_numpy() * gpu.sm_count) + row_seconds
+    assert len(rows) == 25 and derived == pytest.approx(row_seconds, rel=0.05)
+    rows, predicted = ratios("convnext_tiny-b256")
+    assert len(rows) == 22 and set(rows["H"]) == {96, 192, 384, 768}
+    assert np.all(np.abs(predicted / rows["seconds"].to_numpy() - 1) <= 0.15), predicted / rows["seconds"].to_numpy()
+    rows, predicted = ratios("vit_b_16-b32")
+    assert len(rows) == 25 and np.all(np.abs(predicted / rows["seconds"].to_numpy() - 1) <= 0.25)
+    # the data set's GPUs have no row cost (their fits hold it elsewhere), nor does an architecture not recorded
+    l4, _ = kc.for_gpu(load_devices(CATALOGUE)["l4"])
+    assert "row_seconds" not in l4.classes["normalization"]
 
 
 def test_hopper_fp32_implicit_gemm_tiles_are_the_recorded_ones():
