@@ -742,8 +742,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     where none of its family's single ops were measured, of a measured roof of its family (``roofs``) — held
     to what its board power sustains at its family's FP32 GEMM FLOPs per joule. Efficiencies are against each
     GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
-    memory-bound classes: all measured GPUs'. Convolution shapes where its architecture has none: every
-    measured GPU's residuals, each less its own median (cuDNN's picks by shape carry across architectures,
+    memory-bound classes: all measured GPUs', but LayerNorms on an architecture rooflow recorded them on
+    (:data:`NORMALIZATION_ROW_SECONDS_OF`): its measured triad plus a cost per row. Convolution shapes where its
+    architecture has none: every measured GPU's residuals, each less its own median (cuDNN's picks by shape carry across architectures,
     a board's level does not; :func:`shape_residuals.pooled`), less the 3×3 stride-1 shapes where cuDNN has no
     forward Winograd (:data:`NO_FORWARD_WINOGRAD`: they ran Winograd on the measured GPUs)."""
     roofs = roofs or {}

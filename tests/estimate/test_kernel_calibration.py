@@ -588,8 +588,9 @@ def test_h200_layer_norms_against_the_kernel_model():
     """A LayerNorm costs its rows as well as its bytes on Hopper (NORMALIZATION_ROW_SECONDS_OF): the constant is
     what the H200's ViT-B/16 b256 FP32 LayerNorms (50,432 rows × 768) leave after their bytes at the H100's
     measured triad, and it predicts the same GPU's ConvNeXt-T LayerNorms of 96 to 768 per row (12,544 to 802,816
-    rows) at 0.90-1.05 of their time (asserted within ±15%) and its ViT-B/16 b32 ones at 0.85 (±25%). Before it (all measured GPUs' streaming parameters,
-    no row cost), ConvNeXt-T's were predicted at 0.21-0.77 of their time and ViT-B/16 b32's at 0.68."""
+    rows) at 0.90-1.05 of their time (asserted within ±15%) and its ViT-B/16 b32 ones at 0.85 (±25%). Before it
+    (all measured GPUs' streaming parameters, no row cost), ConvNeXt-T's were predicted at 0.21-0.77 of their
+    time and ViT-B/16 b32's at 0.68."""
     calibration, gpu = kc.for_gpu(load_devices(CATALOGUE)["h200-sxm-141gb"])
     row_seconds = calibration.classes["normalization"]["row_seconds"]
     assert row_seconds == kc.NORMALIZATION_ROW_SECONDS_OF["sm_90"]
