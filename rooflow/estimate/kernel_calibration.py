@@ -706,7 +706,7 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
             floor_rows = prepared.operator_floors(op_class, floors, 0.0)
             params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False)
             params["floor_seconds"] = float(np.median(floor_rows))
-        classes[op_class] = {k: round(v, 9 if k.endswith("seconds") else 4) for k, v in params.items()}
+        classes[op_class] = {k: round(v, 9 if k == "floor_seconds" else 4) for k, v in params.items()}
     calibration = KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
                                     classes=classes, rows=len(rows), floors=floors, architecture=gpu.architecture)
     modelled = _model_seconds(prepared, calibration)
@@ -744,9 +744,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
     memory-bound classes: all measured GPUs', but LayerNorms on an architecture rooflow recorded them on
     (:data:`NORMALIZATION_ROW_SECONDS_OF`): its measured triad plus a cost per row. Convolution shapes where its
-    architecture has none: every measured GPU's residuals, each less its own median (cuDNN's picks by shape carry across architectures,
-    a board's level does not; :func:`shape_residuals.pooled`), less the 3×3 stride-1 shapes where cuDNN has no
-    forward Winograd (:data:`NO_FORWARD_WINOGRAD`: they ran Winograd on the measured GPUs)."""
+    architecture has none: every measured GPU's residuals, each less its own median (cuDNN's picks by shape
+    carry across architectures, a board's level does not; :func:`shape_residuals.pooled`), less the 3×3
+    stride-1 shapes where cuDNN has no forward Winograd (:data:`NO_FORWARD_WINOGRAD`: they ran Winograd on the measured GPUs)."""
     roofs = roofs or {}
     same_architecture = [name for name in measured if measured_gpus[name].architecture == gpu.architecture]
     same = [name for name in measured if measured_gpus[name].family == gpu.family]
