@@ -80,6 +80,10 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
         if totals.get("fit_verdict"):
             print(f"{totals['model']} b{totals['batch']} {totals['precision']} {totals['mode']} on "
                   f"{totals['device']}: {totals['fit_verdict']}.", file=out)
+    for totals, _ in results:
+        if totals.get("below_roofline"):
+            print(f"{totals['model']} b{totals['batch']} {totals['precision']} {totals['mode']} on "
+                  f"{totals['device']}: {totals['below_roofline']}.", file=out)
     sources = {(t["calibration_source"], t.get("predicted_seconds") is not None) for t, _ in results
                if t.get("calibration_source")}
     for source, timed in sorted(sources):
@@ -87,7 +91,9 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
             print(f"Predicted time: {source}.", file=out)
             continue
         print(f"Predicted time: host and GPU work per op, calibration {source}; the range is its uncertainty. "
-              f"roofline_seconds (--format json): every op at its roof, a lower bound.", file=out)
+              f"roofline_seconds (--format json): every op at its roof (attention as its fused kernel runs it on a GPU), "
+              f"a lower bound but for Winograd/FFT convolutions, which multiply less than the FLOPs counted, and data L2 "
+              f"holds (a line above names such rows).", file=out)
     if show_layers:
         for totals, layers in results:
             print(f"\n{totals['model']} — per layer (GFLOP, MB)", file=out)

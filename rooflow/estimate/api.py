@@ -137,7 +137,7 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
     per op, from the device's calibration) with its range, the per-op roofline time, the steady-state memory
     and whether it fits."""
     from rooflow.estimate.calibration import for_device
-    from rooflow.estimate.predict import predict_memory, predict_seconds
+    from rooflow.estimate.predict import below_roofline_flag, predict_memory, predict_seconds
     from rooflow.estimate.timemodel import predict_step
     from rooflow.hardware.devices import CEILINGS_FILE, default_catalogue_path, load_device
     from rooflow.io import read_json_object
@@ -153,7 +153,11 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
                       f"PyTorch's eager ops on a CUDA GPU or a CPU, and a {device.kind.upper()} runs an XLA-compiled "
                       f"step (only its roofline time: roofline_seconds in --format json)")
     elif device.bandwidth(True) or device.bandwidth(False):
-        totals.update(predict_step(result.ops, totals, device, calibration).as_dict())
+        step = predict_step(result.ops, totals, device, calibration)
+        totals.update(step.as_dict())
+        flag = below_roofline_flag(result.ops, step, device, totals["precision"], totals["roofline_seconds"], measured)
+        if flag:
+            totals["below_roofline"] = flag
     else:  # the local machine's entry: its roofs are measured, not in a datasheet
         totals.update(calibration_source=(
             f"none for {device.key}: its catalogue entry has no roofs (they are measured on the machine): measure "

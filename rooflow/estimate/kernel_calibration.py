@@ -630,6 +630,31 @@ def launch_floors(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) 
     return result
 
 
+def kernel_seconds(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) -> np.ndarray:
+    """The seconds of each measured-layout row's kernels, its launch floor apart: the model's, times the measured
+    shapes' residual near the row (as :func:`predict_seconds` corrects the whole call), never under the roofs of a
+    GEMM or of a convolution that cuDNN cannot run by Winograd or FFT. The residual scales the kernels' part only:
+    subtracting the floor from the corrected call instead would take a residual under 1 out of the kernels alone,
+    to nothing on a small call (a 1×1 convolution of 32 µs whose floor is 360 µs, at a residual of 0.88, left 0
+    s). The whole call (:func:`predict_seconds`) is left as fitted: its launch floor is no bound."""
+    prepared = _Prepared(rows, gpu)
+    modelled = _model_seconds(prepared, calibration)
+    corrected = predict_seconds(rows, gpu, calibration)
+    floors = launch_floors(rows, gpu, calibration)
+    kernels = np.maximum(modelled - floors, 0.0) * corrected / modelled
+    for op_class in ("gemm", "convolution"):
+        idx = prepared.index.get(op_class, ())
+        if not len(idx):
+            continue
+        # no kernel beats its roofs: the residuals are other shapes', often another GPU's, and a fit's efficiency
+        # over 1 (the P100's 1.21) is the fit's; only Winograd and FFT multiply less than the FLOPs counted
+        work = prepared.work[op_class]
+        roof = np.maximum(work["flops"] / gpu.fp32_flops_per_second, work["bytes"] / gpu.dram_bytes_per_second)
+        direct = ~(work["winograd"] | work["fft"]) if op_class == "convolution" else np.ones(len(idx), bool)
+        kernels[idx] = np.where(direct, np.maximum(kernels[idx], roof), kernels[idx])
+    return kernels
+
+
 def _model_seconds(prepared: _Prepared, calibration: KernelCalibration) -> np.ndarray:
     """The model's seconds of each prepared row, without the measured shapes' residuals."""
     result = np.full(len(prepared.op_class), np.nan)

@@ -125,8 +125,7 @@ def kernel_seconds(ops: pd.DataFrame, device) -> pd.DataFrame:
         return pd.DataFrame(columns=["seconds", "device_seconds", "candidate"])
     calibration, gpu = found
     seconds = kernel_calibration.predict_seconds(rows, gpu, calibration)
-    floors = kernel_calibration.launch_floors(rows, gpu, calibration)
-    device_seconds = np.maximum(seconds - floors, 0.0)
+    device_seconds = kernel_calibration.kernel_seconds(rows, gpu, calibration)
     candidate = rows["candidate"].eq(True).to_numpy() if "candidate" in rows else np.zeros(len(rows), bool)
     return pd.DataFrame({"seconds": seconds, "device_seconds": device_seconds, "candidate": candidate},
                         index=rows.index)

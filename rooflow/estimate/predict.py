@@ -12,6 +12,18 @@ runs one kernel per aten op and each kernel reads its inputs and writes its outp
 the tensors do not fit in L2). ``predicted_seconds_fused`` uses the fusion-aware traffic (BN folded,
 ReLU/add in the epilogue: what a compiler such as TensorRT or torch.compile achieves) as the lower
 bound. Launch overheads and tail effects are not modelled: a prediction is a lower bound on time.
+
+Attention on a CUDA GPU is priced as the kernel that runs, not the math decomposition the estimate counts
+(rooflow.estimate.attention): a layer that calls ``F.scaled_dot_product_attention`` runs one fused kernel, at
+its kernel's path (flash: the 16-bit dtype's tensor roof, where the math path up-casts q, k, v to fp32; the
+memory-efficient kernel's fp32: three TF32 products per product on sm_80 and newer), moving q, k, v and the
+output only, and its softmax, scaling and casts are not separate kernels. Priced as counted, ViT-H/14 b32
+bf16 training's roofline time on an H100 was 1.42x the time model's prediction, no lower bound at all.
+
+The counted FLOPs of a convolution are direct convolution's. cuDNN's Winograd and FFT algorithms multiply
+less: 3×3 stride-1 FP32 convolutions of the single-op data set ran at up to 2.24x the FP32 roof in those
+FLOPs (a V100), and rooflow's H100 VGG16 b256 FP32 training step at 1.01x its roofline time. Where the time
+model prices such convolutions below their roof, :func:`below_roofline` says so.
 """
 
 from __future__ import annotations
@@ -21,6 +33,8 @@ from typing import Any
 import pandas as pd
 
 from rooflow.conventions import MATMUL_OP_CLASSES
+from rooflow.estimate import attention
+from rooflow.estimate.core import parse_gemms
 
 BYTES_COLUMNS = {"unfused": ("bytes_read", "bytes_written"), "fused": ("fused_bytes_read", "fused_bytes_written")}
 
@@ -46,10 +60,38 @@ def op_times(ops: pd.DataFrame, device, precision: str, measured: bool = False,
     result = ops.copy()
     result["compute_seconds"] = result["flops"] / pd.Series(peaks, index=result.index, dtype=float)
     result["memory_seconds"] = (result[read] + result[written]) / bandwidth
+    if getattr(device, "is_cuda", False) and device.compute_capability:
+        _fused_attention(result, device, precision, measured, bandwidth, read, written)
     result["seconds"] = result[["compute_seconds", "memory_seconds"]].max(axis=1)
     result["bound"] = (result["compute_seconds"] >= result["memory_seconds"]).map({True: "compute",
                                                                                     False: "memory"})
     return result
+
+
+def _fused_attention(result: pd.DataFrame, device, precision: str, measured: bool, bandwidth: float,
+                     read: str, written: str) -> None:
+    """Price the attention of layers that call SDPA as their fused kernel runs it (module docstring), in place:
+    its products' FLOPs at the kernel's path, its operands' bytes; the rows it absorbs at no time."""
+    layers = attention.sdpa_layers(result["layer"], result["op"])
+    if not layers:
+        return
+    path, products = attention.kernel_path(precision, device.compute_capability)
+    peak = device.compute_peak(path, measured)
+    if not peak:
+        return
+    element_bytes = 2 if path in ("fp16", "bf16") else 4
+    absorbed = list(attention.fused_rows(result))
+    result.loc[absorbed, ["compute_seconds", "memory_seconds"]] = 0.0
+    products_rows = result.index[(result["op_class"] == "attention") & result["layer"].isin(layers)]
+    for index in products_rows:
+        views = parse_gemms(result.at[index, "gemms"])
+        if not views:
+            continue
+        calls = max(1, int(result.at[index, "calls"]))
+        result.at[index, "compute_seconds"] = float(result.at[index, "flops"]) / (peak / products)
+        fused = calls * attention.fused_bytes(views, element_bytes)
+        unfused = float(result.at[index, read] + result.at[index, written])
+        result.at[index, "memory_seconds"] = min(fused, unfused) / bandwidth
 
 
 def predict_seconds(ops: pd.DataFrame, device, precision: str, measured: bool = False,
@@ -75,6 +117,81 @@ def predict_seconds(ops: pd.DataFrame, device, precision: str, measured: bool = 
         "bytes_model": bytes_model,
         "precision": precision,
     }
+
+
+# A row priced under its roof by less than this share is not flagged: the kernel model holds a GEMM to its
+# product's FLOPs and bytes, the roofline to the op's as counted (an addmm's bias, its output's bytes), a few
+# percent apart (the A100's classifier addmm rows at 0.95-1.0 of their roof)
+BELOW_ROOF_TOLERANCE = 0.05
+BELOW_ROOF_CAUSES = {
+    "fast convolutions": "priced on cuDNN's Winograd/FFT algorithms, which multiply less than the direct convolution "
+                         "whose FLOPs the roofline counts (measured on the single-op data set's V100: up to 2.24x the "
+                         "FP32 roof in those FLOPs)",
+    "L2": "memory-bound, part of their working set kept in L2 by the kernel model (its fit of the single-op data "
+          "set's back-to-back calls) where the roofline moves every byte from DRAM",
+    "unexplained": "unexplained: priced above the datasheet's peak and bandwidth",
+}
+
+
+def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str,
+                   measured: bool = False) -> dict[str, dict[str, Any]]:
+    """The rows a prediction prices below their own roofline time (:func:`op_times`) by more than
+    :data:`BELOW_ROOF_TOLERANCE`, by cause (:data:`BELOW_ROOF_CAUSES`): ``fast convolutions`` (a 2-D kernel cuDNN
+    may run by Winograd or FFT), ``L2`` (a memory-bound row the kernel model prices, part of its bytes in L2),
+    ``unexplained`` (anything else). Per cause: ``rows``, ``roofline_seconds``, ``predicted_seconds`` and
+    ``ops`` (their names). ``row_seconds``: the predicted seconds per row label
+    (rooflow.estimate.timemodel.StepPrediction.row_seconds)."""
+    from rooflow.estimate import kernel_ops
+
+    times = op_times(ops, device, precision, measured)
+    result: dict[str, dict[str, Any]] = {}
+    if times is None or not row_seconds:
+        return result
+    kernel_model = set(kernel_ops.kernel_rows(ops, device).index) if getattr(device, "is_cuda", False) else set()
+    for index, predicted in row_seconds.items():
+        roof = float(times.at[index, "seconds"]) if index in times.index else 0.0
+        if not predicted < roof * (1 - BELOW_ROOF_TOLERANCE):
+            continue
+        op = str(ops.at[index, "op"])
+        if op.startswith("convolution") and any(view[4] for view in parse_gemms(ops.at[index, "gemms"])):
+            cause = "fast convolutions"
+        elif (times.at[index, "bound"] == "memory" and index in kernel_model
+              and ops.at[index, "op_class"] not in MATMUL_OP_CLASSES):
+            cause = "L2"
+        else:
+            cause = "unexplained"
+        entry = result.setdefault(cause, {"rows": 0, "roofline_seconds": 0.0, "predicted_seconds": 0.0, "ops": []})
+        entry["rows"] += 1
+        entry["roofline_seconds"] += roof
+        entry["predicted_seconds"] += float(predicted)
+        if op not in entry["ops"]:
+            entry["ops"].append(op)
+    return result
+
+
+def below_roofline_note(causes: dict[str, dict[str, Any]], predicted_seconds: float,
+                        roofline_seconds: float | None) -> str | None:
+    """One sentence on a prediction with rows under their roofline time (None where none is): the step's time
+    against its per-op roofline time, and per cause the rows, their times and why (:func:`below_roofline`)."""
+    if not causes or not roofline_seconds:
+        return None
+    parts = [f"{entry['rows']} {'/'.join(entry['ops'])} row(s) at {entry['predicted_seconds'] * 1e3:.3g} ms against "
+             f"{entry['roofline_seconds'] * 1e3:.3g} ms at their roof, {BELOW_ROOF_CAUSES[cause]}"
+             for cause, entry in causes.items()]
+    where = "under" if predicted_seconds < roofline_seconds else "over"
+    return (f"predicted {predicted_seconds * 1e3:.4g} ms, {where} its per-op roofline time of "
+            f"{roofline_seconds * 1e3:.4g} ms: " + "; ".join(parts))
+
+
+def below_roofline_flag(ops: pd.DataFrame, step, device, precision: str, roofline_seconds: float | None,
+                        measured: bool = False) -> str | None:
+    """The note a prediction ``step`` (rooflow.estimate.timemodel.StepPrediction) carries where it is under its
+    per-op roofline time, or prices a row under its roof without a known cause (:func:`below_roofline_note`);
+    None otherwise. A time under the roofline's bound is flagged with its rows' cause, never printed quietly."""
+    causes = below_roofline(ops, step.row_seconds, device, precision, measured)
+    if step.seconds < (roofline_seconds or 0.0) or "unexplained" in causes:
+        return below_roofline_note(causes, step.seconds, roofline_seconds)
+    return None
 
 
 # ------------------------------------------------------------------------------------------ memory

@@ -368,6 +368,8 @@ class StepPrediction:
     # per layer type (the module class, as the measured op_times name it): kernel seconds on a GPU, the ops'
     # whole time on a CPU (where the host is the device) — what the timing job's profiled iteration measures
     by_layer_type_seconds: dict[str, float] = field(default_factory=dict)
+    # per priced row of the ops table (its index label): the device seconds of all its calls, launch gaps apart
+    row_seconds: dict[Any, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"predicted_seconds": self.seconds, "predicted_seconds_low": self.low_seconds,
@@ -850,6 +852,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     kernels_total = 0
     by_class: dict[str, float] = {}
     by_type: dict[str, float] = {}
+    row_seconds: dict[Any, float] = {}
     module_calls = sum((totals.get("module_calls") or {}).values())
     forward_calls = int(ops.loc[ops["phase"] == "forward", "calls"].sum()) or 1
     module_share = calibration.host_module_seconds * module_calls / forward_calls
@@ -898,6 +901,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                     gaps_paid += start - max(device_clock, host_clock)
                     device_clock = start + work
         device_busy += calls * work + gaps_paid
+        row_seconds[index] = calls * work
         kernels_total += calls * kernels
         for part, seconds in parts.items():
             if seconds:
@@ -947,4 +951,4 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                           high_seconds=seconds * (1 + spread) + doubt_seconds,
                           device_seconds=device_busy, host_seconds=host_clock, bound=bound,
                           by_class_seconds=by_class, calibration_source=source, kernels=kernels_total,
-                          by_layer_type_seconds=by_type)
+                          by_layer_type_seconds=by_type, row_seconds=row_seconds)

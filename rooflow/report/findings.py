@@ -388,6 +388,13 @@ def _timing_checks(run: Any) -> list[Check]:
                            f"{low * 1e3:.3g}–{high * 1e3:.3g} ms",
                            f"outside the model's {band} band ({run.get('calibration_source')}); "
                            f"{_predicted_time_carrier(run)}"))
+    under = _text(run.get("below_roofline"))
+    if under:  # rooflow.estimate.predict.below_roofline_flag: its rows and their causes, read from the model
+        out.append(for_run(run, "error" if "unexplained" in under else "warning", "prediction under its roofline",
+                           f"predicted {float(run['predicted_seconds']) * 1e3:.3g} ms, roofline "
+                           f"{float(run['roofline_seconds']) * 1e3:.3g} ms" if _finite(run.get("predicted_seconds"))
+                           and _finite(run.get("roofline_seconds")) else "rows under their roof",
+                           "every row at or above its roof", under))
     ratio, measured = run.get("measured_over_predicted_memory"), run.get("measured_memory_bytes")
     low, high = run.get("predicted_memory_bytes_low"), run.get("predicted_memory_bytes_high")
     if run.get("device_kind") == "cuda" and _finite(ratio) and abs(ratio - 1) > MEMORY_BAND:

@@ -62,7 +62,7 @@ COLUMNS = [
     "predicted_host_seconds", "predicted_device_seconds", "predicted_seconds_by_class",
     "predicted_seconds_by_layer_type", "measured_seconds_by_layer_type", "calibration_source",
     "top_time", "top_time_source",
-    "measured_over_predicted", "roofline_seconds",
+    "measured_over_predicted", "roofline_seconds", "below_roofline",
     "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
     "measured_memory_bytes", "warmup_memory_bytes", "measured_reserved_bytes", "measured_over_predicted_memory",
     "flops_ratio", "bytes_ratio", "reconciliation", "bytes_reconciliation",
@@ -109,7 +109,7 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
                  calibration) -> None:
     """Predicted time (rooflow.estimate.timemodel) and memory (rooflow.estimate.predict), and their ratios to
     the measurement (rooflow.report.findings holds the checks that compare them)."""
-    from rooflow.estimate.predict import predict_memory
+    from rooflow.estimate.predict import below_roofline_flag, predict_memory
     from rooflow.estimate.timemodel import predict_step
 
     row["roofline_seconds"] = _roofline_seconds(ops, device, row["precision"])
@@ -122,6 +122,8 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
         values["predicted_seconds_by_layer_type"] = json.dumps({k: round(v, 9) for k, v in sorted(
             prediction.by_layer_type_seconds.items(), key=lambda kv: -kv[1])})
         row.update(values)
+        row["below_roofline"] = below_roofline_flag(ops, prediction, device, row["precision"], row["roofline_seconds"],
+                                                    measured=not device.peak_flops_per_second)
         if seconds and prediction.seconds:
             row["measured_over_predicted"] = seconds / prediction.seconds
     memory = predict_memory(estimate, device)

@@ -96,6 +96,19 @@ def test_table_has_units(capsys):
     assert "resnet18" in out and "layer1.0.conv1" in out
 
 
+def test_a_prediction_under_its_roofline_says_which_rows_and_why(capsys):
+    """VGG16 FP32 on an A100 80GB: its 3×3 convolutions priced on Winograd/FFT, faster than the direct FLOPs'
+    roof; the table says so beneath it, and --format json carries the same sentence."""
+    status, out, _ = run(capsys, "vgg16", "--batch", "32", "--device", "a100-pcie-80gb")
+    assert status == 0
+    line = next(line for line in out.splitlines() if line.startswith("vgg16 b32 fp32 inference on a100-pcie-80gb: "
+                                                                      "predicted"))
+    assert "under its per-op roofline time" in line and "convolution row(s)" in line and "Winograd/FFT" in line
+    status, out, _ = run(capsys, "vgg16", "--batch", "32", "--device", "a100-pcie-80gb", "--format", "json")
+    (entry,) = json.loads(out)
+    assert entry["predicted_seconds"] < entry["roofline_seconds"] and entry["below_roofline"] in line
+
+
 def test_unknown_model_is_one_clear_error(capsys):
     status, _, err = run(capsys, "resnet19", "alexnet")
     assert status == 2

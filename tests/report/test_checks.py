@@ -192,3 +192,25 @@ def test_an_fp32_run_whose_estimate_sits_above_the_fp32_roof_is_flagged():
                     peak_flops_per_second=19.5e12, bandwidth_bytes_per_second=1555e9,
                     flops_source="estimate", bytes_source="estimate-fused")
     assert build_checks(summary(plain))[0].empty
+
+
+def test_a_prediction_under_its_roofline_is_flagged_with_the_models_cause():
+    """The summary's below_roofline (rooflow.estimate.predict.below_roofline_flag): a warning where every row under
+    its roof has a known cause, an error where one is unexplained; nothing where the column is empty."""
+    from rooflow.estimate.predict import BELOW_ROOF_CAUSES
+
+    explained = run_row(device="a100", model="vgg16", predicted_seconds=0.0268, roofline_seconds=0.0533,
+                        below_roofline="predicted 26.8 ms, under its per-op roofline time of 53.3 ms: 12 convolution "
+                                       "row(s) at 22.1 ms against 50.1 ms at their roof, "
+                                       + BELOW_ROOF_CAUSES["fast convolutions"])
+    unexplained = run_row(device="a100", model="resnet18", predicted_seconds=0.005, roofline_seconds=0.0068,
+                          below_roofline="predicted 5 ms, under its per-op roofline time of 6.8 ms: 3 convolution "
+                                         "row(s) at 0.01 ms against 0.06 ms at their roof, "
+                                         + BELOW_ROOF_CAUSES["unexplained"])
+    checks, _ = build_checks(summary(explained, unexplained, run_row(model="alexnet", below_roofline=None)))
+    by_model = {r["model"]: r for _, r in checks.iterrows()}
+    assert set(by_model) == {"vgg16", "resnet18"}
+    assert by_model["vgg16"]["severity"] == "warning" and by_model["vgg16"]["check"] == "prediction under its roofline"
+    assert by_model["vgg16"]["value"] == "predicted 26.8 ms, roofline 53.3 ms"
+    assert "Winograd/FFT" in by_model["vgg16"]["likely_cause"]
+    assert by_model["resnet18"]["severity"] == "error"
