@@ -13,6 +13,7 @@ Each model's estimate (seconds, on the meta device) is made once per precision a
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from rooflow.estimate import api
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     for precision in args.precisions:
         for mode in args.modes:
-            for model in models:
+            for number, model in enumerate(models, 1):
+                print(f"{precision} {mode}: {number}/{len(models)} {model}", file=sys.stderr, flush=True)
                 result = api.estimate(model, args.batch, precision, mode)
                 for device in args.devices:
                     api.predict(result, device)

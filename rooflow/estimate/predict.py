@@ -129,7 +129,7 @@ BELOW_ROOF_CAUSES = {
                          "FP32 roof in those FLOPs)",
     "L2": "memory-bound, part of their working set kept in L2 by the kernel model (its fit of the single-op data "
           "set's back-to-back calls) where the roofline moves every byte from DRAM",
-    "unexplained": "unexplained: priced above the datasheet's peak and bandwidth",
+    "unexplained": "unexplained: priced above its roofs (the roofline's peak and bandwidth)",
 }
 
 

@@ -126,3 +126,21 @@ def test_a_measured_step_of_fast_convolutions_beats_the_direct_flops_roofline():
     assert run["median_seconds"] < result.totals["roofline_seconds"] < result.totals["predicted_seconds"]
     convolutions = result.ops[result.ops["op"].str.startswith("convolution")]
     assert all(parse_gemms(g)[0][4] for g in convolutions["gemms"].iloc[1:])  # every 3×3 stride-1 but the stem's
+
+
+def test_a_depthwise_convolution_is_never_priced_under_its_flops_at_the_fp32_roof():
+    """Depthwise layers are priced by their bytes (memory-bound on a GPU). On a CPU, at this machine's measured
+    roofs (236 GFLOP/s FP32, 34 GB/s), ConvNeXt-T's 7×7 ones are compute-bound: their bytes priced them at 0.94x
+    their FLOPs' roof, an unexplained row under it."""
+    cpu = load_device(default_catalogue_path(), "cpu", None)
+    cpu.measured_peak_flops_per_second = {"fp32": 2.36e11}
+    cpu.measured_dram_bytes_per_second = 3.4e10
+    result = api.estimate("convnext_tiny", 16, "fp32", "inference")
+    step = predict_step(result.ops, result.totals, cpu, for_device(cpu))
+    times = op_times(result.ops, cpu, "fp32", measured=True)
+    depthwise = [index for index in result.ops.index if result.ops.at[index, "op"] == "convolution"
+                 and parse_gemms(result.ops.at[index, "gemms"])[0][1] == 1]  # one output channel per group
+    assert len(depthwise) == 18 and all(times.at[index, "bound"] == "compute" for index in depthwise)
+    for index in depthwise:
+        assert step.row_seconds[index] >= times.at[index, "compute_seconds"]
+    assert "unexplained" not in below_roofline(result.ops, step.row_seconds, cpu, "fp32", measured=True)
