@@ -92,8 +92,8 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
             continue
         print(f"Predicted time: host and GPU work per op, calibration {source}; the range is its uncertainty. "
               f"roofline_seconds (--format json): every op at its roof (attention as its fused kernel runs it on a GPU), "
-              f"a lower bound but for Winograd/FFT convolutions, which multiply less than the FLOPs counted, and data L2 "
-              f"holds (a line above names such rows).", file=out)
+              f"a lower bound but for Winograd/FFT convolutions, which multiply less than the FLOPs counted, and data priced "
+              f"in cache (a line above names such rows).", file=out)
     if show_layers:
         for totals, layers in results:
             print(f"\n{totals['model']} — per layer (GFLOP, MB)", file=out)

@@ -155,7 +155,8 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
     elif device.bandwidth(True) or device.bandwidth(False):
         step = predict_step(result.ops, totals, device, calibration)
         totals.update(step.as_dict())
-        flag = below_roofline_flag(result.ops, step, device, totals["precision"], totals["roofline_seconds"], measured)
+        flag = below_roofline_flag(result.ops, step, device, totals["precision"], totals["roofline_seconds"], measured,
+                                   calibration.cache_bytes)
         if flag:
             totals["below_roofline"] = flag
     else:  # the local machine's entry: its roofs are measured, not in a datasheet

@@ -127,17 +127,19 @@ BELOW_ROOF_CAUSES = {
     "fast convolutions": "priced on cuDNN's Winograd/FFT algorithms, which multiply less than the direct convolution "
                          "whose FLOPs the roofline counts (measured on the single-op data set's V100: up to 2.24x the "
                          "FP32 roof in those FLOPs)",
-    "L2": "memory-bound, part of their working set kept in L2 by the kernel model (its fit of the single-op data "
-          "set's back-to-back calls) where the roofline moves every byte from DRAM",
+    "cache": "memory-bound, priced with their working set partly or wholly in cache where the roofline moves every "
+             "byte from DRAM (the kernel model's L2 share, fitted to the single-op data set's back-to-back calls; a "
+             "working set within half the calibration's cache, at the rate measured there)",
     "unexplained": "unexplained: priced above its roofs (the roofline's peak and bandwidth)",
 }
 
 
-def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str,
-                   measured: bool = False) -> dict[str, dict[str, Any]]:
+def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str, measured: bool = False,
+                   cache_bytes: float | None = None) -> dict[str, dict[str, Any]]:
     """The rows a prediction prices below their own roofline time (:func:`op_times`) by more than
     :data:`BELOW_ROOF_TOLERANCE`, by cause (:data:`BELOW_ROOF_CAUSES`): ``fast convolutions`` (a 2-D kernel cuDNN
-    may run by Winograd or FFT), ``L2`` (a memory-bound row the kernel model prices, part of its bytes in L2),
+    may run by Winograd or FFT), ``cache`` (a memory-bound row the kernel model prices, part of its bytes in L2, or
+    one whose bytes per call are within half the time model's ``cache_bytes``: priced at the cache's rate),
     ``unexplained`` (anything else). Per cause: ``rows``, ``roofline_seconds``, ``predicted_seconds`` and
     ``ops`` (their names). ``row_seconds``: the predicted seconds per row label
     (rooflow.estimate.timemodel.StepPrediction.row_seconds)."""
@@ -155,9 +157,9 @@ def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str,
         op = str(ops.at[index, "op"])
         if op.startswith("convolution") and any(view[4] for view in parse_gemms(ops.at[index, "gemms"])):
             cause = "fast convolutions"
-        elif (times.at[index, "bound"] == "memory" and index in kernel_model
-              and ops.at[index, "op_class"] not in MATMUL_OP_CLASSES):
-            cause = "L2"
+        elif times.at[index, "bound"] == "memory" and ops.at[index, "op_class"] not in MATMUL_OP_CLASSES and (
+                index in kernel_model or _cache_resident(ops.loc[index], cache_bytes)):
+            cause = "cache"
         else:
             cause = "unexplained"
         entry = result.setdefault(cause, {"rows": 0, "roofline_seconds": 0.0, "predicted_seconds": 0.0, "ops": []})
@@ -167,6 +169,13 @@ def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str,
         if op not in entry["ops"]:
             entry["ops"].append(op)
     return result
+
+
+def _cache_resident(row, cache_bytes: float | None) -> bool:
+    """Whether the time model prices a row at its cache's rate (rooflow.estimate.timemodel.device_op_seconds: the
+    bytes of one call within half the calibration's cache)."""
+    calls = max(1, int(row["calls"]))
+    return bool(cache_bytes) and (float(row["bytes_read"]) + float(row["bytes_written"])) / calls <= cache_bytes / 2
 
 
 def below_roofline_note(causes: dict[str, dict[str, Any]], predicted_seconds: float,
@@ -184,11 +193,12 @@ def below_roofline_note(causes: dict[str, dict[str, Any]], predicted_seconds: fl
 
 
 def below_roofline_flag(ops: pd.DataFrame, step, device, precision: str, roofline_seconds: float | None,
-                        measured: bool = False) -> str | None:
+                        measured: bool = False, cache_bytes: float | None = None) -> str | None:
     """The note a prediction ``step`` (rooflow.estimate.timemodel.StepPrediction) carries where it is under its
     per-op roofline time, or prices a row under its roof without a known cause (:func:`below_roofline_note`);
-    None otherwise. A time under the roofline's bound is flagged with its rows' cause, never printed quietly."""
-    causes = below_roofline(ops, step.row_seconds, device, precision, measured)
+    None otherwise. A time under the roofline's bound is flagged with its rows' cause, never printed quietly.
+    ``cache_bytes``: the calibration's (rooflow.estimate.timemodel.Calibration.cache_bytes)."""
+    causes = below_roofline(ops, step.row_seconds, device, precision, measured, cache_bytes)
     if step.seconds < (roofline_seconds or 0.0) or "unexplained" in causes:
         return below_roofline_note(causes, step.seconds, roofline_seconds)
     return None

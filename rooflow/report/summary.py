@@ -123,7 +123,7 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
             prediction.by_layer_type_seconds.items(), key=lambda kv: -kv[1])})
         row.update(values)
         row["below_roofline"] = below_roofline_flag(ops, prediction, device, row["precision"], row["roofline_seconds"],
-                                                    measured=not device.peak_flops_per_second)
+                                                    not device.peak_flops_per_second, calibration.cache_bytes)
         if seconds and prediction.seconds:
             row["measured_over_predicted"] = seconds / prediction.seconds
     memory = predict_memory(estimate, device)
