@@ -144,12 +144,14 @@ def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str,
     ``ops`` (their names). ``row_seconds``: the predicted seconds per row label
     (rooflow.estimate.timemodel.StepPrediction.row_seconds)."""
     from rooflow.estimate import kernel_ops
+    from rooflow.estimate.timemodel import cache_resident
 
     times = op_times(ops, device, precision, measured)
     result: dict[str, dict[str, Any]] = {}
     if times is None or not row_seconds:
         return result
     kernel_model = set(kernel_ops.kernel_rows(ops, device).index) if getattr(device, "is_cuda", False) else set()
+    bytes_per_call = (ops["bytes_read"] + ops["bytes_written"]) / ops["calls"].clip(lower=1)
     for index, predicted in row_seconds.items():
         roof = float(times.at[index, "seconds"]) if index in times.index else 0.0
         if not predicted < roof * (1 - BELOW_ROOF_TOLERANCE):
@@ -158,7 +160,7 @@ def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str,
         if op.startswith("convolution") and any(view[4] for view in parse_gemms(ops.at[index, "gemms"])):
             cause = "fast convolutions"
         elif times.at[index, "bound"] == "memory" and ops.at[index, "op_class"] not in MATMUL_OP_CLASSES and (
-                index in kernel_model or _cache_resident(ops.loc[index], cache_bytes)):
+                index in kernel_model or cache_resident(bytes_per_call[index], cache_bytes)):
             cause = "cache"
         else:
             cause = "unexplained"
@@ -169,13 +171,6 @@ def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str,
         if op not in entry["ops"]:
             entry["ops"].append(op)
     return result
-
-
-def _cache_resident(row, cache_bytes: float | None) -> bool:
-    """Whether the time model prices a row at its cache's rate (rooflow.estimate.timemodel.device_op_seconds: the
-    bytes of one call within half the calibration's cache)."""
-    calls = max(1, int(row["calls"]))
-    return bool(cache_bytes) and (float(row["bytes_read"]) + float(row["bytes_written"])) / calls <= cache_bytes / 2
 
 
 def below_roofline_note(causes: dict[str, dict[str, Any]], predicted_seconds: float,

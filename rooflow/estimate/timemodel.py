@@ -223,6 +223,11 @@ MAX_POOL_OUTPUT_LOADS = 10.2
 MAX_POOL_CLASS = "max_pool"
 
 
+def cache_resident(bytes_per_call: float, cache_bytes: float | None) -> bool:
+    """Whether one call's bytes are priced at the cache's rate: within half the calibration's cache."""
+    return bool(cache_bytes) and bytes_per_call <= cache_bytes / 2
+
+
 def undirected(path: str) -> str:
     """A compute path without its direction ("tf32_backward" → "tf32")."""
     return path.rsplit("_", 1)[0] if path.endswith(DIRECTIONS) else path
@@ -661,7 +666,7 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     # other kernels than forward, in training and inference alike
     efficiency_class = f"{memory_class}_backward" if memory_class == "depthwise" and row["phase"] == "backward" \
         else memory_class
-    cached = bool(calibration.cache_bytes) and terms["bytes"] <= calibration.cache_bytes / 2
+    cached = cache_resident(terms["bytes"], calibration.cache_bytes)
     memory_bytes, memory_bandwidth = terms["bytes"], bandwidth
     if calibration.kind == "cuda" and memory_class in ("elementwise", "memory"):
         if indexed_elementwise(row):  # elements, held to what the SMs index
