@@ -43,6 +43,9 @@ SHAPES_PER_OPERATOR = {"conv": 500, "linear": 500, "bmm": 500}
 SHAPES_DEFAULT = 40
 MAX_TENSOR_BYTES = 2**30  # a drawn shape whose tensors exceed this is drawn again (a 16 GB board holds it)
 MAX_FLOPS = 2e12  # nor one of more FLOPs than this (half a second a call on a T4)
+# Operators whose kernels the library picks by shape (cuDNN's algorithm, cuBLAS's tile): on a GPU their rows
+# name the kernels one call launched (`Kernels`, `Kernel Name`: the longest), as the data set's do
+LIBRARY_OPERATORS = ("conv", "linear", "bmm")
 
 
 def _flops_and_bytes(operator: str, shape: dict[str, int]) -> tuple[float, float]:
@@ -134,6 +137,26 @@ def time_call(torch, call: Callable[[], Any], cuda: bool, calls: int = CALLS, fa
     return sum(sorted(seconds)[:fastest]) / fastest
 
 
+def launched_kernels(torch, call: Callable[[], Any]) -> list[tuple[str, float]]:
+    """The kernels one call of ``call`` launches on the GPU, in start order, with their seconds: a torch.profiler
+    trace (CUDA activity) of that call, as the data set's ``Kernels`` recorded them."""
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from rooflow.measure.timeline import parse_trace
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as profiler:
+        call()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "trace.json"
+        profiler.export_chrome_trace(str(path))
+        timeline = parse_trace(path)
+    kernels = timeline[timeline["kind"] == "kernel"]
+    return list(zip(kernels["name"], kernels["seconds"]))
+
+
 def device_config(device) -> dict[str, Any]:
     """The data set's ``device_configs/<GPU>.json`` of a catalogue GPU (their units: GB, GB/s, MHz, GFLOP/s,
     MB), which the kernel model reads its datasheet from."""
@@ -153,15 +176,44 @@ def device_config(device) -> dict[str, Any]:
             "L2Cache": device.l2_cache_bytes / 2**20}
 
 
+def _write_rows(path: Path, measured: list[tuple[dict[str, int], dict[str, Any]]]) -> None:
+    import pandas as pd
+
+    from rooflow.io import write_csv
+
+    write_csv(path, pd.DataFrame([{**row, **shape} for shape, row in measured]))
+
+
+def _name_kernels(torch, measured: dict[str, list[tuple[dict[str, int], dict[str, Any]]]], torch_device: str,
+                  folder: Path, file_name: str, log: Callable[[str], None]) -> None:
+    """Add to each library operator's rows the kernels one more call of its shape launches (cudnn.benchmark's
+    pick, cached from its timing) and rewrite its file; a profiler that fails leaves the latencies as written."""
+    for operator in LIBRARY_OPERATORS:
+        began = time.monotonic()
+        for shape, row in measured.get(operator, []):
+            try:
+                kernels = launched_kernels(torch, build_call(torch, operator, shape, torch_device))
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                continue
+            except Exception as error:  # noqa: BLE001 - the latencies stand without the names
+                log(f"single ops: kernel names not recorded (torch.profiler: {type(error).__name__}: {error}); "
+                    f"the latencies are written without them")
+                return
+            row["Kernels"] = "".join(f";{name}" for name, _ in kernels)
+            row["Kernel Name"] = max(kernels, key=lambda k: k[1])[0] if kernels else ""
+        if measured.get(operator):
+            _write_rows(folder / operator / f"{file_name}.csv", measured[operator])
+            log(f"single ops: {operator}: kernels named in {time.monotonic() - began:.1f} s")
+
+
 def collect(torch, device, folder: str | Path, counts: dict[str, int] | int | None = None, seed: int = 0,
             torch_device: str = "cuda", log: Callable[[str], None] = print) -> Path:
     """Measure :func:`plan`'s shapes on ``torch_device`` and write them under ``folder`` in the data set's layout
     (each file atomically: a killed run leaves none half-written); returns ``folder``. ``device``: the
     catalogue entry of this GPU (its name labels the rows; its datasheet is the device config); ``counts``: shapes
     per operator (default :func:`shape_counts`). A shape the GPU has no memory for is left out and said so."""
-    import pandas as pd
-
-    from rooflow.io import write_csv, write_json
+    from rooflow.io import write_json
 
     folder, cuda = Path(folder), torch_device.startswith("cuda")
     counts = shape_counts() if counts is None else counts
@@ -170,9 +222,10 @@ def collect(torch, device, folder: str | Path, counts: dict[str, int] | int | No
     torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32 = True, False
     torch.backends.cuda.matmul.allow_tf32 = False
     file_name = device.name.replace(" ", "_")
+    measured: dict[str, list[tuple[dict[str, int], dict[str, Any]]]] = {}
     try:
         for operator, shapes in plan(counts, seed).items():
-            rows, began = [], time.monotonic()
+            measured[operator], began = [], time.monotonic()
             for shape in shapes:
                 try:
                     call = build_call(torch, operator, shape, torch_device)
@@ -185,10 +238,15 @@ def collect(torch, device, folder: str | Path, counts: dict[str, int] | int | No
                        "Torch Version": torch.__version__, "CUDA Version": torch.version.cuda or ""}
                 if operator == "conv":
                     row.update(Kernel_Szie=3, Stride=1, Padding=1)
-                rows.append({**row, **shape})
+                measured[operator].append((shape, row))
                 del call
-            write_csv(folder / operator / f"{file_name}.csv", pd.DataFrame(rows))
-            log(f"single ops: {operator}: {len(rows)} shapes measured in {time.monotonic() - began:.1f} s")
+            _write_rows(folder / operator / f"{file_name}.csv", measured[operator])
+            log(f"single ops: {operator}: {len(measured[operator])} shapes measured in "
+                f"{time.monotonic() - began:.1f} s")
+        if cuda:
+            # After every latency: a process that has run torch.profiler launches slower (CUPTI stays attached;
+            # on an H200 the elementwise calls timed after it took 2.3x their time)
+            _name_kernels(torch, measured, torch_device, folder, file_name, log)
         write_json(folder / "device_configs" / f"{file_name}.json", config)
         cudnn = torch.backends.cudnn.version() if cuda else None
         measured_by = (f"measured by rooflow ceilings --single-ops on {torch_device} ({device.key}), torch "

@@ -45,6 +45,10 @@ def _cmd(args) -> int:
 
     if args.check:
         print(format_table(check_shipped(args.check), "GPU (shipped calibration)"))
+        print("\n" + format_table(check_shipped(args.check, host_floors=True), "with its host's floors"))
+        print("\nThe second table takes each operator's launch floor from the files' fastest calls: a floor is the "
+              "measuring host's dispatch path (its CPU, driver and torch), not the GPU's; the shipped floors are "
+              "the public data set's hosts'.")
         return 0
     if not args.data:
         raise RooflowError("give --data DIR (measurements to fit or hold out) "

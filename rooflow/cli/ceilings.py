@@ -13,20 +13,22 @@ from rooflow.ceilings.plan import GIGA, TERA
 from rooflow.errors import RooflowError
 from rooflow.io import write_json
 
+NAME_WIDTH = 18  # "  gemm_fp64_tensor", the longest roof name
+
 
 def format_table(result: dict[str, Any], datasheet: Any = None) -> str:
     """Measured roofs (and the datasheet's beside them when `datasheet` is a rooflow Device)."""
     lines = [f"{result['device_kind']} ceilings of {result['device_name']}"
              + (f", {result['threads']} threads" if result.get("threads") else "")
              + (" (quick)" if result.get("quick") else "") + f", {result['seconds_total']:.1f} s"]
-    header = f"{'roof':14} {'best':>12} {'median':>12} {'datasheet':>12} {'best/datasheet':>14}"
+    header = f"{'roof':{NAME_WIDTH}} {'best':>12} {'median':>12} {'datasheet':>12} {'best/datasheet':>14}"
     lines += [header, "-" * len(header)]
 
     def row(name: str, best: float | None, median: float | None, sheet: float | None, scale: float, unit: str):
         def fmt(v: float | None) -> str:
             return f"{v / scale:8.4g} {unit}" if v else f"{'-':>12}"
         ratio = f"{best / sheet:14.0%}" if best and sheet else f"{'-':>14}"
-        lines.append(f"{name:14} {fmt(best):>12} {fmt(median):>12} {fmt(sheet):>12} {ratio}")
+        lines.append(f"{name:{NAME_WIDTH}} {fmt(best):>12} {fmt(median):>12} {fmt(sheet):>12} {ratio}")
 
     keys = list(result["peak_flops_per_second"])
     if datasheet is not None:
