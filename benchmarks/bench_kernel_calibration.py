@@ -154,6 +154,9 @@ def main() -> None:
     gpus = load_dataset_gpus(args.data)
     print(f"{len(data)} measured calls on {data['gpu'].nunique()} GPUs\n\nheld one GPU out:")
     print(format_table(held_one_out(data, gpus)))
+    print("\nheld one GPU out, with the launch floors of the host that measured it (each operator's fastest calls; "
+          "a convolution's fastest tenth less their work):")
+    print(format_table(held_one_out(data, gpus, host_floors=True), "held out, host floors"))
     print("\nheld-out shapes (20% of each GPU's shapes per operator, fitted on the rest):")
     print(format_table(held_out_shapes(data, gpus), "held-out shapes of"))
     counts = shape_counts()

@@ -244,8 +244,8 @@ def collect(torch, device, folder: str | Path, counts: dict[str, int] | int | No
             log(f"single ops: {operator}: {len(measured[operator])} shapes measured in "
                 f"{time.monotonic() - began:.1f} s")
         if cuda:
-            # After every latency: a process that has run torch.profiler launches slower (CUPTI stays attached;
-            # on an H200 the elementwise calls timed after it took 2.3x their time)
+            # After every latency: a process that has run torch.profiler times later calls slower (on an H200 its
+            # elementwise calls took a median 2.29x a clean run's, two clean runs 1.13x apart)
             _name_kernels(torch, measured, torch_device, folder, file_name, log)
         write_json(folder / "device_configs" / f"{file_name}.json", config)
         cudnn = torch.backends.cudnn.version() if cuda else None

@@ -993,15 +993,19 @@ def _throttled(seconds: np.ndarray, p: dict[str, float]) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------ checking
-def held_one_out(data: pd.DataFrame, gpus: dict[str, Gpu], band: float = 0.25) -> pd.DataFrame:
+def held_one_out(data: pd.DataFrame, gpus: dict[str, Gpu], band: float = 0.25,
+                 host_floors: bool = False) -> pd.DataFrame:
     """Train on all GPUs but one, predict the one left out (its family's or all GPUs' parameters with its
-    datasheet): per held-out GPU and class, rows, the fraction within ±``band`` and the median |error|."""
+    datasheet): per held-out GPU and class, rows, the fraction within ±``band`` and the median |error|.
+    ``host_floors``: with the launch floors of the host that measured the held-out GPU (:func:`with_host_floors`)."""
     calibrations = {name: fit_gpu(rows, gpus[name], source=f"fitted on {name}")
                     for name, rows in data.groupby("gpu")}
     table = []
     for name, rows in data.groupby("gpu"):
         others = {other: cal for other, cal in calibrations.items() if other != name}
         calibration = family_calibration(gpus[name], others, gpus)
+        if host_floors:
+            calibration = with_host_floors(rows, gpus[name], calibration)
         predicted = predict_seconds(rows, gpus[name], calibration)
         table += _score(rows, predicted, name, band)
     return pd.DataFrame(table)

@@ -233,6 +233,23 @@ def sample():
 
 
 @needs_data
+def test_the_p100s_memory_bound_misses_are_its_hosts_launch_floor(sample):
+    """Held one out, the P100's elementwise and softmax calls miss (55% and 18% within ±25% on the full data) by
+    its measuring host's launch floor (its fastest add, mul, ReLU and softmax: 41-56 µs; the other GPUs' 25-40
+    µs), not by its kernels: with that
+    host's floors they are 98% and 88% (full data). A convolution's floor is not a host's: the data set's fits
+    put it at 213-470 µs, above their fastest calls (66-108 µs), and their shapes' residuals correct it; taken
+    from the fastest calls instead, the P100's convolutions fall (85% → 37% on the full data)."""
+    gpus = kc.load_dataset_gpus(KERNELS)
+    table = kc.held_one_out(sample, gpus).set_index(["gpu", "op_class"])["within"]
+    host = kc.held_one_out(sample, gpus, host_floors=True).set_index(["gpu", "op_class"])["within"]
+    p100 = "Tesla P100-PCIE-16GB"
+    for op_class in ("elementwise", "softmax"):
+        assert table[(p100, op_class)] < 0.7 and host[(p100, op_class)] >= 0.85, (op_class, table, host)
+    assert host[(p100, "convolution")] < table[(p100, "convolution")] - 0.2
+
+
+@needs_data
 def test_held_one_gpu_out(sample):
     """Train on four GPUs, predict the fifth. Pinned at what the model reaches (the issue asks 80% within
     ±25% per class; see the report): the memory-bound classes on every GPU but the P100 (whose measuring
