@@ -45,7 +45,9 @@ def _compare(path: Path, device, calibration, keep, rest_counts_run: bool) -> pd
         est = cached_estimate(run["model"], run["batch"], run["precision"], run["mode"])
         time = predict_step(est.ops, est.totals, device, calibration)
         run_bytes = est.totals["weight_bytes"] + est.totals["input_bytes"] if rest_counts_run else 0
-        memory = predict_memory(est.totals, device, held_workspace_threads(run["at_rest_before"], device, run_bytes))
+        # the 2026-11-28 sweep did not record what was held at rest (its steps' memory is predicted without it)
+        held = held_workspace_threads(run.get("at_rest_before", 0), device, run_bytes)
+        memory = predict_memory(est.totals, device, held)
         rows.append({**{k: run[k] for k in ("model", "batch", "precision", "mode")}, "bound": time.bound,
                      "time_ratio": run["median_seconds"] / time.seconds,
                      "memory_ratio": run["steady_peak_allocated"] / memory["predicted_memory_bytes"],
@@ -190,6 +192,24 @@ def test_h200_memory_of_models_not_in_the_h100_sweep(h200):
     assert (error[new["precision"] == "fp32"] <= 0.02).all()
     densenet = new[new["model"] == "densenet121"]["memory_ratio"]
     assert ((densenet - 1).abs() <= 0.02).all()
+
+
+H200_UNSEEN = ROOT / "tests" / "data" / "real" / "gpu-2026-11-28" / "h200-sweep-new-models.jsonl"
+
+
+def test_h200_models_no_fixture_held():
+    """Eleven torchvision models of which no run was in the repository while the time and memory models were
+    built (ResNet-101, ResNeXt-50, MobileNetV3-L, Swin-T, Wide ResNet-50, ViT-B/32, ShuffleNetV2, DenseNet-169,
+    EfficientNet-B2, RegNetX-3.2GF, ConvNeXt-S), bf16 training at batch 256, measured on the lent H200 after
+    the model was fixed (2026-11-28): 11 of 11 within ±25%, mean |error| 7.8% (the widest, Swin-T at 1.18
+    measured/predicted, is unexplained: no trace of it was recorded); memory within ±4%."""
+    device = load_device(ROOT / "config" / "devices.yaml", "h200-sxm-141gb")
+    runs = _compare(H200_UNSEEN, device, for_device(device), lambda run: True, False)
+    error = (runs["time_ratio"] - 1).abs()
+    assert len(runs) == 11 and set(runs["precision"] + runs["mode"]) == {"bf16training"}
+    assert not set(runs["model"]) & {json.loads(line)["model"] for line in H200_SWEEP.read_text().splitlines()}
+    assert (runs["bound"] == "gpu").all() and (error <= 0.25).all() and error.mean() <= 0.09
+    assert ((runs["memory_ratio"] - 1).abs() <= 0.05).all()
 
 
 # ---------------------------------------------------------------------------------------------------
