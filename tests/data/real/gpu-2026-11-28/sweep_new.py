@@ -2,7 +2,10 @@
 gpu-2026-11-25 did (rooflow.measure.timing.measure, cudnn.benchmark switched on after the Runner is built), with
 5 warm-up and 15 timed iterations in one round, most wanted first, within a time budget.
 Usage: python3 sweep_new.py OUT.jsonl SECONDS"""
-import json, sys, time, traceback
+import json
+import sys
+import time
+import traceback
 
 import torch
 import torchvision
