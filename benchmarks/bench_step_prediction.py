@@ -32,6 +32,9 @@ SWEEPS = {
     "h200": (MEMORY_SWEEPS["h200"][0], "h200-sxm-141gb"),
     "h100-new": (ROOT / "tests" / "data" / "real" / "gpu-2026-11-25" / "h100-sweep-5-new-models-partial.jsonl",
                  "h100-sxm5-80gb"),
+    # eleven models no fixture held, recorded after the model was fixed (bf16 training, batch 256)
+    "h200-unseen": (ROOT / "tests" / "data" / "real" / "gpu-2026-11-28" / "h200-sweep-new-models.jsonl",
+                    "h200-sxm-141gb"),
 }
 H100_SWEEP_MODELS = ("resnet18", "resnet50", "vgg16", "alexnet", "mobilenet_v2", "efficientnet_b0", "vit_b_16")
 TOLERANCE = 0.25
