@@ -48,7 +48,8 @@ def _cmd(args) -> int:
         print("\n" + format_table(check_shipped(args.check, host_floors=True), "with its host's floors"))
         print("\nThe second table takes each operator's launch floor from the files' fastest calls: a floor is the "
               "measuring host's dispatch path (its CPU, driver and torch), not the GPU's; the shipped floors are "
-              "the public data set's hosts'.")
+              "the public data set's hosts'. On the data set's own GPUs read the first: their convolution floor is "
+              "fitted with their shapes' residuals, not a host's.")
         return 0
     if not args.data:
         raise RooflowError("give --data DIR (measurements to fit or hold out) "
