@@ -140,11 +140,10 @@ def time_call(torch, call: Callable[[], Any], cuda: bool, calls: int = CALLS, fa
 def launched_kernels(torch, call: Callable[[], Any]) -> list[tuple[str, float]]:
     """The kernels one call of ``call`` launches on the GPU, in start order, with their seconds: a torch.profiler
     trace (CUDA activity) of that call, as the data set's ``Kernels`` recorded them."""
+    import json
     import tempfile
 
     from torch.profiler import ProfilerActivity, profile
-
-    from rooflow.measure.timeline import parse_trace
 
     with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as profiler:
         call()
@@ -152,9 +151,16 @@ def launched_kernels(torch, call: Callable[[], Any]) -> list[tuple[str, float]]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "trace.json"
         profiler.export_chrome_trace(str(path))
-        timeline = parse_trace(path)
-    kernels = timeline[timeline["kind"] == "kernel"]
-    return list(zip(kernels["name"], kernels["seconds"]))
+        events = json.loads(path.read_text()).get("traceEvents", [])
+    return kernels_of_trace(events)
+
+
+def kernels_of_trace(events: list) -> list[tuple[str, float]]:
+    """The GPU kernels of a torch.profiler Chrome trace's events, in start order, with their seconds (its
+    "kernel" category; rooflow.measure.timeline reads whole timelines, this layer only names a call's kernels)."""
+    kernels = sorted((e for e in events if isinstance(e, dict) and e.get("ph") == "X"
+                      and e.get("cat") in ("kernel", "Kernel")), key=lambda e: float(e.get("ts", 0.0)))
+    return [(str(e.get("name", "")), float(e.get("dur", 0.0)) * 1e-6) for e in kernels]
 
 
 def device_config(device) -> dict[str, Any]:

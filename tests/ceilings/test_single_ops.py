@@ -227,3 +227,31 @@ def test_kernel_names_are_added_after_every_latency(tmp_path, monkeypatch):
     assert logged == ["single ops: kernel names not recorded (torch.profiler: RuntimeError: "
                       "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES); the latencies are written without them"]
     assert "Kernels" not in pd.read_csv(tmp_path / "bmm" / "X.csv").columns
+
+
+def test_a_calls_kernels_are_read_from_its_trace_in_start_order():
+    """The kernels named for a call: the trace's kernel events (its CPU ops and runtime calls left out), by start."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::linear", "ts": 0.0, "dur": 40.0},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1.0, "dur": 3.0},
+              {"ph": "X", "cat": "kernel", "name": "splitKreduce_kernel", "ts": 30.0, "dur": 2.0},
+              {"ph": "X", "cat": "kernel", "name": "sgemm_largek_lds64", "ts": 10.0, "dur": 15.0},
+              {"ph": "i", "cat": "kernel", "name": "marker", "ts": 5.0}]
+    kernels = single_ops.kernels_of_trace(events)
+    assert [name for name, _ in kernels] == ["sgemm_largek_lds64", "splitKreduce_kernel"]
+    assert [seconds for _, seconds in kernels] == pytest.approx([15e-6, 2e-6])
+
+
+def test_a_real_traces_kernels_are_the_timelines():
+    """On a real H200 trace (tests/data/real/gpu-2026-11-27) the kernels read here are the timing job's timeline
+    kernels (rooflow.measure.timeline, the layer above), name for name and in order."""
+    import gzip
+    from pathlib import Path
+
+    from rooflow.measure.timeline import parse_trace
+
+    trace = (Path(__file__).resolve().parents[1] / "data" / "real" / "gpu-2026-11-27"
+             / "torch-profiler-squeezenet1_1-b256-bf16-inference.json.gz")
+    kernels = single_ops.kernels_of_trace(json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"])
+    timeline = parse_trace(trace)
+    assert len(kernels) > 50
+    assert [name for name, _ in kernels] == list(timeline.loc[timeline["kind"] == "kernel", "name"])
