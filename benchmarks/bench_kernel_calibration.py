@@ -27,6 +27,7 @@ from rooflow.estimate import kernel_calibration
 from rooflow.estimate.kernel_calibration import (
     SHAPE_COLUMNS,
     algorithm_agreement,
+    fit_each,
     fitted_on_few,
     format_table,
     held_one_out,
@@ -153,10 +154,11 @@ def main() -> None:
     data = load_measurements(args.data)
     gpus = load_dataset_gpus(args.data)
     print(f"{len(data)} measured calls on {data['gpu'].nunique()} GPUs\n\nheld one GPU out:")
-    print(format_table(held_one_out(data, gpus)))
+    fitted = fit_each(data, gpus)
+    print(format_table(held_one_out(data, gpus, calibrations=fitted)))
     print("\nheld one GPU out, with the launch floors of the host that measured it (each operator's fastest calls; "
           "a convolution's fastest tenth less their work):")
-    print(format_table(held_one_out(data, gpus, host_floors=True), "held out, host floors"))
+    print(format_table(held_one_out(data, gpus, host_floors=True, calibrations=fitted), "held out, host floors"))
     print("\nheld-out shapes (20% of each GPU's shapes per operator, fitted on the rest):")
     print(format_table(held_out_shapes(data, gpus), "held-out shapes of"))
     counts = shape_counts()

@@ -156,10 +156,12 @@ def launched_kernels(torch, call: Callable[[], Any]) -> list[tuple[str, float]]:
 
 
 def kernels_of_trace(events: list) -> list[tuple[str, float]]:
-    """The GPU kernels of a torch.profiler Chrome trace's events, in start order, with their seconds (its
-    "kernel" category; rooflow.measure.timeline reads whole timelines, this layer only names a call's kernels)."""
+    """The GPU kernels of a torch.profiler Chrome trace's events, in start order, with their seconds
+    (rooflow.measure.timeline reads whole timelines, this layer only names a call's kernels)."""
+    from rooflow.profilers.kernels import TRACE_KERNEL_CATEGORIES
+
     kernels = sorted((e for e in events if isinstance(e, dict) and e.get("ph") == "X"
-                      and e.get("cat") in ("kernel", "Kernel")), key=lambda e: float(e.get("ts", 0.0)))
+                      and e.get("cat") in TRACE_KERNEL_CATEGORIES), key=lambda e: float(e.get("ts", 0.0)))
     return [(str(e.get("name", "")), float(e.get("dur", 0.0)) * 1e-6) for e in kernels]
 
 

@@ -993,13 +993,18 @@ def _throttled(seconds: np.ndarray, p: dict[str, float]) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------ checking
-def held_one_out(data: pd.DataFrame, gpus: dict[str, Gpu], band: float = 0.25,
-                 host_floors: bool = False) -> pd.DataFrame:
+def fit_each(data: pd.DataFrame, gpus: dict[str, Gpu]) -> dict[str, KernelCalibration]:
+    """Each measured GPU's own calibration, by GPU name (what :func:`held_one_out` trains on)."""
+    return {name: fit_gpu(rows, gpus[name], source=f"fitted on {name}") for name, rows in data.groupby("gpu")}
+
+
+def held_one_out(data: pd.DataFrame, gpus: dict[str, Gpu], band: float = 0.25, host_floors: bool = False,
+                 calibrations: dict[str, KernelCalibration] | None = None) -> pd.DataFrame:
     """Train on all GPUs but one, predict the one left out (its family's or all GPUs' parameters with its
     datasheet): per held-out GPU and class, rows, the fraction within ±``band`` and the median |error|.
-    ``host_floors``: with the launch floors of the host that measured the held-out GPU (:func:`with_host_floors`)."""
-    calibrations = {name: fit_gpu(rows, gpus[name], source=f"fitted on {name}")
-                    for name, rows in data.groupby("gpu")}
+    ``host_floors``: with the launch floors of the host that measured the held-out GPU (:func:`with_host_floors`);
+    ``calibrations``: :func:`fit_each` of ``data``, where already fitted."""
+    calibrations = calibrations or fit_each(data, gpus)
     table = []
     for name, rows in data.groupby("gpu"):
         others = {other: cal for other, cal in calibrations.items() if other != name}

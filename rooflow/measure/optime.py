@@ -25,6 +25,8 @@ from typing import Any
 
 import pandas as pd
 
+from rooflow.profilers.kernels import TRACE_KERNEL_CATEGORIES
+
 OP_TIME_COLUMNS = ["layer", "layer_type", "op", "phase", "seconds"]
 BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 MODULE_PREFIX = "module:"
@@ -49,7 +51,7 @@ OP_LAYER_TYPES = {
     "torch::autograd::AccumulateGrad": "gradient accumulation",
     "aten::flatten": "(model)", "ViewBackward": "(model)", "ReshapeAliasBackward": "(model)",
 }
-_KERNEL_CATEGORIES = {"kernel", "Kernel", "gpu_memcpy", "gpu_memset", "Memcpy", "Memset"}
+_KERNEL_CATEGORIES = TRACE_KERNEL_CATEGORIES | {"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"}
 _LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
 
 

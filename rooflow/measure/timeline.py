@@ -34,6 +34,7 @@ import pandas as pd
 from rooflow.errors import ParseError
 from rooflow.profilers.kernels import (
     MATMUL_KERNEL_CLASSES,
+    TRACE_KERNEL_CATEGORIES,
     abbreviate_kernel_name,
     classify_kernel,
     short_kernel_name,
@@ -43,7 +44,7 @@ from rooflow.profilers.nvtx import PHASE_RANGE
 log = logging.getLogger(__name__)
 
 TIMELINE_COLUMNS = ["name", "kernel_class", "kind", "phase", "seconds", "start_seconds", "grid", "block", "stream"]
-_KERNEL_CATEGORIES = {"kernel", "Kernel"}
+_KERNEL_CATEGORIES = TRACE_KERNEL_CATEGORIES
 _MEMORY_CATEGORIES = {"gpu_memcpy": "memcpy", "Memcpy": "memcpy", "gpu_memset": "memset", "Memset": "memset"}
 _LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
 _ANNOTATION_CATEGORIES = {"user_annotation", "cpu_op"}

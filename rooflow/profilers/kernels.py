@@ -122,6 +122,8 @@ def classify_kernel(name: str) -> str:
 # Classes whose kernels do the convolution/matmul work (their tensor-core and CUDA-core FLOPs are compared
 # with the estimate's conv/matmul FLOPs), and classes of "glue" kernels (layout copies, fills, cuDNN's
 # scaling and offset helpers) that sit between the kernels of one convolution without ending it.
+# A torch.profiler Chrome trace's categories of GPU kernel events (kineto's, then the legacy profiler's)
+TRACE_KERNEL_CATEGORIES = frozenset({"kernel", "Kernel"})
 MATMUL_KERNEL_CLASSES = ("convolution", "gemm")
 GLUE_KERNEL_CLASSES = ("memory", "other")
 

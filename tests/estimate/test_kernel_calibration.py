@@ -241,8 +241,9 @@ def test_the_p100s_memory_bound_misses_are_its_hosts_launch_floor(sample):
     put it at 213-470 µs, above their fastest calls (66-108 µs), and their shapes' residuals correct it; taken
     from the fastest calls instead, the P100's convolutions fall (85% → 37% on the full data)."""
     gpus = kc.load_dataset_gpus(KERNELS)
-    table = kc.held_one_out(sample, gpus).set_index(["gpu", "op_class"])["within"]
-    host = kc.held_one_out(sample, gpus, host_floors=True).set_index(["gpu", "op_class"])["within"]
+    fitted = kc.fit_each(sample, gpus)
+    table = kc.held_one_out(sample, gpus, calibrations=fitted).set_index(["gpu", "op_class"])["within"]
+    host = kc.held_one_out(sample, gpus, host_floors=True, calibrations=fitted).set_index(["gpu", "op_class"])["within"]
     p100 = "Tesla P100-PCIE-16GB"
     for op_class in ("elementwise", "softmax"):
         assert table[(p100, op_class)] < 0.7 and host[(p100, op_class)] >= 0.85, (op_class, table, host)
