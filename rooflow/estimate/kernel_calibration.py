@@ -480,7 +480,10 @@ FITTED = {"gemm": ("efficiency", "memory_efficiency", "tile_exponent", "fill_k")
 # architectures, so a GPU without measurements takes all measured GPUs' (the held-one-GPU-out check
 # prefers that to a family of one or two GPUs), and their launch floor is per operator.
 MEMORY_CLASSES = ("elementwise", "normalization", "softmax")
-BOUNDS = {"efficiency": (0.05, 1.5), "memory_efficiency": (0.05, 1.5), "tile_exponent": (0.0, 3.0),
+# A power-limited board's measured GEMMs are its kernels at the boost clock for GPU Boost's window, then at the
+# share of that rate its power sustains: both fitted, so its efficiency is its kernels' (its family's) alone.
+POWER_KEYS = ("sustained", "boost_seconds")
+BOUNDS = {"sustained": (0.1, 1.0), "efficiency": (0.05, 1.5), "memory_efficiency": (0.05, 1.5), "tile_exponent": (0.0, 3.0),
           "fill_k": (0.0, 1024.0), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 8.0), "l2_fraction": (0.1, 3.0),
           "rows_per_sm": (0.25, 64.0), "floor_seconds": (2e-6, 5e-4), "block_bytes": (1.0, 3.0)}
 
@@ -668,13 +671,14 @@ def _model_seconds(prepared: _Prepared, calibration: KernelCalibration) -> np.nd
 
 # ------------------------------------------------------------------------------------------ fitting
 def _fit_class(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, floors: list,
-               rounds: int = 3, fit_floor: bool = True, fixed: dict[str, float] | None = None) -> dict[str, float]:
+               rounds: int = 3, fit_floor: bool = True, fixed: dict[str, float] | None = None,
+               extra: tuple[str, ...] = ()) -> dict[str, float]:
     """Parameters of one class minimising the mean absolute log error over ``prepared`` (one entry per
     GPU: its rows and their measured seconds); each GPU's launch floor is its own (``floors``: seconds,
     or seconds per row; fixed, but refined where one GPU is fitted and ``fit_floor``); ``fixed``: parameters
-    held at the given values."""
-    params = {**DEFAULTS[op_class], **(fixed or {})}
-    fitted = tuple(name for name in FITTED[op_class] if name not in (fixed or {}))
+    held at the given values; ``extra``: parameters fitted beside the class's own (``sustained``)."""
+    params = {**DEFAULTS[op_class], **{name: BOUNDS[name][1] for name in extra}, **(fixed or {})}
+    fitted = tuple(name for name in FITTED[op_class] + extra if name not in (fixed or {}))
     fitted += (("floor_seconds",) if len(floors) == 1 and fit_floor else ())
     if len(floors) == 1:
         params["floor_seconds"] = floors[0]
@@ -738,6 +742,7 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
     measured = rows["seconds"].to_numpy(float)
     classes = {}
     floors: dict[str, float] = {}
+    as_measured: dict[str, dict[str, float]] = {}  # a power-limited board's GEMMs fitted without their power limit
     for op_class in sorted(prepared.index, key=lambda c: c == "convolution"):  # convolution after GEMM
         idx = prepared.index[op_class]
         if not len(idx):
@@ -745,14 +750,20 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
         if op_class == "convolution":
             # cuDNN's calls of small shapes are several kernels (transforms, offsets) chosen by its
             # autotuner: a floor fitted with the rest, not the fastest call's. Its implicit-GEMM kernels
-            # are SGEMMs on the same SMs: the GPU's GEMM efficiency, where measured
-            fixed = {"efficiency": classes["gemm"]["efficiency"]} if "gemm" in classes else None
+            # are SGEMMs on the same SMs: the GPU's GEMM efficiency, where measured (its power limit inside)
+            fixed = {"efficiency": as_measured.get("gemm", classes["gemm"])["efficiency"]} if "gemm" in classes else None
             params = _fit_class([(prepared, measured[idx])], op_class, [_floor(prepared, op_class, measured[idx])],
                                 fixed=fixed)
         else:
             floors.update(_operator_floors(measured[idx], rows["operator"].to_numpy()[idx]))
             floor_rows = prepared.operator_floors(op_class, floors, 0.0)
-            params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False)
+            # a power-limited board: GPU Boost's window at its kernels' rate, then the rate its power sustains
+            limited = op_class == "gemm" and gpu.tdp_watts is not None and not gpu.full_power
+            if limited:
+                as_measured[op_class] = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False)
+            params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False,
+                                fixed={"boost_seconds": BOOST_WINDOW_SECONDS} if limited else None,
+                                extra=("sustained",) if limited else ())
             params["floor_seconds"] = float(np.median(floor_rows))
         classes[op_class] = {k: round(v, 9 if k == "floor_seconds" else 4) for k, v in params.items()}
     calibration = KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
@@ -818,9 +829,11 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             # efficiency comes from (full-power ones, its family's where it has them, else all families')
             full = [name for name in measured if measured_gpus[name].full_power and op_class in measured[name].classes]
             pool = [name for name in borrowed_kernels or pool if name in full] or full or pool
-        values = [measured[name].classes[op_class] for name in pool if op_class in measured[name].classes]
+        # a donor's power limit is its board's: each GPU's own is applied below
+        values = [_without_power(measured[name].classes[op_class]) for name in pool if op_class in measured[name].classes]
         if not values:  # none of its donors ran this class (the data set's A100: no convolutions): all GPUs'
-            values = [measured[name].classes[op_class] for name in measured if op_class in measured[name].classes]
+            values = [_without_power(measured[name].classes[op_class]) for name in measured
+                      if op_class in measured[name].classes]
             borrowed.add(op_class)
         if not values:
             continue
@@ -950,6 +963,11 @@ def _shapes_of(calibrations: list[KernelCalibration]) -> dict[str, ShapeResidual
     return shapes
 
 
+def _without_power(params: dict[str, float]) -> dict[str, float]:
+    """A class's parameters without its board's power limit (:data:`POWER_KEYS`)."""
+    return {key: value for key, value in params.items() if key not in POWER_KEYS}
+
+
 def _set_efficiency(params: dict[str, float], efficiency: float) -> None:
     """Set the FP32 GEMM efficiency, scaling the Winograd efficiency alike. In place."""
     if "winograd_efficiency" in params:
@@ -974,7 +992,8 @@ def _sustained_fraction(efficiency: float, gpu: Gpu, donors: list[tuple[Gpu, dic
     share of its boost clock (``base_clock_fraction``): the board guarantees its base clock at its power limit,
     and a donor below its own limit (an H100 SXM under SGEMM for a 72 W L4 of its family) makes the FLOPs per
     watt a lower bound only."""
-    per_watt = [d.fp32_flops_per_second * p["efficiency"] / d.tdp_watts for d, p in donors if d.tdp_watts]
+    per_watt = [d.fp32_flops_per_second * p["efficiency"] * p.get("sustained", 1.0) / d.tdp_watts
+                for d, p in donors if d.tdp_watts]
     if not per_watt:
         return 1.0
     powered = min(1.0, gpu.tdp_watts * max(per_watt) / (gpu.fp32_flops_per_second * efficiency))
@@ -1333,7 +1352,11 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     gemm, conv = kernels.classes.get("gemm", {}), kernels.classes.get("convolution", {})
     matmul = dict(reference.matmul_efficiency)
     if gemm:
-        matmul["fp32"] = round(gemm["efficiency"] / 0.8, 4)
+        # a measured power-limited board's fitted power limit (its calls beyond GPU Boost's window, the T4's
+        # 0.58) is what a step's back-to-back kernels run at; a GPU without data's is a bound only (third-party
+        # bursts of FP32 GEMMs on an L4 and an L40S run above it), so it keeps its boost-clock rate
+        sustained = gemm.get("sustained", 1.0) if kernels.rows else 1.0
+        matmul["fp32"] = round(gemm["efficiency"] * sustained / 0.8, 4)
     if conv:  # cuDNN's autotuner takes Winograd only where it beats the direct kernels: never below them
         matmul["fp32_fast"] = round(max(conv["winograd_efficiency"] / 0.8, matmul["fp32"]), 4)
     memory = dict(reference.memory_efficiency_by_class)
