@@ -742,7 +742,9 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
     measured = rows["seconds"].to_numpy(float)
     classes = {}
     floors: dict[str, float] = {}
-    as_measured: dict[str, dict[str, float]] = {}  # a power-limited board's GEMMs fitted without their power limit
+    # its GEMMs' efficiency as its calls measured it (a power-limited board's: fitted without its power limit too)
+    as_measured_efficiency: float | None = None
+    power_note = ""
     for op_class in sorted(prepared.index, key=lambda c: c == "convolution"):  # convolution after GEMM
         idx = prepared.index[op_class]
         if not len(idx):
@@ -751,7 +753,7 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
             # cuDNN's calls of small shapes are several kernels (transforms, offsets) chosen by its
             # autotuner: a floor fitted with the rest, not the fastest call's. Its implicit-GEMM kernels
             # are SGEMMs on the same SMs: the GPU's GEMM efficiency, where measured (its power limit inside)
-            fixed = {"efficiency": as_measured.get("gemm", classes["gemm"])["efficiency"]} if "gemm" in classes else None
+            fixed = {"efficiency": as_measured_efficiency} if as_measured_efficiency is not None else None
             params = _fit_class([(prepared, measured[idx])], op_class, [_floor(prepared, op_class, measured[idx])],
                                 fixed=fixed)
         else:
@@ -759,14 +761,19 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
             floor_rows = prepared.operator_floors(op_class, floors, 0.0)
             # a power-limited board: GPU Boost's window at its kernels' rate, then the rate its power sustains
             limited = op_class == "gemm" and gpu.tdp_watts is not None and not gpu.full_power
-            if limited:
-                as_measured[op_class] = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False)
             params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False,
                                 fixed={"boost_seconds": BOOST_WINDOW_SECONDS} if limited else None,
                                 extra=("sustained",) if limited else ())
+            if limited:
+                as_measured_efficiency = _fit_class([(prepared, measured[idx])], op_class, [floor_rows],
+                                                    fit_floor=False)["efficiency"]
+                power_note = _power_note("FP32 GEMMs", params["sustained"],
+                                         f"fitted on its calls: its {gpu.tdp_watts:.0f} W board power")
             params["floor_seconds"] = float(np.median(floor_rows))
         classes[op_class] = {k: round(v, 9 if k == "floor_seconds" else 4) for k, v in params.items()}
-    calibration = KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
+        if op_class == "gemm" and as_measured_efficiency is None:
+            as_measured_efficiency = classes[op_class]["efficiency"]
+    calibration = KernelCalibration(source=source + power_note, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
                                     classes=classes, rows=len(rows), floors=floors, architecture=gpu.architecture)
     modelled = _model_seconds(prepared, calibration)
     shapes = {op_class: shape_residuals.measured_residuals(rows.iloc[prepared.index[op_class]],
@@ -891,8 +898,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             why = ("its base clock's share of its boost clock: its family's FLOPs per joule would give less"
                    if gpu.base_clock_fraction and sustained == gpu.base_clock_fraction
                    else "its board power at its family's FP32 FLOPs per joule")
-            power_note = (f"; FP32 GEMMs and convolutions beyond GPU Boost's {BOOST_WINDOW_SECONDS * 1e3:.1f} ms at "
-                          f"{sustained:.2f} of their boost-clock rate ({why})")
+            power_note = _power_note("FP32 GEMMs and convolutions", sustained, why)
     # one call's floor is the measuring host's dispatch path for that operator: all GPUs' median
     operators = sorted({o for cal in measured.values() for o in cal.floors})
     floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
@@ -961,6 +967,11 @@ def _shapes_of(calibrations: list[KernelCalibration]) -> dict[str, ShapeResidual
             shapes[op_class] = ShapeResiduals(np.vstack([p.points for p in parts]),
                                               np.concatenate([p.residuals for p in parts]))
     return shapes
+
+
+def _power_note(what: str, sustained: float, why: str) -> str:
+    """A calibration source's words for a power limit: ``what`` runs beyond GPU Boost's window at ``sustained``."""
+    return f"; {what} beyond GPU Boost's {BOOST_WINDOW_SECONDS * 1e3:.1f} ms at {sustained:.2f} of their boost-clock rate ({why})"
 
 
 def _without_power(params: dict[str, float]) -> dict[str, float]:

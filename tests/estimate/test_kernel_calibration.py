@@ -415,13 +415,14 @@ def test_every_catalogue_gpu_names_its_calibration_source():
 
 def test_time_model_takes_kernel_efficiencies():
     """The T4's time-model calibration takes its measured FP32 GEMM efficiency at the share of its boost clock its
-    power sustains, both fitted on its calls (against 80% of the datasheet peak, as the time model holds it), and
-    keeps the H100's host costs."""
+    power sustains, both fitted on its calls (against 80% of the datasheet peak, as the time model holds it), which
+    its source says, and keeps the H100's host costs."""
     devices = load_devices(CATALOGUE)
     calibration = for_device(devices["t4"])
     shipped = json.loads((ROOT / "rooflow" / "data" / "calibration" / "kernels.json").read_text())
     gemm = shipped["measured"]["Tesla T4"]["calibration"]["classes"]["gemm"]
     assert 0.37 < gemm["sustained"] < 1.0  # above its base clock's share (585 of 1,590 MHz)
+    assert f"at {gemm['sustained']:.2f} of their boost-clock rate (fitted on its calls" in calibration.source
     assert calibration.matmul_efficiency["fp32"] == pytest.approx(gemm["efficiency"] * gemm["sustained"] / 0.8,
                                                                   abs=1e-4)
     assert calibration.relative_uncertainty >= 0.25
