@@ -105,6 +105,11 @@ FFT_SIZES = (16, 32)
 FAMILIES = {"sm_60": "pascal", "sm_61": "pascal", "sm_70": "volta-turing", "sm_72": "volta-turing",
             "sm_75": "volta-turing", "sm_80": "ampere", "sm_86": "ampere", "sm_87": "ampere",
             "sm_89": "ada-hopper", "sm_90": "ada-hopper"}
+# Architecture generations within a family: one chip design and one cuBLAS heuristic. The P100 (GP100) and P4
+# (GP104) ran the same SGEMM kernel for 88% of the data set's 24,202 GEMM shapes both measured; the V100 and the
+# T4 (Turing, a generation of its own on Volta's node) for 27%.
+GENERATIONS = {"sm_60": "pascal", "sm_61": "pascal", "sm_70": "volta", "sm_72": "volta", "sm_75": "turing",
+               "sm_80": "ampere", "sm_86": "ampere", "sm_87": "ampere", "sm_89": "ada", "sm_90": "hopper"}
 # The measured GPUs: the data set's name → (catalogue key or None, architecture). The data set's
 # device_configs/*.json give SMs, clock, FP32 peak, bandwidth and L2 of each.
 # Board power from the datasheets (P4: 75 W; the others are in config/devices.yaml).
@@ -183,6 +188,10 @@ class Gpu:
     @property
     def family(self) -> str:
         return FAMILIES.get(self.architecture, "ampere+")
+
+    @property
+    def generation(self) -> str:
+        return GENERATIONS.get(self.architecture, self.architecture)
 
     @property
     def full_power(self) -> bool:
@@ -904,14 +913,15 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
               for o in operators}
     shapes = _shapes_of([measured[name] for name in same_architecture])
-    # cuBLAS's GEMM picks by shape: the same kernels within a family (the data set's kernel names: maxwell_sgemm
-    # on the P100 and P4, volta_sgemm on the V100 and T4), read from its full-power boards as its efficiency is
-    # (a power-limited board's residuals also hold its clock under load); each one's level removed
-    siblings = [measured[name].shapes["gemm"] for name in sorted(same) if "gemm" in measured[name].shapes
-                and measured_gpus[name].full_power]
+    # cuBLAS's GEMM picks by shape, each board's level removed: its generation's boards' (the same picks: see
+    # GENERATIONS), whatever their power (a board's fit prices its power limit apart, so its residuals are its
+    # picks); else its family's full-power boards' (the same kernel names: volta_sgemm on the V100 and T4)
+    with_gemm_shapes = [name for name in sorted(same) if "gemm" in measured[name].shapes]
+    siblings = ([name for name in with_gemm_shapes if measured_gpus[name].generation == gpu.generation]
+                or [name for name in with_gemm_shapes if measured_gpus[name].full_power])
     gemm_from_family = "gemm" not in shapes and bool(siblings)
     if gemm_from_family:
-        shapes["gemm"] = shape_residuals.pooled(siblings)
+        shapes["gemm"] = shape_residuals.pooled([measured[name].shapes["gemm"] for name in siblings])
     across = []
     for op_class in shape_residuals.ACROSS_ARCHITECTURES:  # cuDNN's picks by shape, each GPU's level removed
         parts = [measured[name].shapes[op_class] for name in sorted(measured) if op_class in measured[name].shapes]
@@ -926,7 +936,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     across_note = (f"; {', '.join(across)} shapes: all measured GPUs' residuals, each less its median"
                    f"{winograd_note}" if across else "")
     if gemm_from_family:
-        across_note += "; GEMM shapes: its family's full-power boards' residuals, each less its median"
+        whose = ("its generation's" if measured_gpus[siblings[0]].generation == gpu.generation
+                 else "its family's full-power")
+        across_note += f"; GEMM shapes: {whose} boards' residuals ({', '.join(siblings)}), each less its median"
     borrowed_note = "".join(
         f"; {op_class}: none measured on its architecture, each parameter the median of all measured GPUs'"
         + (" but its FP32 efficiency, its GEMMs'" if op_class == "convolution" and "gemm" in classes else "")

@@ -297,11 +297,12 @@ def test_held_one_gpu_out(sample):
 
 # The held-one-GPU-out table on every measured call (249,000; about 40 s on 2 cores), each cell pinned at what
 # the model reaches, rounded down to a point (2026-11-27; the P4's GEMMs and the V100's convolutions
-# 2026-11-28, once power-limited boards' fits separated their power limit). The 250-call sample above is cheaper and noisier: a
+# 2026-11-28, once power-limited boards' fits separated their power limit; the P100's GEMMs 2026-11-28, with the P4's
+# GEMM residuals: its generation's). The 250-call sample above is cheaper and noisier: a
 # change that moves a sample cell by one row may leave the full data's untouched (benchmarks/README.md).
 FULL_DATA_WITHIN = {
     "NVIDIA A100-PCIE-40GB": {"gemm": 0.82, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
-    "Tesla P100-PCIE-16GB": {"convolution": 0.85, "gemm": 0.59, "elementwise": 0.55, "normalization": 0.84,
+    "Tesla P100-PCIE-16GB": {"convolution": 0.85, "gemm": 0.71, "elementwise": 0.55, "normalization": 0.84,
                              "softmax": 0.18},
     "Tesla P4": {"convolution": 0.84, "gemm": 0.68, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
     "Tesla T4": {"convolution": 0.67, "gemm": 0.74, "elementwise": 0.99, "normalization": 0.87, "softmax": 0.98},
@@ -758,10 +759,12 @@ def test_hopper_takes_no_winograd_shapes_residuals():
     assert "no 3×3 stride-1" in h100.source and "no 3×3 stride-1" not in ada.source
 
 
-def test_gemm_shapes_carry_within_a_family_from_its_full_power_boards():
-    """cuBLAS runs the same SGEMM kernels within a family (maxwell_sgemm on the P100 and P4): a Pascal board of
-    another architecture takes a full-power Pascal's GEMM residuals less their median; a power-limited one's
-    do not carry (its residuals also hold its clock under load), nor do another family's."""
+def test_gemm_shapes_carry_within_a_generation_whatever_its_power_else_from_its_familys_full_power_boards():
+    """cuBLAS picks the same SGEMM kernels by shape within an architecture generation (the P100 and P4: 88% of
+    their shapes, test_generations_share_cublas_picks): a Pascal board takes the other Pascal's GEMM residuals
+    less their median, a 75 W one's too (its fit prices its power limit apart). Another generation of its family
+    (a Turing T4 beside a Volta V100: 27% the same kernels) carries only from a full-power board, and another
+    family not at all."""
     def measured_gpu(name, architecture, gemm):
         shapes = {"gemm": shape_residuals.ShapeResiduals(np.zeros((len(gemm), 5)), np.array(gemm))}
         return kc.KernelCalibration(source="t", gpu=name, architecture=architecture, shapes=shapes, classes={})
@@ -769,17 +772,46 @@ def test_gemm_shapes_carry_within_a_family_from_its_full_power_boards():
                   dram_bytes_per_second=0.732e12, l2_bytes=4 * 2**20, tdp_watts=250.0)
     p4 = kc.Gpu(**{**p100.__dict__, "name": "p4", "architecture": "sm_61", "tdp_watts": 75.0})
     v100 = kc.Gpu(**{**p100.__dict__, "name": "v100", "architecture": "sm_70"})
+    t4 = kc.Gpu(**{**p100.__dict__, "name": "t4", "architecture": "sm_75", "tdp_watts": 70.0})
     measured = {"p100": measured_gpu("p100", "sm_60", [0.1, 0.3, 0.5]), "p4": measured_gpu("p4", "sm_61", [-0.4, 0.2]),
-                "v100": measured_gpu("v100", "sm_70", [0.9])}
-    gpus = {"p100": p100, "p4": p4, "v100": v100}
-    sibling = kc.family_calibration(p4, {k: v for k, v in measured.items() if k != "p4"}, gpus)  # held out
-    assert sibling.shapes["gemm"].residuals.tolist() == pytest.approx([-0.2, 0.0, 0.2])
-    assert "GEMM shapes: its family's full-power boards'" in sibling.source
-    held_out_p100 = kc.family_calibration(p100, {k: v for k, v in measured.items() if k != "p100"}, gpus)
-    assert "gemm" not in held_out_p100.shapes  # the P4 is its only Pascal: 75 W
+                "v100": measured_gpu("v100", "sm_70", [0.9]), "t4": measured_gpu("t4", "sm_75", [0.6, 1.0])}
+    gpus = {"p100": p100, "p4": p4, "v100": v100, "t4": t4}
+
+    def held_out(gpu, among=measured):
+        return kc.family_calibration(gpu, {k: v for k, v in among.items() if k != gpu.name}, gpus)
+
+    assert held_out(p4).shapes["gemm"].residuals.tolist() == pytest.approx([-0.2, 0.0, 0.2])
+    assert "GEMM shapes: its generation's boards' residuals (p100)" in held_out(p4).source
+    # the 75 W P4's residuals, less their median (-0.1)
+    assert held_out(p100).shapes["gemm"].residuals.tolist() == pytest.approx([-0.3, 0.3])
+    assert "GEMM shapes: its generation's boards' residuals (p4)" in held_out(p100).source
+    assert held_out(t4).shapes["gemm"].residuals.tolist() == pytest.approx([0.0])  # the V100's: full power
+    assert "its family's full-power boards' residuals (v100)" in held_out(t4).source
+    assert "gemm" not in held_out(v100).shapes  # the T4 is its family's only other board: Turing, 70 W
     turing = kc.family_calibration(kc.Gpu(**{**p100.__dict__, "name": "t", "architecture": "sm_75"}),
                                    {"p100": measured["p100"], "p4": measured["p4"]}, gpus)
     assert "gemm" not in turing.shapes
+
+
+@needs_data
+def test_generations_share_cublas_picks():
+    """The evidence for GENERATIONS: of the GEMM shapes (nn.Linear and torch.bmm) measured on both, the P100 and
+    the P4 (Pascal) ran the same cuBLAS kernel for 88%, the V100 (Volta) and the T4 (Turing) for 27%."""
+    def kernels(gpu):
+        frames = [pd.read_csv(KERNELS / op / f"{gpu}.csv.gz", usecols=["Kernel Name", "B", "M", "N", "K"]).assign(op=op)
+                  for op in ("linear", "bmm")]
+        table = pd.concat(frames).drop_duplicates(["op", "B", "M", "N", "K"]).set_index(["op", "B", "M", "N", "K"])
+        return table["Kernel Name"].astype(str).str.split("(").str[0]
+
+    def agreement(a, b):
+        both = pd.concat([kernels(a).rename("a"), kernels(b).rename("b")], axis=1, join="inner")
+        assert len(both) > 20_000
+        return float((both["a"] == both["b"]).mean())
+
+    assert agreement("Tesla_P100-PCIE-16GB", "Tesla_P4") == pytest.approx(0.884, abs=0.005)
+    assert agreement("Tesla_V100-PCIE-32GB", "Tesla_T4") == pytest.approx(0.267, abs=0.005)
+    assert kc.Gpu(name="p4", architecture="sm_61", sm_count=20, fp32_flops_per_second=5.5e12,
+                  dram_bytes_per_second=1.9e11, l2_bytes=2**21).generation == "pascal"
 
 
 def test_family_without_single_ops_takes_its_measured_roof_and_board_power():
