@@ -191,6 +191,7 @@ class Gpu:
 
     @property
     def generation(self) -> str:
+        """Its architecture generation (:data:`GENERATIONS`; an unlisted architecture is its own)."""
         return GENERATIONS.get(self.architecture, self.architecture)
 
     @property
