@@ -396,18 +396,28 @@ class _ShapeTable:
     intensity: list[float]  # per candidate: the tile's outputs per operand element, relative to the largest
     base: np.ndarray  # candidates × rows
     k_part: np.ndarray
+    # candidates × rows: bytes per FLOP of its operands' re-reads that the L2 cannot hold (None: no L2 given)
+    reread: np.ndarray | None = None
 
 
 def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None, split_k: bool = True,
-                 tiles=SGEMM_TILES, linear_tiles=None) -> _ShapeTable:
+                 tiles=SGEMM_TILES, linear_tiles=None, l2_bytes: float | None = None) -> _ShapeTable:
     """``batched``: rows that are batched GEMMs (torch.bmm), which cuBLAS does not split along k (none of the
     data set's 88,000 bmm calls launched a split-K reduction; 2–11% of its linear calls did) and runs with
     its architecture's one ``batched_tile`` where it has one (:data:`BATCHED_TILES`). ``split_k`` False: no
     row splits k (cuDNN's forward convolutions: none of the data set's 20,000 launched a split-K kernel, so a
     convolution of few output tiles and many input channels runs on few SMs). ``linear_tiles``: the tiles the
-    rows that are not batched take, where their architecture has a set of its own (:data:`LINEAR_TILES`)."""
+    rows that are not batched take, where their architecture has a set of its own (:data:`LINEAR_TILES`).
+    ``l2_bytes``: the GPU's L2. A tile reads its rows of A (tile m × k) once and its columns of B (tile n × k)
+    once, so A is read once per tile column and B once per tile row; the part of an operand beyond the L2 is
+    re-read from DRAM: ``reread``, 4 bytes × (A's share beyond the L2 / tile n + B's / tile m) / 2 per FLOP (a
+    batched row's operands are one product's). FP32 operands whatever an estimate's: a 16-bit product without
+    tensor cores runs as fast as its FP32 one, not faster (test_16_bit_products_without_their_units_are_fp32_arithmetic)."""
     largest = max(tm * tn / (tm + tn) for tm, tn in SGEMM_TILES)
-    intensity, bases, parts = [], [], []
+    intensity, bases, parts, rereads = [], [], [], []
+    if l2_bytes:
+        a_beyond = np.maximum(0.0, 1.0 - l2_bytes / (FP32_BYTES * m * k))
+        b_beyond = np.maximum(0.0, 1.0 - l2_bytes / (FP32_BYTES * n * k))
     batched_rows = np.zeros(len(m), bool) if batched is None else np.asarray(batched, bool)
     unsplit = np.ones(len(m), bool) if not split_k else batched_rows
     for tm, tn in tiles:
@@ -430,7 +440,9 @@ def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None,
             intensity.append(tm * tn / (tm + tn) / largest)
             bases.append(np.where(useful, padding * occupancy * reduction, 0.0))
             parts.append(k / split)
-    return _ShapeTable(intensity, np.array(bases), np.array(parts))
+            if l2_bytes:
+                rereads.append(FP32_BYTES / 2 * (a_beyond / tn + b_beyond / tm))
+    return _ShapeTable(intensity, np.array(bases), np.array(parts), np.array(rereads) if rereads else None)
 
 
 def _shape_factor(table: _ShapeTable, tile_exponent: float, fill_k: float) -> np.ndarray:
@@ -471,7 +483,7 @@ class KernelCalibration:
 
 DEFAULTS = {
     "gemm": {"efficiency": 0.8, "memory_efficiency": 0.7, "floor_seconds": 30e-6, "tile_exponent": 0.5,
-             "fill_k": 64.0},
+             "fill_k": 64.0, "reread": 0.0},
     "convolution": {"efficiency": 0.7, "memory_efficiency": 0.7, "floor_seconds": 30e-6, "tile_exponent": 0.5,
                     "fill_k": 64.0, "winograd_efficiency": 1.3},
     "elementwise": {"memory_efficiency": 0.8, "floor_seconds": 30e-6, "cache_speedup": 2.0, "l2_fraction": 0.5},
@@ -494,7 +506,7 @@ MEMORY_CLASSES = ("elementwise", "normalization", "softmax")
 # share of that rate its power sustains: both fitted, so its efficiency is its kernels' (its family's) alone.
 POWER_KEYS = ("sustained", "boost_seconds")
 BOUNDS = {"sustained": (0.1, 1.0), "efficiency": (0.05, 1.5), "memory_efficiency": (0.05, 1.5), "tile_exponent": (0.0, 3.0),
-          "fill_k": (0.0, 1024.0), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 8.0), "l2_fraction": (0.1, 3.0),
+          "fill_k": (0.0, 1024.0), "reread": (0.0, 1.0), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 8.0), "l2_fraction": (0.1, 3.0),
           "rows_per_sm": (0.25, 64.0), "floor_seconds": (2e-6, 5e-4), "block_bytes": (1.0, 3.0)}
 
 
@@ -519,7 +531,8 @@ class _Prepared:
                         "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
                                               BATCHED_TILES.get(gpu.family), split_k=op_class == "gemm",
                                               tiles=candidate_tiles,
-                                              linear_tiles=LINEAR_TILES.get(gpu.family) if op_class == "gemm" else None)}
+                                              linear_tiles=LINEAR_TILES.get(gpu.family) if op_class == "gemm" else None,
+                                              l2_bytes=gpu.l2_bytes if op_class == "gemm" else None)}
                 if op_class == "convolution":
                     work["fused_table"] = _shape_table(m, n, k, count, gpu.sm_count, split_k=False,
                                                        tiles=FUSED_WINOGRAD_TILES)
@@ -571,10 +584,20 @@ class _Prepared:
         if op_class == "convolution":  # cuDNN's autotuner: the fastest algorithm that applies
             return p["floor_seconds"] + np.min(np.vstack(list(self.convolution_algorithms(p).values())), axis=0)
         if op_class == "gemm":
-            shape = np.maximum(_shape_factor(work["table"], p["tile_exponent"], p["fill_k"]), 1e-4)
-            compute = _throttled(work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * shape), p)
-            return p["floor_seconds"] + np.maximum(compute, work["bytes"] / (gpu.dram_bytes_per_second
-                                                                              * p["memory_efficiency"]))
+            bandwidth = gpu.dram_bytes_per_second * p["memory_efficiency"]
+            table = work["table"]
+            if p.get("reread", 0.0) and table.reread is not None:
+                # each candidate tile at its rate or its operands' re-reads from DRAM (the ``reread`` share of
+                # them: what concurrent tiles do not share), whichever is slower; the fastest candidate
+                quality = np.array(table.intensity)[:, None] ** p["tile_exponent"]
+                factors = np.maximum(quality * table.base * table.k_part / (table.k_part + p["fill_k"]), 1e-4)
+                compute = _throttled(work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * factors), p)
+                rereads = work["flops"] * table.reread * p["reread"] / bandwidth
+                compute = np.where(table.base > 0, np.maximum(compute, rereads), np.inf).min(axis=0)
+            else:
+                shape = np.maximum(_shape_factor(work["table"], p["tile_exponent"], p["fill_k"]), 1e-4)
+                compute = _throttled(work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * shape), p)
+            return p["floor_seconds"] + np.maximum(compute, work["bytes"] / bandwidth)
         # back-to-back calls: the part of the working set that stays in L2 (up to ``l2_fraction`` of the L2
         # all SMs share) moves at ``cache_speedup`` × the DRAM rate, the rest at the DRAM rate
         moved = work["bytes"]
@@ -779,6 +802,11 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
                                                     fit_floor=False)["efficiency"]
                 power_note = _power_note("FP32 GEMMs", params["sustained"],
                                          f"fitted on its calls: its {gpu.tdp_watts:.0f} W board power")
+            if op_class == "gemm":
+                # then the share of its operands' re-reads beyond the L2 that reach DRAM, fitted alone: its
+                # efficiency and tile parameters stay its calls' (its convolutions and held-out GPUs take them)
+                params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False,
+                                    fixed={k: v for k, v in params.items() if k != "reread"}, extra=("reread",))
             params["floor_seconds"] = float(np.median(floor_rows))
         classes[op_class] = {k: round(v, 9 if k == "floor_seconds" else 4) for k, v in params.items()}
         if op_class == "gemm" and as_measured_efficiency is None:
@@ -854,7 +882,17 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             borrowed.add(op_class)
         if not values:
             continue
-        classes[op_class] = {key: float(statistics.median(v[key] for v in values)) for key in values[0]}
+        classes[op_class] = {key: float(statistics.median(v.get(key, DEFAULTS[op_class].get(key, 0.0)) for v in values))
+                             for key in values[0]}
+        if op_class == "gemm" and not same_architecture:
+            # re-reads beyond the L2 are its kernels' tiles' (Pascal's narrow nn.Linear tiles: LINEAR_TILES): its
+            # generation's boards', whatever their power, else those its other GEMM parameters come from
+            generation = [name for name in same if measured_gpus[name].generation == gpu.generation
+                          and "gemm" in measured[name].classes]
+            with_gemm = [name for name in measured if "gemm" in measured[name].classes]
+            kernels_of = generation or [name for name in pool if name in with_gemm] or with_gemm
+            classes[op_class]["reread"] = float(statistics.median(
+                measured[name].classes["gemm"].get("reread", 0.0) for name in kernels_of))
         if op_class in MEMORY_CLASSES:
             if not same_architecture:
                 # at most its whole shared L2 holds a working set: the P100's and V100's fits keep 3.0 and 2.3
