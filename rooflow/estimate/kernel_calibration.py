@@ -445,9 +445,14 @@ def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None,
     return _ShapeTable(intensity, np.array(bases), np.array(parts), np.array(rereads) if rereads else None)
 
 
-def _shape_factor(table: _ShapeTable, tile_exponent: float, fill_k: float) -> np.ndarray:
+def _candidate_factors(table: _ShapeTable, tile_exponent: float, fill_k: float) -> np.ndarray:
+    """Candidates × rows: each candidate's share of the calibrated rate (0 where it does not apply)."""
     quality = np.array(table.intensity)[:, None] ** tile_exponent
-    return (quality * table.base * table.k_part / (table.k_part + fill_k)).max(axis=0)
+    return quality * table.base * table.k_part / (table.k_part + fill_k)
+
+
+def _shape_factor(table: _ShapeTable, tile_exponent: float, fill_k: float) -> np.ndarray:
+    return _candidate_factors(table, tile_exponent, fill_k).max(axis=0)
 
 
 # ------------------------------------------------------------------------------------------ parameters
@@ -589,8 +594,7 @@ class _Prepared:
             if p.get("reread", 0.0) and table.reread is not None:
                 # each candidate tile at its rate or its operands' re-reads from DRAM (the ``reread`` share of
                 # them: what concurrent tiles do not share), whichever is slower; the fastest candidate
-                quality = np.array(table.intensity)[:, None] ** p["tile_exponent"]
-                factors = np.maximum(quality * table.base * table.k_part / (table.k_part + p["fill_k"]), 1e-4)
+                factors = np.maximum(_candidate_factors(table, p["tile_exponent"], p["fill_k"]), 1e-4)
                 compute = _throttled(work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * factors), p)
                 rereads = work["flops"] * table.reread * p["reread"] / bandwidth
                 compute = np.where(table.base > 0, np.maximum(compute, rereads), np.inf).min(axis=0)
@@ -854,6 +858,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     roofs = roofs or {}
     same_architecture = [name for name in measured if measured_gpus[name].architecture == gpu.architecture]
     same = [name for name in measured if measured_gpus[name].family == gpu.family]
+    # its generation's measured boards: the same cuBLAS picks and tiles (GENERATIONS), whatever their power
+    generation = [name for name in same if measured_gpus[name].generation == gpu.generation]
     donors = same_architecture or same or list(measured)
     # where its family has no measured GPU: those of the family whose FP32 GEMM kernels it runs
     borrowed_kernels = [] if same else [name for name in measured
@@ -887,10 +893,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         if op_class == "gemm" and not same_architecture:
             # re-reads beyond the L2 are its kernels' tiles' (Pascal's narrow nn.Linear tiles: LINEAR_TILES): its
             # generation's boards', whatever their power, else those its other GEMM parameters come from
-            generation = [name for name in same if measured_gpus[name].generation == gpu.generation
-                          and "gemm" in measured[name].classes]
             with_gemm = [name for name in measured if "gemm" in measured[name].classes]
-            kernels_of = generation or [name for name in pool if name in with_gemm] or with_gemm
+            kernels_of = ([name for name in generation if name in with_gemm]
+                          or [name for name in pool if name in with_gemm] or with_gemm)
             classes[op_class]["reread"] = float(statistics.median(
                 measured[name].classes["gemm"].get("reread", 0.0) for name in kernels_of))
         if op_class in MEMORY_CLASSES:
@@ -956,7 +961,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     # GENERATIONS), whatever their power (a board's fit prices its power limit apart, so its residuals are its
     # picks); else its family's full-power boards' (the same kernel names: volta_sgemm on the V100 and T4)
     with_gemm_shapes = [name for name in sorted(same) if "gemm" in measured[name].shapes]
-    siblings = ([name for name in with_gemm_shapes if measured_gpus[name].generation == gpu.generation]
+    siblings = ([name for name in with_gemm_shapes if name in generation]
                 or [name for name in with_gemm_shapes if measured_gpus[name].full_power])
     gemm_from_family = "gemm" not in shapes and bool(siblings)
     if gemm_from_family:
@@ -975,8 +980,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     across_note = (f"; {', '.join(across)} shapes: all measured GPUs' residuals, each less its median"
                    f"{winograd_note}" if across else "")
     if gemm_from_family:
-        whose = ("its generation's" if measured_gpus[siblings[0]].generation == gpu.generation
-                 else "its family's full-power")
+        whose = "its generation's" if siblings[0] in generation else "its family's full-power"
         across_note += f"; GEMM shapes: {whose} boards' residuals ({', '.join(siblings)}), each less its median"
     borrowed_note = "".join(
         f"; {op_class}: none measured on its architecture, each parameter the median of all measured GPUs'"
