@@ -28,7 +28,10 @@ The model, per op class, is datasheet arithmetic times a few physically meaningf
   than ``rows_per_sm`` × SMs leave the GPU partly idle.
 - Every call adds the **launch floor** of its operator (``floors``: the fastest measured call of that
   operator; convolution: ``floor_seconds`` fitted with the rest): the time between the CUDA events around
-  one eager call that no kernel fills — the measuring host's dispatch path, not the GPU's.
+  one eager call that no kernel fills — the measuring host's dispatch path, not the GPU's. A convolution's
+  grows over its measuring run, ``drift_seconds_per_call`` for every call before it (:func:`host_drift`):
+  its ``floor_seconds`` is the run's middle call's (``drift_from_call``), where a row that does not say its
+  place in a run (``run_order``) is priced.
 
 A GPU with measurements gets its parameters fitted on them (:func:`fit_gpu`). A GPU without
 (:func:`family_calibration`) gets, with its own datasheet (SMs, FP32 peak, bandwidth, L2 size, board
@@ -291,6 +294,7 @@ def _read_measurement_file(path: Path, operator: str) -> pd.DataFrame:
     frame[list(needed[1:])] = numbers
     if "Kernels" in frame:
         frame["algorithm"] = frame.pop("Kernels").map(convolution_algorithm)
+    frame["run_order"] = np.arange(len(frame))  # a file's rows are its measuring run's calls, in order
     return frame
 
 
@@ -522,6 +526,8 @@ class _Prepared:
     def __init__(self, rows: pd.DataFrame, gpu: Gpu):
         self.gpu = gpu
         self.op_class = rows["op_class"].to_numpy()
+        # each call's place in its measuring run (NaN where the rows do not say)
+        self.run_order = rows["run_order"].to_numpy(float) if "run_order" in rows else np.full(len(rows), np.nan)
         self.index = {c: np.flatnonzero(self.op_class == c) for c in CLASSES}
         self.work: dict[str, dict[str, Any]] = {}
         for op_class, idx in self.index.items():
@@ -640,9 +646,16 @@ class _Prepared:
             result["fft"] = np.where(work["fft"], fft, np.inf)
         return result
 
-    def operator_floors(self, op_class: str, floors: dict[str, float], default: float) -> np.ndarray:
-        """Each row's launch floor: its operator's, else ``default``."""
-        return np.array([floors.get(o, default) for o in self.work[op_class]["operator"]])
+    def operator_floors(self, op_class: str, floors: dict[str, float], params: dict[str, float]) -> np.ndarray:
+        """Each row's launch floor: its operator's, else its class's (``params``), at its measuring run's
+        place (:func:`host_drift`: the floor is the run's middle call's; a row that does not say its place
+        is given the middle)."""
+        floor = np.array([floors.get(o, params["floor_seconds"]) for o in self.work[op_class]["operator"]])
+        drift = params.get("drift_seconds_per_call", 0.0)
+        if not drift:
+            return floor
+        calls = np.nan_to_num(self.run_order[self.index[op_class]] - params["drift_from_call"])
+        return np.maximum(floor + drift * calls, BOUNDS["floor_seconds"][0])  # a short run's first calls: a launch
 
 
 def predict_seconds(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) -> np.ndarray:
@@ -665,8 +678,8 @@ def launch_floors(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) 
     result = np.zeros(len(rows))
     for op_class, idx in prepared.index.items():
         if len(idx):
-            default = {**DEFAULTS[op_class], **calibration.classes.get(op_class, {})}["floor_seconds"]
-            result[idx] = prepared.operator_floors(op_class, calibration.floors, default)
+            params = {**DEFAULTS[op_class], **calibration.classes.get(op_class, {})}
+            result[idx] = prepared.operator_floors(op_class, calibration.floors, params)
     return result
 
 
@@ -701,7 +714,7 @@ def _model_seconds(prepared: _Prepared, calibration: KernelCalibration) -> np.nd
     for op_class, idx in prepared.index.items():
         if len(idx):
             params = {**DEFAULTS[op_class], **calibration.classes.get(op_class, {})}
-            params["floor_seconds"] = prepared.operator_floors(op_class, calibration.floors, params["floor_seconds"])
+            params["floor_seconds"] = prepared.operator_floors(op_class, calibration.floors, params)
             result[idx] = prepared.seconds(op_class, params)
     return result
 
@@ -739,12 +752,42 @@ def _fit_class(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, floo
     return params
 
 
-def _floor(prepared: _Prepared, op_class: str, measured: np.ndarray) -> float:
+def _floor(prepared: _Prepared, op_class: str, measured: np.ndarray, params: dict[str, float] | None = None) -> float:
     """A class's launch floor on one GPU: the median of its fastest tenth of calls, less their small
-    predicted work (the work at default efficiencies)."""
+    predicted work (with ``params``, else at default efficiencies)."""
     fastest = np.argsort(measured)[: max(5, len(measured) // 10)]
-    work = prepared.seconds(op_class, {**DEFAULTS[op_class], "floor_seconds": 0.0})[fastest]
+    work = prepared.seconds(op_class, {**DEFAULTS[op_class], **(params or {}), "floor_seconds": 0.0})[fastest]
     return float(max(np.median(measured[fastest] - work), np.min(measured) * 0.5))
+
+
+def host_drift(order: np.ndarray, work: np.ndarray, measured: np.ndarray) -> float:
+    """Seconds each call of a measuring run adds to every later call, from the calls' ``order`` in the run,
+    their modelled ``work`` and ``measured`` seconds (0 where the order is unknown or no growth stands out of
+    the noise: over 3 standard errors). The data set's hosts (torch 2.1, cuDNN 8.9, ``cudnn.benchmark``) took
+    53-153 ns more per convolution call for every shape their run had measured before it, alike for every
+    algorithm and size of call (a host's cost, not a kernel's): over their ~5,000 shapes 0.26-0.76 ms, a
+    small call's 70-100 µs at the run's start, 300-770 µs at its end. Shapes are drawn alike over the run,
+    so any model's work is unrelated to the order: the excess over it against the order is the growth, said
+    with least noise by the half of the calls of least work."""
+    if len(order) < 50 or not np.isfinite(order).all():
+        return 0.0
+    light = work <= np.median(work)
+    x, y = order[light] - order[light].mean(), (measured - work)[light]
+    slope = float(np.sum(x * (y - y.mean())) / np.sum(x * x))
+    spread = float(np.sqrt(np.sum((y - y.mean() - slope * x) ** 2) / (len(x) - 2) / np.sum(x * x)))
+    return slope if abs(slope) > 3 * spread else 0.0
+
+
+def _steady(prepared: _Prepared, op_class: str, measured: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+    """A class's ``measured`` seconds as each call would have run at its measuring run's middle call, and the
+    run's drift (:func:`host_drift`: ``drift_seconds_per_call`` from call ``drift_from_call``; none where the
+    calls do not drift or do not say their order)."""
+    order = prepared.run_order[prepared.index[op_class]]
+    drift = host_drift(order, prepared.seconds(op_class, {**DEFAULTS[op_class], "floor_seconds": 0.0}), measured)
+    if not drift:
+        return measured, {}
+    middle = float(np.median(order))
+    return measured - drift * (order - middle), {"drift_seconds_per_call": drift, "drift_from_call": middle}
 
 
 def _operator_floors(measured: np.ndarray, operators: np.ndarray) -> dict[str, float]:
@@ -754,7 +797,8 @@ def _operator_floors(measured: np.ndarray, operators: np.ndarray) -> dict[str, f
 
 def with_host_floors(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) -> KernelCalibration:
     """``calibration`` with the launch floors of the host that measured ``rows`` (by :func:`fit_gpu`'s rules: each
-    operator's fastest calls; a convolution's fastest tenth less their work), every kernel parameter as it was.
+    operator's fastest calls; a convolution's fastest tenth less their work at the calibration's kernel parameters,
+    and its run's growth per call: :func:`host_drift`), every kernel parameter as it was.
     A floor is the measuring host's dispatch path, not the GPU's: rooflow's own single ops on an H200 (torch
     2.11) start at 13-24 µs where the data set's hosts (torch 2.1) start at 25-60 µs."""
     prepared = _Prepared(rows, gpu)
@@ -765,8 +809,11 @@ def with_host_floors(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibratio
         if not len(idx):
             continue
         if op_class == "convolution":
-            classes.setdefault(op_class, dict(DEFAULTS[op_class]))["floor_seconds"] = \
-                _floor(prepared, op_class, measured[idx])
+            steady, drift = _steady(prepared, op_class, measured[idx])
+            params = classes.setdefault(op_class, dict(DEFAULTS[op_class]))
+            for key in ("drift_seconds_per_call", "drift_from_call"):
+                params.pop(key, None)
+            params.update(floor_seconds=_floor(prepared, op_class, steady, params), **drift)
         else:
             floors.update(_operator_floors(measured[idx], rows["operator"].to_numpy()[idx]))
     return replace(calibration, classes=classes, floors=floors,
@@ -791,11 +838,14 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
             # autotuner: a floor fitted with the rest, not the fastest call's. Its implicit-GEMM kernels
             # are SGEMMs on the same SMs: the GPU's GEMM efficiency, where measured (its power limit inside)
             fixed = {"efficiency": as_measured_efficiency} if as_measured_efficiency is not None else None
-            params = _fit_class([(prepared, measured[idx])], op_class, [_floor(prepared, op_class, measured[idx])],
-                                fixed=fixed)
+            # the measuring run's cost per call grows with the shapes it ran before (:func:`host_drift`): its
+            # kernels and floor are fitted on the calls as they would have run at the run's middle call
+            steady, drift = _steady(prepared, op_class, measured[idx])
+            params = _fit_class([(prepared, steady)], op_class, [_floor(prepared, op_class, steady)], fixed=fixed)
+            params.update(drift)
         else:
             floors.update(_operator_floors(measured[idx], rows["operator"].to_numpy()[idx]))
-            floor_rows = prepared.operator_floors(op_class, floors, 0.0)
+            floor_rows = prepared.operator_floors(op_class, floors, {"floor_seconds": 0.0})
             # a power-limited board: GPU Boost's window at its kernels' rate, then the rate its power sustains
             limited = op_class == "gemm" and gpu.tdp_watts is not None and not gpu.full_power
             params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False,
@@ -812,9 +862,15 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
                 params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False,
                                     fixed={k: v for k, v in params.items() if k != "reread"}, extra=("reread",))
             params["floor_seconds"] = float(np.median(floor_rows))
-        classes[op_class] = {k: round(v, 9 if k == "floor_seconds" else 4) for k, v in params.items()}
+        classes[op_class] = {k: round(v, 9 if k in ("floor_seconds", "drift_seconds_per_call") else 4)
+                             for k, v in params.items()}
         if op_class == "gemm" and as_measured_efficiency is None:
             as_measured_efficiency = classes[op_class]["efficiency"]
+    if classes.get("convolution", {}).get("drift_seconds_per_call"):
+        conv = classes["convolution"]
+        power_note += (f"; convolution calls {conv['drift_seconds_per_call'] * 1e9:.0f} ns slower for every call "
+                       f"its measuring run made before (its host's), its floor {conv['floor_seconds'] * 1e6:.0f} µs "
+                       f"the run's middle call's")
     calibration = KernelCalibration(source=source + power_note, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
                                     classes=classes, rows=len(rows), floors=floors, architecture=gpu.architecture)
     modelled = _model_seconds(prepared, calibration)
@@ -851,7 +907,10 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     to what its board power sustains at its family's FP32 GEMM FLOPs per joule. Efficiencies are against each
     GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
     memory-bound classes: all measured GPUs', but LayerNorms on an architecture rooflow recorded them on
-    (:data:`NORMALIZATION_ROW_SECONDS_OF`): its measured triad plus a cost per row. Convolution shapes where its
+    (:data:`NORMALIZATION_ROW_SECONDS_OF`): its measured triad plus a cost per row. A convolution's floor and its
+    growth over a measuring run (:func:`host_drift`) come with its other parameters: the data set's Pascal
+    boards' hosts drift alike (153 and 140 ns per call), its Volta and Turing boards' alike (53 and 82 ns), and
+    the median of all four drifts predicts a held-out board's convolutions worse. Convolution shapes where its
     architecture has none: every measured GPU's residuals, each less its own median (cuDNN's picks by shape
     carry across architectures, a board's level does not; :func:`shape_residuals.pooled`), less the 3×3
     stride-1 shapes where cuDNN has no forward Winograd (:data:`NO_FORWARD_WINOGRAD`: they ran Winograd on the measured GPUs)."""
@@ -916,6 +975,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                                          row_seconds=NORMALIZATION_ROW_SECONDS_OF[gpu.architecture])
         elif not same_architecture:
             donors_of = [name for name in measured if op_class in measured[name].classes]
+
             # a GEMV-like call streams its weights: DRAM efficiency, which carries across architectures (but
             # for the GEMM kernels another family's, below)
             classes[op_class]["memory_efficiency"] = float(statistics.median(

@@ -59,6 +59,30 @@ def test_elementwise_is_bandwidth_plus_floor():
         12e-6 + (bytes_big - cached + cached / 2) / 0.5e12)
 
 
+def test_a_measuring_runs_growth_per_call_is_read_and_priced():
+    """host_drift reads the seconds each call of a run adds to the later ones from the excess over the work
+    against the call's place (none where the order is unknown or the growth is within the noise); a convolution
+    row is priced at its place in its run (the floor is the run's middle call's, never under 2 µs), a row that
+    does not say its place at the middle call."""
+    rng = np.random.default_rng(0)
+    order = np.arange(2000, dtype=float)
+    work = rng.uniform(1e-5, 1e-3, 2000)
+    noise = rng.normal(0.0, 20e-6, 2000)
+    assert kc.host_drift(order, work, work + 50e-6 + 100e-9 * order + noise) == pytest.approx(100e-9, rel=0.1)
+    assert kc.host_drift(order, work, work + 50e-6 + noise) == 0.0  # flat: within the noise
+    assert kc.host_drift(np.full(2000, np.nan), work, work + 100e-9 * order) == 0.0  # order unknown
+    params = {"efficiency": 1.0, "memory_efficiency": 1.0, "floor_seconds": 300e-6, "tile_exponent": 0.0,
+              "fill_k": 0.0, "winograd_efficiency": 1.0, "drift_seconds_per_call": 100e-9, "drift_from_call": 2500.0}
+    calibration = kc.KernelCalibration(source="t", gpu="test", classes={"convolution": params})
+    conv = pd.concat([_rows("conv", B=1, Input_Channel=8, Output_Channel=8, Kernel_Szie=1, Input_Size=8, Stride=1,
+                            Padding=0)] * 3, ignore_index=True)
+    floors = kc.launch_floors(conv.assign(run_order=[0.0, 2500.0, 5000.0]), GPU, calibration)
+    assert floors == pytest.approx([50e-6, 300e-6, 550e-6])
+    assert kc.launch_floors(conv, GPU, calibration) == pytest.approx([300e-6] * 3)  # no place said: the middle
+    early = replace(calibration, classes={"convolution": {**params, "drift_from_call": 4000.0}})
+    assert kc.launch_floors(conv.assign(run_order=0.0), GPU, early) == pytest.approx([2e-6] * 3)
+
+
 def test_softmax_rows_of_over_1024_elements_run_the_three_pass_kernel():
     """PyTorch's FP32 softmax holds a row of up to 1,024 elements in a warp's registers (read once, written
     once); a longer row runs cunn_SoftMaxForward, which reads it three times: block_bytes × the traffic. The data
@@ -237,9 +261,10 @@ def test_the_p100s_memory_bound_misses_are_its_hosts_launch_floor(sample):
     """Held one out, the P100's elementwise and softmax calls miss (55% and 18% within ±25% on the full data) by
     its measuring host's launch floor (its fastest add, mul, ReLU and softmax: 41-56 µs; the other GPUs' 25-40
     µs), not by its kernels: with that
-    host's floors they are 98% and 88% (full data). A convolution's floor is not a host's: the data set's fits
-    put it at 213-470 µs, above their fastest calls (66-108 µs), and their shapes' residuals correct it; taken
-    from the fastest calls instead, the P100's convolutions fall (85% → 37% on the full data)."""
+    host's floors they are 98% and 88% (full data). A convolution's floor is its host's too, once its growth over
+    the measuring run is priced (kc.host_drift): the fits had put it at 213-470 µs, above the fastest calls
+    (66-108 µs), the run's middle call's; with the host's floor and growth the P100's convolutions hold (90% on the
+    full data; 37% with a floor from the fastest calls, before the growth was priced)."""
     gpus = kc.load_dataset_gpus(KERNELS)
     fitted = kc.fit_each(sample, gpus)
     table = kc.held_one_out(sample, gpus, calibrations=fitted).set_index(["gpu", "op_class"])["within"]
@@ -247,7 +272,7 @@ def test_the_p100s_memory_bound_misses_are_its_hosts_launch_floor(sample):
     p100 = "Tesla P100-PCIE-16GB"
     for op_class in ("elementwise", "softmax"):
         assert table[(p100, op_class)] < 0.7 and host[(p100, op_class)] >= 0.85, (op_class, table, host)
-    assert host[(p100, "convolution")] < table[(p100, "convolution")] - 0.2
+    assert host[(p100, "convolution")] >= 0.7 and host[(p100, "convolution")] > table[(p100, "convolution")] - 0.05
 
 
 @needs_data
@@ -298,15 +323,20 @@ def test_held_one_gpu_out(sample):
 # The held-one-GPU-out table on every measured call (249,000; about 40 s on 2 cores), each cell pinned at what
 # the model reaches, rounded down to a point (2026-11-27; the P4's GEMMs and the V100's convolutions
 # 2026-11-28, once power-limited boards' fits separated their power limit; the P100's GEMMs 2026-11-28, with the P4's
-# GEMM residuals: its generation's; the P100's and P4's GEMMs 2026-11-28, with their operands' re-reads). The 250-call sample above is cheaper and noisier: a
+# GEMM residuals: its generation's; the P100's and P4's GEMMs 2026-11-28, with their operands' re-reads; the
+# convolutions 2026-11-29, once each measuring run's growth per call was priced (kc.host_drift): the P100 0.85 ->
+# 0.91, P4 0.84 -> 0.86, T4 0.67 -> 0.69, and the V100 0.85 -> 0.82: its first fifth of calls, 0.85 within before,
+# 0.65 now, at a median predicted/measured of 0.79 (its kernels priced too fast by the T4's Winograd share, 1.64x its
+# GEMM efficiency against the V100's own 1.07, which the flat floor of the run's middle call had hidden under the
+# first calls' overhead). The 250-call sample above is cheaper and noisier: a
 # change that moves a sample cell by one row may leave the full data's untouched (benchmarks/README.md).
 FULL_DATA_WITHIN = {
     "NVIDIA A100-PCIE-40GB": {"gemm": 0.82, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
-    "Tesla P100-PCIE-16GB": {"convolution": 0.85, "gemm": 0.73, "elementwise": 0.55, "normalization": 0.84,
+    "Tesla P100-PCIE-16GB": {"convolution": 0.91, "gemm": 0.73, "elementwise": 0.55, "normalization": 0.84,
                              "softmax": 0.18},
-    "Tesla P4": {"convolution": 0.84, "gemm": 0.72, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
-    "Tesla T4": {"convolution": 0.67, "gemm": 0.74, "elementwise": 0.99, "normalization": 0.87, "softmax": 0.98},
-    "Tesla V100-PCIE-32GB": {"convolution": 0.85, "gemm": 0.86, "elementwise": 1.0, "normalization": 0.86,
+    "Tesla P4": {"convolution": 0.86, "gemm": 0.72, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
+    "Tesla T4": {"convolution": 0.69, "gemm": 0.74, "elementwise": 0.99, "normalization": 0.87, "softmax": 0.98},
+    "Tesla V100-PCIE-32GB": {"convolution": 0.82, "gemm": 0.86, "elementwise": 1.0, "normalization": 0.86,
                              "softmax": 0.97},
 }
 
@@ -855,6 +885,43 @@ def test_gemm_shapes_carry_within_a_generation_whatever_its_power_else_from_its_
 
 
 @needs_data
+def test_convolution_calls_grow_slower_over_their_measuring_run():
+    """The evidence for host_drift: each GPU's convolution file draws its shapes alike over its run (every fifth's
+    median batch, channels and size within 0.9-1.12 of the file's), yet over its kernels (as fitted) its calls of
+    least work take 75-118 µs in the run's first fifth and 291-724 µs in its last. The growth per call (53-153 ns) is the same for implicit
+    GEMM and fused Winograd calls (a host's cost, not a kernel's) and pairs by host: the Pascal boards' alike,
+    the V100's and T4's alike. The other files step through their shapes (add's median batch 187 -> 10,497 over
+    its run on the V100), so their order says nothing apart from their shapes: no drift is read from them."""
+    data = kc.load_measurements(KERNELS)
+    gpus = kc.load_dataset_gpus(KERNELS)
+    shape = ["B", "Input_Channel", "Output_Channel", "Input_Size"]
+    drift = {}
+    for name, rows in data[data["op_class"] == "convolution"].groupby("gpu"):
+        fifth = pd.qcut(rows["run_order"], 5, labels=False)
+        alike = rows.groupby(fifth)[shape].median() / rows[shape].median()
+        assert alike.to_numpy().min() >= 0.9 and alike.to_numpy().max() <= 1.12, (name, alike)
+        calibration = kc.fit_gpu(rows, gpus[name], "t")
+        drift[name] = calibration.classes["convolution"]["drift_seconds_per_call"]
+        work = kc._Prepared(rows, gpus[name]).seconds(  # its kernels as fitted, no floor
+            "convolution", {**calibration.classes["convolution"], "floor_seconds": 0.0})
+        excess = rows["seconds"].to_numpy() - work
+        light = work < np.quantile(work, 0.15)
+        first, last = (np.median(excess[light & (fifth.to_numpy() == k)]) for k in (0, 4))
+        assert 70e-6 < first < 120e-6 and 280e-6 < last < 730e-6, (name, first, last)
+        for algorithm in ("direct", "fused"):  # the same growth whichever kernels cuDNN ran
+            part = (rows["algorithm"] == algorithm).to_numpy() & (work < np.median(work))
+            slope = np.polyfit(rows["run_order"].to_numpy(float)[part], excess[part], 1)[0]
+            assert slope == pytest.approx(drift[name], rel=0.25), (name, algorithm, slope, drift[name])
+    assert {name: round(value * 1e9) for name, value in drift.items()} == {
+        "Tesla P100-PCIE-16GB": 153, "Tesla P4": 140, "Tesla T4": 82, "Tesla V100-PCIE-32GB": 53}
+    add = data[(data["gpu"] == "Tesla V100-PCIE-32GB") & (data["operator"] == "add")]
+    batches = add.groupby(pd.qcut(add["run_order"], 5, labels=False))["B"].median()
+    assert batches.iloc[-1] > 50 * batches.iloc[0]
+    assert all("drift_seconds_per_call" not in params for cal in kc.load_shipped()[0].values()
+               for op_class, params in cal.classes.items() if op_class != "convolution")
+
+
+@needs_data
 def test_generations_share_cublas_picks():
     """The evidence for GENERATIONS: of the GEMM shapes (nn.Linear and torch.bmm) measured on both, the P100 and
     the P4 (Pascal) ran the same cuBLAS kernel for 88%, the V100 (Volta) and the T4 (Turing) for 27%."""
@@ -1063,24 +1130,31 @@ H200_SINGLE_OPS = ROOT / "tests" / "data" / "real" / "gpu-2026-11-28"
 
 
 @pytest.mark.parametrize("run, least", [
-    ("single-ops-h200", {"convolution": 0.65, "gemm": 0.5, "elementwise": 0.9, "normalization": 0.85,
+    ("single-ops-h200", {"convolution": 0.8, "gemm": 0.5, "elementwise": 0.9, "normalization": 0.85,
                          "softmax": 0.95}),
-    ("single-ops-h200-repeat", {"convolution": 0.55, "gemm": 0.5, "elementwise": 0.9, "normalization": 0.7,
+    ("single-ops-h200-repeat", {"convolution": 0.65, "gemm": 0.5, "elementwise": 0.9, "normalization": 0.7,
                                 "softmax": 0.95}),
 ])
 def test_h200_single_ops_against_the_shipped_model(run, least):
     """A Hopper GPU whose single ops the calibration never saw: 2,020 FP32 single ops rooflow measured on a lent
     H200 (`rooflow ceilings --single-ops`, two runs of the same seeded shapes), against the kernel model as shipped.
     With the launch floors of the host that measured them its kernels hold (pinned per class at what they
-    measured: convolution 70% / 59%, GEMM 54% / 53%, elementwise 93% / 92%, normalization 88% / 72%, softmax 98%
-    within ±25%). With the shipped floors — the data set's hosts' (torch 2.1): a convolution's 360 µs against
-    this host's 23 µs — the floor is most of the error."""
+    measured: convolution 80% / 70% (70% / 59% before the floor took the runs' growth per call: kc.host_drift),
+    GEMM 54% / 53%, elementwise 93% / 92%, normalization 88% / 72%, softmax 98% within ±25%). With the shipped
+    floors — the data set's hosts' (torch 2.1) — the floor is most of the elementwise error; a convolution's is the
+    data set's runs' middle call's (their 5,000th shape: 195-425 µs) less their growth per call, so this run's 500
+    calls take 24-80 µs against this host's 21 µs, which does not grow (torch 2.11, cuDNN 9.19): 44% / 50% within
+    (9% / 9% at the middle call's floor for every call)."""
     as_shipped = kc.check_shipped(H200_SINGLE_OPS / run).set_index("op_class")["within"]
     host = kc.check_shipped(H200_SINGLE_OPS / run, host_floors=True).set_index("op_class")
     assert set(host.index) == set(kc.CLASSES) and host["rows"].sum() == 2020
     for op_class, fraction in least.items():
         assert host.loc[op_class, "within"] >= fraction, (op_class, host.loc[op_class, "within"])
-    assert as_shipped["convolution"] < 0.15 and as_shipped["elementwise"] < host.loc["elementwise", "within"] - 0.3
+    assert as_shipped["convolution"] >= 0.4 and as_shipped["elementwise"] < host.loc["elementwise", "within"] - 0.3
+    if run == "single-ops-h200-repeat":
+        data = kc.load_measurements(H200_SINGLE_OPS / run)
+        own = kc.fit_gpu(data, kc.load_dataset_gpus(H200_SINGLE_OPS / run)["NVIDIA H200"], "t").classes["convolution"]
+        assert "drift_seconds_per_call" not in own and own["floor_seconds"] < 25e-6
 
 
 def test_h200_single_convolutions_run_no_winograd():
@@ -1133,7 +1207,7 @@ def test_a_power_limited_boards_fit_separates_its_power_limit():
     rows, t4_gpu = data[data["gpu"] == "Tesla T4"], gpus["Tesla T4"]
     own = replace(kc.fit_gpu(rows, t4_gpu, "t"), shapes={})
     prepared, measured = kc._Prepared(rows, t4_gpu), rows["seconds"].to_numpy(float)
-    one = kc._fit_class([(prepared, measured)], "gemm", [prepared.operator_floors("gemm", own.floors, 0.0)],
+    one = kc._fit_class([(prepared, measured)], "gemm", [prepared.operator_floors("gemm", own.floors, {"floor_seconds": 0.0})],
                         fit_floor=False)  # one efficiency for all its calls
     assert "sustained" not in one and one["efficiency"] < t4["efficiency"] * 0.8
 
