@@ -975,7 +975,6 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                                          row_seconds=NORMALIZATION_ROW_SECONDS_OF[gpu.architecture])
         elif not same_architecture:
             donors_of = [name for name in measured if op_class in measured[name].classes]
-
             # a GEMV-like call streams its weights: DRAM efficiency, which carries across architectures (but
             # for the GEMM kernels another family's, below)
             classes[op_class]["memory_efficiency"] = float(statistics.median(
@@ -1046,6 +1045,11 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         f"; {op_class}: none measured on its architecture, each parameter the median of all measured GPUs'"
         + (" but its FP32 efficiency, its GEMMs'" if op_class == "convolution" and "gemm" in classes else "")
         for op_class in sorted(borrowed) if op_class in classes) if same_architecture else ""
+    conv = classes.get("convolution", {})
+    if conv.get("drift_seconds_per_call"):  # the measuring hosts' (host_drift), with its convolution parameters
+        power_note = (f"; convolution calls {conv['floor_seconds'] * 1e6:.0f} µs of launch floor at a measuring run's "
+                      f"middle call, {conv['drift_seconds_per_call'] * 1e9:.0f} ns more for every call before it (its "
+                      f"donors' hosts)") + power_note
     if same_architecture:
         source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "
                   f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "

@@ -442,6 +442,12 @@ def test_every_catalogue_gpu_names_its_calibration_source():
     assert "h100" in sources["h200-sxm-141gb"].lower()
     for key, source in sources.items():
         assert source, key
+    # a convolution's floor and its growth over a measuring run (host_drift): the measured hosts'
+    l4 = kc.for_gpu(devices["l4"])[0]
+    assert ("convolution calls 300 µs of launch floor at a measuring run's middle call, 111 ns more for every call "
+            "before it") in l4.source
+    assert l4.classes["convolution"]["drift_seconds_per_call"] == pytest.approx(111e-9)
+    assert "convolution calls 82 ns slower for every call" in kc.for_gpu(devices["t4"])[0].source
 
 
 def test_time_model_takes_kernel_efficiencies():
