@@ -760,6 +760,9 @@ def _floor(prepared: _Prepared, op_class: str, measured: np.ndarray, params: dic
     return float(max(np.median(measured[fastest] - work), np.min(measured) * 0.5))
 
 
+ORDER_UNRELATED = 0.1  # the largest rank correlation of a run's calls' work with their order that host_drift reads
+
+
 def host_drift(order: np.ndarray, work: np.ndarray, measured: np.ndarray) -> float:
     """Seconds each call of a measuring run adds to every later call, from the calls' ``order`` in the run,
     their modelled ``work`` and ``measured`` seconds (0 where the order is unknown or no growth stands out of
@@ -768,8 +771,12 @@ def host_drift(order: np.ndarray, work: np.ndarray, measured: np.ndarray) -> flo
     algorithm and size of call (a host's cost, not a kernel's): over their ~5,000 shapes 0.26-0.76 ms, a
     small call's 70-100 µs at the run's start, 300-770 µs at its end. Shapes are drawn alike over the run,
     so any model's work is unrelated to the order: the excess over it against the order is the growth, said
-    with least noise by the half of the calls of least work."""
+    with least noise by the half of the calls of least work. Where the work follows the order (a file that
+    steps through its shapes, as the data set's other operators' do: rank correlation over
+    :data:`ORDER_UNRELATED`), the order says nothing apart from the shapes: no growth is read."""
     if len(order) < 50 or not np.isfinite(order).all():
+        return 0.0
+    if abs(np.corrcoef(pd.Series(order).rank(), pd.Series(work).rank())[0, 1]) > ORDER_UNRELATED:
         return 0.0
     light = work <= np.median(work)
     x, y = order[light] - order[light].mean(), (measured - work)[light]

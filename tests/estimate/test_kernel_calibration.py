@@ -71,6 +71,8 @@ def test_a_measuring_runs_growth_per_call_is_read_and_priced():
     assert kc.host_drift(order, work, work + 50e-6 + 100e-9 * order + noise) == pytest.approx(100e-9, rel=0.1)
     assert kc.host_drift(order, work, work + 50e-6 + noise) == 0.0  # flat: within the noise
     assert kc.host_drift(np.full(2000, np.nan), work, work + 100e-9 * order) == 0.0  # order unknown
+    stepped = np.sort(work)  # a file that steps through its shapes: a model's misfit follows the order
+    assert kc.host_drift(order, stepped, 1.3 * stepped + 50e-6 + noise) == 0.0
     params = {"efficiency": 1.0, "memory_efficiency": 1.0, "floor_seconds": 300e-6, "tile_exponent": 0.0,
               "fill_k": 0.0, "winograd_efficiency": 1.0, "drift_seconds_per_call": 100e-9, "drift_from_call": 2500.0}
     calibration = kc.KernelCalibration(source="t", gpu="test", classes={"convolution": params})
@@ -923,6 +925,9 @@ def test_convolution_calls_grow_slower_over_their_measuring_run():
     add = data[(data["gpu"] == "Tesla V100-PCIE-32GB") & (data["operator"] == "add")]
     batches = add.groupby(pd.qcut(add["run_order"], 5, labels=False))["B"].median()
     assert batches.iloc[-1] > 50 * batches.iloc[0]
+    work = kc._Prepared(add, gpus["Tesla V100-PCIE-32GB"]).seconds("elementwise", {
+        **kc.DEFAULTS["elementwise"], "floor_seconds": 0.0})
+    assert kc.host_drift(add["run_order"].to_numpy(float), work, add["seconds"].to_numpy()) == 0.0
     assert all("drift_seconds_per_call" not in params for cal in kc.load_shipped()[0].values()
                for op_class, params in cal.classes.items() if op_class != "convolution")
 
