@@ -290,7 +290,7 @@ def test_held_one_gpu_out(sample):
     assert others.xs("softmax", level="op_class").min() >= 0.8
     assert within.xs("normalization", level="op_class").min() >= 0.8
     assert within.xs("gemm", level="op_class").mean() >= 0.55
-    assert within.xs("convolution", level="op_class").mean() >= 0.45
+    assert within.xs("convolution", level="op_class").mean() >= 0.7  # 0.755 (0.45 before kc.host_drift)
     # at its GEMM efficiency, and the other GPUs' convolution shapes' residuals, each less its median
     # (cuDNN's picks by shape carry across architectures). 0.70 on this sample before the base-clock floor of
     # the power limit: the T4's fit on this sample puts the V100's power-derived clock under its base clock, so
@@ -394,7 +394,8 @@ def test_held_out_shapes(sample):
     # the model alone reached 0.65 and 0.7: each GPU's measured shapes' residuals (its library's kernel
     # picks) carry the rest (rooflow.estimate.shape_residuals)
     assert within.xs("gemm", level="op_class").mean() >= 0.8
-    assert within.xs("convolution", level="op_class").mean() >= 0.75
+    # 0.93 on this sample (0.75 before each run's growth per call was priced: kc.host_drift)
+    assert within.xs("convolution", level="op_class").mean() >= 0.9
 
 
 @needs_data
@@ -410,7 +411,7 @@ def test_fitted_on_as_few_shapes_as_a_user_measures(sample):
     # 0.79 (P100) and 0.87 (A100) with one softmax kernel for every row length (SOFTMAX_WARP_MAX_ELEMENTS)
     assert within.xs("softmax", level="op_class").min() >= 0.9
     assert within.xs("gemm", level="op_class").mean() >= 0.8  # 0.84 on this sample
-    assert within.xs("convolution", level="op_class").mean() >= 0.75  # 0.80
+    assert within.xs("convolution", level="op_class").mean() >= 0.85  # 0.87 (0.80 before kc.host_drift)
 
 
 @needs_data
