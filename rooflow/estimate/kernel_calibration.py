@@ -29,9 +29,9 @@ The model, per op class, is datasheet arithmetic times a few physically meaningf
 - Every call adds the **launch floor** of its operator (``floors``: the fastest measured call of that
   operator; convolution: ``floor_seconds`` fitted with the rest): the time between the CUDA events around
   one eager call that no kernel fills — the measuring host's dispatch path, not the GPU's. A convolution's
-  grows over its measuring run, ``drift_seconds_per_call`` for every call before it (:func:`host_drift`):
-  its ``floor_seconds`` is the run's middle call's (``drift_from_call``), where a row that does not say its
-  place in a run (``run_order``) is priced.
+  floor grows over its measuring run by ``drift_seconds_per_call`` for every call before it
+  (:func:`host_drift`): its ``floor_seconds`` is the run's middle call's (``drift_from_call``), the place a
+  row that does not say its own (``run_order``) is priced at.
 
 A GPU with measurements gets its parameters fitted on them (:func:`fit_gpu`). A GPU without
 (:func:`family_calibration`) gets, with its own datasheet (SMs, FP32 peak, bandwidth, L2 size, board
@@ -772,7 +772,7 @@ def host_drift(order: np.ndarray, work: np.ndarray, measured: np.ndarray) -> flo
     the noise: over 3 standard errors). The data set's hosts (torch 2.1, cuDNN 8.9, ``cudnn.benchmark``) took
     53-153 ns more per convolution call for every shape their run had measured before it, alike for every
     algorithm and size of call (a host's cost, not a kernel's): over their ~5,000 shapes 0.26-0.76 ms, a
-    small call's 70-100 µs at the run's start, 300-770 µs at its end. Shapes are drawn alike over the run,
+    small call's 75-118 µs over its kernels at the run's start, 291-724 µs at its end. Shapes are drawn alike over the run,
     so any model's work is unrelated to the order: the excess over it against the order is the growth, said
     with least noise by the half of the calls of least work. Where the work follows the order (a file that
     steps through its shapes, as the data set's other operators' do: rank correlation over
@@ -876,12 +876,8 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
                              for k, v in params.items()}
         if op_class == "gemm" and as_measured_efficiency is None:
             as_measured_efficiency = classes[op_class]["efficiency"]
-    if classes.get("convolution", {}).get("drift_seconds_per_call"):
-        conv = classes["convolution"]
-        power_note += (f"; convolution calls {conv['drift_seconds_per_call'] * 1e9:.0f} ns slower for every call "
-                       f"its measuring run made before (its host's), its floor {conv['floor_seconds'] * 1e6:.0f} µs "
-                       f"the run's middle call's")
-    calibration = KernelCalibration(source=source + power_note, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
+    source += power_note + _drift_note(classes.get("convolution", {}), "its host's")
+    calibration = KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
                                     classes=classes, rows=len(rows), floors=floors, architecture=gpu.architecture)
     modelled = _model_seconds(prepared, calibration)
     shapes = {op_class: shape_residuals.measured_residuals(rows.iloc[prepared.index[op_class]],
@@ -958,7 +954,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         if not values:
             continue
         classes[op_class] = {key: float(statistics.median(v.get(key, DEFAULTS[op_class].get(key, 0.0)) for v in values))
-                             for key in values[0]}
+                             for key in dict.fromkeys(key for v in values for key in v)}
         if op_class == "gemm" and not same_architecture:
             # re-reads beyond the L2 are its kernels' tiles' (Pascal's narrow nn.Linear tiles: LINEAR_TILES): its
             # generation's boards', whatever their power, else those its other GEMM parameters come from
@@ -1055,11 +1051,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         f"; {op_class}: none measured on its architecture, each parameter the median of all measured GPUs'"
         + (" but its FP32 efficiency, its GEMMs'" if op_class == "convolution" and "gemm" in classes else "")
         for op_class in sorted(borrowed) if op_class in classes) if same_architecture else ""
-    conv = classes.get("convolution", {})
-    if conv.get("drift_seconds_per_call"):  # the measuring hosts' (host_drift), with its convolution parameters
-        power_note = (f"; convolution calls {conv['floor_seconds'] * 1e6:.0f} µs of launch floor at a measuring run's "
-                      f"middle call, {conv['drift_seconds_per_call'] * 1e9:.0f} ns more for every call before it (its "
-                      f"donors' hosts)") + power_note
+    # the measuring hosts' (host_drift), with its convolution parameters
+    power_note = _drift_note(classes.get("convolution", {}), "its donors' hosts") + power_note
     if same_architecture:
         source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "
                   f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "
@@ -1096,6 +1089,16 @@ def _shapes_of(calibrations: list[KernelCalibration]) -> dict[str, ShapeResidual
             shapes[op_class] = ShapeResiduals(np.vstack([p.points for p in parts]),
                                               np.concatenate([p.residuals for p in parts]))
     return shapes
+
+
+def _drift_note(convolution: dict[str, float], whose: str) -> str:
+    """A calibration source's words for a convolution's floor and its growth over a measuring run
+    (:func:`host_drift`; nothing where it has none)."""
+    if not convolution.get("drift_seconds_per_call"):
+        return ""
+    return (f"; convolution calls {convolution['floor_seconds'] * 1e6:.0f} µs of launch floor at a measuring run's "
+            f"middle call, {convolution['drift_seconds_per_call'] * 1e9:.0f} ns more for every call before it "
+            f"({whose})")
 
 
 def _power_note(what: str, sustained: float, why: str) -> str:
