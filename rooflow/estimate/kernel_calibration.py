@@ -605,7 +605,7 @@ class _Prepared:
                 rereads = work["flops"] * table.reread * p["reread"] / bandwidth
                 compute = np.where(table.base > 0, np.maximum(compute, rereads), np.inf).min(axis=0)
             else:
-                shape = np.maximum(_shape_factor(work["table"], p["tile_exponent"], p["fill_k"]), 1e-4)
+                shape = np.maximum(_shape_factor(table, p["tile_exponent"], p["fill_k"]), 1e-4)
                 compute = _throttled(work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * shape), p)
             return p["floor_seconds"] + np.maximum(compute, work["bytes"] / bandwidth)
         # back-to-back calls: the part of the working set that stays in L2 (up to ``l2_fraction`` of the L2
@@ -752,11 +752,16 @@ def _fit_class(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, floo
     return params
 
 
+def _work(prepared: _Prepared, op_class: str, params: dict[str, float] | None = None) -> np.ndarray:
+    """A class's kernels' seconds without a launch floor, with ``params``, else at default efficiencies."""
+    return prepared.seconds(op_class, {**DEFAULTS[op_class], **(params or {}), "floor_seconds": 0.0})
+
+
 def _floor(prepared: _Prepared, op_class: str, measured: np.ndarray, params: dict[str, float] | None = None) -> float:
     """A class's launch floor on one GPU: the median of its fastest tenth of calls, less their small
     predicted work (with ``params``, else at default efficiencies)."""
     fastest = np.argsort(measured)[: max(5, len(measured) // 10)]
-    work = prepared.seconds(op_class, {**DEFAULTS[op_class], **(params or {}), "floor_seconds": 0.0})[fastest]
+    work = _work(prepared, op_class, params)[fastest]
     return float(max(np.median(measured[fastest] - work), np.min(measured) * 0.5))
 
 
@@ -793,7 +798,7 @@ def _steady(prepared: _Prepared, op_class: str, measured: np.ndarray) -> tuple[n
     run's drift (:func:`host_drift`: ``drift_seconds_per_call`` from call ``drift_from_call``; none where the
     calls do not drift or do not say their order)."""
     order = prepared.run_order[prepared.index[op_class]]
-    drift = host_drift(order, prepared.seconds(op_class, {**DEFAULTS[op_class], "floor_seconds": 0.0}), measured)
+    drift = host_drift(order, _work(prepared, op_class), measured)
     if not drift:
         return measured, {}
     middle = float(np.median(order))
@@ -1052,13 +1057,13 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         + (" but its FP32 efficiency, its GEMMs'" if op_class == "convolution" and "gemm" in classes else "")
         for op_class in sorted(borrowed) if op_class in classes) if same_architecture else ""
     # the measuring hosts' (host_drift), with its convolution parameters
-    power_note = _drift_note(classes.get("convolution", {}), "its donors' hosts") + power_note
+    host_note = _drift_note(classes.get("convolution", {}), "its donors' hosts")
     if same_architecture:
         source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "
                   f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "
                   f"measured shapes included, with its datasheet (SMs, FP32 peak, bandwidth, L2, board power); "
                   f"launch floors from all measured GPUs ({', '.join(sorted(measured))}){borrowed_note}{across_note}"
-                  f"{power_note}")
+                  f"{host_note}{power_note}")
     else:
         which = "its family's" if same else "all"
         kernels_note = (f"; GEMM tile exponent, k fill and memory-bound GEMMs' DRAM efficiency against its "
@@ -1075,7 +1080,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
                   f"({', '.join(sorted(donors))}){roof_note}{kernels_note}, elementwise/normalization/softmax and launch floors "
                   f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "
-                  f"peak, bandwidth, L2, board power){across_note}{power_note}")
+                  f"peak, bandwidth, L2, board power){across_note}{host_note}{power_note}")
     return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes,
                              floors=floors, architecture=gpu.architecture, shapes=shapes)
 
