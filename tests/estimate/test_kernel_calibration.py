@@ -927,8 +927,7 @@ def test_convolution_calls_grow_slower_over_their_measuring_run():
     add = data[(data["gpu"] == "Tesla V100-PCIE-32GB") & (data["operator"] == "add")]
     batches = add.groupby(pd.qcut(add["run_order"], 5, labels=False))["B"].median()
     assert batches.iloc[-1] > 50 * batches.iloc[0]
-    work = kc._Prepared(add, gpus["Tesla V100-PCIE-32GB"]).seconds("elementwise", {
-        **kc.DEFAULTS["elementwise"], "floor_seconds": 0.0})
+    work = kc._work(kc._Prepared(add, gpus["Tesla V100-PCIE-32GB"]), "elementwise")
     assert kc.host_drift(add["run_order"].to_numpy(float), work, add["seconds"].to_numpy()) == 0.0
     assert all("drift_seconds_per_call" not in params for cal in kc.load_shipped()[0].values()
                for op_class, params in cal.classes.items() if op_class != "convolution")
