@@ -18,7 +18,7 @@ The model, per op class, is datasheet arithmetic times a few physically meaningf
   (small m or n) is bound by reading its weights. Convolutions: cuDNN's autotuner also tries Winograd
   (3×3, stride 1), which does fewer multiplications; its ``winograd_efficiency`` (of the direct FLOPs,
   above 1 when it wins) is a parameter of its own, and the faster of the two is taken. On Hopper
-  (:data:`NO_FORWARD_WINOGRAD`) cuDNN 9 runs no FP32 forward Winograd: the alternative is FFT of 16×16 or
+  (:data:`NO_FORWARD_WINOGRAD`) cuDNN runs no FP32 forward Winograd: the alternative is FFT of 16×16 or
   32×32 transforms (a complex GEMM per frequency at the GEMM efficiency, the transforms at the bandwidth).
 - **elementwise** (add, mul, div, pow, their scalar forms, relu, gelu, tanh), **normalization**
   (LayerNorm) and **softmax**: ``bytes / (bandwidth × memory_efficiency)``, where the part of the working
@@ -87,13 +87,17 @@ SGEMM_TILES = ((128, 128), (128, 64), (64, 128), (128, 32), (32, 128), (64, 64),
 IMPLICIT_GEMM_TILES = ((128, 128), (128, 64), (128, 32))
 # cuDNN 9's FP32 implicit GEMMs on Hopper (sm80_xmma_fprop_implicit_gemm_f32f32…): 256×64 and 128×32 tiles, the
 # only two in rooflow's H100 and H200 FP32 traces (90 and 18 kernels; MobileNetV2's 1×1 convolutions of 24 output
-# channels launched 128-pixel × 32-channel blocks, ResNet-50's of 64-256 channels 256 × 64)
+# channels launched 128-pixel × 32-channel blocks, ResNet-50's of 64-256 channels 256 × 64). cuDNN 9.19's sm_90
+# module ships these and 32×32; 8.9.2's (the data set's) ships 64×64 and 64×32 instead of 128×32 (tests/data/real/
+# cudnn-kernels): the model keeps the tiles of the library rooflow's users and recordings run
 IMPLICIT_GEMM_TILES_OF = {"sm_90": ((256, 64), (128, 32))}
 FUSED_WINOGRAD_TILES = ((128, 128),)
 # Architectures whose FP32 forward convolutions cuDNN runs without Winograd: every 3×3 stride-1 forward
 # convolution recorded on the H100 (VGG16, ResNet-50: cuDNN 9, ncu) and the H200 (five FP32 steps,
-# torch.profiler) ran sm80_xmma_fprop_implicit_gemm or FFT kernels (Winograd only in weight gradients). Ada
-# (sm_89) has no recording: it keeps the data set's picks.
+# torch.profiler) ran sm80_xmma_fprop_implicit_gemm or FFT kernels (Winograd only in weight gradients). Not only
+# cuDNN 9's choice: neither 8.9.2 (the data set's library) nor 9.19 ships a fused FP32 Winograd kernel for sm_90,
+# and both ship one for every older architecture (tests/data/real/cudnn-kernels, read from the libraries); Ada
+# (sm_89) loads sm_80's and sm_86's modules, which have it, so it keeps the data set's picks.
 NO_FORWARD_WINOGRAD = ("sm_90",)
 # There cuDNN's alternative is FFT: the H200's 3×3 stride-1 convolutions of 28×28 and 14×14 inputs ran
 # fft2d_r2c_32x32 / 16x16 transforms around a complex GEMM per frequency (sm80_xmma_gemm_cf32cf32), at 2.3–2.5×

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -1228,6 +1229,80 @@ def test_h200_single_convolutions_run_no_winograd():
     tiles = kernels.str.extract(r"xmma_fprop_implicit_gemm\w*?_tilesize(\d+)x(\d+)").dropna().astype(int)
     counts = tiles.value_counts().to_dict()
     assert set(counts) == {*kc.IMPLICIT_GEMM_TILES_OF["sm_90"], (32, 32)} and counts[(32, 32)] == 173
+
+
+CUDNN_KERNELS = ROOT / "tests" / "data" / "real" / "cudnn-kernels"
+
+
+def _cudnn_kernels(version: str) -> dict[str, dict]:
+    """Per architecture (sm_XY), the FP32 forward-convolution kernels one cuDNN release ships, read from its
+    library (tests/data/real/cudnn-kernels/inventory.py)."""
+    return json.loads((CUDNN_KERNELS / f"cudnn-{version}.json").read_text())["architectures"]
+
+
+def _loadable(architecture: str, kernels: dict[str, dict], family: str) -> set[str]:
+    """The kernels of ``family`` a GPU of ``architecture`` can load: those of its own module and of its major
+    version's older ones (an sm_89 GPU runs sm_80's and sm_86's compiled code; there is no sm_89 module)."""
+    number = int(architecture[3:])
+    return {name for module, listed in kernels.items() if int(module[3:]) // 10 == number // 10
+            and int(module[3:]) <= number for name in listed[family]}
+
+
+def test_no_forward_winograd_where_the_data_sets_cudnn_ships_no_fused_winograd():
+    """cuDNN 8.9.2, the data set's (torch 2.1.0+cu121: the library the held-out GPUs were measured with), ships
+    fused FP32 Winograd (scudnn_winograd_128x128) for every architecture of the catalogue but Hopper — the same
+    as 9.19, rooflow's H200 recordings' — and no legacy scudnn implicit GEMM there either; the Ada boards (sm_89)
+    load sm_80's and sm_86's modules, which have both. So NO_FORWARD_WINOGRAD holds for the library the checks ran, not only
+    for cuDNN 9. Non-fused Winograd's forward transforms ship for Hopper in both; cuDNN 9.19 never picked them
+    in the H200's 500 3×3 stride-1 convolutions (test_h200_single_convolutions_run_no_winograd)."""
+    architectures = {device.architecture for device in load_devices(CATALOGUE).values()
+                     if device.kind == "cuda" and device.architecture}
+    for version in ("8.9.2.26", "9.19.0.56"):
+        kernels = _cudnn_kernels(version)
+        hopper = kernels["sm_90"]
+        assert not hopper["fused_winograd"] and not hopper["legacy_implicit_gemm"]
+        assert {f"winogradForward{part}4x4IffE" for part in ("Data", "Filter", "Output")} <= {
+            re.sub(r"^_ZN5cudnn17winograd_nonfused\d+(\w+?4x4IffE).*", r"\1", name)
+            for name in hopper["nonfused_winograd_forward_fp32"]}
+        assert all(kernels[a]["fused_winograd"] for a in ("sm_75", "sm_80", "sm_86"))
+    kernels = _cudnn_kernels("8.9.2.26")
+    without = {a for a in architectures if not _loadable(a, kernels, "fused_winograd")}
+    assert without == set(kc.NO_FORWARD_WINOGRAD) == {"sm_90"} and "sm_89" in architectures
+
+
+@needs_data
+def test_every_scudnn_kernel_the_data_set_launched_is_in_its_cudnns_module():
+    """The library inventory reads what cuDNN launches: each of the 53 scudnn kernels (fused Winograd and legacy
+    implicit GEMM: 11-15 per GPU, 12,218 calls) the data set's four GPUs launched in their convolutions (its
+    names are lower-cased) is among those cuDNN 8.9.2 ships for that GPU's architecture."""
+    kernels = _cudnn_kernels("8.9.2.26")
+    gpus = kc.load_dataset_gpus(KERNELS)
+    checked = 0
+    for path in sorted((KERNELS / "conv").glob("*.csv.gz")):
+        frame = pd.read_csv(path, usecols=["Device", "Kernels"])
+        launched = {name for names in frame["Kernels"].dropna() for name in names.split(";") if "scudnn" in name}
+        architecture = gpus[frame["Device"].iloc[0]].architecture
+        fused = {name.lower() for name in _loadable(architecture, kernels, "fused_winograd")}
+        legacy = {name.lower() for name in _loadable(architecture, kernels, "legacy_implicit_gemm")}
+        assert launched and launched <= fused | legacy, (path.name, sorted(launched - fused - legacy)[:3])
+        assert {name for name in launched if "winograd" in name} <= fused
+        checked += len(launched)
+    assert checked == 53
+
+
+def test_hopper_implicit_gemm_tiles_are_its_cudnns():
+    """The FP32 implicit-GEMM tiles the H200's 500 single convolutions launched (cuDNN 9.19) are exactly those
+    9.19 ships for sm_90, and the model's Hopper tiles (IMPLICIT_GEMM_TILES_OF) are among them. cuDNN 8.9.2 —
+    the held-out H100's library — ships others for sm_90: 64×64 and 64×32 where 9.19 has 128×32. The model keeps
+    9.19's, the library rooflow's users and recordings run (benchmarks/README: what 8.9.2's would move)."""
+    frame = pd.read_csv(H200_SINGLE_OPS / "single-ops-h200" / "conv" / "NVIDIA_H200.csv.gz")
+    launched = {tuple(int(x) for x in tile) for tile in frame["Kernels"].str.extract(
+        r"xmma_fprop_implicit_gemm\w*?_tilesize(\d+)x(\d+)").dropna().to_numpy()}
+    current = {tuple(tile) for tile in _cudnn_kernels("9.19.0.56")["sm_90"]["fp32_xmma_implicit_gemm_tiles"]}
+    older = {tuple(tile) for tile in _cudnn_kernels("8.9.2.26")["sm_90"]["fp32_xmma_implicit_gemm_tiles"]}
+    assert launched == current == {(256, 64), (128, 32), (32, 32)}
+    assert set(kc.IMPLICIT_GEMM_TILES_OF["sm_90"]) <= current
+    assert (128, 32) not in older and {(256, 64), (64, 64), (64, 32), (32, 32)} <= older
 
 
 def test_check_prints_the_shipped_model_with_and_without_the_hosts_floors(capsys):
