@@ -126,11 +126,14 @@ DATASET_GPUS = {"Tesla P100-PCIE-16GB": ("p100-pcie-16gb", "sm_60", 250.0), "Tes
 # Base and boost clocks (MHz, TechPowerUp's GPU database) of the measured GPUs the catalogue has no entry of
 # their own for (the V100 32GB's key is the 16GB's, whose base clock differs); the others' are the catalogue's
 DATASET_CLOCKS = {"Tesla P4": (886, 1114), "Tesla V100-PCIE-32GB": (1230, 1380)}
-# cuBLAS's FP32 batched GEMM (torch.bmm) runs one tile whatever the shape on some architectures: 128×128 on
-# Ampere (16,588 of the A100's 16,661 bmm calls in the data set), 128×64 on Pascal (17,720 of the P100's
-# 17,792); Volta and Turing pick by shape (64×64, 32×128, 128×64, 128×32). Ada and Hopper run Ampere's SIMT
-# kernels for FP32 (cutlass_80_simt_sgemm_*, sm80_xmma_gemm_f32f32_*_ffma in rooflow's H100 recordings).
-BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada-hopper": (128, 128)}
+# cuBLAS's FP32 batched GEMM (torch.bmm) runs one tile whatever the shape on some architecture generations:
+# 128×128 on Ampere (ampere_sgemm_128x128: 16,588 of the A100's 16,661 bmm calls in the data set), 128×64 on
+# Pascal (17,720 of the P100's 17,792); Volta and Turing pick by shape (64×64, 32×128, 128×64, 128×32). Ada
+# loads Ampere's sm_80 modules, ampere_sgemm's among them. Hopper cannot: cuBLAS 12.1 (the data set's) and 13
+# ship ampere_sgemm as sm_80 code only, no PTX (tests/data/real/cudnn-kernels), so its batched GEMMs run
+# sm80_xmma_gemm_f32f32 and cutlass_80_simt_sgemm in tiles picked by shape (the H200's 500 bmm calls: 32×32 in
+# 321, 64×64, 64×32, 128×32, 32×64 in most others) and take every SGEMM tile here.
+BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada": (128, 128)}  # by GENERATIONS
 # A family whose FP32 GEMMs run another family's kernels (those same recordings: Ampere's multistage SIMT SGEMMs,
 # cutlass_80_simt_sgemm_*_8x5, on the H100): where none of its own single ops were measured, its GEMM tile
 # exponent and k fill are that family's, and so is how fast its memory-bound GEMMs stream against its own
@@ -544,7 +547,7 @@ class _Prepared:
                                    else IMPLICIT_GEMM_TILES_OF.get(gpu.architecture, IMPLICIT_GEMM_TILES))
                 work = {"flops": 2 * m * n * k * count, "bytes": moved,
                         "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
-                                              BATCHED_TILES.get(gpu.family), split_k=op_class == "gemm",
+                                              BATCHED_TILES.get(gpu.generation), split_k=op_class == "gemm",
                                               tiles=candidate_tiles,
                                               linear_tiles=LINEAR_TILES.get(gpu.family) if op_class == "gemm" else None,
                                               l2_bytes=gpu.l2_bytes if op_class == "gemm" else None)}

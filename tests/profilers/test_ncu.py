@@ -54,8 +54,8 @@ def real_text(relative: str) -> str:
 def test_fixture_copies_are_byte_for_byte():
     """Every copied fixture, decompressed where stored compressed, has the original's SHA-256."""
     lines = (REAL / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 184  # 39 files from public studies, 25 of rooflow's H100 run, 11 of the 2026-11-25 runs,
-    # 56 of the 2026-11-27 H200 traces, 49 of the 2026-11-28 H200 runs, 3 of the cuDNN inventories, PROVENANCE.md
+    assert len(lines) == 185  # 39 files from public studies, 25 of rooflow's H100 run, 11 of the 2026-11-25 runs,
+    # 56 of the 2026-11-27 H200 traces, 49 of the 2026-11-28 H200 runs, 4 of the library inventories, PROVENANCE.md
     for line in lines:
         digest, relative = line.split("  ", 1)
         path = real(relative)

@@ -1,14 +1,20 @@
-"""Which FP32 forward-convolution kernels a cuDNN library ships for each GPU architecture, read from the library.
+"""Which FP32 convolution and GEMM kernels a cuDNN or cuBLAS library ships for each GPU architecture, read from
+the library.
 
-A CUDA library embeds one compiled module (cubin) per architecture in its `.nv_fatbin` section, each an ELF whose
-function symbols are its kernels; cuDNN compresses them (LZ4 in 8.x, zstd in 9.x). This reads them all and
-writes, per architecture, the kernel families that decide how a 3×3 stride-1 FP32 convolution can run:
-fused Winograd (`*scudnn_winograd_128x128*`), non-fused Winograd's forward transforms, FFT, cuDNN's legacy
-implicit GEMMs (`*scudnn_128x*`) and the `sm80_xmma` FP32 implicit GEMMs with their tiles.
+A CUDA library embeds compiled modules (cubins, one per architecture) in the fatbins of its `.nv_fatbin` section,
+each an ELF whose function symbols are its kernels, and optionally PTX a driver can compile for a newer GPU;
+NVIDIA compresses them (LZ4 in CUDA 12, zstd in 13). A GPU loads a fatbin's module of its own major version
+(an sm_89 GPU runs sm_86's or sm_80's, never sm_90's), or JIT-compiles its PTX. This reads every module and
+writes, per architecture, the kernel families that decide how an FP32 convolution (cuDNN: fused Winograd
+`*scudnn_winograd_128x128*`, non-fused Winograd's forward transforms, FFT, the legacy implicit GEMMs
+`*scudnn_128x*`, the `sm80_xmma` FP32 implicit GEMMs and their tiles) or an FP32 GEMM (cuBLAS: the SGEMM
+families and their tiles) can run, and which architectures the library ships PTX for.
 
-    pip download --no-deps nvidia-cudnn-cu12==8.9.2.26    # the data set's cuDNN (torch 2.1.0+cu121)
-    pip install --target /tmp/fatbin lz4 zstandard         # not rooflow dependencies
+    pip download --no-deps nvidia-cudnn-cu12==8.9.2.26 nvidia-cublas-cu12==12.1.3.1  # torch 2.1.0+cu121's
+    pip install --target /tmp/fatbin lz4 zstandard                                     # not rooflow dependencies
     PYTHONPATH=/tmp/fatbin python inventory.py nvidia/cudnn/lib/libcudnn_cnn_infer.so.8 > cudnn-8.9.2.26.json
+    PYTHONPATH=/tmp/fatbin python inventory.py nvidia/cublas/lib/libcublasLt.so.12 \
+        nvidia/cublas/lib/libcublas.so.12 > cublas-12.1.3.1.json
 """
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ ZSTD_MAGIC = bytes.fromhex("28b52ffd")
 
 
 def cubins(library: bytes):
-    """(sm, ELF bytes) of every compiled module in every fatbin of ``library``."""
+    """(sm, ELF bytes) of every compiled module in every fatbin of ``library``; (sm, None) for its PTX."""
     import lz4.block
     import zstandard
 
@@ -42,12 +48,16 @@ def cubins(library: bytes):
             if entry_header == 0 or kind not in (1, 2):
                 break
             data = library[entry + entry_header:entry + entry_header + payload]
-            if kind == ELF_KIND:
+            if kind == ELF_KIND and not data:  # an empty module (cuBLAS 12.1 has 34)
+                pass
+            elif kind == ELF_KIND:
                 if data[:4] == ZSTD_MAGIC:
                     data = zstandard.ZstdDecompressor().decompress(data, max_output_size=max(uncompressed, 1 << 28))
                 elif flags & LZ4_FLAG:
                     data = lz4.block.decompress(data, uncompressed_size=uncompressed)
                 yield sm, data
+            else:
+                yield sm, None
             entry += entry_header + padded
         position = end
 
@@ -69,30 +79,49 @@ def kernel_names(elf: bytes) -> list[str]:
     return names
 
 
-def summary(names: set[str]) -> dict:
-    """The FP32 forward-convolution kernel families among one architecture's kernel names."""
+def _tiles(names, pattern: str) -> list[list[int]]:
+    """The (rows, columns) tiles the names matching ``pattern`` (two groups) carry, largest first."""
+    matches = (re.search(pattern, name) for name in names)
+    return [list(tile) for tile in sorted({tuple(int(x) for x in m.groups()) for m in matches if m}, reverse=True)]
+
+
+def gemm_kernels(names: set[str]) -> dict:
+    """The FP32 SGEMM kernel families among one architecture's kernel names (cuBLAS), with their tiles."""
+    families = {"maxwell_sgemm": r"maxwell_sgemm_(\d+)x(\d+)_", "volta_sgemm": r"volta_sgemm_(\d+)x(\d+)_",
+                "turing_sgemm": r"turing_sgemm_(\d+)x(\d+)_", "ampere_sgemm": r"ampere_sgemm_(\d+)x(\d+)_",
+                "cutlass_80_simt_sgemm": r"cutlass_80_simt_sgemm_(\d+)x(\d+)_",
+                "sm80_xmma_gemm_f32f32": r"sm80_xmma_gemm_f32f32_f32f32_f32_\w*?tilesize(\d+)x(\d+)x"}
+    return {"kernels": len(names), "fp32_gemm_tiles": {family: tiles for family, pattern in families.items()
+                                                       if (tiles := _tiles(names, pattern))}}
+
+
+def convolution_kernels(names: set[str]) -> dict:
+    """The FP32 forward-convolution kernel families among one architecture's kernel names (cuDNN)."""
     xmma = {n for n in names if "xmma_fprop_implicit_gemm" in n and "_f32f32_f32f32_f32_" in n}
-    tiles = sorted({tuple(int(x) for x in re.search(r"tilesize(\d+)x(\d+)x\d+", n).groups()) for n in xmma},
-                   reverse=True)
     return {"kernels": len(names),
             "fused_winograd": sorted(n for n in names if "scudnn_winograd" in n),
             "nonfused_winograd_forward_fp32": sorted(n for n in names if "winograd_nonfused" in n
                                                      and "winogradForward" in n and "IffE" in n),
             "legacy_implicit_gemm": sorted(n for n in names if "scudnn_128x" in n),
             "fft_forward": sum("fft2d_r2c" in n for n in names),
-            "fp32_xmma_implicit_gemm_tiles": [list(t) for t in tiles]}
+            "fp32_xmma_implicit_gemm_tiles": _tiles(xmma, r"tilesize(\d+)x(\d+)x\d+")}
 
 
-def main(path: str) -> None:
-    library = open(path, "rb").read()
+def main(paths: list[str]) -> None:
     per_sm: dict[int, set[str]] = defaultdict(set)
-    for sm, elf in cubins(library):
-        per_sm[sm].update(kernel_names(elf))
-    json.dump({"library": path.rsplit("/", 1)[-1],
+    ptx: set[int] = set()
+    for path in paths:
+        for sm, elf in cubins(open(path, "rb").read()):
+            if elf is None:
+                ptx.add(sm)
+            else:
+                per_sm[sm].update(kernel_names(elf))
+    summary = convolution_kernels if "cudnn" in paths[0] else gemm_kernels
+    json.dump({"libraries": [path.rsplit("/", 1)[-1] for path in paths], "ptx_architectures": sorted(ptx),
                "architectures": {f"sm_{sm}": summary(names) for sm, names in sorted(per_sm.items())}},
               sys.stdout, indent=1)
     sys.stdout.write("\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1:])
