@@ -89,14 +89,14 @@ IMPLICIT_GEMM_TILES = ((128, 128), (128, 64), (128, 32))
 # only two in rooflow's H100 and H200 FP32 traces (90 and 18 kernels; MobileNetV2's 1×1 convolutions of 24 output
 # channels launched 128-pixel × 32-channel blocks, ResNet-50's of 64-256 channels 256 × 64). cuDNN 9.19's sm_90
 # module ships these and 32×32; 8.9.2's (the data set's) ships 64×64 and 64×32 instead of 128×32 (tests/data/real/
-# cudnn-kernels): the model keeps the tiles of the library rooflow's users and recordings run
+# library-kernels): the model keeps the tiles of the library rooflow's users and recordings run
 IMPLICIT_GEMM_TILES_OF = {"sm_90": ((256, 64), (128, 32))}
 FUSED_WINOGRAD_TILES = ((128, 128),)
 # Architectures whose FP32 forward convolutions cuDNN runs without Winograd: every 3×3 stride-1 forward
 # convolution recorded on the H100 (VGG16, ResNet-50: cuDNN 9, ncu) and the H200 (five FP32 steps,
 # torch.profiler) ran sm80_xmma_fprop_implicit_gemm or FFT kernels (Winograd only in weight gradients). Not only
 # cuDNN 9's choice: neither 8.9.2 (the data set's library) nor 9.19 ships a fused FP32 Winograd kernel for sm_90,
-# and both ship one for every older architecture (tests/data/real/cudnn-kernels, read from the libraries); Ada
+# and both ship one for every older architecture (tests/data/real/library-kernels, read from the libraries); Ada
 # (sm_89) loads sm_80's and sm_86's modules, which have it, so it keeps the data set's picks.
 NO_FORWARD_WINOGRAD = ("sm_90",)
 # There cuDNN's alternative is FFT: the H200's 3×3 stride-1 convolutions of 28×28 and 14×14 inputs ran
@@ -130,7 +130,7 @@ DATASET_CLOCKS = {"Tesla P4": (886, 1114), "Tesla V100-PCIE-32GB": (1230, 1380)}
 # 128×128 on Ampere (ampere_sgemm_128x128: 16,588 of the A100's 16,661 bmm calls in the data set), 128×64 on
 # Pascal (17,720 of the P100's 17,792); Volta and Turing pick by shape (64×64, 32×128, 128×64, 128×32). Ada
 # loads Ampere's sm_80 modules, ampere_sgemm's among them. Hopper cannot: cuBLAS 12.1 (the data set's) and 13
-# ship ampere_sgemm as sm_80 code only, no PTX (tests/data/real/cudnn-kernels), so its batched GEMMs run
+# ship ampere_sgemm as sm_80 code only, no PTX (tests/data/real/library-kernels), so its batched GEMMs run
 # sm80_xmma_gemm_f32f32 and cutlass_80_simt_sgemm in tiles picked by shape (the H200's 500 bmm calls: 32×32 in
 # 321, 64×64, 64×32, 128×32, 32×64 in most others) and take every SGEMM tile here.
 BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada": (128, 128)}  # by GENERATIONS

@@ -1202,8 +1202,8 @@ def test_h200_single_ops_against_the_shipped_model(run, least):
     H200 (`rooflow ceilings --single-ops`, two runs of the same seeded shapes), against the kernel model as shipped.
     With the launch floors of the host that measured them its kernels hold (pinned per class at what they
     measured: convolution 80% / 70% (70% / 59% before the floor took the runs' growth per call: kc.host_drift),
-    GEMM 73% / 60% (54% / 53% with Hopper's bmm in Ampere's one 128×128 tile), elementwise 93% / 92%, normalization 88% / 72%, softmax 98% within ±25%). With the shipped
-    floors — the data set's hosts' (torch 2.1) — the floor is most of the elementwise error; a convolution's is the
+    GEMM 73% / 60% (54% / 53% with Hopper's bmm in Ampere's one 128×128 tile), elementwise 93% / 92%,
+    normalization 88% / 72%, softmax 98% within ±25%). With the shipped floors — the data set's hosts' (torch 2.1) — the floor is most of the elementwise error; a convolution's is the
     data set's runs' middle call's (their 5,000th shape: 195-425 µs) less their growth per call, so this run's 500
     calls take 24-80 µs against this host's 21 µs, which does not grow (torch 2.11, cuDNN 9.19): 44% / 50% within
     (9% / 9% at the middle call's floor for every call)."""
@@ -1235,18 +1235,19 @@ def test_h200_single_convolutions_run_no_winograd():
     assert set(counts) == {*kc.IMPLICIT_GEMM_TILES_OF["sm_90"], (32, 32)} and counts[(32, 32)] == 173
 
 
-CUDNN_KERNELS = ROOT / "tests" / "data" / "real" / "cudnn-kernels"
+LIBRARY_KERNELS = ROOT / "tests" / "data" / "real" / "library-kernels"
 
 
 def _cudnn_kernels(version: str) -> dict[str, dict]:
     """Per architecture (sm_XY), the FP32 forward-convolution kernels one cuDNN release ships, read from its
-    library (tests/data/real/cudnn-kernels/inventory.py)."""
-    return json.loads((CUDNN_KERNELS / f"cudnn-{version}.json").read_text())["architectures"]
+    library (tests/data/real/library-kernels/inventory.py)."""
+    return json.loads((LIBRARY_KERNELS / f"cudnn-{version}.json").read_text())["architectures"]
 
 
 def _loadable(architecture: str, kernels: dict[str, dict], family: str) -> set[str]:
-    """The kernels of ``family`` a GPU of ``architecture`` can load: those of its own module and of its major
-    version's older ones (an sm_89 GPU runs sm_80's and sm_86's compiled code; there is no sm_89 module)."""
+    """The kernels of ``family`` (a list of names, or a dict by kernel family) a GPU of ``architecture`` can
+    load: those of its own module and of its major version's older ones (an sm_89 GPU runs sm_80's and sm_86's
+    compiled code; there is no sm_89 module)."""
     number = int(architecture[3:])
     return {name for module, listed in kernels.items() if int(module[3:]) // 10 == number // 10
             and int(module[3:]) <= number for name in listed[family]}
@@ -1256,8 +1257,8 @@ def test_no_forward_winograd_where_the_data_sets_cudnn_ships_no_fused_winograd()
     """cuDNN 8.9.2, the data set's (torch 2.1.0+cu121: the library the held-out GPUs were measured with), ships
     fused FP32 Winograd (scudnn_winograd_128x128) for every architecture of the catalogue but Hopper — the same
     as 9.19, rooflow's H200 recordings' — and no legacy scudnn implicit GEMM there either; the Ada boards (sm_89)
-    load sm_80's and sm_86's modules, which have both. So NO_FORWARD_WINOGRAD holds for the library the checks ran, not only
-    for cuDNN 9. Non-fused Winograd's forward transforms ship for Hopper in both; cuDNN 9.19 never picked them
+    load sm_80's and sm_86's modules, which have both. So NO_FORWARD_WINOGRAD holds for the library the checks
+    ran, not only for cuDNN 9. Non-fused Winograd's forward transforms ship for Hopper in both; cuDNN 9.19 never picked them
     in the H200's 500 3×3 stride-1 convolutions (test_h200_single_convolutions_run_no_winograd)."""
     architectures = {device.architecture for device in load_devices(CATALOGUE).values()
                      if device.kind == "cuda" and device.architecture}
@@ -1310,21 +1311,22 @@ def test_hopper_implicit_gemm_tiles_are_its_cudnns():
 
 
 def test_only_generations_that_can_load_a_one_tile_batched_sgemm_take_one():
-    """BATCHED_TILES read against cuBLAS 12.1 (the data set's; tests/data/real/cudnn-kernels): ampere_sgemm,
+    """BATCHED_TILES read against cuBLAS 12.1 (the data set's; tests/data/real/library-kernels): ampere_sgemm,
     whose 128×128 tile the A100 ran for 99.6% of its bmm calls, ships as sm_80 code only and the library has no
     PTX but for sm_90's kernels. An sm_8x GPU (Ampere, Ada) loads it; a Hopper GPU cannot, and runs the
     sm80_xmma_gemm_f32f32 and cutlass_80_simt_sgemm kernels its own module ships, in many tiles — as the H200's
     bmm calls did with cuBLAS 13 (with its host's floors, GEMMs within ±25%: 54% -> 73% and 53% -> 60% when
     Hopper took the 128×128 tile too)."""
-    library = json.loads((CUDNN_KERNELS / "cublas-12.1.3.1.json").read_text())
+    library = json.loads((LIBRARY_KERNELS / "cublas-12.1.3.1.json").read_text())
     gemms = {a: module["fp32_gemm_tiles"] for a, module in library["architectures"].items()}
     assert [128, 128] in gemms["sm_80"]["ampere_sgemm"] and library["ptx_architectures"] == [90]
     hopper = gemms["sm_90"]
     assert "ampere_sgemm" not in hopper and len(hopper["sm80_xmma_gemm_f32f32"]) == 13
     assert {tuple(t) for t in kc.SGEMM_TILES} <= {tuple(t) for t in hopper["sm80_xmma_gemm_f32f32"]}
     for architecture, generation in (("sm_80", "ampere"), ("sm_86", "ampere"), ("sm_89", "ada")):
-        loadable = set().union(*(gemms[a] for a in gemms if a[3] == architecture[3] and a <= architecture))
-        assert ("ampere_sgemm" in loadable) and kc.BATCHED_TILES[generation] == (128, 128)
+        assert "ampere_sgemm" in _loadable(architecture, library["architectures"], "fp32_gemm_tiles")
+        assert kc.BATCHED_TILES[generation] == (128, 128)
+    assert "ampere_sgemm" not in _loadable("sm_90", library["architectures"], "fp32_gemm_tiles")
     assert "hopper" not in kc.BATCHED_TILES and kc.GENERATIONS["sm_90"] == "hopper"
 
 
