@@ -1219,6 +1219,13 @@ def test_h200_single_ops_against_the_shipped_model(run, least):
         assert "drift_seconds_per_call" not in own and own["floor_seconds"] < 25e-6
 
 
+def _h200_convolution_tiles() -> dict[tuple[int, int], int]:
+    """The implicit-GEMM tiles the H200's 500 single convolutions launched (cuDNN 9.19), with their calls."""
+    kernels = pd.read_csv(H200_SINGLE_OPS / "single-ops-h200" / "conv" / "NVIDIA_H200.csv.gz")["Kernels"]
+    tiles = kernels.str.extract(r"xmma_fprop_implicit_gemm\w*?_tilesize(\d+)x(\d+)").dropna().astype(int)
+    return tiles.value_counts().to_dict()
+
+
 def test_h200_single_convolutions_run_no_winograd():
     """The kernels each of the H200's 500 single 3×3 stride-1 convolutions launched (cuDNN 9.19): implicit GEMM or
     FFT, never Winograd — NO_FORWARD_WINOGRAD, read from 500 calls rather than rooflow's five model traces. Their
@@ -1229,9 +1236,7 @@ def test_h200_single_convolutions_run_no_winograd():
     convolutions = data[data["operator"] == "conv"]
     assert len(convolutions) == 500 and "sm_90" in kc.NO_FORWARD_WINOGRAD
     assert convolutions["algorithm"].value_counts().to_dict() == {"direct": 474, "fft": 26}
-    kernels = pd.read_csv(H200_SINGLE_OPS / "single-ops-h200" / "conv" / "NVIDIA_H200.csv.gz")["Kernels"]
-    tiles = kernels.str.extract(r"xmma_fprop_implicit_gemm\w*?_tilesize(\d+)x(\d+)").dropna().astype(int)
-    counts = tiles.value_counts().to_dict()
+    counts = _h200_convolution_tiles()
     assert set(counts) == {*kc.IMPLICIT_GEMM_TILES_OF["sm_90"], (32, 32)} and counts[(32, 32)] == 173
 
 
@@ -1300,9 +1305,7 @@ def test_hopper_implicit_gemm_tiles_are_its_cudnns():
     9.19 ships for sm_90, and the model's Hopper tiles (IMPLICIT_GEMM_TILES_OF) are among them. cuDNN 8.9.2 —
     the held-out H100's library — ships others for sm_90: 64×64 and 64×32 where 9.19 has 128×32. The model keeps
     9.19's, the library rooflow's users and recordings run (benchmarks/README: what 8.9.2's would move)."""
-    frame = pd.read_csv(H200_SINGLE_OPS / "single-ops-h200" / "conv" / "NVIDIA_H200.csv.gz")
-    launched = {tuple(int(x) for x in tile) for tile in frame["Kernels"].str.extract(
-        r"xmma_fprop_implicit_gemm\w*?_tilesize(\d+)x(\d+)").dropna().to_numpy()}
+    launched = set(_h200_convolution_tiles())
     current = {tuple(tile) for tile in _cudnn_kernels("9.19.0.56")["sm_90"]["fp32_xmma_implicit_gemm_tiles"]}
     older = {tuple(tile) for tile in _cudnn_kernels("8.9.2.26")["sm_90"]["fp32_xmma_implicit_gemm_tiles"]}
     assert launched == current == {(256, 64), (128, 32), (32, 32)}

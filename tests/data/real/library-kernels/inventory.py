@@ -48,16 +48,14 @@ def cubins(library: bytes):
             if entry_header == 0 or kind not in (1, 2):
                 break
             data = library[entry + entry_header:entry + entry_header + payload]
-            if kind == ELF_KIND and not data:  # an empty module (cuBLAS 12.1 has 34)
-                pass
-            elif kind == ELF_KIND:
+            if kind != ELF_KIND:
+                yield sm, None
+            elif data:  # not an empty module (cuBLAS 12.1 has 34)
                 if data[:4] == ZSTD_MAGIC:
                     data = zstandard.ZstdDecompressor().decompress(data, max_output_size=max(uncompressed, 1 << 28))
                 elif flags & LZ4_FLAG:
                     data = lz4.block.decompress(data, uncompressed_size=uncompressed)
                 yield sm, data
-            else:
-                yield sm, None
             entry += entry_header + padded
         position = end
 
@@ -87,10 +85,9 @@ def _tiles(names, pattern: str) -> list[list[int]]:
 
 def gemm_kernels(names: set[str]) -> dict:
     """The FP32 SGEMM kernel families among one architecture's kernel names (cuBLAS), with their tiles."""
-    families = {"maxwell_sgemm": r"maxwell_sgemm_(\d+)x(\d+)_", "volta_sgemm": r"volta_sgemm_(\d+)x(\d+)_",
-                "turing_sgemm": r"turing_sgemm_(\d+)x(\d+)_", "ampere_sgemm": r"ampere_sgemm_(\d+)x(\d+)_",
-                "cutlass_80_simt_sgemm": r"cutlass_80_simt_sgemm_(\d+)x(\d+)_",
-                "sm80_xmma_gemm_f32f32": r"sm80_xmma_gemm_f32f32_f32f32_f32_\w*?tilesize(\d+)x(\d+)x"}
+    families = {family: rf"{family}_(\d+)x(\d+)_" for family in (
+        "maxwell_sgemm", "volta_sgemm", "turing_sgemm", "ampere_sgemm", "cutlass_80_simt_sgemm")}
+    families["sm80_xmma_gemm_f32f32"] = r"sm80_xmma_gemm_f32f32_f32f32_f32_\w*?tilesize(\d+)x(\d+)x"
     return {"kernels": len(names), "fp32_gemm_tiles": {family: tiles for family, pattern in families.items()
                                                        if (tiles := _tiles(names, pattern))}}
 
