@@ -35,6 +35,7 @@ def _cmd(args) -> int:
     from rooflow.estimate.kernel_calibration import (
         calibrate_measured,
         check_shipped,
+        dataset_gpu_keys,
         format_table,
         held_one_out,
         held_out_shapes,
@@ -44,6 +45,11 @@ def _cmd(args) -> int:
     )
 
     if args.check:
+        devices = load_devices(default_catalogue_path())
+        for name, key in dataset_gpu_keys(args.check).items():
+            if key and devices[key].name != name:  # a name the catalogue spells otherwise: say which board it is
+                print(f"{name}: predicted as the catalogue's {key} ({devices[key].name}), the board of its model "
+                      f"that its device config's SMs and bandwidth match")
         print(format_table(check_shipped(args.check), "GPU (shipped calibration)"))
         print("\n" + format_table(check_shipped(args.check, host_floors=True), "with its host's floors"))
         print("\nThe second table takes each operator's launch floor from the files' fastest calls: a floor is the "

@@ -54,6 +54,7 @@ import functools
 import io
 import json
 import math
+import re
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
@@ -324,18 +325,13 @@ def convolution_algorithm(kernels) -> str | None:
 
 def load_dataset_gpus(root: str | Path, measured=()) -> dict[str, Gpu]:
     """The :class:`Gpu` of each measured GPU, from the data set's ``device_configs`` (its architecture and
-    board power from :data:`DATASET_GPUS`, else from the catalogue entry of the same name); ``measured``:
-    GPU names the measurements give, each of which must have its file."""
+    board power from :data:`DATASET_GPUS`, else from the catalogue entry of that name, :func:`dataset_gpu_identity`);
+    ``measured``: GPU names the measurements give, each of which must have its file."""
     gpus = {}
-    for path in sorted((Path(root) / "device_configs").glob("*.json")):
-        data = read_json_object(path, f"a device config (a JSON object with {', '.join(CONFIG_KEYS)})")
-        missing = [key for key in CONFIG_KEYS if key not in data]
-        if missing:
-            raise RooflowError(f"{path}: no {', '.join(missing)} in this device config: give {', '.join(CONFIG_KEYS)} "
-                               f"(SMs, FP32 GFLOP/s, DRAM GB/s, L2 MB)")
-        key, architecture, tdp_watts = dataset_gpu_identity(data["Device"], path)
-        base, boost = DATASET_CLOCKS.get(data["Device"]) or _catalogue_clocks(key)
-        gpus[data["Device"]] = gpu_from_config(data, architecture, tdp_watts, clock_fraction(base, boost))
+    for name, (path, data) in _device_configs(root).items():
+        key, architecture, tdp_watts = dataset_gpu_identity(name, path, data)
+        base, boost = DATASET_CLOCKS.get(name) or _catalogue_clocks(key)
+        gpus[name] = gpu_from_config(data, architecture, tdp_watts, clock_fraction(base, boost))
     unconfigured = sorted(set(measured) - set(gpus))
     if unconfigured:
         raise RooflowError(f"{Path(root) / 'device_configs'}: no config of {unconfigured[0]!r}, whose single ops are "
@@ -344,14 +340,68 @@ def load_dataset_gpus(root: str | Path, measured=()) -> dict[str, Gpu]:
     return gpus
 
 
-def _catalogue_gpu(name: str):
-    """(key, device) of the catalogue's CUDA GPU of that name (with its architecture), or (None, None)."""
+def dataset_gpu_keys(root: str | Path) -> dict[str, str | None]:
+    """The catalogue key of each GPU of ``root``'s ``device_configs`` (None: a data-set GPU the catalogue lacks)."""
+    return {name: dataset_gpu_identity(name, path, data)[0] for name, (path, data) in _device_configs(root).items()}
+
+
+def _device_configs(root: str | Path) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """``device_configs/*.json`` under ``root`` by the GPU name each gives: (its path, its content)."""
+    configs = {}
+    for path in sorted((Path(root) / "device_configs").glob("*.json")):
+        data = read_json_object(path, f"a device config (a JSON object with {', '.join(CONFIG_KEYS)})")
+        missing = [key for key in CONFIG_KEYS if key not in data]
+        if missing:
+            raise RooflowError(f"{path}: no {', '.join(missing)} in this device config: give {', '.join(CONFIG_KEYS)} "
+                               f"(SMs, FP32 GFLOP/s, DRAM GB/s, L2 MB)")
+        configs[data["Device"]] = (path, data)
+    return configs
+
+
+VENDOR_WORDS = ("NVIDIA", "TESLA", "GEFORCE", "QUADRO")
+
+
+def gpu_model(name: str) -> str | None:
+    """The model a GPU's name gives (H100, A100, L40S, T4): its first word of letters then digits, the vendor's
+    words aside; None where it has none."""
+    for word in re.split(r"[^A-Z0-9]+", name.upper()):
+        if word not in VENDOR_WORDS and re.fullmatch(r"[A-Z]+[0-9]+[A-Z]*", word):
+            return word
+    return None
+
+
+def _catalogue_gpu(name: str, config: dict[str, Any] | None = None):
+    """(key, device) of the catalogue's CUDA GPU (with its architecture) of that name, or (None, None). A name
+    the catalogue does not spell alike ("NVIDIA H100 SXM5 80GB", "A100-PCIE-80GB") is its board of the same model
+    (:func:`gpu_model`) whose datasheet is the config's (SMs, then the nearest DRAM bandwidth), then whose name
+    is the most alike: boards of one model share their architecture, so their kernels."""
+    from difflib import SequenceMatcher
+
     from rooflow.hardware.devices import default_catalogue_path, load_devices
 
-    for key, device in load_devices(default_catalogue_path()).items():
-        if device.is_cuda and device.name == name and device.architecture:
+    gpus = [(key, device) for key, device in load_devices(default_catalogue_path()).items()
+            if device.is_cuda and device.architecture]
+    for key, device in gpus:
+        if device.name == name:
             return key, device
-    return None, None
+    model = gpu_model(name)
+    boards = [(key, device) for key, device in gpus if model and gpu_model(device.name) == model]
+    if not boards:
+        return None, None
+
+    def spelled(text: str) -> str:
+        return re.sub(r"[^a-z0-9]", "", text.lower())
+
+    def unlike(board) -> tuple[float, ...]:
+        device = board[1]
+        name_gap = 1 - SequenceMatcher(None, spelled(name), spelled(device.name)).ratio()
+        if not config:
+            return (name_gap,)
+        bandwidth = float(config["Mem_Bw"]) * 1e9
+        return (float(int(config["Num_Sm"]) != device.sm_count),
+                abs(math.log(bandwidth / device.dram_bytes_per_second)) if bandwidth > 0 else 0.0, name_gap)
+
+    return min(boards, key=unlike)
 
 
 def _catalogue_clocks(key: str | None) -> tuple[float | None, float | None]:
@@ -362,11 +412,13 @@ def _catalogue_clocks(key: str | None) -> tuple[float | None, float | None]:
     return (device.base_clock_mhz, device.boost_clock_mhz) if device else (None, None)
 
 
-def dataset_gpu_identity(name: str, where: str | Path = "") -> tuple[str | None, str, float | None]:
-    """(catalogue key, architecture, board watts) of a GPU by the name its measurements give it."""
+def dataset_gpu_identity(name: str, where: str | Path = "", config: dict[str, Any] | None = None
+                         ) -> tuple[str | None, str, float | None]:
+    """(catalogue key, architecture, board watts) of a GPU by the name its measurements give it (``config``: its
+    device config, whose datasheet picks among the boards of its model where the name is not the catalogue's)."""
     if name in DATASET_GPUS:
         return DATASET_GPUS[name]
-    key, device = _catalogue_gpu(name)
+    key, device = _catalogue_gpu(name, config)
     if device is not None:
         return key, device.architecture, getattr(device, "tdp_watts", None)
     raise RooflowError(f"{where or name}: GPU {name!r} is not in rooflow's device catalogue: add it to "
@@ -1254,9 +1306,10 @@ def check_shipped(root: str | Path, band: float = 0.25, host_floors: bool = Fals
     (:func:`with_host_floors`), so that the kernels alone are checked."""
     data = load_measurements(root)
     gpus = load_dataset_gpus(root, data["gpu"].unique())
+    keys = dataset_gpu_keys(root)
     table = []
     for name, rows in data.groupby("gpu"):
-        calibration = calibration_of(gpus[name], dataset_gpu_identity(name)[0])
+        calibration = calibration_of(gpus[name], keys[name])
         if host_floors:
             calibration = with_host_floors(rows, gpus[name], calibration)
         table += _score(rows, predict_seconds(rows, gpus[name], calibration), name, band)
@@ -1316,6 +1369,7 @@ def calibrate_measured(root: str | Path, roofs: dict[str, MeasuredRoof] | None =
     Per GPU its datasheet (:class:`Gpu`), catalogue key (where the catalogue has it) and fitted parameters."""
     data = load_measurements(root)
     gpus = load_dataset_gpus(root, data["gpu"].unique())
+    keys = dataset_gpu_keys(root)
     provenance = Path(root) / SINGLE_OPS_PROVENANCE
     # rooflow's own single ops (`rooflow ceilings --single-ops`) say where they were measured; the others are
     # the public data set's
@@ -1327,7 +1381,7 @@ def calibrate_measured(root: str | Path, roofs: dict[str, MeasuredRoof] | None =
         source = (f"fitted on {len(rows)} measured single-op latencies of the {name} ({operators}; FP32, "
                   f"{origin}, {Path(root).name}/)")
         calibration = fit_gpu(rows, gpus[name], source)
-        measured[name] = {"catalogue": dataset_gpu_identity(name)[0], "gpu": asdict(gpus[name]),
+        measured[name] = {"catalogue": keys[name], "gpu": asdict(gpus[name]),
                           "calibration": calibration.to_json()}
         for op_class, residuals in calibration.shapes.items():
             arrays.update(residuals.to_arrays(f"{name}/{op_class}"))

@@ -1344,6 +1344,51 @@ def test_check_prints_the_shipped_model_with_and_without_the_hosts_floors(capsys
     assert out.count("NVIDIA H200") == 2 and "a floor is the measuring host's dispatch path" in out
 
 
+def test_a_gpu_named_otherwise_is_its_models_board_by_its_datasheet():
+    """Single ops measured elsewhere name their GPU as that harness spells it: a name the catalogue does not
+    spell alike is the catalogue's board of the same model (H100, A100, L4) whose SMs and bandwidth the device
+    config gives, else whose name is the most alike; a model the catalogue lacks is refused as before."""
+    def key(name, sms=None, bandwidth=None):
+        config = {"Num_Sm": sms, "Mem_Bw": bandwidth} if sms else None
+        return kc.dataset_gpu_identity(name, "", config)[0]
+
+    assert kc.gpu_model("NVIDIA A100-PCIE-40GB") == "A100" and kc.gpu_model("NVIDIA L40S") == "L40S"
+    assert kc.gpu_model("Tesla T4") == "T4" and kc.gpu_model("NVIDIA GeForce RTX 4090") is None
+    assert key("NVIDIA H100 80GB HBM3") == "h100-sxm5-80gb"  # the catalogue's own spelling
+    assert key("NVIDIA H100 SXM5 80GB", 132, 3350) == "h100-sxm5-80gb"
+    assert key("NVIDIA H100", 114, 2000) == "h100-pcie-80gb"  # the datasheet picks the board
+    assert key("NVIDIA A100-PCIE-80GB", 108, 1935) == "a100-pcie-80gb"
+    assert key("NVIDIA A100-SXM-80GB", 108, 2039) == "a100-sxm4-80gb"
+    assert key("A100 PCIe 40GB", 108, 1555) == "a100-pcie-40gb"  # same bandwidth as the SXM4: the name decides
+    assert key("NVIDIA L4 24GB", 58, 300) == "l4" and key("L4") == "l4"
+    assert kc.dataset_gpu_identity("L4")[1] == "sm_89"
+    for unknown in ("Acme G1", "NVIDIA GeForce RTX 4090", "NVIDIA B200"):
+        with pytest.raises(RooflowError, match="not in rooflow's device catalogue: add it"):
+            key(unknown, 58, 300)
+
+
+def test_check_says_which_board_a_gpu_named_otherwise_is(tmp_path, capsys):
+    """`--check DIR` on single ops whose config names the GPU as the catalogue does not (rooflow's H200 run,
+    relabelled "NVIDIA H200 SXM 141GB") predicts them as the catalogue's H200 and says so."""
+    import shutil
+
+    from rooflow import cli
+
+    shutil.copytree(H200_SINGLE_OPS / "single-ops-h200", tmp_path / "ops")
+    for path in (tmp_path / "ops").glob("*/*.csv.gz"):
+        rows = pd.read_csv(path)
+        rows.assign(Device="NVIDIA H200 SXM 141GB").to_csv(path, index=False)
+    config = tmp_path / "ops" / "device_configs" / "NVIDIA_H200.json"
+    config.write_text(config.read_text().replace('"NVIDIA H200"', '"NVIDIA H200 SXM 141GB"'))
+    assert kc.dataset_gpu_keys(tmp_path / "ops") == {"NVIDIA H200 SXM 141GB": "h200-sxm-141gb"}
+    assert cli.main(["calibrate-kernels", "--check", str(tmp_path / "ops")]) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA H200 SXM 141GB: predicted as the catalogue's h200-sxm-141gb (NVIDIA H200)" in out
+    renamed = kc.check_shipped(tmp_path / "ops").set_index("op_class")
+    original = kc.check_shipped(H200_SINGLE_OPS / "single-ops-h200").set_index("op_class")
+    pd.testing.assert_series_equal(renamed["within"], original["within"])  # the same predictions
+
+
 @needs_data
 def test_a_power_limited_boards_fit_separates_its_power_limit():
     """A power-limited board's GEMMs run at its kernels' rate for GPU Boost's window, then at the share of it its
