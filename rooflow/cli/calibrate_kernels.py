@@ -33,6 +33,7 @@ def _roofs(specs: list[str]) -> dict:
 
 def _cmd(args) -> int:
     from rooflow.estimate.kernel_calibration import (
+        OPERATORS,
         calibrate_measured,
         check_shipped,
         dataset_gpu_keys,
@@ -50,6 +51,11 @@ def _cmd(args) -> int:
             if key and devices[key].name != name:  # a name the catalogue spells otherwise: say which board it is
                 print(f"{name}: predicted as the catalogue's {key} ({devices[key].name}), the board of its model "
                       f"that its device config's SMs and bandwidth match")
+        skipped = sorted(path.name for path in Path(args.check).iterdir()
+                         if path.is_dir() and path.name not in (*OPERATORS, "device_configs"))
+        if skipped:  # scored nothing there: say so rather than let a table look complete
+            print(f"not scored (no model of these operators): {', '.join(skipped)}/ — rooflow models "
+                  f"{', '.join(OPERATORS)}")
         print(format_table(check_shipped(args.check), "GPU (shipped calibration)"))
         print("\n" + format_table(check_shipped(args.check, host_floors=True), "with its host's floors"))
         print("\nThe second table takes each operator's launch floor from the files' fastest calls: a floor is the "

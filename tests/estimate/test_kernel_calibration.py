@@ -1369,7 +1369,8 @@ def test_a_gpu_named_otherwise_is_its_models_board_by_its_datasheet():
 
 def test_check_says_which_board_a_gpu_named_otherwise_is(tmp_path, capsys):
     """`--check DIR` on single ops whose config names the GPU as the catalogue does not (rooflow's H200 run,
-    relabelled "NVIDIA H200 SXM 141GB") predicts them as the catalogue's H200 and says so."""
+    relabelled "NVIDIA H200 SXM 141GB") predicts them as the catalogue's H200 and says so; a folder of an
+    operator rooflow has no model of is named as not scored."""
     import shutil
 
     from rooflow import cli
@@ -1381,8 +1382,10 @@ def test_check_says_which_board_a_gpu_named_otherwise_is(tmp_path, capsys):
     config = tmp_path / "ops" / "device_configs" / "NVIDIA_H200.json"
     config.write_text(config.read_text().replace('"NVIDIA H200"', '"NVIDIA H200 SXM 141GB"'))
     assert kc.dataset_gpu_keys(tmp_path / "ops") == {"NVIDIA H200 SXM 141GB": "h200-sxm-141gb"}
+    (tmp_path / "ops" / "silu").mkdir()  # an operator rooflow has no model of: said, not silently left out
     assert cli.main(["calibrate-kernels", "--check", str(tmp_path / "ops")]) == 0
     out = capsys.readouterr().out
+    assert "not scored (no model of these operators): silu/" in out
     assert "NVIDIA H200 SXM 141GB: predicted as the catalogue's h200-sxm-141gb (NVIDIA H200)" in out
     renamed = kc.check_shipped(tmp_path / "ops").set_index("op_class")
     original = kc.check_shipped(H200_SINGLE_OPS / "single-ops-h200").set_index("op_class")
