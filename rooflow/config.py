@@ -9,9 +9,9 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from rooflow.config_io import close_matches, coerce_command_line, load_schema, read_yaml, validate
+from rooflow.config_io import coerce_command_line, load_schema, read_yaml, validate
 from rooflow.errors import RooflowError
-from rooflow.hardware.devices import MATMUL_ROOF, Device, estimate_only_error, load_devices
+from rooflow.hardware.devices import MATMUL_ROOF, Device, device_hint, estimate_only_error, load_devices
 from rooflow.workload.models import closest_models_hint, named_models
 from rooflow.workload.spec import ModelSpec, check_importable, spec_from_entry
 
@@ -102,10 +102,8 @@ def model_names(config: dict[str, Any]) -> list[str]:
 
 def check_device(key: str, devices: dict[str, Device], where: str, catalogue: str, source: str = "config") -> None:
     if key not in devices:
-        closest = close_matches(key, sorted(devices))
-        hint = f" (closest: {', '.join(closest)})" if closest else ""
         raise RooflowError(
-            f"{source}: key '{where}' names device '{key}', which is not in {catalogue}{hint}: use one of "
+            f"{source}: key '{where}' names device '{key}', which is not in {catalogue}{device_hint(key, devices)}: use one of "
             f"{', '.join(sorted(devices))} (`rooflow devices` lists them) or add an entry there (config/DEVICES.md)")
 
 

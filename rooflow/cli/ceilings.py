@@ -78,14 +78,13 @@ def format_table(result: dict[str, Any], datasheet: Any = None) -> str:
 def _cmd_ceilings(args: argparse.Namespace) -> int:
     import torch
 
-    from rooflow.hardware.devices import estimate_only_error, load_devices
+    from rooflow.hardware.devices import estimate_only_error, load_devices, unknown_device_error
 
     device = None
     if args.device:
         devices = load_devices(args.catalogue)
         if args.device not in devices:
-            raise RooflowError(f"device '{args.device}' is not in {args.catalogue}: use one of "
-                               f"{', '.join(sorted(devices))}")
+            raise unknown_device_error(args.device, devices, args.catalogue)
         device = devices[args.device]
         if device.estimate_only:
             raise estimate_only_error(args.device, "rooflow ceilings --device",

@@ -67,6 +67,7 @@ import pandas as pd
 from rooflow.errors import RooflowError
 from rooflow.estimate import shape_residuals
 from rooflow.estimate.shape_residuals import ShapeResiduals
+from rooflow.hardware.devices import gpu_model
 from rooflow.io import read_json_object
 
 FP32_BYTES = 4
@@ -356,18 +357,6 @@ def _device_configs(root: str | Path) -> dict[str, tuple[Path, dict[str, Any]]]:
                                f"(SMs, FP32 GFLOP/s, DRAM GB/s, L2 MB)")
         configs[data["Device"]] = (path, data)
     return configs
-
-
-VENDOR_WORDS = ("NVIDIA", "TESLA", "GEFORCE", "QUADRO")
-
-
-def gpu_model(name: str) -> str | None:
-    """The model a GPU's name gives (H100, A100, L40S, T4): its first word of letters then digits, the vendor's
-    words aside; None where it has none."""
-    for word in re.split(r"[^A-Z0-9]+", name.upper()):
-        if word not in VENDOR_WORDS and re.fullmatch(r"[A-Z]+[0-9]+[A-Z]*", word):
-            return word
-    return None
 
 
 def _catalogue_gpu(name: str, config: dict[str, Any] | None = None):

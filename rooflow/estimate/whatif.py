@@ -29,6 +29,7 @@ from rooflow.errors import RooflowError
 from rooflow.estimate.calibration import for_device
 from rooflow.estimate.predict import predict_memory, predict_seconds
 from rooflow.estimate.timemodel import predict_step
+from rooflow.hardware.devices import unknown_device_error
 
 CHANGES = ("precision", "batch", "variant", "device")
 BATCH_FACTORS = (0.5, 2, 4)
@@ -119,7 +120,7 @@ def what_if(estimator: Estimator, batch: int, precision: str, mode: str, device_
     seconds with ``_low``/``_high``, ``images_per_second``, memory and fit, ``calibration_source``, ``basis``
     and, priced, ``cost_per_1000_images_usd``."""
     if device_key not in devices:
-        raise RooflowError(f"device '{device_key}' is not in the catalogue: use one of {', '.join(sorted(devices))}")
+        raise unknown_device_error(device_key, devices, "the catalogue")
     device = devices[device_key]
     cache: dict[tuple[int, str], Any] = {}
 

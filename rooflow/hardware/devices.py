@@ -12,11 +12,12 @@ resources: rooflow cannot run on them, so the workflow's ``devices:`` rejects th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from rooflow.config_io import load_schema, read_yaml, validate
+from rooflow.config_io import close_matches, load_schema, read_yaml, validate
 from rooflow.errors import RooflowError
 from rooflow.io import read_json_object
 
@@ -305,10 +306,43 @@ def load_devices(path: str | Path) -> dict[str, Device]:
 CEILINGS_FILE = "a ceilings file (the JSON `rooflow ceilings --output` writes)"
 
 
+VENDOR_WORDS = ("NVIDIA", "TESLA", "GEFORCE", "QUADRO")
+
+
+def gpu_model(name: str) -> str | None:
+    """The model a GPU's name gives (H100, A100, L40S, T4): its first word of letters then digits, the vendor's
+    words aside; None where it has none."""
+    for word in re.split(r"[^A-Z0-9]+", name.upper()):
+        if word not in VENDOR_WORDS and re.fullmatch(r"[A-Z]+[0-9]+[A-Z]*", word):
+            return word
+    return None
+
+
+def device_hint(key: str, devices: dict[str, Device]) -> str:
+    """Words that point a device key the catalogue lacks at the one meant: the key of a device it is the name of
+    (what `torch.cuda.get_device_name()` and nvidia-smi print), the boards of its GPU model, else the closest keys
+    ("" where nothing is close)."""
+    named = [k for k, device in devices.items() if device.name.lower() == key.lower()]
+    if named:
+        return f" ('{key}' is the name of catalogue device {named[0]}: give its key, --device {named[0]})"
+    model = gpu_model(key)
+    boards = sorted(k for k, device in devices.items() if device.is_cuda and model and gpu_model(device.name) == model)
+    if boards:
+        return f" (its {model} boards: {', '.join(boards)})"
+    closest = close_matches(key, sorted(devices))
+    return f" (closest: {', '.join(closest)})" if closest else ""
+
+
+def unknown_device_error(key: str, devices: dict[str, Device], where: str | Path) -> RooflowError:
+    """The one-sentence error for a device key that ``where`` (a catalogue) does not have."""
+    return RooflowError(f"device '{key}' is not in {where}{device_hint(key, devices)}: use one of "
+                        f"{', '.join(sorted(devices))} (`rooflow devices` lists them)")
+
+
 def load_device(path: str | Path, key: str, ceilings_path: str | Path | None = None) -> Device:
     devices = load_devices(path)
     if key not in devices:
-        raise RooflowError(f"device '{key}' is not in {path}: use one of {', '.join(sorted(devices))}")
+        raise unknown_device_error(key, devices, path)
     device = devices[key]
     if ceilings_path and Path(ceilings_path).is_file():
         device.with_measured(read_json_object(ceilings_path, CEILINGS_FILE))

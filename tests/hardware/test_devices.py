@@ -288,6 +288,26 @@ def test_load_device_names_the_valid_keys(tmp_path):
         load_device(default_catalogue_path(), "a100")
 
 
+def test_an_unknown_device_key_points_at_the_one_meant(capsys, root):
+    """A user types what nvidia-smi prints, or the GPU's model: the error names the key of the device of that
+    name, or that model's boards, before the whole list; the estimate CLI, the config and ceilings say the same."""
+    path = default_catalogue_path()
+    with pytest.raises(RooflowError, match=r"'NVIDIA L4' is the name of catalogue device l4: give its key, --device l4"):
+        load_device(path, "NVIDIA L4")
+    with pytest.raises(RooflowError, match=r"\(its H100 boards: h100-pcie-80gb, h100-sxm5-80gb\): use one of a10, "):
+        load_device(path, "h100")
+    with pytest.raises(RooflowError, match=r"\(its A100 boards: a100-pcie-40gb, a100-pcie-80gb, a100-sxm4-40gb, "):
+        load_device(path, "A100 80GB")
+    with pytest.raises(RooflowError, match=r"\(closest: l40s, l4\)"):
+        load_device(path, "l40")
+    with pytest.raises(RooflowError, match=r"device 'b200' is not in .*devices.yaml: use one of"):
+        load_device(path, "b200")  # a model the catalogue lacks: no hint, the list
+    assert cli.main(["estimate", "resnet18", "--device", "NVIDIA H200"]) != 0
+    assert "is the name of catalogue device h200-sxm-141gb" in capsys.readouterr().err
+    with pytest.raises(RooflowError, match=r"names device 'h100', which is not in .*\(its H100 boards: "):
+        validate_config({"models": ["resnet18"], "devices": ["h100"]}, workdir=root)
+
+
 # --- CLI ---------------------------------------------------------------------------------------------
 
 def test_devices_command_lists_the_catalogue_with_units(capsys):
