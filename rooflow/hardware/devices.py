@@ -324,7 +324,7 @@ def device_hint(key: str, devices: dict[str, Device]) -> str:
     ("" where nothing is close)."""
     named = [k for k, device in devices.items() if device.name.lower() == key.lower()]
     if named:
-        return f" ('{key}' is the name of catalogue device {named[0]}: give its key, --device {named[0]})"
+        return f" ('{key}' is the name of catalogue device {named[0]}: give its key, {named[0]})"
     model = gpu_model(key)
     boards = sorted(k for k, device in devices.items() if device.is_cuda and model and gpu_model(device.name) == model)
     if boards:

@@ -292,7 +292,7 @@ def test_an_unknown_device_key_points_at_the_one_meant(capsys, root):
     """A user types what nvidia-smi prints, or the GPU's model: the error names the key of the device of that
     name, or that model's boards, before the whole list; the estimate CLI, the config and ceilings say the same."""
     path = default_catalogue_path()
-    with pytest.raises(RooflowError, match=r"'NVIDIA L4' is the name of catalogue device l4: give its key, --device l4"):
+    with pytest.raises(RooflowError, match=r"'NVIDIA L4' is the name of catalogue device l4: give its key, l4\)"):
         load_device(path, "NVIDIA L4")
     with pytest.raises(RooflowError, match=r"\(its H100 boards: h100-pcie-80gb, h100-sxm5-80gb\): use one of a10, "):
         load_device(path, "h100")
