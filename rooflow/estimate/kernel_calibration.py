@@ -67,7 +67,6 @@ import pandas as pd
 from rooflow.errors import RooflowError
 from rooflow.estimate import shape_residuals
 from rooflow.estimate.shape_residuals import ShapeResiduals
-from rooflow.hardware.devices import gpu_model
 from rooflow.io import read_json_object
 
 FP32_BYTES = 4
@@ -362,19 +361,18 @@ def _device_configs(root: str | Path) -> dict[str, tuple[Path, dict[str, Any]]]:
 def _catalogue_gpu(name: str, config: dict[str, Any] | None = None):
     """(key, device) of the catalogue's CUDA GPU (with its architecture) of that name, or (None, None). A name
     the catalogue does not spell alike ("NVIDIA H100 SXM5 80GB", "A100-PCIE-80GB") is its board of the same model
-    (:func:`gpu_model`) whose datasheet is the config's (SMs, then the nearest DRAM bandwidth), then whose name
-    is the most alike: boards of one model share their architecture, so their kernels."""
+    (:func:`rooflow.hardware.devices.model_boards`) whose datasheet is the config's (SMs, then the nearest DRAM
+    bandwidth), then whose name is the most alike: boards of one model share their architecture, so their kernels."""
     from difflib import SequenceMatcher
 
-    from rooflow.hardware.devices import default_catalogue_path, load_devices
+    from rooflow.hardware.devices import default_catalogue_path, load_devices, model_boards
 
-    gpus = [(key, device) for key, device in load_devices(default_catalogue_path()).items()
-            if device.is_cuda and device.architecture]
-    for key, device in gpus:
+    gpus = {key: device for key, device in load_devices(default_catalogue_path()).items()
+            if device.is_cuda and device.architecture}
+    for key, device in gpus.items():
         if device.name == name:
             return key, device
-    model = gpu_model(name)
-    boards = [(key, device) for key, device in gpus if model and gpu_model(device.name) == model]
+    boards = [(key, gpus[key]) for key in model_boards(name, gpus)]
     if not boards:
         return None, None
 

@@ -318,6 +318,13 @@ def gpu_model(name: str) -> str | None:
     return None
 
 
+def model_boards(name: str, devices: dict[str, Device]) -> list[str]:
+    """The keys of the catalogue's GPUs of the model ``name`` gives (:func:`gpu_model`), sorted: [] where none."""
+    model = gpu_model(name)
+    return sorted(key for key, device in devices.items()
+                  if model and device.is_cuda and gpu_model(device.name) == model)
+
+
 def device_hint(key: str, devices: dict[str, Device]) -> str:
     """Words that point a device key the catalogue lacks at the one meant: the key of a device it is the name of
     (what `torch.cuda.get_device_name()` and nvidia-smi print), the boards of its GPU model, else the closest keys
@@ -325,10 +332,9 @@ def device_hint(key: str, devices: dict[str, Device]) -> str:
     named = [k for k, device in devices.items() if device.name.lower() == key.lower()]
     if named:
         return f" ('{key}' is the name of catalogue device {named[0]}: give its key, {named[0]})"
-    model = gpu_model(key)
-    boards = sorted(k for k, device in devices.items() if device.is_cuda and model and gpu_model(device.name) == model)
+    boards = model_boards(key, devices)
     if boards:
-        return f" (its {model} boards: {', '.join(boards)})"
+        return f" (its {gpu_model(key)} boards: {', '.join(boards)})"
     closest = close_matches(key, sorted(devices))
     return f" (closest: {', '.join(closest)})" if closest else ""
 

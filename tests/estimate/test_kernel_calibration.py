@@ -23,7 +23,7 @@ from rooflow.errors import RooflowError
 from rooflow.estimate import kernel_calibration as kc
 from rooflow.estimate import shape_residuals
 from rooflow.estimate.calibration import for_device
-from rooflow.hardware.devices import load_devices
+from rooflow.hardware.devices import gpu_model, load_devices
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT.parent / "shared" / "fixtures" / "public" / "neusight-kernels"
@@ -1352,8 +1352,8 @@ def test_a_gpu_named_otherwise_is_its_models_board_by_its_datasheet():
         config = {"Num_Sm": sms, "Mem_Bw": bandwidth} if sms else None
         return kc.dataset_gpu_identity(name, "", config)[0]
 
-    assert kc.gpu_model("NVIDIA A100-PCIE-40GB") == "A100" and kc.gpu_model("NVIDIA L40S") == "L40S"
-    assert kc.gpu_model("Tesla T4") == "T4" and kc.gpu_model("NVIDIA GeForce RTX 4090") is None
+    assert gpu_model("NVIDIA A100-PCIE-40GB") == "A100" and gpu_model("NVIDIA L40S") == "L40S"
+    assert gpu_model("Tesla T4") == "T4" and gpu_model("NVIDIA GeForce RTX 4090") is None
     assert key("NVIDIA H100 80GB HBM3") == "h100-sxm5-80gb"  # the catalogue's own spelling
     assert key("NVIDIA H100 SXM5 80GB", 132, 3350) == "h100-sxm5-80gb"
     assert key("NVIDIA H100", 114, 2000) == "h100-pcie-80gb"  # the datasheet picks the board
