@@ -59,16 +59,20 @@ def _cmd(args) -> int:
         print(format_table(check_shipped(args.check), "GPU (shipped calibration)"))
         print("\n" + format_table(check_shipped(args.check, host_floors=True), "with its host's floors"))
         print("\nThe second table takes each operator's launch floor from the files' fastest calls: a floor is the "
-              "measuring host's dispatch path (its CPU, driver and torch), not the GPU's; the shipped floors are "
-              "the public data set's hosts'. On the data set's own GPUs read the first: their convolution floor is "
-              "fitted with their shapes' residuals, not a host's.")
+              "measuring host's dispatch path (its CPU, driver and torch), not the GPU's; the first takes a GPU's "
+              "own host's where rooflow ships its single ops, else the public data set's hosts'. On the data set's "
+              "own GPUs read the first: their convolution floor is fitted with their shapes' residuals, not a "
+              "host's.")
         return 0
     if not args.data:
         raise RooflowError("give --data DIR (measurements to fit or hold out) "
                            "or --check DIR (measurements to score the shipped calibrations on)")
     if args.held_out:
-        data = load_measurements(args.data)
-        gpus = load_dataset_gpus(args.data, data["gpu"].unique())
+        import pandas as pd
+
+        data = pd.concat([load_measurements(root) for root in args.data], ignore_index=True)
+        gpus = {name: gpu for root in args.data for name, gpu in load_dataset_gpus(root).items()
+                if name in set(data["gpu"])}
         print(format_table(held_one_out(data, gpus)))
         print("\n" + format_table(held_out_shapes(data, gpus), "held-out shapes of"))
         return 0
@@ -89,7 +93,9 @@ def register(subparsers) -> None:
                     "shapes' residuals) on measured single-op latencies laid out as <operator>/<GPU>.csv(.gz) "
                     "with device_configs/<GPU>.json (the public NeuSight data set's layout). rooflow's shipped "
                     "kernels.json and kernels_shapes.npz are made this way.")
-    parser.add_argument("--data", metavar="DIR", help="folder of the measurements")
+    parser.add_argument("--data", metavar="DIR", action="append",
+                        help="folder of the measurements (repeatable: rooflow's shipped calibrations are fitted on "
+                             "the public data set's folder and rooflow's own H200 single ops)")
     parser.add_argument("--held-out", action="store_true",
                         help="instead: train on all GPUs but one, predict that one; then per GPU hold out 20%% of "
                              "its shapes; print both tables per class")

@@ -45,7 +45,9 @@ full-power boards (its family's, else all) held to what its board power sustains
 watt. Convolution runs at the GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same
 SMs; a fit holds it there and fits the rest of the convolution parameters), and takes all measured GPUs'
 convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals), and its
-family's full-power boards' GEMM shapes' residuals alike (cuBLAS's kernels are a family's own).
+family's full-power boards' GEMM shapes' residuals alike (cuBLAS's kernels are a family's own). A measured
+GPU of its own architecture lends it its parameters and measured shapes whole instead; a Hopper board's
+(:data:`OWN_KERNELS`: rooflow's H200 single ops) reach Hopper boards only, and its host's floors no other GPU.
 """
 
 from __future__ import annotations
@@ -100,6 +102,11 @@ FUSED_WINOGRAD_TILES = ((128, 128),)
 # and both ship one for every older architecture (tests/data/real/library-kernels, read from the libraries); Ada
 # (sm_89) loads sm_80's and sm_86's modules, which have it, so it keeps the data set's picks.
 NO_FORWARD_WINOGRAD = ("sm_90",)
+# Architectures whose FP32 kernels no other architecture runs: cuBLAS 12.1 and 13 and cuDNN 8.9.2 and 9.19 ship
+# their sm_90 modules to Hopper alone (no ampere_sgemm, scudnn or fused Winograd there), while Ada (sm_89) loads
+# the sm_80 and sm_86 modules Ampere runs (tests/data/real/library-kernels). A measured board of such an
+# architecture (rooflow's H200 single ops) calibrates its own architecture only, not its family's other boards
+OWN_KERNELS = ("sm_90",)
 # There cuDNN's alternative is FFT: the H200's 3×3 stride-1 convolutions of 28×28 and 14×14 inputs ran
 # fft2d_r2c_32x32 / 16x16 transforms around a complex GEMM per frequency (sm80_xmma_gemm_cf32cf32), at 2.3–2.5×
 # their direct rate; those of 56×56 inputs ran 64×64 transforms with a pointwise kernel instead of a GEMM, at the
@@ -172,6 +179,8 @@ SOFTMAX_WARP_MAX_ELEMENTS = 1024
 # (`test_h200_layer_norms_against_the_kernel_model`). The data set's GPUs (rows ≤ 16,380 of 260 or more) fit
 # their rows' cost into their other parameters: 0 there
 NORMALIZATION_ROW_SECONDS_OF = {"sm_90": 1.94e-7}
+# The convolution parameters that are the measuring host's, not the GPU's (:func:`host_drift`)
+CONVOLUTION_HOST_KEYS = ("floor_seconds", "drift_seconds_per_call", "drift_from_call")
 FLOOR_QUANTILE = 0.02  # an operator's launch floor: this quantile of its calls (the fastest one can be an outlier)
 # GPU Boost holds a power-limited board's boost clock for about this long into a kernel before its power
 # average catches up (the measured low-power boards: a T4's FP32 GEMMs reach 0.58 of its datasheet peak at
@@ -898,14 +907,23 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
             # cuDNN's calls of small shapes are several kernels (transforms, offsets) chosen by its
             # autotuner: a floor fitted with the rest, not the fastest call's. Its implicit-GEMM kernels
             # are SGEMMs on the same SMs: the GPU's GEMM efficiency, where measured (its power limit inside)
-            fixed = {"efficiency": as_measured_efficiency} if as_measured_efficiency is not None else None
+            fixed = {"efficiency": as_measured_efficiency} if as_measured_efficiency is not None else {}
+            if gpu.architecture in NO_FORWARD_WINOGRAD:  # no Winograd kernel to fit: its efficiency is no parameter
+                fixed["winograd_efficiency"] = DEFAULTS[op_class]["winograd_efficiency"]
             # the measuring run's cost per call grows with the shapes it ran before (:func:`host_drift`): its
             # kernels and floor are fitted on the calls as they would have run at the run's middle call
             steady, drift = _steady(prepared, op_class, measured[idx])
             params = _fit_class([(prepared, steady)], op_class, [_floor(prepared, op_class, steady)], fixed=fixed)
             params.update(drift)
+            if gpu.architecture in NO_FORWARD_WINOGRAD:
+                del params["winograd_efficiency"]
         else:
             floors.update(_operator_floors(measured[idx], rows["operator"].to_numpy()[idx]))
+            if op_class == "normalization" and gpu.architecture in NORMALIZATION_ROW_SECONDS_OF:
+                # its LayerNorms are priced as rooflow recorded them in networks (a row cost on its measured
+                # triad): single ops of at most ~15k rows fit parameters that do not reach 50k-800k rows (the
+                # H200's 40, fitted: its ViT-B/16 b256 LayerNorms at 1.9x their time)
+                continue
             floor_rows = prepared.operator_floors(op_class, floors, {"floor_seconds": 0.0})
             # a power-limited board: GPU Boost's window at its kernels' rate, then the rate its power sustains
             limited = op_class == "gemm" and gpu.tdp_watts is not None and not gpu.full_power
@@ -941,7 +959,7 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
 class MeasuredRoof:
     """A GPU's FP32 GEMM efficiency measured by rooflow's own ceilings (a large square torch.mm: its best
     tile, full waves, a long k) — what its family's kernel calibration takes where no single ops of the
-    family were measured (the H100 SXM5 for Ada/Hopper) — and its DRAM efficiency where the ceilings measured
+    family were measured (the H100 SXM5's for Ada) — and its DRAM efficiency where the ceilings measured
     one: their triad is torch.add over arrays far beyond its L2, the elementwise class's own kernel, which the
     GPU's elementwise calls then take (its own, not its family's: another board's memory is another memory)."""
 
@@ -972,6 +990,15 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     carry across architectures, a board's level does not; :func:`shape_residuals.pooled`), less the 3×3
     stride-1 shapes where cuDNN has no forward Winograd (:data:`NO_FORWARD_WINOGRAD`: they ran Winograd on the measured GPUs)."""
     roofs = roofs or {}
+    # a board of an architecture whose kernels no other architecture loads is a donor to its own only
+    measured = {name: calibration for name, calibration in measured.items()
+                if measured_gpus[name].architecture not in OWN_KERNELS
+                or measured_gpus[name].architecture == gpu.architecture}
+    # ... and lends it its kernels, not its host: the launch floors of a GPU not measured are the other measured
+    # GPUs' hosts' (the public data set's, torch 2.1: 25-60 µs, convolutions growing 53-153 ns per call over a
+    # run; rooflow's H200 single ops, torch 2.11: 13-24 µs and no growth)
+    hosts = {name: calibration for name, calibration in measured.items()
+             if measured_gpus[name].architecture not in OWN_KERNELS} or measured
     same_architecture = [name for name in measured if measured_gpus[name].architecture == gpu.architecture]
     same = [name for name in measured if measured_gpus[name].family == gpu.family]
     # its generation's measured boards: the same cuBLAS picks and tiles (GENERATIONS), whatever their power
@@ -1015,19 +1042,18 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             classes[op_class]["reread"] = float(statistics.median(
                 measured[name].classes["gemm"].get("reread", 0.0) for name in kernels_of))
         if op_class in MEMORY_CLASSES:
-            if not same_architecture:
+            if not same_architecture or op_class in borrowed:
                 # at most its whole shared L2 holds a working set: the P100's and V100's fits keep 3.0 and 2.3
                 # L2s, their measuring hosts' (floors 1.7x and 1.24x the others') return after the launch, which
                 # their kernels hide, and no datasheet carries to another GPU
                 classes[op_class]["l2_fraction"] = min(1.0, classes[op_class]["l2_fraction"])
             # one kernel's floor is the measuring host's dispatch and launch, not the architecture's: all GPUs'
             classes[op_class]["floor_seconds"] = float(statistics.median(
-                measured[name].classes[op_class]["floor_seconds"] for name in measured
-                if op_class in measured[name].classes))
+                cal.classes[op_class]["floor_seconds"] for cal in hosts.values() if op_class in cal.classes))
             if op_class == "elementwise" and own_dram:  # its ceilings' triad: this class's kernel, measured
                 classes[op_class]["memory_efficiency"] = own_dram
-            if (op_class == "normalization" and not same_architecture and architecture_dram
-                    and gpu.architecture in NORMALIZATION_ROW_SECONDS_OF):
+            if (op_class == "normalization" and (not same_architecture or op_class in borrowed)
+                    and architecture_dram and gpu.architecture in NORMALIZATION_ROW_SECONDS_OF):
                 classes[op_class].update(memory_efficiency=architecture_dram,
                                          row_seconds=NORMALIZATION_ROW_SECONDS_OF[gpu.architecture])
         elif not same_architecture:
@@ -1050,6 +1076,12 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     if streaming and {"gemm", "elementwise"} <= set(classes):
         # the kernels it runs stream a memory-bound GEMM at this share of its elementwise ops' rate
         classes["gemm"]["memory_efficiency"] = statistics.median(streaming) * classes["elementwise"]["memory_efficiency"]
+    if gpu.architecture in OWN_KERNELS and "convolution" in classes and "convolution" not in borrowed:
+        # its sibling's convolution kernels, not its host: a convolution's floor and growth over a run, the
+        # other measured hosts' median
+        runs = [cal.classes["convolution"] for cal in hosts.values() if "convolution" in cal.classes]
+        classes["convolution"].update({key: float(statistics.median(run.get(key, 0.0) for run in runs))
+                                       for key in CONVOLUTION_HOST_KEYS})
     if "convolution" in classes and "gemm" in classes and (not same_architecture or "convolution" in borrowed):
         # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted), on its own architecture's GEMM efficiency where that
         # was measured without convolutions (not the median of other boards', power-limited ones among them)
@@ -1069,8 +1101,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                    else "its board power at its family's FP32 FLOPs per joule")
             power_note = _power_note("FP32 GEMMs and convolutions", sustained, why)
     # one call's floor is the measuring host's dispatch path for that operator: all GPUs' median
-    operators = sorted({o for cal in measured.values() for o in cal.floors})
-    floors = {o: float(statistics.median(cal.floors[o] for cal in measured.values() if o in cal.floors))
+    operators = sorted({o for cal in hosts.values() for o in cal.floors})
+    floors = {o: float(statistics.median(cal.floors[o] for cal in hosts.values() if o in cal.floors))
               for o in operators}
     shapes = _shapes_of([measured[name] for name in same_architecture])
     # cuBLAS's GEMM picks by shape, each board's level removed: its generation's boards' (the same picks: see
@@ -1098,18 +1130,26 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     if gemm_from_family:
         whose = "its generation's" if siblings[0] in generation else "its family's full-power"
         across_note += f"; GEMM shapes: {whose} boards' residuals ({', '.join(siblings)}), each less its median"
+    own_dram_note = (f"; elementwise DRAM efficiency {own_dram:.2f}, its own ceilings' triad"
+                     if own_dram and "elementwise" in classes else "")
+    layer_norm_note = (f"LayerNorm rows at {architecture_dram:.2f} of its DRAM bandwidth (its architecture's measured "
+                       f"triad) plus {classes['normalization']['row_seconds'] * 1e9:.0f} ns per row per SM (rooflow's "
+                       f"{gpu.architecture} recording)" if "row_seconds" in classes.get("normalization", {}) else "")
     borrowed_note = "".join(
-        f"; {op_class}: none measured on its architecture, each parameter the median of all measured GPUs'"
+        (f"; {layer_norm_note}, other parameters the median of all measured GPUs'" if op_class == "normalization"
+         and layer_norm_note else f"; {op_class}: none measured on its architecture, each parameter the median of "
+                                  f"all measured GPUs'")
         + (" but its FP32 efficiency, its GEMMs'" if op_class == "convolution" and "gemm" in classes else "")
         for op_class in sorted(borrowed) if op_class in classes) if same_architecture else ""
     # the measuring hosts' (host_drift), with its convolution parameters
-    host_note = _drift_note(classes.get("convolution", {}), "its donors' hosts")
+    host_note = _drift_note(classes.get("convolution", {}), "the other measured GPUs' hosts"
+                            if same_architecture and gpu.architecture in OWN_KERNELS else "its donors' hosts")
     if same_architecture:
         source = (f"{gpu.name}: not measured; the kernel calibration{'s' if len(same_architecture) > 1 else ''} of "
                   f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "
                   f"measured shapes included, with its datasheet (SMs, FP32 peak, bandwidth, L2, board power); "
-                  f"launch floors from all measured GPUs ({', '.join(sorted(measured))}){borrowed_note}{across_note}"
-                  f"{host_note}{power_note}")
+                  f"launch floors from all measured GPUs' hosts ({', '.join(sorted(hosts))}){own_dram_note}"
+                  f"{borrowed_note}{across_note}{host_note}{power_note}")
     else:
         which = "its family's" if same else "all"
         kernels_note = (f"; GEMM tile exponent, k fill and memory-bound GEMMs' DRAM efficiency against its "
@@ -1117,12 +1157,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                         f"{FP32_GEMM_KERNELS_OF[gpu.family]} family's FP32 GEMM kernels)" if streaming else "")
         roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "
                      f"{', '.join(sorted(r.gpu.name for r in family_roofs))}" if family_roofs and not same else "")
-        if own_dram and "elementwise" in classes:
-            roof_note += f"; elementwise DRAM efficiency {own_dram:.2f}, its own ceilings' triad"
-        if "row_seconds" in classes.get("normalization", {}):
-            roof_note += (f"; LayerNorm rows at {architecture_dram:.2f} of its DRAM bandwidth (its architecture's "
-                          f"measured triad) plus {classes['normalization']['row_seconds'] * 1e9:.0f} ns per row per "
-                          f"SM (rooflow's {gpu.architecture} recording)")
+        roof_note += own_dram_note
+        if layer_norm_note:
+            roof_note += f"; {layer_norm_note}"
         source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
                   f"({', '.join(sorted(donors))}){roof_note}{kernels_note}, elementwise/normalization/softmax and launch floors "
                   f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "
@@ -1349,29 +1386,34 @@ def roof_from_ceilings(ceilings: dict[str, Any], device) -> MeasuredRoof:
     return MeasuredRoof(gpu=gpu, gemm_efficiency=efficiency, source=source, dram_efficiency=dram_efficiency)
 
 
-def calibrate_measured(root: str | Path, roofs: dict[str, MeasuredRoof] | None = None
+def calibrate_measured(roots, roofs: dict[str, MeasuredRoof] | None = None
                        ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The kernel calibration of every GPU measured under ``root`` and the measured roofs (``roofs``, by
-    catalogue key): the shipped JSON's content, and the arrays of the measured shapes (:data:`SHAPES_FILE`).
-    Per GPU its datasheet (:class:`Gpu`), catalogue key (where the catalogue has it) and fitted parameters."""
-    data = load_measurements(root)
-    gpus = load_dataset_gpus(root, data["gpu"].unique())
-    keys = dataset_gpu_keys(root)
-    provenance = Path(root) / SINGLE_OPS_PROVENANCE
-    # rooflow's own single ops (`rooflow ceilings --single-ops`) say where they were measured; the others are
-    # the public data set's
-    origin = (json.loads(provenance.read_text()).get("measured_by", "rooflow ceilings --single-ops")
-              if provenance.is_file() else "the public NeuSight data set")
+    """The kernel calibration of every GPU measured under ``roots`` (one folder or several, each in the
+    measurement layout) and the measured roofs (``roofs``, by catalogue key): the shipped JSON's content, and
+    the arrays of the measured shapes (:data:`SHAPES_FILE`). Per GPU its datasheet (:class:`Gpu`), catalogue key
+    (where the catalogue has it) and fitted parameters."""
     measured, arrays = {}, {}
-    for name, rows in data.groupby("gpu"):
-        operators = ", ".join(sorted(rows["operator"].unique()))
-        source = (f"fitted on {len(rows)} measured single-op latencies of the {name} ({operators}; FP32, "
-                  f"{origin}, {Path(root).name}/)")
-        calibration = fit_gpu(rows, gpus[name], source)
-        measured[name] = {"catalogue": keys[name], "gpu": asdict(gpus[name]),
-                          "calibration": calibration.to_json()}
-        for op_class, residuals in calibration.shapes.items():
-            arrays.update(residuals.to_arrays(f"{name}/{op_class}"))
+    for root in [roots] if isinstance(roots, (str, Path)) else roots:
+        data = load_measurements(root)
+        gpus = load_dataset_gpus(root, data["gpu"].unique())
+        keys = dataset_gpu_keys(root)
+        provenance = Path(root) / SINGLE_OPS_PROVENANCE
+        # rooflow's own single ops (`rooflow ceilings --single-ops`) say where they were measured; the others
+        # are the public data set's
+        origin = (json.loads(provenance.read_text()).get("measured_by", "rooflow ceilings --single-ops")
+                  if provenance.is_file() else "the public NeuSight data set")
+        for name, rows in data.groupby("gpu"):
+            if name in measured:
+                raise RooflowError(f"{root}: single ops of {name}, which another of the folders given also holds: "
+                                   f"give each GPU's measurements in one folder")
+            operators = ", ".join(sorted(rows["operator"].unique()))
+            source = (f"fitted on {len(rows)} measured single-op latencies of the {name} ({operators}; FP32, "
+                      f"{origin}, {Path(root).name}/)")
+            calibration = fit_gpu(rows, gpus[name], source)
+            measured[name] = {"catalogue": keys[name], "gpu": asdict(gpus[name]),
+                              "calibration": calibration.to_json()}
+            for op_class, residuals in calibration.shapes.items():
+                arrays.update(residuals.to_arrays(f"{name}/{op_class}"))
     about = ("rooflow calibrate-kernels: per-GPU kernel-model parameters fitted on measured single ops, and "
              "measured roofs of GPUs whose family has none (rooflow.estimate.kernel_calibration)")
     roof_json = {key: {"gpu": asdict(roof.gpu), "gemm_efficiency": roof.gemm_efficiency, "source": roof.source,
@@ -1447,7 +1489,13 @@ def _completed(calibration: KernelCalibration, gpu: Gpu, calibrations, gpus, roo
         return calibration
     notes = []
     for op_class in filled:  # whose parameters family_calibration took: its architecture's, else all GPUs'
-        having = sorted(n for n, c in calibrations.items() if op_class in c.classes)
+        if "row_seconds" in family.classes[op_class]:  # LayerNorms on an architecture rooflow recorded them on
+            notes.append(f"LayerNorm priced as rooflow's {gpu.architecture} recording of networks (its measured "
+                         f"triad plus {family.classes[op_class]['row_seconds'] * 1e9:.0f} ns per row per SM), not "
+                         f"fitted on its single ops (at most ~15k rows: their fit does not reach a network's)")
+            continue
+        having = sorted(n for n, c in calibrations.items() if op_class in c.classes
+                        and (gpus[n].architecture not in OWN_KERNELS or gpus[n].architecture == gpu.architecture))
         donors = [n for n in having if gpus[n].architecture == gpu.architecture] or having
         shapes = ", their measured shapes' residuals pooled (each less its median)" if op_class in family.shapes else ""
         own_efficiency = " but its FP32 efficiency, its own GEMMs'" if op_class == "convolution" and "gemm" in calibration.classes else ""

@@ -99,6 +99,28 @@ def test_single_ops_fitted_and_used_round_trip(tmp_path, monkeypatch, capsys, ad
     assert "measured by rooflow ceilings --single-ops on cpu (l4)" in capsys.readouterr().out
 
 
+def test_several_folders_fit_into_one_file(tmp_path, monkeypatch, capsys):
+    """`calibrate-kernels --data A --data B` fits every GPU of both folders into one file (rooflow's shipped one is
+    the data set's folder and its own H200 single ops), each naming its folder; a GPU in two folders is refused in
+    one sentence."""
+    monkeypatch.setattr(single_ops, "MAX_FLOPS", 2e8)  # CPU-sized shapes
+    monkeypatch.setattr(single_ops, "MAX_TENSOR_BYTES", 2**22)
+    folders = [single_ops.collect(torch, DEVICES[key], tmp_path / key, 2, torch_device="cpu", log=lambda line: None)
+               for key in ("l4", "t4")]
+    output = tmp_path / "kernels.json"
+    assert cli.main(["calibrate-kernels", "--data", str(folders[0]), "--data", str(folders[1]),
+                     "-o", str(output)]) == 0
+    measured = json.loads(output.read_text())["measured"]
+    assert {name: entry["catalogue"] for name, entry in measured.items()} == {"NVIDIA L4": "l4", "Tesla T4": "t4"}
+    assert "l4/)" in measured["NVIDIA L4"]["calibration"]["source"]
+    assert "t4/)" in measured["Tesla T4"]["calibration"]["source"]
+    capsys.readouterr()
+    assert cli.main(["calibrate-kernels", "--data", str(folders[0]), "--data", str(folders[0])]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "single ops of NVIDIA L4, which another of the folders given also holds" in error
+    assert len(error.splitlines()) == 1
+
+
 def test_a_missing_or_foreign_calibrations_file_is_one_sentence(tmp_path, capsys, added_calibrations):
     with pytest.raises(RooflowError, match="no such kernel calibrations file.*calibrate-kernels --data DIR"):
         kc.add_calibrations(tmp_path / "none.json")

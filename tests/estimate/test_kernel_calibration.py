@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -417,21 +418,25 @@ def test_fitted_on_as_few_shapes_as_a_user_measures(sample):
 
 @needs_data
 def test_shipped_calibrations_are_fits_of_the_data(sample):
-    """kernels.json holds a calibration per measured GPU, named by its source, and refitting a GPU's
-    elementwise rows of the full data gives the shipped parameters."""
+    """kernels.json holds a calibration per measured GPU — the data set's five and rooflow's own H200 single ops —
+    named by its source, and refitting a GPU's elementwise rows of its data gives the shipped parameters."""
     calibrations, gpus, keys, roofs = kc.load_shipped()
-    assert set(calibrations) == set(kc.DATASET_GPUS)
+    assert set(calibrations) == set(kc.DATASET_GPUS) | {"NVIDIA H200"}
     assert set(roofs) == {"h100-sxm5-80gb"} and "ceilings" in roofs["h100-sxm5-80gb"].source
     for name, calibration in calibrations.items():  # each GPU's measured shapes, beside the JSON
         assert {"gemm"} <= set(calibration.shapes) and calibration.architecture == gpus[name].architecture
-    assert keys == {name: key for name, (key, _, _) in kc.DATASET_GPUS.items() if key}
+    assert keys == {**{name: key for name, (key, _, _) in kc.DATASET_GPUS.items() if key},
+                    "NVIDIA H200": "h200-sxm-141gb"}
     for name, calibration in calibrations.items():
-        assert name in calibration.source and "NeuSight" in calibration.source
-    data = kc.load_measurements(KERNELS)
-    name = "NVIDIA A100-PCIE-40GB"
-    rows = data[(data["gpu"] == name) & (data["op_class"] == "elementwise")]
-    refit = kc.fit_gpu(rows, gpus[name], "refit")
-    assert refit.classes["elementwise"] == calibrations[name].classes["elementwise"]
+        assert name in calibration.source
+        assert ("NeuSight" in calibration.source) == (name != "NVIDIA H200")
+    assert "rooflow ceilings --single-ops" in calibrations["NVIDIA H200"].source
+    assert "torch 2.11" in calibrations["NVIDIA H200"].source
+    for root, name in ((KERNELS, "NVIDIA A100-PCIE-40GB"), (H200_SINGLE_OPS / "single-ops-h200", "NVIDIA H200")):
+        data = kc.load_measurements(root)
+        rows = data[(data["gpu"] == name) & (data["op_class"] == "elementwise")]
+        refit = kc.fit_gpu(rows, gpus[name], "refit")
+        assert refit.classes["elementwise"] == calibrations[name].classes["elementwise"]
 
 
 def test_every_catalogue_gpu_names_its_calibration_source():
@@ -453,6 +458,38 @@ def test_every_catalogue_gpu_names_its_calibration_source():
     assert l4.classes["convolution"]["drift_seconds_per_call"] == pytest.approx(111e-9)
     assert ("convolution calls 246 µs of launch floor at a measuring run's middle call, 82 ns more for every call "
             "before it (its host's)") in kc.for_gpu(devices["t4"])[0].source
+
+
+def test_a_hopper_boards_single_ops_calibrate_hopper_alone():
+    """rooflow's H200 single ops lend their kernel parameters and shapes to the other Hopper boards (the H100 SXM
+    and PCIe: the same sm_90 modules of cuBLAS and cuDNN), and nothing to any other GPU: the Ada L4 and L40S load
+    Ampere's modules (Winograd, ampere_sgemm), so their calibrations are the same with or without the H200.
+    Nor its host: an H100's launch floors and convolution floor and growth are the other measured hosts' (the data
+    set's: 300 µs at a run's middle call, 111 ns per call), not the H200 host's 21 µs that does not grow."""
+    calibrations, gpus, keys, roofs = kc.load_shipped()
+    without = {name: calibration for name, calibration in calibrations.items() if name != "NVIDIA H200"}
+    devices = load_devices(CATALOGUE)
+    for key in ("l4", "l40s", "a10", "a100-pcie-80gb", "t4", "v100-sxm2-16gb"):
+        gpu = kc.gpu_from_device(devices[key])
+        assert kc.calibration_of(gpu, key) == kc.calibration_of(gpu, key, (without, gpus, keys, roofs)), key
+        assert "H200" not in kc.calibration_of(gpu, key).source, key
+    h200 = calibrations["NVIDIA H200"]
+    for key in ("h100-sxm5-80gb", "h100-pcie-80gb"):
+        h100 = kc.calibration_of(kc.gpu_from_device(devices[key]), key)
+        assert "the kernel calibration of NVIDIA H200 (its architecture, sm_90" in h100.source
+        for name in ("efficiency", "tile_exponent", "fill_k"):
+            assert h100.classes["gemm"][name] == h200.classes["gemm"][name]
+            assert h100.classes["convolution"][name] == h200.classes["convolution"][name]
+        assert set(h100.shapes) == {"gemm", "convolution"}
+        assert len(h100.shapes["gemm"].points) == len(h200.shapes["gemm"].points) == 1000
+        convolution = h100.classes["convolution"]
+        assert convolution["floor_seconds"] == pytest.approx(300e-6, rel=0.01)
+        assert convolution["drift_seconds_per_call"] == pytest.approx(111e-9)
+        assert h200.classes["convolution"]["floor_seconds"] < 25e-6
+        assert h100.floors["add"] == pytest.approx(statistics.median(cal.floors["add"] for cal in without.values()))
+        # its LayerNorms: rooflow's recording's row cost, as every Hopper board's
+        assert h100.classes["normalization"]["row_seconds"] == kc.NORMALIZATION_ROW_SECONDS_OF["sm_90"]
+    assert "normalization" not in h200.classes  # not fitted on its single ops (test_h200_layer_norms_...)
 
 
 def test_time_model_takes_kernel_efficiencies():
@@ -654,15 +691,18 @@ def _vgg16_forward_convolutions(trace: Path) -> pd.DataFrame:
 
 def test_h100_fp32_convolutions_against_the_kernel_model():
     """A GPU with no single-op data: the H100's FP32 forward convolutions of a VGG16 b64 training step
-    (torch.profiler, rooflow's own recording), against the kernel model as shipped (the H100's measured roof,
-    all GPUs' convolution parameters, implicit GEMM or FFT on Hopper): 12 of 13 within ±25%, the total within
-    10% (3 of 13 and 0.51x when priced as Winograd, as cuDNN runs it on the data set's GPUs)."""
+    (torch.profiler, rooflow's own recording), against the kernel model as shipped — its architecture's
+    calibration, the H200's single ops (implicit GEMM or FFT on Hopper), with the H100's datasheet: 13 of 13
+    within ±25%, the total 1.05x (before the H200's single ops were shipped, from the H100's measured roof and
+    all GPUs' convolution parameters: 13 of 13, 0.94x; 3 of 13 and 0.51x when priced as Winograd, as cuDNN runs
+    it on the data set's GPUs)."""
     rows = _vgg16_forward_convolutions(ROOT / "tests" / "data" / "real" / "h100-rooflow"
                                        / "torch-profiler-vgg16-b64-fp32-training.json.gz")
     calibration, gpu = kc.for_gpu(load_devices(CATALOGUE)["h100-sxm5-80gb"])
+    assert "the kernel calibration of NVIDIA H200" in calibration.source
     predicted = kc.predict_seconds(rows, gpu, calibration) - kc.launch_floors(rows, gpu, calibration)
     ratio = predicted / rows["seconds"].to_numpy()
-    assert np.mean(np.abs(ratio - 1) <= 0.25) >= 12 / 13
+    assert np.mean(np.abs(ratio - 1) <= 0.25) == 1.0
     assert predicted.sum() == pytest.approx(rows["seconds"].sum(), rel=0.1)
 
 
@@ -682,25 +722,29 @@ def _forward_convolutions(trace: Path) -> pd.DataFrame:
 
 
 def test_h200_fp32_convolutions_against_the_kernel_model():
-    """The H200's FP32 forward convolutions (rooflow's torch.profiler traces, b256 inference) against the kernel
-    model as shipped, no single op of a Hopper GPU in it: implicit GEMM in the 256×64 and 128×32 tiles its
-    kernels launch (IMPLICIT_GEMM_TILES_OF) or FFT, no measured GPU's residuals (they ran those shapes as
-    Winograd). Before both: VGG16 10 of 13 within ±25% (1.01× in total), ResNet-50 43 of 53 (0.89×),
-    MobileNetV2's 1×1 and stem convolutions 24 of 35 (1.08×, each 1×1 of few output channels priced 2.3-3× its
-    time by a 128×128 tile, then corrected by 3×3 shapes' residuals)."""
+    """The H200's FP32 forward convolutions in networks (rooflow's torch.profiler traces, b256 inference) against
+    the kernel model as shipped: fitted on the same GPU's 500 single convolutions (`rooflow ceilings --single-ops`,
+    another process and other shapes), implicit GEMM in the 256×64 and 128×32 tiles its kernels launch
+    (IMPLICIT_GEMM_TILES_OF) or FFT. VGG16 11 of 13 within ±25% (its two misses at 1.25-1.26, 56×56 of 256
+    channels), ResNet-50 52 of 53, MobileNetV2's 1×1 and stem convolutions 35 of 35; in total 1.09x, 0.97x, 1.04x.
+    Before the H200's single ops were shipped (all GPUs' convolution parameters, the H100's roof): 13 of 13 (0.98x),
+    48 of 53 (0.87x), 22 of 35 (0.84x: its 1×1 convolutions from many channels to few, 96 → 24 … 960 → 160, ran at
+    0.65-0.76 of the prediction, which the single ops' tile exponent, 0.47 against 0.20, now prices); before
+    Hopper's own tiles and no Winograd residuals: 10 of 13 (1.01x), 43 of 53 (0.89x), 24 of 35 (1.08x)."""
     calibration, gpu = kc.for_gpu(load_devices(CATALOGUE)["h200-sxm-141gb"])
+    assert "fitted on 2020 measured single-op latencies of the NVIDIA H200" in calibration.source
     within, totals = {}, {}
-    for model, least in (("vgg16", 13), ("resnet50", 48), ("mobilenet_v2", 21)):
+    for model, least in (("vgg16", 11), ("resnet50", 52), ("mobilenet_v2", 35)):
         rows = _forward_convolutions(ROOT / "tests" / "data" / "real" / "gpu-2026-11-27"
                                      / f"torch-profiler-{model}-b256-fp32-inference.json.gz")
         predicted = kc.predict_seconds(rows, gpu, calibration) - kc.launch_floors(rows, gpu, calibration)
-        within[model] = int(np.sum(np.abs(predicted / rows["seconds"].to_numpy() - 1) <= 0.25))
+        ratio = predicted / rows["seconds"].to_numpy()
+        within[model] = int(np.sum(np.abs(ratio - 1) <= 0.25))
         totals[model] = predicted.sum() / rows["seconds"].sum()
         assert within[model] >= least, (model, within[model], len(rows))
-    assert totals["vgg16"] == pytest.approx(1.0, abs=0.05) and totals["resnet50"] == pytest.approx(0.87, abs=0.05)
-    # MobileNetV2's 1×1 convolutions from many channels to few (96 → 24 … 960 → 160) run at 0.65-0.76 of the
-    # prediction: a 128×32 or 256×64 tile of a long reduction, slower than the tile exponent prices it
-    assert totals["mobilenet_v2"] == pytest.approx(0.84, abs=0.05)
+        assert np.all(np.abs(ratio - 1) <= 0.45), (model, ratio)  # no call off by more than 45%
+    assert totals["vgg16"] == pytest.approx(1.09, abs=0.05) and totals["resnet50"] == pytest.approx(0.97, abs=0.05)
+    assert totals["mobilenet_v2"] == pytest.approx(1.04, abs=0.05)
 
 
 def _layer_norms(trace: Path) -> pd.DataFrame:
@@ -1043,7 +1087,8 @@ def test_h100_elementwise_calls_stream_at_its_measured_triad():
     """The H100's ceilings measured its STREAM triad, torch.add over 0.8-1.7 GB arrays: 3.03 TB/s of the 3.35
     its datasheet gives (0.91; the median of the GPUs with single ops measured, which it took before, 0.76).
     Its kernel calibration's add, less the launch floor, reproduces every measured triad (the median over
-    repeats at each size) within 3%; other boards of its family keep that median (another memory)."""
+    repeats at each size) within 3%, though its other parameters are the H200's single ops' (its architecture's);
+    the H200 keeps its own fit (another memory)."""
     ceilings = json.loads(H100_CEILINGS.read_text())
     devices = load_devices(CATALOGUE)
     roof = kc.roof_from_ceilings(ceilings, devices["h100-sxm5-80gb"])
@@ -1058,8 +1103,9 @@ def test_h100_elementwise_calls_stream_at_its_measured_triad():
     predicted = kc.predict_seconds(rows, gpu, calibration) - kc.launch_floors(rows, gpu, calibration)
     assert len(measured) >= 2
     np.testing.assert_allclose(predicted, measured.to_numpy(), rtol=0.03)
+    # the H200 keeps its own single ops' fit (another memory), which the H100 does not take
     h200, _ = kc.for_gpu(devices["h200-sxm-141gb"])
-    assert h200.classes["elementwise"]["memory_efficiency"] < 0.8
+    assert h200.classes["elementwise"]["memory_efficiency"] != roof.dram_efficiency and "fitted on" in h200.source
 
 
 @needs_data
@@ -1191,32 +1237,67 @@ def test_a_gemm_kernels_first_tile_dimension_runs_along_the_outputs_columns():
 H200_SINGLE_OPS = ROOT / "tests" / "data" / "real" / "gpu-2026-11-28"
 
 
+def _h200_held_out(root: Path) -> tuple[pd.DataFrame, kc.Gpu, kc.KernelCalibration]:
+    """The single ops of an H200 run, its GPU, and its kernel calibration from the other measured GPUs alone
+    (what rooflow shipped for it before its own single ops: all GPUs' parameters, the H100's roof)."""
+    calibrations, gpus, _, roofs = kc.load_shipped()
+    data = kc.load_measurements(root)
+    gpu = kc.load_dataset_gpus(root)["NVIDIA H200"]
+    others = {name: calibration for name, calibration in calibrations.items() if name != "NVIDIA H200"}
+    return data, gpu, kc.family_calibration(gpu, others, gpus, roofs)
+
+
+def _within(rows: pd.DataFrame, gpu: kc.Gpu, calibration: kc.KernelCalibration) -> pd.Series:
+    """Per class, the fraction of ``rows`` predicted within ±25%."""
+    return pd.DataFrame(kc._score(rows, kc.predict_seconds(rows, gpu, calibration), gpu.name, 0.25)
+                        ).set_index("op_class")["within"]
+
+
 @pytest.mark.parametrize("run, least", [
     ("single-ops-h200", {"convolution": 0.8, "gemm": 0.7, "elementwise": 0.9, "normalization": 0.85,
                          "softmax": 0.95}),
     ("single-ops-h200-repeat", {"convolution": 0.65, "gemm": 0.59, "elementwise": 0.9, "normalization": 0.7,
                                 "softmax": 0.95}),
 ])
-def test_h200_single_ops_against_the_shipped_model(run, least):
-    """A Hopper GPU whose single ops the calibration never saw: 2,020 FP32 single ops rooflow measured on a lent
-    H200 (`rooflow ceilings --single-ops`, two runs of the same seeded shapes), against the kernel model as shipped.
+def test_h200_single_ops_held_out(run, least):
+    """A Hopper GPU whose single ops the calibration did not see: 2,020 FP32 single ops rooflow measured on a lent
+    H200 (`rooflow ceilings --single-ops`, two runs of the same seeded shapes), against the kernel model of the
+    other measured GPUs (the data set's, with the H100's roof: what rooflow shipped for the H200 before its own).
     With the launch floors of the host that measured them its kernels hold (pinned per class at what they
     measured: convolution 80% / 70% (70% / 59% before the floor took the runs' growth per call: kc.host_drift),
     GEMM 73% / 60% (54% / 53% with Hopper's bmm in Ampere's one 128×128 tile), elementwise 93% / 92%,
-    normalization 88% / 72%, softmax 98% within ±25%). With the shipped floors — the data set's hosts' (torch 2.1) — the floor is most of the elementwise error; a convolution's is the
-    data set's runs' middle call's (their 5,000th shape: 195-425 µs) less their growth per call, so this run's 500
-    calls take 24-80 µs against this host's 21 µs, which does not grow (torch 2.11, cuDNN 9.19): 44% / 50% within
-    (9% / 9% at the middle call's floor for every call)."""
-    as_shipped = kc.check_shipped(H200_SINGLE_OPS / run).set_index("op_class")["within"]
-    host = kc.check_shipped(H200_SINGLE_OPS / run, host_floors=True).set_index("op_class")
-    assert set(host.index) == set(kc.CLASSES) and host["rows"].sum() == 2020
+    normalization 88% / 72%, softmax 98% within ±25%). With the data set's hosts' floors (torch 2.1) the floor is
+    most of the elementwise error; a convolution's is the data set's runs' middle call's (their 5,000th shape:
+    195-425 µs) less their growth per call, so this run's 500 calls take 24-80 µs against this host's 21 µs, which
+    does not grow (torch 2.11, cuDNN 9.19): 44% / 50% within (9% / 9% at the middle call's floor for every call)."""
+    data, gpu, calibration = _h200_held_out(H200_SINGLE_OPS / run)
+    as_measured = _within(data, gpu, calibration)
+    host = _within(data, gpu, kc.with_host_floors(data, gpu, calibration))
+    assert set(host.index) == set(kc.CLASSES) and len(data) == 2020
     for op_class, fraction in least.items():
-        assert host.loc[op_class, "within"] >= fraction, (op_class, host.loc[op_class, "within"])
-    assert as_shipped["convolution"] >= 0.4 and as_shipped["elementwise"] < host.loc["elementwise", "within"] - 0.3
+        assert host[op_class] >= fraction, (op_class, host[op_class])
+    assert as_measured["convolution"] >= 0.4 and as_measured["elementwise"] < host["elementwise"] - 0.3
     if run == "single-ops-h200-repeat":
-        data = kc.load_measurements(H200_SINGLE_OPS / run)
-        own = kc.fit_gpu(data, kc.load_dataset_gpus(H200_SINGLE_OPS / run)["NVIDIA H200"], "t").classes["convolution"]
+        own = kc.fit_gpu(data, gpu, "t").classes["convolution"]
         assert "drift_seconds_per_call" not in own and own["floor_seconds"] < 25e-6
+
+
+def test_h200_single_ops_as_shipped_on_its_repeat_run():
+    """rooflow ships the H200's single ops (the first run) as its calibration and its architecture's (the H100's).
+    The second run of the same shapes, with its host's launch floors (`calibrate-kernels --check`'s second table):
+    convolution 85%, GEMM 75%, elementwise 92%, normalization 72%, softmax 98% within ±25% — against 70%, 60%, 92%,
+    72%, 98% from the other GPUs (above). Its memory-bound classes do not move: LayerNorms keep the model of
+    rooflow's recordings (row cost), and elementwise and softmax calls are mostly floor. The first run itself is
+    the fit's own data (convolution and GEMM 99%)."""
+    table = kc.check_shipped(H200_SINGLE_OPS / "single-ops-h200-repeat", host_floors=True).set_index("op_class")
+    data, gpu, held_out = _h200_held_out(H200_SINGLE_OPS / "single-ops-h200-repeat")
+    before = _within(data, gpu, kc.with_host_floors(data, gpu, held_out))
+    least = {"convolution": 0.85, "gemm": 0.75, "elementwise": 0.9, "normalization": 0.7, "softmax": 0.95}
+    for op_class, fraction in least.items():
+        assert table.loc[op_class, "within"] >= fraction, (op_class, table.loc[op_class, "within"])
+    assert table.loc["convolution", "within"] >= before["convolution"] + 0.1
+    assert table.loc["gemm", "within"] >= before["gemm"] + 0.1
+    assert table.loc["normalization", "within"] == before["normalization"]
 
 
 def _h200_convolution_tiles() -> dict[tuple[int, int], int]:
