@@ -1414,6 +1414,37 @@ def test_only_generations_that_can_load_a_one_tile_batched_sgemm_take_one():
     assert "hopper" not in kc.BATCHED_TILES and kc.GENERATIONS["sm_90"] == "hopper"
 
 
+def _kernel_base_name(kernel: str) -> str:
+    """A profiler's kernel name without return type, namespaces, template arguments and parameters; a CUTLASS
+    kernel by the kernel family it instantiates (cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>)."""
+    family = re.search(r"cutlass_80_simt_sgemm_\w+", kernel)
+    if family:
+        return family.group()
+    return re.split(r"[<(]", kernel.strip().removeprefix("void "))[0].split("::")[-1]
+
+
+def test_the_h200s_gemm_kernels_ship_in_the_data_sets_cublas():
+    """The H200's single GEMMs (cuBLAS 13) ran no kernel the data set's library lacks on Hopper: every one of the
+    35 kernels its 1,000 nn.Linear and torch.bmm calls launched — 20 sm80_xmma_gemm_f32f32 (one split-k) and 8
+    cutlass_80_simt_sgemm tiles and layouts, sgemm_largek_lds64 with its split-k reduction, gemmSN, magma_sgemmEx,
+    the bias epilogue and scal_kernel — is in cuBLAS 12.1.3.1's sm_90 module (torch 2.1.0+cu121's, which the data
+    set and its held-out GPUs ran; tests/data/real/library-kernels). So the picks whose residuals the H200's
+    calibration lends an H100 are kernels an H100 with that library can run; which it picks for a shape, cuBLAS
+    12.1's heuristics decide, which no file here records."""
+    library = json.loads((LIBRARY_KERNELS / "cublas-12.1.3.1.json").read_text())["architectures"]
+    hopper = set(library["sm_90"]["fp32_gemm_kernels"])
+    launched = set()
+    for operator in ("linear", "bmm"):
+        frame = pd.read_csv(H200_SINGLE_OPS / "single-ops-h200" / operator / "NVIDIA_H200.csv.gz")
+        for kernels in frame["Kernels"]:
+            launched |= {_kernel_base_name(k) for k in kernels.split(";") if k.strip()}
+    assert len(launched) == 35 and sum(k.startswith("sm80_xmma_gemm_f32f32") for k in launched) == 20
+    assert launched <= hopper, sorted(launched - hopper)
+    # the Ampere-only SGEMMs stay out of Hopper's module (test_only_generations_that_can_load_...)
+    assert not any(k.startswith("ampere_sgemm") for k in hopper)
+    assert any(k.startswith("ampere_sgemm") for k in library["sm_80"]["fp32_gemm_kernels"])
+
+
 def test_check_prints_the_shipped_model_with_and_without_the_hosts_floors(capsys):
     """`rooflow calibrate-kernels --check DIR` prints the shipped calibration's table, then the same with the launch
     floors of the host that measured DIR, and says why the two differ."""

@@ -8,7 +8,8 @@ NVIDIA compresses them (LZ4 in CUDA 12, zstd in 13). A GPU loads a fatbin's modu
 writes, per architecture, the kernel families that decide how an FP32 convolution (cuDNN: fused Winograd
 `*scudnn_winograd_128x128*`, non-fused Winograd's forward transforms, FFT, the legacy implicit GEMMs
 `*scudnn_128x*`, the `sm80_xmma` FP32 implicit GEMMs and their tiles) or an FP32 GEMM (cuBLAS: the SGEMM
-families and their tiles) can run, and which architectures the library ships PTX for.
+families and their tiles, and the names of every kernel on an FP32 GEMM's path) can run, and which architectures
+the library ships PTX for.
 
     pip download --no-deps nvidia-cudnn-cu12==8.9.2.26 nvidia-cublas-cu12==12.1.3.1  # torch 2.1.0+cu121's
     pip install --target /tmp/fatbin lz4 zstandard                                     # not rooflow dependencies
@@ -83,13 +84,44 @@ def _tiles(names, pattern: str) -> list[list[int]]:
     return [list(tile) for tile in sorted({tuple(int(x) for x in m.groups()) for m in matches if m}, reverse=True)]
 
 
+# the kernels an FP32 torch.mm / nn.Linear / torch.bmm can launch through cuBLAS: SGEMMs, GEMV-like and
+# long-k variants, and their split-k reduction, bias epilogue and scaling helpers
+FP32_GEMM_NAME = re.compile(r"sgemm|xmma_gemm_f32f32_f32f32_f32|gemmSN|splitKreduce|globalKernel|scal_kernel")
+
+
+def base_names(names) -> set[str]:
+    """Each kernel's own name, without its template arguments, namespaces and parameters (what a profiler's
+    kernel name starts with); a C name whole. A templated kernel also names the template argument that is a
+    kernel family (cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>: the latter)."""
+    result = set()
+    for name in names:
+        name = next((part for part in name.split("$") if part), name)  # a local copy: $<symbol>$<suffix>
+        if not name.startswith("_Z"):
+            result.add(name)
+            continue
+        # Itanium source names: <length><identifier>
+        position, tokens = 2, []
+        while (match := re.compile(r"(\d+)").search(name, position)):
+            length, start = int(match.group(1)), match.end()
+            token = name[start:start + length]
+            if re.fullmatch(r"[A-Za-z_]\w*", token):
+                tokens.append(token)
+                position = start + length
+            else:
+                position = match.end()
+        result.update(token for token in tokens if FP32_GEMM_NAME.search(token))
+    return result
+
+
 def gemm_kernels(names: set[str]) -> dict:
-    """The FP32 SGEMM kernel families among one architecture's kernel names (cuBLAS), with their tiles."""
+    """The FP32 SGEMM kernel families among one architecture's kernel names (cuBLAS), with their tiles, and the
+    names of every kernel of an FP32 GEMM's path (FP32_GEMM_NAME)."""
     families = {family: rf"{family}_(\d+)x(\d+)_" for family in (
         "maxwell_sgemm", "volta_sgemm", "turing_sgemm", "ampere_sgemm", "cutlass_80_simt_sgemm")}
     families["sm80_xmma_gemm_f32f32"] = r"sm80_xmma_gemm_f32f32_f32f32_f32_\w*?tilesize(\d+)x(\d+)x"
     return {"kernels": len(names), "fp32_gemm_tiles": {family: tiles for family, pattern in families.items()
-                                                       if (tiles := _tiles(names, pattern))}}
+                                                       if (tiles := _tiles(names, pattern))},
+            "fp32_gemm_kernels": sorted(name for name in base_names(names) if FP32_GEMM_NAME.search(name))}
 
 
 def convolution_kernels(names: set[str]) -> dict:
