@@ -179,6 +179,10 @@ SOFTMAX_WARP_MAX_ELEMENTS = 1024
 # (`test_h200_layer_norms_against_the_kernel_model`). The data set's GPUs (rows ≤ 16,380 of 260 or more) fit
 # their rows' cost into their other parameters: 0 there
 NORMALIZATION_ROW_SECONDS_OF = {"sm_90": 1.94e-7}
+# A measured GPU's memory-bound GEMMs streaming at under this share of its elementwise kernels' rate are bound by
+# its SMs, not its memory (the H200's GEMVs at 0.57 of it, the V100's at 0.59); near it, by its memory (the A100's
+# GEMMs 1.05, the V100's convolutions 0.99): which decides how a sibling with other memory streams them
+SM_BOUND_SHARE = 0.8
 # The convolution parameters that are the measuring host's, not the GPU's (:func:`host_drift`)
 CONVOLUTION_HOST_KEYS = ("floor_seconds", "drift_seconds_per_call", "drift_from_call")
 FLOOR_QUANTILE = 0.02  # an operator's launch floor: this quantile of its calls (the fastest one can be an outlier)
@@ -1076,6 +1080,17 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     if streaming and {"gemm", "elementwise"} <= set(classes):
         # the kernels it runs stream a memory-bound GEMM at this share of its elementwise ops' rate
         classes["gemm"]["memory_efficiency"] = statistics.median(streaming) * classes["elementwise"]["memory_efficiency"]
+    streaming_note = ""
+    if same_architecture and "elementwise" in classes:
+        for op_class in ("gemm", "convolution"):
+            carried = [_streaming_efficiency(measured[name], measured_gpus[name], op_class, gpu,
+                                             classes["elementwise"]["memory_efficiency"])
+                       for name in same_architecture if op_class in measured[name].classes]
+            if op_class in classes and carried and float(statistics.median(carried)) != classes[op_class].get(
+                    "memory_efficiency"):
+                classes[op_class]["memory_efficiency"] = float(statistics.median(carried))
+                streaming_note += (f"; memory-bound {op_class} calls at {classes[op_class]['memory_efficiency']:.2f} "
+                                   f"of its DRAM bandwidth (its sibling's bytes per SM cycle: SMs bound them)")
     if gpu.architecture in OWN_KERNELS and "convolution" in classes and "convolution" not in borrowed:
         # its sibling's convolution kernels, not its host: a convolution's floor and growth over a run, the
         # other measured hosts' median
@@ -1149,7 +1164,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                   f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "
                   f"measured shapes included, with its datasheet (SMs, FP32 peak, bandwidth, L2, board power); "
                   f"launch floors from all measured GPUs' hosts ({', '.join(sorted(hosts))}){own_dram_note}"
-                  f"{borrowed_note}{across_note}{host_note}{power_note}")
+                  f"{streaming_note}{borrowed_note}{across_note}{host_note}{power_note}")
     else:
         which = "its family's" if same else "all"
         kernels_note = (f"; GEMM tile exponent, k fill and memory-bound GEMMs' DRAM efficiency against its "
@@ -1166,6 +1181,21 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                   f"peak, bandwidth, L2, board power){across_note}{host_note}{power_note}")
     return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes,
                              floors=floors, architecture=gpu.architecture, shapes=shapes)
+
+
+def _streaming_efficiency(donor: KernelCalibration, donor_gpu: Gpu, op_class: str, gpu: Gpu,
+                          dram_efficiency: float) -> float:
+    """The DRAM efficiency of ``op_class``'s memory-bound calls (GEMV-like GEMMs) on ``gpu``, from a measured GPU
+    of its architecture. Where the donor streamed them slower than its elementwise kernels, its SMs bound them
+    (bytes in flight per SM over the memory latency): they move the donor's bytes per SM cycle, up to what
+    ``gpu``'s memory gives its streaming kernels (``dram_efficiency``) — the H200's GEMVs at 2.4 of its 4.8 TB/s
+    move 0.71 of an H100's 3.35, as the time model carries Hopper's SM-bound kernels (calibration.
+    sm_bound_bandwidth). Else its memory bound them: the same share of ``gpu``'s."""
+    efficiency = donor.classes[op_class].get("memory_efficiency", DEFAULTS[op_class]["memory_efficiency"])
+    if efficiency >= SM_BOUND_SHARE * donor.classes.get("elementwise", {}).get("memory_efficiency", efficiency):
+        return efficiency
+    per_sm_cycle = efficiency * donor_gpu.dram_bytes_per_second / donor_gpu.fp32_flops_per_second
+    return min(per_sm_cycle * gpu.fp32_flops_per_second / gpu.dram_bytes_per_second, dram_efficiency)
 
 
 def _shapes_of(calibrations: list[KernelCalibration]) -> dict[str, ShapeResiduals]:
