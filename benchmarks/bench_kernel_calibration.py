@@ -146,6 +146,28 @@ def power_pairs(data: pd.DataFrame, gpus: dict) -> str:
     return "\n".join(lines)
 
 
+H200_RUNS = Path(__file__).resolve().parent.parent / "tests" / "data" / "real" / "gpu-2026-11-28"
+
+
+def hopper_single_ops() -> str:
+    """rooflow's H200 single ops (the shipped calibration's first run, and its repeat of the same shapes) with the
+    launch floors of their host: predicted from the other measured GPUs (held out), then as shipped (fitted on the
+    first run; its repeat is the check)."""
+    calibrations, gpus, _, roofs = kernel_calibration.load_shipped()
+    others = {name: calibration for name, calibration in calibrations.items() if name != "NVIDIA H200"}
+    table = []
+    for run in ("single-ops-h200", "single-ops-h200-repeat"):
+        rows = load_measurements(H200_RUNS / run)
+        gpu = load_dataset_gpus(H200_RUNS / run)["NVIDIA H200"]
+        for label, calibration in (("held out", kernel_calibration.family_calibration(gpu, others, gpus, roofs)),
+                                   ("shipped", kernel_calibration.calibration_of(gpu, "h200-sxm-141gb"))):
+            calibration = kernel_calibration.with_host_floors(rows, gpu, calibration)
+            name = f"{'repeat' if run.endswith('repeat') else 'first'} run, {label}"
+            table += [{**score, "gpu": name} for score in kernel_calibration._score(
+                rows, kernel_calibration.predict_seconds(rows, gpu, calibration), gpu.name, 0.25)]
+    return format_table(pd.DataFrame(table), "H200 run, calibration")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DEFAULT))
@@ -171,6 +193,9 @@ def main() -> None:
     print("\npower-limited boards: time over their family's full-power board's for the same compute-bound shapes "
           "(median, calls), by the full-power board's call duration:")
     print(power_pairs(data, gpus))
+    print("\nrooflow's H200 single ops, the host's floors: from the other GPUs (held out) and as shipped (fitted on "
+          "the first run; the repeat of its shapes is the check):")
+    print(hopper_single_ops())
     print("\nthird-party FP32 torch.mm (TF32 off), the shipped calibrations:")
     print(third_party_mm())
     print("\nthird-party torch.mm by precision (best of n = 1024 ... 10240), the step model's matrix products:")
