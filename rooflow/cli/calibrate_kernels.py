@@ -40,8 +40,7 @@ def _cmd(args) -> int:
         format_table,
         held_one_out,
         held_out_shapes,
-        load_dataset_gpus,
-        load_measurements,
+        load_folders,
         write_shipped,
     )
 
@@ -68,11 +67,7 @@ def _cmd(args) -> int:
         raise RooflowError("give --data DIR (measurements to fit or hold out) "
                            "or --check DIR (measurements to score the shipped calibrations on)")
     if args.held_out:
-        import pandas as pd
-
-        data = pd.concat([load_measurements(root) for root in args.data], ignore_index=True)
-        gpus = {name: gpu for root in args.data for name, gpu in load_dataset_gpus(root).items()
-                if name in set(data["gpu"])}
+        data, gpus = load_folders(args.data)
         print(format_table(held_one_out(data, gpus)))
         print("\n" + format_table(held_out_shapes(data, gpus), "held-out shapes of"))
         return 0

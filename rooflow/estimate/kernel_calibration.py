@@ -1416,6 +1416,25 @@ def roof_from_ceilings(ceilings: dict[str, Any], device) -> MeasuredRoof:
     return MeasuredRoof(gpu=gpu, gemm_efficiency=efficiency, source=source, dram_efficiency=dram_efficiency)
 
 
+def load_folders(roots) -> tuple[pd.DataFrame, dict[str, Gpu]]:
+    """The measured rows (:func:`load_measurements`) and GPUs (:func:`load_dataset_gpus`) of several folders in the
+    measurement layout together; a GPU measured in two of them ends in one sentence (its rows' places in their
+    runs would collide)."""
+    frames, gpus = [], {}
+    for root in roots:
+        data = load_measurements(root)
+        _refuse_twice(root, set(data["gpu"]) & set(gpus))
+        gpus.update(load_dataset_gpus(root, data["gpu"].unique()))
+        frames.append(data)
+    return pd.concat(frames, ignore_index=True), gpus
+
+
+def _refuse_twice(root, names) -> None:
+    if names:
+        raise RooflowError(f"{root}: single ops of {sorted(names)[0]}, which another of the folders given also holds: "
+                           f"give each GPU's measurements in one folder")
+
+
 def calibrate_measured(roots, roofs: dict[str, MeasuredRoof] | None = None
                        ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The kernel calibration of every GPU measured under ``roots`` (one folder or several, each in the
@@ -1432,10 +1451,8 @@ def calibrate_measured(roots, roofs: dict[str, MeasuredRoof] | None = None
         # are the public data set's
         origin = (json.loads(provenance.read_text()).get("measured_by", "rooflow ceilings --single-ops")
                   if provenance.is_file() else "the public NeuSight data set")
+        _refuse_twice(root, set(data["gpu"]) & set(measured))
         for name, rows in data.groupby("gpu"):
-            if name in measured:
-                raise RooflowError(f"{root}: single ops of {name}, which another of the folders given also holds: "
-                                   f"give each GPU's measurements in one folder")
             operators = ", ".join(sorted(rows["operator"].unique()))
             source = (f"fitted on {len(rows)} measured single-op latencies of the {name} ({operators}; FP32, "
                       f"{origin}, {Path(root).name}/)")

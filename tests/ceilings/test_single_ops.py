@@ -114,11 +114,14 @@ def test_several_folders_fit_into_one_file(tmp_path, monkeypatch, capsys):
     assert {name: entry["catalogue"] for name, entry in measured.items()} == {"NVIDIA L4": "l4", "Tesla T4": "t4"}
     assert "l4/)" in measured["NVIDIA L4"]["calibration"]["source"]
     assert "t4/)" in measured["Tesla T4"]["calibration"]["source"]
-    capsys.readouterr()
-    assert cli.main(["calibrate-kernels", "--data", str(folders[0]), "--data", str(folders[0])]) == 2
-    error = capsys.readouterr().err.strip()
-    assert "single ops of NVIDIA L4, which another of the folders given also holds" in error
-    assert len(error.splitlines()) == 1
+    data, gpus = kc.load_folders(folders)  # what --held-out holds out: both folders' rows and GPUs
+    assert set(gpus) == set(data["gpu"]) == {"NVIDIA L4", "Tesla T4"} and len(data) == 2 * 2 * len(kc.OPERATORS)
+    for held_out in ([], ["--held-out"]):
+        capsys.readouterr()
+        assert cli.main(["calibrate-kernels", "--data", str(folders[0]), "--data", str(folders[0]), *held_out]) == 2
+        error = capsys.readouterr().err.strip()
+        assert "single ops of NVIDIA L4, which another of the folders given also holds" in error
+        assert len(error.splitlines()) == 1
 
 
 def test_a_missing_or_foreign_calibrations_file_is_one_sentence(tmp_path, capsys, added_calibrations):
