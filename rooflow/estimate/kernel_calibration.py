@@ -973,6 +973,12 @@ class MeasuredRoof:
     dram_efficiency: float | None = None
 
 
+def _lends(donor: Gpu, gpu: Gpu) -> bool:
+    """Whether a measured GPU's calibration may lend ``gpu`` parameters: a board of an architecture whose kernels
+    no other architecture loads (:data:`OWN_KERNELS`) lends to its own architecture only."""
+    return donor.architecture not in OWN_KERNELS or donor.architecture == gpu.architecture
+
+
 def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measured_gpus: dict[str, Gpu],
                        roofs: dict[str, MeasuredRoof] | None = None) -> KernelCalibration:
     """The calibration of ``gpu`` (not measured) from measured GPUs' calibrations.
@@ -994,10 +1000,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     carry across architectures, a board's level does not; :func:`shape_residuals.pooled`), less the 3×3
     stride-1 shapes where cuDNN has no forward Winograd (:data:`NO_FORWARD_WINOGRAD`: they ran Winograd on the measured GPUs)."""
     roofs = roofs or {}
-    # a board of an architecture whose kernels no other architecture loads is a donor to its own only
-    measured = {name: calibration for name, calibration in measured.items()
-                if measured_gpus[name].architecture not in OWN_KERNELS
-                or measured_gpus[name].architecture == gpu.architecture}
+    measured = {name: calibration for name, calibration in measured.items() if _lends(measured_gpus[name], gpu)}
     # ... and lends it its kernels, not its host: the launch floors of a GPU not measured are the other measured
     # GPUs' hosts' (the public data set's, torch 2.1: 25-60 µs, convolutions growing 53-153 ns per call over a
     # run; rooflow's H200 single ops, torch 2.11: 13-24 µs and no growth)
@@ -1541,8 +1544,7 @@ def _completed(calibration: KernelCalibration, gpu: Gpu, calibrations, gpus, roo
                          f"triad plus {family.classes[op_class]['row_seconds'] * 1e9:.0f} ns per row per SM), not "
                          f"fitted on its single ops (at most ~15k rows: their fit does not reach a network's)")
             continue
-        having = sorted(n for n, c in calibrations.items() if op_class in c.classes
-                        and (gpus[n].architecture not in OWN_KERNELS or gpus[n].architecture == gpu.architecture))
+        having = sorted(n for n, c in calibrations.items() if op_class in c.classes and _lends(gpus[n], gpu))
         donors = [n for n in having if gpus[n].architecture == gpu.architecture] or having
         shapes = ", their measured shapes' residuals pooled (each less its median)" if op_class in family.shapes else ""
         own_efficiency = " but its FP32 efficiency, its own GEMMs'" if op_class == "convolution" and "gemm" in calibration.classes else ""
