@@ -7,7 +7,8 @@ Per sweep and group of models: GPU-bound runs (the prediction's ``bound``), how 
 target: 90%, mean |error| ≤ 12%), and the worst misses (measured / predicted). ``--rows`` prints every run with
 its forward and backward ratios where the sweep timed them apart (the H200's and the H100's new models) and the
 predicted seconds by class. The sweeps: the H100's 7 models (../shared/fixtures/real/h100-rooflow/), the H200's 12
-models and 10 H100 runs of models not in the H100 sweep (tests/data/real/gpu-2026-11-25/). Estimates are shared
+models and 10 H100 runs of models not in the H100 sweep (tests/data/real/gpu-2026-11-25/); ``published``: steps
+of GPUs rooflow never recorded a step on, from published tables (tests/data/published/). Estimates are shared
 with benchmarks/bench_memory_prediction.py through its pickled cache.
 """
 
@@ -35,6 +36,8 @@ SWEEPS = {
     # eleven models no fixture held, recorded after the model was fixed (bf16 training, batch 256)
     "h200-unseen": (ROOT / "tests" / "data" / "real" / "gpu-2026-11-28" / "h200-sweep-new-models.jsonl",
                     "h200-sxm-141gb"),
+    # published steps of GPUs rooflow has no step recording of (NVIDIA's ResNet-50 tables): a device per step
+    "published": (ROOT / "tests" / "data" / "published" / "nvidia-dle-resnet50-steps.json", None),
 }
 H100_SWEEP_MODELS = ("resnet18", "resnet50", "vgg16", "alexnet", "mobilenet_v2", "efficientnet_b0", "vit_b_16")
 TOLERANCE = 0.25
@@ -44,17 +47,25 @@ def _device(key: str):
     return load_device(DEVICES, key, H100_CEILINGS if key == "h100-sxm5-80gb" else None)
 
 
+def published_steps(path: Path) -> list[dict]:
+    """The steps of a published table (tests/data/published), as sweep runs: each names its catalogue device."""
+    return [{**step, "status": "ok", "median_seconds": step["seconds"]}
+            for step in json.loads(path.read_text())["steps"]]
+
+
 def compare(gpu: str, cache: Path, batches: tuple[int, ...] | None = None) -> list[dict]:
     path, device_key = SWEEPS[gpu]
-    device = _device(device_key)
-    calibration = for_device(device)
-    runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    runs = (published_steps(path) if device_key is None else
+            [json.loads(line) for line in path.read_text().splitlines() if line.strip()])
     runs = [r for r in runs if r.get("status") == "ok" and (not batches or r["batch"] in batches)]
     estimates = _estimates(sorted({(r["model"], r["batch"], r["precision"], r["mode"]) for r in runs}), cache)
+    devices = {key: _device(key) for key in {run.get("device") or device_key for run in runs}}
+    calibrations = {key: for_device(device) for key, device in devices.items()}
     rows = []
     for run in runs:
+        key = run.get("device") or device_key
         est = estimates[(run["model"], run["batch"], run["precision"], run["mode"])]
-        prediction = predict_step(est.ops, est.totals, device, calibration)
+        prediction = predict_step(est.ops, est.totals, devices[key], calibrations[key])
         rows.append({**{k: run[k] for k in ("model", "batch", "precision", "mode")}, "bound": prediction.bound,
                      "measured_seconds": run["median_seconds"], "predicted_seconds": prediction.seconds,
                      "ratio": run["median_seconds"] / prediction.seconds,
@@ -62,7 +73,8 @@ def compare(gpu: str, cache: Path, batches: tuple[int, ...] | None = None) -> li
                      "forward_seconds": run.get("forward_median_seconds"),
                      "backward_seconds": run.get("backward_median_seconds"),
                      "by_class": prediction.by_class_seconds,
-                     "group": "H100-sweep models" if run["model"] in H100_SWEEP_MODELS else "new models"})
+                     "group": (key if device_key is None else
+                               "H100-sweep models" if run["model"] in H100_SWEEP_MODELS else "new models")})
     return rows
 
 
@@ -91,7 +103,10 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---|")
     for gpu in args.gpu:
         rows = compare(gpu, args.cache, tuple(args.batch or ()))
-        for batch in sorted({r["batch"] for r in rows}):
+        if SWEEPS[gpu][1] is None:  # a published table: one line per device, its batches together
+            for group in sorted({r["group"] for r in rows}):
+                print(summary_line(f"{gpu} {group}", [r for r in rows if r["group"] == group]))
+        for batch in sorted({r["batch"] for r in rows}) if SWEEPS[gpu][1] else ():
             at = [r for r in rows if r["batch"] == batch]
             print(summary_line(f"{gpu} b{batch} all", at))
             for group in sorted({r["group"] for r in at}):
@@ -106,7 +121,8 @@ def main() -> int:
                     phases = f" fwd {r['forward_seconds'] * 1e3:7.2f}"
                     if r["backward_seconds"]:
                         phases += f" bwd {r['backward_seconds'] * 1e3:7.2f}"
-                print(f"  {r['model']:15s} b{r['batch']:<4d} {r['precision']:5s} {r['mode']:9s} {r['bound']:4s} "
+                device = f"{r['group']:15s} " if SWEEPS[gpu][1] is None else ""
+                print(f"  {device}{r['model']:15s} b{r['batch']:<4d} {r['precision']:5s} {r['mode']:9s} {r['bound']:4s} "
                       f"measured {r['measured_seconds'] * 1e3:8.2f} ms predicted {r['predicted_seconds'] * 1e3:8.2f} ms "
                       f"ratio {r['ratio']:.2f}{phases} | {classes}")
     return 0
