@@ -36,8 +36,9 @@ SWEEPS = {
     # eleven models no fixture held, recorded after the model was fixed (bf16 training, batch 256)
     "h200-unseen": (ROOT / "tests" / "data" / "real" / "gpu-2026-11-28" / "h200-sweep-new-models.jsonl",
                     "h200-sxm-141gb"),
-    # published steps of GPUs rooflow has no step recording of (NVIDIA's ResNet-50 tables): a device per step
-    "published": (ROOT / "tests" / "data" / "published" / "nvidia-dle-resnet50-steps.json", None),
+    # published steps of GPUs rooflow has no step recording of (NVIDIA's and Lambda's ResNet-50 tables, one file
+    # per source): a device per step
+    "published": (ROOT / "tests" / "data" / "published", None),
 }
 H100_SWEEP_MODELS = ("resnet18", "resnet50", "vgg16", "alexnet", "mobilenet_v2", "efficientnet_b0", "vit_b_16")
 TOLERANCE = 0.25
@@ -47,10 +48,11 @@ def _device(key: str):
     return load_device(DEVICES, key, H100_CEILINGS if key == "h100-sxm5-80gb" else None)
 
 
-def published_steps(path: Path) -> list[dict]:
-    """The steps of a published table (tests/data/published), as sweep runs: each names its catalogue device."""
+def published_steps(folder: Path) -> list[dict]:
+    """The steps of the published tables in ``folder`` (tests/data/published), as sweep runs: each names its
+    catalogue device."""
     return [{**step, "status": "ok", "median_seconds": step["seconds"]}
-            for step in json.loads(path.read_text())["steps"]]
+            for path in sorted(folder.glob("*.json")) for step in json.loads(path.read_text())["steps"]]
 
 
 def compare(gpu: str, cache: Path, batches: tuple[int, ...] | None = None) -> list[dict]:

@@ -1675,8 +1675,8 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     if kernels.rows and gemm.get("sustained", 1.0) < 1.0:
         # a measured power-limited board: another board of its model runs other steps. NVIDIA's published
         # ResNet-50 FP32 inference on a T4 ran 1.28-1.45x faster than its NeuSight T4 calibration prices it, its
-        # convolutions at least 1.14x (tests/data/published; why, nothing here shows), where the full-power V100
-        # and A100's published steps are within 13%: its steps take the range of a GPU without data
+        # convolutions at least 1.14x (tests/data/published; why, nothing here shows), where the full-power boards'
+        # 18 published steps (V100, A10, A100s, H100s) are within 13%: its steps take the range of a GPU without data
         uncertainty = max(uncertainty, FAMILY_UNCERTAINTY)
         board = (": another board of its model runs other steps (NVIDIA's published ResNet-50 FP32 inference on a "
                  "T4 at 1.28-1.45x the speed priced from the measured T4: unexplained)")
