@@ -1656,6 +1656,9 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     for op_class, key in (("elementwise", "elementwise"), ("normalization", "normalization")):
         if op_class in kernels.classes:
             memory[key] = round(kernels.classes[op_class]["memory_efficiency"] / 0.9, 4)
+    from rooflow.estimate.calibration import carry_sm_bound
+
+    memory, sm_bound = carry_sm_bound(memory, device, reference_key)
     # the board's power limit holds its FP32 GEMMs (the kernel model's ``sustained``) and its tensor-core work
     # alike: the latter at the reference's tensor FLOPs per joule where they share a process node
     fractions = tensor_core_power_fractions(device, reference_key)
@@ -1676,13 +1679,13 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
         # a measured power-limited board: another board of its model runs other steps. NVIDIA's published
         # ResNet-50 FP32 inference on a T4 ran 1.28-1.45x faster than its NeuSight T4 calibration prices it, its
         # convolutions at least 1.14x (tests/data/published; why, nothing here shows), where the full-power boards'
-        # 18 published steps (V100, A10, A100s, H100s) are within 13%: its steps take the range of a GPU without data
+        # 29 published steps (V100, A10, A100s, H100s) are within ±25%: its steps take the range of a GPU without data
         uncertainty = max(uncertainty, FAMILY_UNCERTAINTY)
         board = (": another board of its model runs other steps (NVIDIA's published ResNet-50 FP32 inference on a "
                  "T4 at 1.28-1.45x the speed priced from the measured T4: unexplained)")
     source = (f"kernel calibration — {kernels.source}; host costs, tensor-core paths and other classes from "
               f"the {reference_key} calibration (range ±{uncertainty:.0%}{board})"
-              f"{power}")
+              f"{sm_bound}{power}")
     # the fitted GEMMs are cuBLAS's (linear, bmm): the time model's gemm_efficiency, too
     gemm_efficiency = {**reference.gemm_efficiency, "fp32": matmul["fp32"]} if gemm else reference.gemm_efficiency
     return reference.with_(source=source, matmul_efficiency=matmul, gemm_efficiency=gemm_efficiency, kernel_model=True,
