@@ -59,14 +59,6 @@ MAX_POOL_FORWARD_KERNEL = "max_pool_forward_nchw"  # PyTorch's forward max-pool 
 # (tests/data/real/PROVENANCE.md): compute-bound kernel times scale by the clock, memory-bound ones do not.
 NCU_BASE_CLOCK_RATIO = {"h100-sxm5-80gb": 1.59 / 1.98}
 SCALED_UNCERTAINTY = 0.4
-# The shipped H100 calibration's classes whose kernels its SMs, not its memory, bound: an H200 (the same SMs, 1.43x
-# the bandwidth) ran them in the H100's time, kernel by kernel (sm_bound_bandwidth). A GPU with less memory per SM
-# cycle than the H100 runs them at the H100's bytes per SM cycle, a larger share of its memory, up to its own
-# streaming rate (carry_sm_bound). Checked on published ResNet-50 steps of GPUs rooflow never recorded a step on
-# (tests/data/published), before and after: 28 of 29 within ±25%, mean |error| 8.0%, and 29 of 29, 5.5%; the V100's
-# fp16 and FP32 training 0.77 and 0.87 -> 0.96 and 0.97, the A10's fp16 0.70 -> 0.94 and its TF32 0.98 -> 1.22, the
-# H100 PCIe's fp16 0.85 -> 0.95 and TF32 0.97 -> 1.06 (benchmarks/README.md, "Published steps")
-SM_BOUND_CLASSES = ("normalization_training", "max_pool", "elementwise_indexed")
 
 
 def shipped_calibration(device_key: str) -> Calibration | None:
@@ -110,6 +102,8 @@ def for_device(device, ceilings: dict[str, Any] | None = None, catalogue: dict |
                          f"SM cycle, which {device.key}'s memory exceeds (its SMs, not its memory, bound them); "
                          f"vectorised elementwise and copy kernels stream at {device.key}'s bandwidth")
     held = f", memory-bound kernels held to {cap / 1e12:.2f} TB/s ({reference_key}'s bytes per SM cycle)" if cap else ""
+    from rooflow.estimate.kernel_calibration import carry_sm_bound
+
     memory, sm_bound = carry_sm_bound(dict(reference.memory_efficiency_by_class), device, reference_key)
     return reference.with_(
         source=f"scaled from the {reference_key} calibration ({reference.source}) by {device.key}'s datasheet "
@@ -143,37 +137,6 @@ def sm_bound_bandwidth(device, reference_key: str) -> float | None:
         return None
     cap = device_bandwidth(reference) * sm_rate / reference_rate
     return cap if cap < device_bandwidth(device) else None
-
-
-def carry_sm_bound(memory: dict[str, float], device, reference_key: str) -> tuple[dict[str, float], str]:
-    """``memory`` (a calibration's efficiencies by class, shares of ``device``'s bandwidth, the reference's
-    where not measured on it) with its :data:`SM_BOUND_CLASSES` at the reference GPU's bytes per SM cycle where
-    ``device`` has less memory per SM cycle, up to its elementwise share and never below the reference's share;
-    and the words a calibration source adds for it ("" where nothing moved)."""
-    ratio = sm_cycle_bytes_ratio(device, reference_key)
-    if not ratio or ratio <= 1.0:
-        return memory, ""
-    stream = memory.get("elementwise", 1.0)
-    carried = {key: (round(max(value, min(value * ratio, stream)), 4) if key in SM_BOUND_CLASSES else value)
-               for key, value in memory.items()}
-    return carried, (f"; BatchNorm training, max-pooling and indexing elementwise kernels at the {reference_key}'s "
-                     f"bytes per SM cycle ({ratio:.2f}x its share of this GPU's memory: there its SMs bound them), at "
-                     f"most its elementwise rate")
-
-
-def sm_cycle_bytes_ratio(device, reference_key: str) -> float | None:
-    """The reference GPU's bytes of bandwidth per SM cycle over ``device``'s (SMs × boost clock; None where the
-    catalogue lacks either). Above 1, a kernel its SMs bound on the reference (:func:`sm_bound_bandwidth`) reaches
-    a larger share of ``device``'s memory: a Volta, Turing or Ampere SM issues its loads at the rate of a Hopper SM
-    per cycle, whatever its FP32 lanes, and each has less memory behind it."""
-    from rooflow.estimate.timemodel import device_bandwidth
-    from rooflow.hardware.devices import default_catalogue_path, load_devices
-
-    reference = load_devices(default_catalogue_path()).get(reference_key)
-    cycles = [(d.sm_count or 0) * (d.boost_clock_mhz or 0) * 1e6 for d in (device, reference) if d is not None]
-    if reference is None or not all(cycles):
-        return None
-    return (device_bandwidth(reference) / cycles[1]) / (device_bandwidth(device) / cycles[0])
 
 
 # ------------------------------------------------------------------------------------------ recordings

@@ -112,6 +112,15 @@ OWN_KERNELS = ("sm_90",)
 # their direct rate; those of 56×56 inputs ran 64×64 transforms with a pointwise kernel instead of a GEMM, at the
 # direct rate (so not modelled: direct). The transform sizes it ran, over the padded input:
 FFT_SIZES = (16, 32)
+# The shipped H100 calibration's classes whose kernels its SMs, not its memory, bound: an H200 (the same SMs, 1.43x
+# the bandwidth) ran them in the H100's time, kernel by kernel (rooflow.estimate.calibration.sm_bound_bandwidth).
+# A GPU with less memory per SM cycle than the H100 runs them at the H100's bytes per SM cycle, a larger share of
+# its memory, up to its own streaming rate (carry_sm_bound). Checked on published ResNet-50 steps of GPUs rooflow
+# never recorded a step on (tests/data/published), before and after: 28 of 29 within ±25%, mean |error| 8.0%, and
+# 29 of 29, 5.5%; the V100's fp16 and FP32 training 0.77 and 0.87 -> 0.96 and 0.97, the A10's fp16 0.70 -> 0.94 and
+# its TF32 0.98 -> 1.22, the H100 PCIe's fp16 0.85 -> 0.95 and TF32 0.97 -> 1.06 (benchmarks/README.md,
+# "Published steps")
+SM_BOUND_CLASSES = ("normalization_training", "max_pool", "elementwise_indexed")
 # Architecture families: a GPU without measurements takes the parameters of measured GPUs of its family —
 # one SM design on one process node: Pascal (16 nm), Volta and Turing (12 nm, 64 FP32 lanes and 4
 # sub-cores per SM), Ampere (7/8 nm), Ada and Hopper (4N). The node sets the energy of a FLOP, so a family's
@@ -728,6 +737,29 @@ def predict_seconds(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration
         if len(idx):
             result[idx] *= residuals.correction(shape_residuals.features(rows.iloc[idx], op_class))
     return result
+
+
+def fft_sizes(calls, device) -> np.ndarray:
+    """Per forward convolution call (N, Cin, size, Cout, kernel, stride, padding): the transform size the kernel
+    model runs it by FFT with on ``device`` — where FFT is its fastest algorithm, on an architecture whose cuDNN
+    has no FP32 forward Winograd (:data:`NO_FORWARD_WINOGRAD`) — else 0. What cuDNN's autotuner would pick, as far
+    as the model knows it (its own choice among implicit GEMM and FFT, fitted on the H200's single ops)."""
+    calls = [tuple(int(v) for v in call[:7]) for call in calls]
+    found = for_gpu(device) if calls else None
+    if found is None or found[1].architecture not in NO_FORWARD_WINOGRAD:
+        return np.zeros(len(calls), int)
+    calibration, gpu = found
+    rows = pd.DataFrame([{"operator": "conv", "op_class": "convolution", "B": n, "Input_Channel": cin,
+                          "Input_Size": size, "Output_Channel": cout, "Kernel_Szie": kernel, "Stride": stride,
+                          "Padding": padding} for n, cin, size, cout, kernel, stride, padding in calls])
+    times = _Prepared(rows, gpu).convolution_algorithms({**DEFAULTS["convolution"],
+                                                         **calibration.classes.get("convolution", {})})
+    if "fft" not in times:
+        return np.zeros(len(calls), int)
+    fastest = np.argmin(np.vstack(list(times.values())), axis=0) == list(times).index("fft")
+    padded = rows["Input_Size"].to_numpy() + 2 * rows["Padding"].to_numpy()
+    size = np.select([padded <= s for s in FFT_SIZES], FFT_SIZES, default=0)
+    return np.where(fastest & np.isfinite(times["fft"]), size, 0).astype(int)
 
 
 def launch_floors(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) -> np.ndarray:
@@ -1632,6 +1664,38 @@ def tensor_core_power_fractions(device, reference_key: str = "h100-sxm5-80gb") -
     return fractions
 
 
+def carry_sm_bound(memory: dict[str, float], device, reference_key: str) -> tuple[dict[str, float], str]:
+    """``memory`` (a calibration's efficiencies by class, shares of ``device``'s bandwidth, the reference's
+    where not measured on it) with its :data:`SM_BOUND_CLASSES` at the reference GPU's bytes per SM cycle where
+    ``device`` has less memory per SM cycle, up to its elementwise share and never below the reference's share;
+    and the words a calibration source adds for it ("" where nothing moved)."""
+    ratio = sm_cycle_bytes_ratio(device, reference_key)
+    if not ratio or ratio <= 1.0:
+        return memory, ""
+    stream = memory.get("elementwise", 1.0)
+    carried = {key: (round(max(value, min(value * ratio, stream)), 4) if key in SM_BOUND_CLASSES else value)
+               for key, value in memory.items()}
+    return carried, (f"; BatchNorm training, max-pooling and indexing elementwise kernels at the {reference_key}'s "
+                     f"bytes per SM cycle ({ratio:.2f}x its share of this GPU's memory: there its SMs bound them), at "
+                     f"most its elementwise rate")
+
+
+def sm_cycle_bytes_ratio(device, reference_key: str) -> float | None:
+    """The reference GPU's bytes of bandwidth per SM cycle over ``device``'s (SMs × boost clock; None where the
+    catalogue lacks either), by datasheet bandwidth. Above 1, a kernel its SMs bound on the reference
+    (rooflow.estimate.calibration.sm_bound_bandwidth) reaches a larger share of ``device``'s memory: a Volta, Turing
+    or Ampere SM issues its loads at the rate of a Hopper SM per cycle, whatever its FP32 lanes (an assumption the
+    published steps check), and each has less memory behind it."""
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    reference = load_devices(default_catalogue_path()).get(reference_key)
+    if reference is None:
+        return None
+    rates = [(d.bandwidth(False) or 0) / ((d.sm_count or 0) * (d.boost_clock_mhz or 0) * 1e6 or math.inf)
+             for d in (device, reference)]
+    return rates[1] / rates[0] if all(rates) else None
+
+
 def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80gb"):
     """A time-model :class:`~rooflow.estimate.timemodel.Calibration` of ``device`` from its kernel
     calibration: FP32 GEMM/convolution and elementwise/normalization efficiencies from the kernels (the time
@@ -1656,8 +1720,6 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     for op_class, key in (("elementwise", "elementwise"), ("normalization", "normalization")):
         if op_class in kernels.classes:
             memory[key] = round(kernels.classes[op_class]["memory_efficiency"] / 0.9, 4)
-    from rooflow.estimate.calibration import carry_sm_bound
-
     memory, sm_bound = carry_sm_bound(memory, device, reference_key)
     # the board's power limit holds its FP32 GEMMs (the kernel model's ``sustained``) and its tensor-core work
     # alike: the latter at the reference's tensor FLOPs per joule where they share a process node

@@ -172,6 +172,16 @@ def foreach_optimizer_peak(trace: Trace) -> int:
     return int(max(live[first:last + 1]))
 
 
+def fp32_convolutions(trace: Trace) -> list[list[int]]:
+    """The forward FP32 convolutions cuDNN may run by FFT (square, ungrouped, stride 1, a kernel over 1×1), each
+    as its call shape (N, Cin, size, Cout, kernel, stride, padding) and the live bytes while it runs: whether it
+    does on a device, and the workspace it then holds, are the device's (rooflow.estimate.predict)."""
+    live = live_bytes(trace)
+    return [[*record.call, int(live[record.index])] for record in trace.records
+            if record.phase == "forward" and record.dtype == "fp32" and len(record.call) == 7
+            and record.op.startswith(("convolution", "_convolution")) and record.call[5] == 1 and record.call[4] > 1]
+
+
 def memory_totals(trace: Trace) -> dict:
     """The estimate's memory fields (rooflow.estimate.predict.predict_memory reads them)."""
     memory = peak_memory(trace)
@@ -186,4 +196,6 @@ def memory_totals(trace: Trace) -> dict:
         # SGD's multi-tensor update, a GPU's default
         "peak_memory_bytes_foreach_optimizer": foreach_optimizer_peak(trace),
         "largest_conv_activation_bytes": max(workspace, default=0),
+        # FP32 convolutions cuDNN may run by FFT, with the live bytes while each runs (predict adds its workspace)
+        "fp32_convolutions": fp32_convolutions(trace),
     }

@@ -234,6 +234,30 @@ def held_workspace_threads(at_rest_bytes: int, device, run_bytes: int = 0) -> in
     return max(0, round((at_rest_bytes - run_bytes) / cublas_workspace_bytes(device)))
 
 
+def fft_workspace_bytes(batch: int, in_channels: int, out_channels: int, transform: int) -> int:
+    """cuDNN's workspace for one convolution it runs by FFT: its input, filter and output transformed to
+    ``transform`` × ``transform`` complex frequencies, 8 bytes each (N·Cin + Cout·Cin + N·Cout planes). Read
+    from rooflow's H100 and H200 sweeps: VGG16's FP32 batch-32 steps hold 1.70 GB (inference, H100) and 2.35
+    (training) more than their tensors, what this gives at its 28×28 layers (512 channels, 32×32 transforms):
+    1.70 and 2.32 GB (benchmarks/README.md, "memory prediction")."""
+    planes = batch * in_channels + out_channels * in_channels + batch * out_channels
+    return int(8 * transform * transform * planes)
+
+
+def fft_workspace_peak(totals: dict[str, Any], device) -> int:
+    """The live bytes plus cuDNN's FFT workspace (:func:`fft_workspace_bytes`) at the FP32 convolution where
+    their sum is largest, among those the device's kernel model runs by FFT (its fastest algorithm there:
+    rooflow.estimate.kernel_calibration.fft_sizes, Hopper only); 0 where none does."""
+    convolutions = totals.get("fp32_convolutions") or []
+    if not convolutions:
+        return 0
+    from rooflow.estimate.kernel_calibration import fft_sizes
+
+    sizes = fft_sizes([row[:7] for row in convolutions], device)
+    return max([0] + [int(row[7]) + fft_workspace_bytes(row[0], row[1], row[3], int(size))
+                      for row, size in zip(convolutions, sizes) if size])
+
+
 def tensor_core_convolutions(device, precision: str) -> bool:
     """Whether convolutions run on tensor cores (NHWC kernels, so cuDNN transposes NCHW tensors)."""
     capability = device.compute_capability if device is not None and device.is_cuda else None
@@ -252,11 +276,13 @@ def predict_memory(totals: dict[str, Any], device, held_threads: int = 0) -> dic
     matrices of attention's math path (a GPU runs it fused); at least the optimizer's peak under SGD's foreach
     update (a GPU's default: a copy of every gradient at once);
     with cuDNN's NHWC copies of each convolution's activations while it runs
-    where convolutions use tensor cores; plus the cuBLAS/cuBLASLt workspaces (the caller's thread; in training
+    where convolutions use tensor cores, else with cuDNN's FFT workspace while each FP32 forward convolution the
+    device's kernel model runs by FFT runs (:func:`fft_workspace_peak`: Hopper's 3×3 convolutions of 28×28 and
+    14×14 inputs); plus the cuBLAS/cuBLASLt workspaces (the caller's thread; in training
     autograd's too). Range: low = the tensors alone (without the math path's L × L matrices, as the point);
     high = the point plus an FFT workspace of twice the largest convolution's activations (cuDNN's autotuner
-    may pick FFT for FP32 3×3/5×5 convolutions, whose workspace holds their activations in the frequency
-    domain — which it picks cannot be known before it runs). ``fits`` compares point × (1 + margin) + the CUDA context with the
+    may pick FFT for other FP32 convolutions, backward ones included, whose workspace holds their activations in
+    the frequency domain — which it picks beyond the model's cannot be known before it runs). ``fits`` compares point × (1 + margin) + the CUDA context with the
     device's memory. ``held_threads``: threads whose workspaces the process already holds from earlier steps
     (held_workspace_threads; 0: a fresh process, as each of the workflow's timing jobs)."""
     tensors = int(totals.get("peak_memory_bytes") or 0)
@@ -271,6 +297,8 @@ def predict_memory(totals: dict[str, Any], device, held_threads: int = 0) -> dic
     base -= tensors - fused
     # SGD's foreach update holds a copy of every gradient at once (the optimizer's peak; no convolution runs)
     base = max(base, int(totals.get("peak_memory_bytes_foreach_optimizer") or 0))
+    if not layout:  # FP32 convolutions cuDNN runs by FFT hold their transforms while they run
+        base = max(base, fft_workspace_peak(totals, device))
     point = base + max(workspace_threads(mode), held_threads) * cublas_workspace_bytes(device)
     high = point + (0 if layout else 2 * int(totals.get("largest_conv_activation_bytes") or 0))
     capacity = device.memory_bytes

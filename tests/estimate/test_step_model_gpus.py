@@ -16,13 +16,9 @@ import pytest
 from support import cached_estimate, product_matmul_seconds
 
 from rooflow.estimate import attention, batchnorm, estimate
-from rooflow.estimate.calibration import (
-    SM_BOUND_CLASSES,
-    for_device,
-    sm_bound_bandwidth,
-    sm_cycle_bytes_ratio,
-)
+from rooflow.estimate.calibration import for_device, sm_bound_bandwidth
 from rooflow.estimate.core import parse_gemms
+from rooflow.estimate.kernel_calibration import SM_BOUND_CLASSES, sm_cycle_bytes_ratio
 from rooflow.estimate.timemodel import (
     BIAS_GRADIENT_PART,
     LAYOUT_16_BIT_BYTE_COST,
