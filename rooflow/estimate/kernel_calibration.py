@@ -636,6 +636,7 @@ class _Prepared:
                     size = np.select([padded <= f for f in FFT_SIZES], FFT_SIZES, default=0)
                     work["fft"] = ((kernel == 3) & (stride == 1) & (size > 0)
                                    & (gpu.architecture in NO_FORWARD_WINOGRAD))
+                    work["fft_size"] = np.where(work["fft"], size, 0)
                     frequencies = size * (size // 2 + 1)
                     batch = part["B"].to_numpy(float)
                     work["fft_flops"] = 8 * batch * n * cin * frequencies
@@ -752,14 +753,12 @@ def fft_sizes(calls, device) -> np.ndarray:
     rows = pd.DataFrame([{"operator": "conv", "op_class": "convolution", "B": n, "Input_Channel": cin,
                           "Input_Size": size, "Output_Channel": cout, "Kernel_Szie": kernel, "Stride": stride,
                           "Padding": padding} for n, cin, size, cout, kernel, stride, padding in calls])
-    times = _Prepared(rows, gpu).convolution_algorithms({**DEFAULTS["convolution"],
-                                                         **calibration.classes.get("convolution", {})})
+    prepared = _Prepared(rows, gpu)
+    times = prepared.convolution_algorithms({**DEFAULTS["convolution"], **calibration.classes.get("convolution", {})})
     if "fft" not in times:
         return np.zeros(len(calls), int)
     fastest = np.argmin(np.vstack(list(times.values())), axis=0) == list(times).index("fft")
-    padded = rows["Input_Size"].to_numpy() + 2 * rows["Padding"].to_numpy()
-    size = np.select([padded <= s for s in FFT_SIZES], FFT_SIZES, default=0)
-    return np.where(fastest & np.isfinite(times["fft"]), size, 0).astype(int)
+    return np.where(fastest, prepared.work["convolution"]["fft_size"], 0).astype(int)
 
 
 def launch_floors(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration) -> np.ndarray:

@@ -150,9 +150,10 @@ def fused_attention_peak(trace: Trace) -> int:
     return int(max(live_bytes(trace, skip, free_at)))
 
 
-def peak_with_workspace(trace: Trace, workspace: list[int]) -> int:
-    """The peak of live bytes when each record also holds ``workspace[i]`` bytes while it runs."""
-    live = live_bytes(trace)
+def peak_with_workspace(trace: Trace, workspace: list[int], live: list[int] | None = None) -> int:
+    """The peak of live bytes when each record also holds ``workspace[i]`` bytes while it runs (``live``: the
+    trace's :func:`live_bytes`, where already computed)."""
+    live = live if live is not None else live_bytes(trace)
     return int(max([live[0]] + [live[i] + workspace[i] for i in range(min(len(workspace), len(live)))]))
 
 
@@ -172,11 +173,12 @@ def foreach_optimizer_peak(trace: Trace) -> int:
     return int(max(live[first:last + 1]))
 
 
-def fp32_convolutions(trace: Trace) -> list[list[int]]:
+def fp32_convolutions(trace: Trace, live: list[int] | None = None) -> list[list[int]]:
     """The forward FP32 convolutions cuDNN may run by FFT (square, ungrouped, stride 1, a kernel over 1×1), each
     as its call shape (N, Cin, size, Cout, kernel, stride, padding) and the live bytes while it runs: whether it
-    does on a device, and the workspace it then holds, are the device's (rooflow.estimate.predict)."""
-    live = live_bytes(trace)
+    does on a device, and the workspace it then holds, are the device's (rooflow.estimate.predict). ``live``: the
+    trace's :func:`live_bytes`, where already computed."""
+    live = live if live is not None else live_bytes(trace)
     return [[*record.call, int(live[record.index])] for record in trace.records
             if record.phase == "forward" and record.dtype == "fp32" and len(record.call) == 7
             and record.op.startswith(("convolution", "_convolution")) and record.call[5] == 1 and record.call[4] > 1]
@@ -186,16 +188,17 @@ def memory_totals(trace: Trace) -> dict:
     """The estimate's memory fields (rooflow.estimate.predict.predict_memory reads them)."""
     memory = peak_memory(trace)
     workspace = layout_workspace_bytes(trace)
+    live = live_bytes(trace)
     return {
         "peak_memory_bytes": memory["peak_memory_bytes"],
         "peak_memory_breakdown": memory["breakdown"],
         # with cuDNN's NCHW→NHWC copies while each convolution runs (tensor-core paths)
-        "peak_memory_bytes_layout_workspace": peak_with_workspace(trace, workspace),
+        "peak_memory_bytes_layout_workspace": peak_with_workspace(trace, workspace, live),
         # attention as one fused kernel (a GPU's flash / memory-efficient SDPA; see attention.py)
         "peak_memory_bytes_fused_attention": fused_attention_peak(trace),
         # SGD's multi-tensor update, a GPU's default
         "peak_memory_bytes_foreach_optimizer": foreach_optimizer_peak(trace),
         "largest_conv_activation_bytes": max(workspace, default=0),
         # FP32 convolutions cuDNN may run by FFT, with the live bytes while each runs (predict adds its workspace)
-        "fp32_convolutions": fp32_convolutions(trace),
+        "fp32_convolutions": fp32_convolutions(trace, live),
     }
