@@ -567,6 +567,38 @@ def runs_as_gemm(views, read_elements: float) -> bool:
     return dgrad[5] == 1 and wgrad[6] == 1 and dgrad[0] == wgrad[2]
 
 
+# cuDNN's forward convolutions of an image (fewer than IMAGE_CHANNELS channels, so that a 16-bit NHWC tap is not
+# 16-byte aligned), read from the H200's batch-256 traces (tests/data/real/gpu-2026-11-27, cuDNN 9.19, autotuned):
+# - under NCHW_IMAGE_MAX_PRODUCTS products per output (3 channels × 3×3 or 4×4 taps: 27, 48) its FFMA kernels on
+#   the NCHW tensors, no layout copies: implicit_convolve_sgemm / precomputed_convolve_sgemm in bf16 (SqueezeNet's,
+#   VGG16's, RegNet's and MobileNetV2's stems), sm80_xmma_fprop_…_nchw in TF32 (ConvNeXt's 4×4); the boundary lies
+#   anywhere between 48 and 147;
+# - 7×7 and 11×11 taps (147, 363) on tensor cores with NHWC copies (ResNet-50's, DenseNet's, GoogLeNet's, AlexNet's),
+#   and in 16-bit as TF32 on a 4-byte copy of the input, its channels padded to IMAGE_CHANNEL_ALIGN
+#   (nchwToNhwcKernel<__nv_bfloat16, float> feeding cutlass_tensorop_s1688fprop_optimized_tf32_…_align4).
+# ViT-B/16's 16×16 patches (768 products) ran NCHW in bf16 and with an NHWC input copy in TF32: no rule here
+# covers them (its steps' memory peaks elsewhere).
+IMAGE_CHANNELS = 8
+NCHW_IMAGE_MAX_PRODUCTS = 64
+IMAGE_CHANNEL_ALIGN = 4
+
+
+def image_channels(views) -> int:
+    """The input channels of a forward convolution's one GEMM view where they are an image's (fewer than
+    :data:`IMAGE_CHANNELS`), else 0."""
+    if len(views) != 1 or not views[0][5] or views[0][6]:
+        return 0
+    m, n, k, count, fast, k_taps, n_taps = views[0][:7]
+    channels = k // k_taps if k % k_taps == 0 else 0
+    return channels if 0 < channels < IMAGE_CHANNELS and count == 1 else 0
+
+
+def convolves_image_on_nchw(views) -> bool:
+    """Whether cuDNN runs a forward convolution (its GEMM views) of an image of few products per output on its FFMA
+    kernels over the NCHW tensors, without layout copies (module comment above)."""
+    return bool(image_channels(views)) and views[0][2] < NCHW_IMAGE_MAX_PRODUCTS
+
+
 @register_gemm_view([aten.convolution, aten._convolution])
 def _conv_view(x, w, bias, stride=None, padding=None, dilation=None, transposed=False, output_padding=None,
                groups=1, *args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:

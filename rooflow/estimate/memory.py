@@ -28,7 +28,13 @@ from __future__ import annotations
 
 from rooflow.estimate.attention import on_chip_storages
 from rooflow.estimate.counter import Trace
-from rooflow.estimate.formulas import ELEMENT_BYTES, runs_as_gemm
+from rooflow.estimate.formulas import (
+    ELEMENT_BYTES,
+    IMAGE_CHANNEL_ALIGN,
+    convolves_image_on_nchw,
+    image_channels,
+    runs_as_gemm,
+)
 
 CATEGORIES = ("params", "activations", "gradients", "optimizer_state", "temporaries")
 
@@ -107,8 +113,10 @@ def peak_memory(trace: Trace) -> dict:
 def layout_workspace_bytes(trace: Trace) -> list[int]:
     """Per record: the workspace cuDNN takes when a convolution runs on tensor cores with NCHW tensors — it
     transposes its activations (input and output; in backward the output gradient, the input and the input
-    gradient) into NHWC copies for the duration of the call. 0 for every other op, and for 1×1 stride-1
-    convolutions, which run as GEMMs on NCHW tensors (rooflow.estimate.formulas.runs_as_gemm). On the H100 this
+    gradient) into NHWC copies for the duration of the call. 0 for every other op, for 1×1 stride-1
+    convolutions, which run as GEMMs on NCHW tensors (rooflow.estimate.formulas.runs_as_gemm), and for an RGB
+    image's of 3×3 or 4×4 taps, which run FFMA kernels on it; a 16-bit image's 7×7 or 11×11 one copies it as 4-byte
+    elements of 4 channels (rooflow.estimate.formulas.IMAGE_CHANNELS). On the H100 this
     workspace is what separates the steady-state peaks of TF32 and FP32 runs of the same model
     (VGG16 b256 inference: 13.93 vs 7.35 GB, the first conv layers' input and output); DenseNet-121's, whose peak
     is at a 1×1 convolution of its concatenated features, are the same in TF32 and FP32 (2.82 GB at b256)."""
@@ -122,6 +130,13 @@ def layout_workspace_bytes(trace: Trace) -> list[int]:
             continue
         reads = sum(nbytes for key, nbytes in record.reads if key not in trace.param_keys)
         writes = sum(nbytes for key, nbytes in record.writes if key not in trace.gradient_keys)
+        channels = image_channels(record.gemms) if record.phase == "forward" else 0
+        if channels and convolves_image_on_nchw(record.gemms):
+            workspace.append(0)  # an RGB stem of 3×3 or 4×4 taps: FFMA kernels on NCHW (formulas.IMAGE_CHANNELS)
+            continue
+        element = ELEMENT_BYTES.get(record.dtype, 4)
+        if channels and element == 2:  # a 16-bit image runs as TF32 on a 4-byte copy, channels padded
+            reads = reads // (element * channels) * 4 * -(-channels // IMAGE_CHANNEL_ALIGN) * IMAGE_CHANNEL_ALIGN
         workspace.append(reads + writes)
     return workspace
 
