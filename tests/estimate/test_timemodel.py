@@ -446,7 +446,7 @@ def test_sweep_time_gpu_bound(sweep):
 def test_sweep_memory(sweep):
     """Steady-state peak within ±15% for 79 of 80 runs (72 before the FP32 convolutions cuDNN runs by FFT held
     their workspace and an RGB stem the copies of its kernels: AlexNet b256 bf16 inference was 1.16); the miss is
-    an FP32 run whose autotuner picked FFT convolutions (VGG16 b256 training: its backward's workspaces), inside
+    an FP32 run whose autotuner picked FFT convolutions (VGG16 b256 training, unexplained beyond that), inside
     the predicted range. The b1 runs (69 of 80 before) needed the sweep's process history: its earlier steps'
     cuBLAS workspaces were still held (at_rest_before), one 33 MiB workspace per thread
     (rooflow.estimate.predict.cublas_workspace_bytes)."""
