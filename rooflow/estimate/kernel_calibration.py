@@ -740,19 +740,25 @@ def predict_seconds(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibration
     return result
 
 
+def convolution_row(call) -> dict[str, Any]:
+    """A forward convolution's call shape (N, Cin, size, Cout, kernel, stride, padding:
+    rooflow.estimate.formulas' call shapes) as a row of the measurements' layout (:data:`SHAPE_COLUMNS`)."""
+    b, cin, size, cout, kernel, stride, padding = (int(v) for v in call[:7])
+    return {"operator": "conv", "op_class": "convolution", "B": b, "Input_Channel": cin, "Output_Channel": cout,
+            "Kernel_Szie": kernel, "Input_Size": size, "Stride": stride, "Padding": padding}
+
+
 def fft_sizes(calls, device) -> np.ndarray:
     """Per forward convolution call (N, Cin, size, Cout, kernel, stride, padding): the transform size the kernel
     model runs it by FFT with on ``device`` — where FFT is its fastest algorithm, on an architecture whose cuDNN
     has no FP32 forward Winograd (:data:`NO_FORWARD_WINOGRAD`) — else 0. What cuDNN's autotuner would pick, as far
     as the model knows it (its own choice among implicit GEMM and FFT, fitted on the H200's single ops)."""
-    calls = [tuple(int(v) for v in call[:7]) for call in calls]
+    calls = list(calls)
     found = for_gpu(device) if calls else None
     if found is None or found[1].architecture not in NO_FORWARD_WINOGRAD:
         return np.zeros(len(calls), int)
     calibration, gpu = found
-    rows = pd.DataFrame([{"operator": "conv", "op_class": "convolution", "B": n, "Input_Channel": cin,
-                          "Input_Size": size, "Output_Channel": cout, "Kernel_Szie": kernel, "Stride": stride,
-                          "Padding": padding} for n, cin, size, cout, kernel, stride, padding in calls])
+    rows = pd.DataFrame([convolution_row(call) for call in calls])
     prepared = _Prepared(rows, gpu)
     times = prepared.convolution_algorithms({**DEFAULTS["convolution"], **calibration.classes.get("convolution", {})})
     if "fft" not in times:

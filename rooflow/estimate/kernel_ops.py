@@ -74,10 +74,7 @@ def kernel_rows(ops: pd.DataFrame, device=None) -> pd.DataFrame:
         calls = max(1, int(row["calls"]))
         call = parse_call(row.get("call"))
         if op in CONVOLUTION_OPS and phase != "backward" and len(call) == 7:
-            b, cin, size, cout, kernel, stride, padding = call
-            records[index] = {"operator": "conv", "B": b, "Input_Channel": cin, "Output_Channel": cout,
-                              "Kernel_Szie": kernel, "Input_Size": size, "Stride": stride, "Padding": padding,
-                              "candidate": candidate}
+            records[index] = {**kernel_calibration.convolution_row(call), "candidate": candidate}
         elif candidate:
             continue
         elif op in GEMM_OPS and row["op_class"] in ("matmul", "attention"):

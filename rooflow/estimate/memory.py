@@ -122,7 +122,8 @@ def layout_workspace_bytes(trace: Trace) -> list[int]:
     is at a 1×1 convolution of its concatenated features, are the same in TF32 and FP32 (2.82 GB at b256)."""
     workspace = []
     for record in trace.records:
-        read_elements = sum(nbytes for _, nbytes in record.reads) / ELEMENT_BYTES.get(record.dtype, 4)
+        element = ELEMENT_BYTES.get(record.dtype, 4)
+        read_elements = sum(nbytes for _, nbytes in record.reads) / element
         if record.op_class != "matmul" or not record.op.startswith(("convolution", "_convolution")) \
                 or any(view[3] > 1 and view[1] == 1 for view in record.gemms) \
                 or runs_as_gemm(record.gemms, read_elements):  # depthwise, 1×1: no transposes
@@ -134,9 +135,9 @@ def layout_workspace_bytes(trace: Trace) -> list[int]:
         if channels and convolves_image_on_nchw(record.gemms):
             workspace.append(0)  # an RGB stem of 3×3 or 4×4 taps: FFMA kernels on NCHW (formulas.IMAGE_CHANNELS)
             continue
-        element = ELEMENT_BYTES.get(record.dtype, 4)
         if channels and element == 2:  # a 16-bit image runs as TF32 on a 4-byte copy, channels padded
-            reads = reads // (element * channels) * 4 * -(-channels // IMAGE_CHANNEL_ALIGN) * IMAGE_CHANNEL_ALIGN
+            pixels = reads // (element * channels)
+            reads = pixels * 4 * -(-channels // IMAGE_CHANNEL_ALIGN) * IMAGE_CHANNEL_ALIGN
         workspace.append(reads + writes)
     return workspace
 
