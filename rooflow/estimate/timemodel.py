@@ -886,11 +886,15 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                                                  sdpa_layers, totals.get("batch"))
         if calibration.kernel_model and single is not None and index in single.index:
             # its kernels as the device's single-op measurements price them (the time model's host costs stay);
-            # a TF32 convolution's FP32 algorithms only where cuDNN's autotuner would find them faster
+            # a TF32 convolution's FP32 algorithms only where cuDNN's autotuner would find them faster. The
+            # measured calls had no bias (nn.Conv2d(bias=False)): a convolution's bias add, like its page
+            # faults and bias gradient, stays the time model's; the layout copies are the TF32 kernels' only
+            main = next(iter(parts))
+            extras = {part: seconds for part, seconds in parts.items() if part not in (main, "layout")}
             measured_work = max(float(single.at[index, "device_seconds"]), kernels * calibration.kernel_seconds)
-            if not single.at[index, "candidate"] or measured_work < work:
-                work = measured_work
-                parts = {next(iter(parts)): work}
+            if not single.at[index, "candidate"] or measured_work + sum(extras.values()) < work:
+                work = measured_work + sum(extras.values())
+                parts = {main: measured_work, **extras}
         elif not cpu and calibration.kind == "cuda" and row["phase"] == "forward":
             doubt = _fast_path_doubt(row, precision, device, calibration, sm_count, mode)
             if doubt > 0:
