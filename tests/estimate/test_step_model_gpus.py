@@ -207,7 +207,7 @@ def test_a_16_bit_bias_add_takes_the_time_of_a_4_byte_one():
 @pytest.mark.parametrize("key", ["v100-sxm2-16gb", "a100-pcie-40gb", "t4", "h200-sxm-141gb"])
 def test_a_convolutions_bias_add_stays_in_a_step_the_kernel_model_prices(key):
     """The kernel model's convolutions were measured without a bias (nn.Conv2d(bias=False)); in a step it prices
-    (a GPU calibrated from single ops; the H200, priced from its recordings, alike) the bias add stays the time model's
+    (a GPU calibrated from single ops, or Hopper's FP32 convolutions) the bias add stays the time model's
     separate elementwise kernel. It had been dropped with the rest of the row's parts: VGG16 b64 FP32 inference
     on a V100 81.9 ms -> 90.3 ms, on a T4 260 -> 291 ms. Two networks of the same convolutions, with and without
     a bias: the biased one is slower by at least its bias adds' bytes at the datasheet bandwidth."""

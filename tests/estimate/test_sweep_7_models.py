@@ -65,23 +65,25 @@ def sweep():
 
 
 def test_gpu_bound_runs(sweep):
-    """GPU-bound runs at batch 256: 48 of 48 within ±25%, mean |error| 9.3% (the issue's goal: 90%, 12%; 47 of 48
-    and 9.8% before 16-bit max-pooling followed elements, 9.4% before the gaps between kernels and the
-    elementwise efficiency without the optimizer's kernels)."""
+    """GPU-bound runs at batch 256: 48 of 48 within ±25%, mean |error| 7.2% (the issue's goal: 90%, 12%; 7.8%
+    before the FP32 forward convolutions took the kernel model of Hopper's single ops; 47 of 48 and 9.8% before
+    16-bit max-pooling followed elements, 9.4% before the gaps between kernels and the elementwise efficiency
+    without the optimizer's kernels)."""
     gpu = sweep[sweep["bound"] == "gpu"]
     error = (gpu["time_ratio"] - 1).abs()
     assert len(gpu) == 48
     assert (error <= 0.25).sum() >= 48
-    assert error.mean() <= 0.093
+    assert error.mean() <= 0.075
 
 
 def test_held_out_model(sweep):
     """efficientnet_b0 (SiLU, squeeze-excitation, depthwise 5×5), which no choice of the model looked at: all
-    six batch-256 runs within ±25%, mean |error| 11% (12% before the gaps between kernels)."""
+    six batch-256 runs within ±25%, mean |error| 7.0% (7.8% before the FP32 forward convolutions took the kernel
+    model of Hopper's single ops: its FP32 inference 0.89 -> 1.02; 12% before the gaps between kernels)."""
     held_out = sweep[sweep["model"] == "efficientnet_b0"]
     error = (held_out["time_ratio"] - 1).abs()
     assert len(held_out) == 6 and (error <= 0.25).all()
-    assert error.mean() <= 0.12
+    assert error.mean() <= 0.075
 
 
 def _ratio(sweep, model, precision, mode):
@@ -191,7 +193,9 @@ def test_h200_from_the_h100_calibration(h200):
     known = h200[~h200["model"].isin(NEW_MODELS)]
     error = (known["time_ratio"] - 1).abs()
     assert len(known) == 42 and (known["bound"] == "gpu").all()
-    assert (error <= 0.25).sum() >= 38 and error.mean() <= 0.102  # 10.7% before the gaps between kernels
+    # 42 of 42, 7.7% (8.4% before the FP32 forward convolutions took the kernel model of Hopper's single ops,
+    # 10.7% before the gaps between kernels)
+    assert (error <= 0.25).sum() >= 42 and error.mean() <= 0.08
     # memory, held out while the memory model was changed (issue 25): 41 of 42 (37, then 38 before the FFT
     # workspace and the RGB stem's copies); the miss is the H100's (VGG16 FP32 training, unexplained)
     assert ((known["memory_ratio"] - 1).abs() <= 0.15).sum() >= 41
@@ -200,7 +204,8 @@ def test_h200_from_the_h100_calibration(h200):
 def test_h200_models_not_in_the_h100_sweep(h200):
     """convnext_tiny, densenet121, googlenet, regnet_y_1_6gf, squeezenet1_1 (inference): no choice of the model
     saw these runs (two H100 runs of ConvNeXt set the price of cuDNN's channels_last depthwise kernels); 15 of 15
-    within ±25%, mean |error| 8.6% (13 of 15 and 13% before the layout transposes followed cuDNN's kernels and the
+    within ±25%, mean |error| 5.0% (6.9% before their FP32 forward convolutions took the kernel model of Hopper's
+    single ops: RegNetY FP32 0.84 -> 0.95, SqueezeNet 0.89 -> 0.97, DenseNet 0.93 -> 0.99; 8.6% earlier; 13 of 15 and 13% before the layout transposes followed cuDNN's kernels and the
     convolution efficiencies were held to the roofline: regnet bf16 1.27 → 1.21, TF32 densenet 0.73 → 0.90; 10 and
     20% before 16-bit max-pooling followed elements: squeezenet bf16 1.34 → 1.24, googlenet 1.31 → 1.20; 19% before
     ConvNeXt's depthwise convolutions ran cuDNN's kernels; 12 of 15 and 15% before the gaps between kernels).
@@ -212,7 +217,7 @@ def test_h200_models_not_in_the_h100_sweep(h200):
     new = h200[h200["model"].isin(NEW_MODELS)]
     error = (new["time_ratio"] - 1).abs()
     assert len(new) == 15
-    assert (error <= 0.25).all() and error.mean() <= 0.09
+    assert (error <= 0.25).all() and error.mean() <= 0.055
     bf16 = new[new["precision"] == "bf16"].set_index("model")["time_ratio"]
     assert bf16["regnet_y_1_6gf"] > bf16.drop("regnet_y_1_6gf").max()
     assert abs(bf16["googlenet"] - 1) < 0.05
