@@ -892,7 +892,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     doubt_seconds, doubt_layers = 0.0, 0
     # an architecture whose own single ops calibrate the kernel model (Hopper: the H200's) prices its FP32
     # forward convolutions by it, the rest of the step by the calibration read from its traces
-    own_convolutions = (not cpu and not calibration.kernel_model and single is not None and not single.empty
+    own_convolutions = (not cpu and not calibration.kernel_model
                         and getattr(device, "architecture", None) in kernel_calibration.OWN_KERNELS)
     own_priced = 0
     for index, row in body.iterrows():

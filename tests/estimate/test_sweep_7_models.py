@@ -205,10 +205,11 @@ def test_h200_models_not_in_the_h100_sweep(h200):
     """convnext_tiny, densenet121, googlenet, regnet_y_1_6gf, squeezenet1_1 (inference): no choice of the model
     saw these runs (two H100 runs of ConvNeXt set the price of cuDNN's channels_last depthwise kernels); 15 of 15
     within ±25%, mean |error| 5.0% (6.9% before their FP32 forward convolutions took the kernel model of Hopper's
-    single ops: RegNetY FP32 0.84 -> 0.95, SqueezeNet 0.89 -> 0.97, DenseNet 0.93 -> 0.99; 8.6% earlier; 13 of 15 and 13% before the layout transposes followed cuDNN's kernels and the
-    convolution efficiencies were held to the roofline: regnet bf16 1.27 → 1.21, TF32 densenet 0.73 → 0.90; 10 and
-    20% before 16-bit max-pooling followed elements: squeezenet bf16 1.34 → 1.24, googlenet 1.31 → 1.20; 19% before
-    ConvNeXt's depthwise convolutions ran cuDNN's kernels; 12 of 15 and 15% before the gaps between kernels).
+    single ops: RegNetY FP32 0.84 -> 0.95, SqueezeNet 0.89 -> 0.97, DenseNet 0.93 -> 0.99; 8.6% earlier; 13 of 15
+    and 13% before the layout transposes followed cuDNN's kernels and the convolution efficiencies were held to the
+    roofline: regnet bf16 1.27 → 1.21, TF32 densenet 0.73 → 0.90; 10 and 20% before 16-bit max-pooling followed
+    elements: squeezenet bf16 1.34 → 1.24, googlenet 1.31 → 1.20; 19% before ConvNeXt's depthwise convolutions ran
+    cuDNN's kernels; 12 of 15 and 15% before the gaps between kernels).
     GoogLeNet's bf16 step (1.20 before) is 1.03 since a forward max-pool is priced by its window
     (timemodel.MAX_POOL_OUTPUT_LOADS): its stride-1 3×3 pools took 5.9 ms of 16.5 in the H200's trace
     (tests/data/real/gpu-2026-11-27), 3.9 predicted on their bytes. RegNetY's bf16 step is the slowest against its
