@@ -795,16 +795,6 @@ def _fast_path_doubt(row, precision: str, device, calibration: Calibration, sm_c
     return fast * (1.0 / calibration.matmul_efficiency_of("fp32") - 1.0 / calibration.matmul_efficiency_of("fp32_fast"))
 
 
-def _own_architecture_row(row, single_row) -> bool:
-    """Whether a row the kernel model covers takes its price on a GPU whose architecture's own single ops fitted
-    it (kernel_calibration.OWN_KERNELS) though the step's calibration is its recordings': an FP32 forward
-    convolution, what those single ops measured (FP32, TF32 off). The H200's traces time ResNet-50's and
-    MobileNetV2's at 0.97x and 1.04x the kernel model and 1.23x and 1.59x the recordings' FP32 efficiency with its
-    tile shape factor (``test_hoppers_fp32_convolutions_take_its_single_ops_kernel_model``). A TF32 run's
-    convolutions keep the recorded TF32 kernels and the time model's own FFMA alternative."""
-    return row["op"] in kernel_ops.CONVOLUTION_OPS and not bool(single_row["candidate"])
-
-
 def host_op_seconds(row, mode: str, calibration: Calibration) -> float:
     """Host seconds of ONE call of an ops-table row (module calls are added per forward op)."""
     seconds = calibration.host_backward_op_seconds if row["phase"] == "backward" else calibration.host_op_seconds
@@ -890,8 +880,12 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         if alone is not None:
             return replace(alone, calibration_source=alone.calibration_source + precision_note)
     doubt_seconds, doubt_layers = 0.0, 0
-    # an architecture whose own single ops calibrate the kernel model (Hopper: the H200's) prices its FP32
-    # forward convolutions by it, the rest of the step by the calibration read from its traces
+    # An architecture whose own single ops fitted the kernel model (kernel_calibration.OWN_KERNELS: Hopper, the
+    # H200's) prices its FP32 forward convolutions by it — what those single ops measured (TF32 off) — and the rest
+    # of the step by the calibration read from its traces. The H200's traces time ResNet-50's and MobileNetV2's at
+    # 0.97x and 1.04x the kernel model, 1.23x and 1.59x the traces' FP32 efficiency with its tile shape factor
+    # (test_hoppers_fp32_convolutions_take_its_single_ops_kernel_model). A TF32 run's convolutions (``candidate``
+    # rows) keep the recorded TF32 kernels and the time model's own FFMA alternative.
     own_convolutions = (not cpu and not calibration.kernel_model
                         and getattr(device, "architecture", None) in kernel_calibration.OWN_KERNELS)
     own_priced = 0
@@ -900,7 +894,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         work, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count, norm_channels,
                                                  sdpa_layers, totals.get("batch"))
         if single is not None and index in single.index and (
-                calibration.kernel_model or (own_convolutions and _own_architecture_row(row, single.loc[index]))):
+                calibration.kernel_model or (own_convolutions and row["op"] in kernel_ops.CONVOLUTION_OPS
+                                             and not single.at[index, "candidate"])):
             # its kernels as the device's single-op measurements price them (the time model's host costs stay);
             # a TF32 convolution's FP32 algorithms only where cuDNN's autotuner would find them faster. The
             # measured calls had no bias (nn.Conv2d(bias=False)): a convolution's bias add, like its page
