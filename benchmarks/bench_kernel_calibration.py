@@ -2,7 +2,8 @@
 
 Held one GPU out: train on all GPUs of the data set but one, predict the one left out from its family's
 (GEMM, convolution) or all GPUs' (elementwise, normalization, softmax, launch floors) parameters and its
-own datasheet. Held-out shapes: per GPU, fit on its rows but a fixed random 20% of each operator's shapes,
+own datasheet; held one family out: its whole architecture family with it (all families' parameters: the case
+of the L4, and of the A100's convolutions). Held-out shapes: per GPU, fit on its rows but a fixed random 20% of each operator's shapes,
 predict those. Fitted on few: per GPU, fit on as many shapes per operator as `rooflow ceilings --single-ops`
 measures on a user's GPU, predict the rest. Each prints per class the fraction within ±25% and the median
 |error|. Convolution algorithms: which of cuDNN's algorithms (read from the kernels each call ran) the
@@ -181,6 +182,11 @@ def main() -> None:
     print("\nheld one GPU out, with the launch floors of the host that measured it (each operator's fastest calls; "
           "a convolution's fastest tenth less their work):")
     print(format_table(held_one_out(data, gpus, host_floors=True, calibrations=fitted), "held out, host floors"))
+    print("\nheld one family out (its whole architecture family left out with it: a GPU of a family nothing measured, "
+          "the L4's; the A100's convolutions):")
+    print(format_table(held_one_out(data, gpus, calibrations=fitted, whole_family=True), "family held out"))
+    print(format_table(held_one_out(data, gpus, host_floors=True, calibrations=fitted, whole_family=True),
+                       "family out, host floors"))
     print("\nheld-out shapes (20% of each GPU's shapes per operator, fitted on the rest):")
     print(format_table(held_out_shapes(data, gpus), "held-out shapes of"))
     counts = shape_counts()

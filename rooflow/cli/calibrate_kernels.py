@@ -37,6 +37,7 @@ def _cmd(args) -> int:
         calibrate_measured,
         check_shipped,
         dataset_gpu_keys,
+        fit_each,
         format_table,
         held_one_out,
         held_out_shapes,
@@ -68,7 +69,9 @@ def _cmd(args) -> int:
                            "or --check DIR (measurements to score the shipped calibrations on)")
     if args.held_out:
         data, gpus = load_folders(args.data)
-        print(format_table(held_one_out(data, gpus)))
+        fitted = fit_each(data, gpus)
+        print(format_table(held_one_out(data, gpus, calibrations=fitted)))
+        print("\n" + format_table(held_one_out(data, gpus, calibrations=fitted, whole_family=True), "family held out"))
         print("\n" + format_table(held_out_shapes(data, gpus), "held-out shapes of"))
         return 0
     result, arrays = calibrate_measured(args.data, _roofs(args.ceilings))
@@ -92,8 +95,9 @@ def register(subparsers) -> None:
                         help="folder of the measurements (repeatable: rooflow's shipped calibrations are fitted on "
                              "the public data set's folder and rooflow's own H200 single ops)")
     parser.add_argument("--held-out", action="store_true",
-                        help="instead: train on all GPUs but one, predict that one; then per GPU hold out 20%% of "
-                             "its shapes; print both tables per class")
+                        help="instead: train on all GPUs but one, predict that one; then with its whole architecture "
+                             "family held out too; then per GPU hold out 20%% of its shapes; print the tables per "
+                             "class")
     parser.add_argument("--check", metavar="DIR",
                         help="instead: predict every measurement under DIR (same layout; GPUs rooflow has no "
                              "measurements of are predicted from their datasheet and family) with the shipped "

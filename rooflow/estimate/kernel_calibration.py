@@ -931,6 +931,48 @@ def with_host_floors(rows: pd.DataFrame, gpu: Gpu, calibration: KernelCalibratio
                    source=f"{calibration.source}; launch floors: the measuring host's")
 
 
+# Calls of an algorithm (by the kernels they name) a GPU's convolution fit needs to read its parameters from them
+MIN_LABELLED_CALLS = 100
+WINOGRAD_ALGORITHMS = ("fused", "nonfused")
+# A call's kernels must take this long for its rate to be read (3-10x the data set's hosts' 100-300 µs floors)
+RATE_MIN_KERNEL_SECONDS = 1e-3
+
+
+def _implicit_gemm_parameters(rows: pd.DataFrame, gpu: Gpu, steady: np.ndarray, direct: np.ndarray,
+                              fixed: dict[str, float]) -> dict[str, float]:
+    """The implicit-GEMM parameters (efficiency, tile exponent, k fill) of one GPU's convolutions, fitted on its
+    calls that ran implicit GEMM (``direct``: by the kernels they name, :func:`convolution_algorithm`), each priced
+    as implicit GEMM; none where fewer than :data:`MIN_LABELLED_CALLS` say which kernels they ran. Fitted on all
+    calls, the cheapest algorithm taken and the efficiency pinned at its GEMMs', the fit let Winograd's free
+    efficiency stand in for fast implicit GEMMs: the T4's model picked fused Winograd for 1,047 of the 1,631 calls
+    that ran implicit GEMM, which it priced 1.42x their time as implicit GEMM. The 3x3 shapes' residuals hid that;
+    the 1x1 and strided convolutions only implicit GEMM runs (ResNet-50's) took the slow price."""
+    if direct.sum() < MIN_LABELLED_CALLS:
+        return {}
+    part = _Prepared(rows[direct], gpu)
+    work = part.work["convolution"]
+    work["winograd"][:] = False  # each call priced as the algorithm it ran
+    work["fft"][:] = False
+    params = _fit_class([(part, steady[direct])], "convolution", [_floor(part, "convolution", steady[direct])],
+                        fixed={key: value for key, value in fixed.items() if key != "efficiency"})
+    return {key: params[key] for key in ("efficiency", "tile_exponent", "fill_k")}
+
+
+def _winograd_rate(prepared: _Prepared, gpu: Gpu, steady: np.ndarray, floor_seconds: float,
+                   winograd: np.ndarray) -> dict[str, float]:
+    """``winograd_rate``: the median FP32 efficiency (the direct convolution's FLOPs over the kernels' time, against
+    the datasheet peak) of one GPU's calls that ran cuDNN's Winograd kernels (``winograd``, by their names) for at
+    least :data:`RATE_MIN_KERNEL_SECONDS` past its launch floor: what a network's eligible layers run at, the
+    time model's ``fp32_fast``. Read, not fitted: the kernel model prices each call by its own Winograd paths.
+    None where fewer than :data:`MIN_LABELLED_CALLS` such calls were measured."""
+    kernels = steady - floor_seconds
+    calls = winograd & (kernels >= RATE_MIN_KERNEL_SECONDS)
+    if calls.sum() < MIN_LABELLED_CALLS:
+        return {}
+    flops = prepared.work["convolution"]["flops"][calls]
+    return {"winograd_rate": float(np.median(flops / kernels[calls])) / gpu.fp32_flops_per_second}
+
+
 def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
     """The kernel calibration of one GPU from its measured rows (all classes it has)."""
     prepared = _Prepared(rows, gpu)
@@ -939,7 +981,7 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
     floors: dict[str, float] = {}
     # its GEMMs' efficiency as its calls measured it (a power-limited board's: fitted without its power limit too)
     as_measured_efficiency: float | None = None
-    power_note = ""
+    power_note = conv_note = ""
     for op_class in sorted(prepared.index, key=lambda c: c == "convolution"):  # convolution after GEMM
         idx = prepared.index[op_class]
         if not len(idx):
@@ -947,17 +989,31 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
         if op_class == "convolution":
             # cuDNN's calls of small shapes are several kernels (transforms, offsets) chosen by its
             # autotuner: a floor fitted with the rest, not the fastest call's. Its implicit-GEMM kernels
-            # are SGEMMs on the same SMs: the GPU's GEMM efficiency, where measured (its power limit inside)
+            # are SGEMMs on the same SMs: the GPU's GEMM efficiency, where measured (its power limit inside) —
+            # but where Winograd's own efficiency could stand in for them, the calls that ran them say (below)
             fixed = {"efficiency": as_measured_efficiency} if as_measured_efficiency is not None else {}
-            if gpu.architecture in NO_FORWARD_WINOGRAD:  # no Winograd kernel to fit: its efficiency is no parameter
+            winograd = gpu.architecture not in NO_FORWARD_WINOGRAD
+            if not winograd:  # no Winograd kernel to fit: its efficiency is no parameter
                 fixed["winograd_efficiency"] = DEFAULTS[op_class]["winograd_efficiency"]
             # the measuring run's cost per call grows with the shapes it ran before (:func:`host_drift`): its
             # kernels and floor are fitted on the calls as they would have run at the run's middle call
             steady, drift = _steady(prepared, op_class, measured[idx])
+            algorithms = (rows["algorithm"].to_numpy(object)[idx] if "algorithm" in rows
+                          else np.full(len(idx), None, object))
+            if winograd:
+                labelled = _implicit_gemm_parameters(rows.iloc[idx], gpu, steady, algorithms == "direct", fixed)
+                fixed.update(labelled)
+                if labelled:
+                    conv_note = (f"; convolutions' implicit-GEMM efficiency {labelled['efficiency']:.2f} (its GEMMs' "
+                                 f"{as_measured_efficiency or 0:.2f}), fitted on its {int(np.sum(algorithms == 'direct'))} "
+                                 f"calls that ran implicit GEMM")
             params = _fit_class([(prepared, steady)], op_class, [_floor(prepared, op_class, steady)], fixed=fixed)
             params.update(drift)
-            if gpu.architecture in NO_FORWARD_WINOGRAD:
+            if not winograd:
                 del params["winograd_efficiency"]
+            else:
+                params.update(_winograd_rate(prepared, gpu, steady, params["floor_seconds"],
+                                             np.isin(algorithms, WINOGRAD_ALGORITHMS)))
         else:
             floors.update(_operator_floors(measured[idx], rows["operator"].to_numpy()[idx]))
             if op_class == "normalization" and gpu.architecture in NORMALIZATION_ROW_SECONDS_OF:
@@ -986,7 +1042,7 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
                              for k, v in params.items()}
         if op_class == "gemm" and as_measured_efficiency is None:
             as_measured_efficiency = classes[op_class]["efficiency"]
-    source += power_note + _drift_note(classes.get("convolution", {}), "its host's")
+    source += power_note + conv_note + _drift_note(classes.get("convolution", {}), "its host's")
     calibration = KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=MEASURED_UNCERTAINTY,
                                     classes=classes, rows=len(rows), floors=floors, architecture=gpu.architecture)
     modelled = _model_seconds(prepared, calibration)
@@ -1270,9 +1326,10 @@ def _without_power(params: dict[str, float]) -> dict[str, float]:
 
 
 def _set_efficiency(params: dict[str, float], efficiency: float) -> None:
-    """Set the FP32 GEMM efficiency, scaling the Winograd efficiency alike. In place."""
-    if "winograd_efficiency" in params:
-        params["winograd_efficiency"] *= efficiency / params["efficiency"]
+    """Set the FP32 GEMM efficiency, scaling the Winograd efficiency and rate alike. In place."""
+    for key in ("winograd_efficiency", "winograd_rate"):
+        if key in params:
+            params[key] *= efficiency / params["efficiency"]
     params["efficiency"] = efficiency
 
 
@@ -1319,15 +1376,18 @@ def fit_each(data: pd.DataFrame, gpus: dict[str, Gpu]) -> dict[str, KernelCalibr
 
 
 def held_one_out(data: pd.DataFrame, gpus: dict[str, Gpu], band: float = 0.25, host_floors: bool = False,
-                 calibrations: dict[str, KernelCalibration] | None = None) -> pd.DataFrame:
+                 calibrations: dict[str, KernelCalibration] | None = None, whole_family: bool = False) -> pd.DataFrame:
     """Train on all GPUs but one, predict the one left out (its family's or all GPUs' parameters with its
     datasheet): per held-out GPU and class, rows, the fraction within ±``band`` and the median |error|.
     ``host_floors``: with the launch floors of the host that measured the held-out GPU (:func:`with_host_floors`);
-    ``calibrations``: :func:`fit_each` of ``data``, where already fitted."""
+    ``calibrations``: :func:`fit_each` of ``data``, where already fitted; ``whole_family``: its whole architecture
+    family held out with it (the case of a GPU of a family nothing measured: the L4's, or the A100's
+    convolutions)."""
     calibrations = calibrations or fit_each(data, gpus)
     table = []
     for name, rows in data.groupby("gpu"):
-        others = {other: cal for other, cal in calibrations.items() if other != name}
+        others = {other: cal for other, cal in calibrations.items() if other != name
+                  and not (whole_family and gpus[other].family == gpus[name].family)}
         calibration = family_calibration(gpus[name], others, gpus)
         if host_floors:
             calibration = with_host_floors(rows, gpus[name], calibration)
@@ -1720,7 +1780,9 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
         sustained = gemm.get("sustained", 1.0) if kernels.rows else 1.0
         matmul["fp32"] = round(gemm["efficiency"] * sustained / 0.8, 4)
     if conv:  # cuDNN's autotuner takes Winograd only where it beats the direct kernels: never below them
-        matmul["fp32_fast"] = round(max(conv["winograd_efficiency"] / 0.8, matmul["fp32"]), 4)
+        # (the rate its Winograd calls ran at, where measured: the kernel model's Winograd efficiency is a fit's)
+        winograd = conv.get("winograd_rate", conv.get("winograd_efficiency", 0.0))
+        matmul["fp32_fast"] = round(max(winograd / 0.8, matmul["fp32"]), 4)
     memory = dict(reference.memory_efficiency_by_class)
     for op_class, key in (("elementwise", "elementwise"), ("normalization", "normalization")):
         if op_class in kernels.classes:
@@ -1741,17 +1803,8 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     else:
         power = ""
     uncertainty = max(reference.relative_uncertainty, kernels.relative_uncertainty)
-    board = ""
-    if kernels.rows and gemm.get("sustained", 1.0) < 1.0:
-        # a measured power-limited board: another board of its model runs other steps. NVIDIA's published
-        # ResNet-50 FP32 inference on a T4 ran 1.28-1.45x faster than its NeuSight T4 calibration prices it, its
-        # convolutions at least 1.14x (tests/data/published; why, nothing here shows), where the full-power boards'
-        # 29 published steps (V100, A10, A100s, H100s) are within ±25%: its steps take the range of a GPU without data
-        uncertainty = max(uncertainty, FAMILY_UNCERTAINTY)
-        board = (": another board of its model runs other steps (NVIDIA's published ResNet-50 FP32 inference on a "
-                 "T4 at 1.28-1.45x the speed priced from the measured T4: unexplained)")
     source = (f"kernel calibration — {kernels.source}; host costs, tensor-core paths and other classes from "
-              f"the {reference_key} calibration (range ±{uncertainty:.0%}{board})"
+              f"the {reference_key} calibration (range ±{uncertainty:.0%})"
               f"{sm_bound}{power}")
     # the fitted GEMMs are cuBLAS's (linear, bmm): the time model's gemm_efficiency, too
     gemm_efficiency = {**reference.gemm_efficiency, "fp32": matmul["fp32"]} if gemm else reference.gemm_efficiency

@@ -332,32 +332,58 @@ def test_held_one_gpu_out(sample):
 # 0.91, P4 0.84 -> 0.86, T4 0.67 -> 0.69, and the V100 0.85 -> 0.82: its first fifth of calls, 0.85 within before,
 # 0.65 now, at a median predicted/measured of 0.79 (its kernels priced too fast by the T4's Winograd share, 1.64x its
 # GEMM efficiency against the V100's own 1.07, which the flat floor of the run's middle call had hidden under the
-# first calls' overhead). The 250-call sample above is cheaper and noisier: a
-# change that moves a sample cell by one row may leave the full data's untouched (benchmarks/README.md).
+# first calls' overhead). Re-pinned 2026-11-29 (later), once a convolution's implicit-GEMM parameters were read from
+# the calls that ran implicit GEMM (kc._implicit_gemm_parameters), a trade: P100 0.91 -> 0.94 and V100 0.82 -> 0.82,
+# but P4 0.86 -> 0.82 and T4 0.69 -> 0.67 (their fused-Winograd calls priced by the non-fused path at the lower
+# memory efficiency the refits give), for the families held out whole (below: Pascal's 0.44-0.47 -> 0.77) and the
+# T4's published ResNet-50 steps (0.69-0.78 -> 0.85-0.94 measured/predicted). The 250-call sample above is cheaper
+# and noisier: a change that moves a sample cell by one row may leave the full data's untouched
+# (benchmarks/README.md).
 FULL_DATA_WITHIN = {
     "NVIDIA A100-PCIE-40GB": {"gemm": 0.82, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
-    "Tesla P100-PCIE-16GB": {"convolution": 0.91, "gemm": 0.73, "elementwise": 0.55, "normalization": 0.84,
+    "Tesla P100-PCIE-16GB": {"convolution": 0.94, "gemm": 0.73, "elementwise": 0.55, "normalization": 0.84,
                              "softmax": 0.18},
-    "Tesla P4": {"convolution": 0.86, "gemm": 0.72, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
-    "Tesla T4": {"convolution": 0.69, "gemm": 0.74, "elementwise": 0.99, "normalization": 0.87, "softmax": 0.98},
+    "Tesla P4": {"convolution": 0.82, "gemm": 0.72, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
+    "Tesla T4": {"convolution": 0.67, "gemm": 0.74, "elementwise": 0.99, "normalization": 0.87, "softmax": 0.98},
     "Tesla V100-PCIE-32GB": {"convolution": 0.82, "gemm": 0.86, "elementwise": 1.0, "normalization": 0.86,
                              "softmax": 0.97},
 }
+# Held one family out (the GPU's whole architecture family out with it: every parameter all other families'), the
+# case of a GPU of a family nothing measured (the L4) and of the A100's convolutions, pinned 2026-11-29 once a
+# convolution's implicit-GEMM parameters were read from the calls that ran implicit GEMM: its convolutions went P100
+# 0.44 -> 0.77, P4 0.47 -> 0.77, T4 0.74 -> 0.72, V100 0.60 -> 0.60 (benchmarks/README.md)
+FAMILY_OUT_WITHIN = {
+    "NVIDIA A100-PCIE-40GB": {"gemm": 0.83, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
+    "Tesla P100-PCIE-16GB": {"convolution": 0.77, "gemm": 0.60, "elementwise": 0.54, "normalization": 0.79,
+                             "softmax": 0.18},
+    "Tesla P4": {"convolution": 0.77, "gemm": 0.46, "elementwise": 0.99, "normalization": 0.85, "softmax": 0.99},
+    "Tesla T4": {"convolution": 0.72, "gemm": 0.43, "elementwise": 0.99, "normalization": 0.86, "softmax": 0.91},
+    "Tesla V100-PCIE-32GB": {"convolution": 0.60, "gemm": 0.85, "elementwise": 0.99, "normalization": 0.87,
+                             "softmax": 0.91},
+}
+
+
+def _short_of(table: pd.DataFrame, pinned: dict) -> dict:
+    """The cells of a held-out table (per GPU and class: ``within``) under their ``pinned`` value."""
+    cells = table.set_index(["gpu", "op_class"])["within"]
+    assert set(cells.index) == {(gpu, op_class) for gpu, row in pinned.items() for op_class in row}
+    return {cell: round(float(value), 4) for cell, value in cells.items() if value < pinned[cell[0]][cell[1]]}
 
 
 @needs_data
 @pytest.mark.slow
 def test_held_one_gpu_out_on_the_full_data():
     """Train on four GPUs, predict every call of the fifth: each cell at least what the model reached when it was
-    pinned (the issue asks 80% within ±25%: met by 18 of its 24 cells; the six others are named in benchmarks/README.md)."""
+    pinned (the issue asks 80% within ±25%: met by 18 of its 24 cells; the six others are named in benchmarks/README.md).
+    Then with the fifth's whole family held out too (FAMILY_OUT_WITHIN)."""
     data = kc.load_measurements(KERNELS)
-    table = kc.held_one_out(data, kc.load_dataset_gpus(KERNELS)).set_index(["gpu", "op_class"])["within"]
-    reached = {(gpu, op_class): float(table[(gpu, op_class)]) for gpu, cells in FULL_DATA_WITHIN.items()
-               for op_class in cells}
-    assert set(table.index) == set(reached)
-    short = {cell: round(value, 4) for cell, value in reached.items() if value < FULL_DATA_WITHIN[cell[0]][cell[1]]}
-    assert not short, short
-    assert sum(value >= 0.8 for value in reached.values()) >= 18
+    gpus = kc.load_dataset_gpus(KERNELS)
+    fitted = kc.fit_each(data, gpus)
+    table = kc.held_one_out(data, gpus, calibrations=fitted)
+    assert not _short_of(table, FULL_DATA_WITHIN), _short_of(table, FULL_DATA_WITHIN)
+    assert (table["within"] >= 0.8).sum() >= 18
+    family_out = kc.held_one_out(data, gpus, calibrations=fitted, whole_family=True)
+    assert not _short_of(family_out, FAMILY_OUT_WITHIN), _short_of(family_out, FAMILY_OUT_WITHIN)
 
 
 @needs_data
@@ -453,11 +479,14 @@ def test_every_catalogue_gpu_names_its_calibration_source():
         assert source, key
     # a convolution's floor and its growth over a measuring run (host_drift): the measured hosts'
     l4 = kc.for_gpu(devices["l4"])[0]
-    assert ("convolution calls 300 µs of launch floor at a measuring run's middle call, 111 ns more for every call "
+    assert ("convolution calls 286 µs of launch floor at a measuring run's middle call, 111 ns more for every call "
             "before it") in l4.source
     assert l4.classes["convolution"]["drift_seconds_per_call"] == pytest.approx(111e-9)
-    assert ("convolution calls 246 µs of launch floor at a measuring run's middle call, 82 ns more for every call "
-            "before it (its host's)") in kc.for_gpu(devices["t4"])[0].source
+    t4 = kc.for_gpu(devices["t4"])[0].source
+    assert ("convolution calls 234 µs of launch floor at a measuring run's middle call, 82 ns more for every call "
+            "before it (its host's)") in t4
+    # its convolutions' implicit GEMMs, read from the calls that ran them (test_implicit_gemm_parameters_...)
+    assert "convolutions' implicit-GEMM efficiency 0.76 (its GEMMs' 0.47), fitted on its 1631 calls" in t4
 
 
 def test_a_hopper_boards_single_ops_calibrate_hopper_alone():
@@ -465,7 +494,7 @@ def test_a_hopper_boards_single_ops_calibrate_hopper_alone():
     and PCIe: the same sm_90 modules of cuBLAS and cuDNN), and nothing to any other GPU: the Ada L4 and L40S load
     Ampere's modules (Winograd, ampere_sgemm), so their calibrations are the same with or without the H200.
     Nor its host: an H100's launch floors and convolution floor and growth are the other measured hosts' (the data
-    set's: 300 µs at a run's middle call, 111 ns per call), not the H200 host's 21 µs that does not grow."""
+    set's: 286 µs at a run's middle call, 111 ns per call), not the H200 host's 21 µs that does not grow."""
     calibrations, gpus, keys, roofs = kc.load_shipped()
     without = {name: calibration for name, calibration in calibrations.items() if name != "NVIDIA H200"}
     devices = load_devices(CATALOGUE)
@@ -483,7 +512,7 @@ def test_a_hopper_boards_single_ops_calibrate_hopper_alone():
         assert set(h100.shapes) == {"gemm", "convolution"}
         assert len(h100.shapes["gemm"].points) == len(h200.shapes["gemm"].points) == 1000
         convolution = h100.classes["convolution"]
-        assert convolution["floor_seconds"] == pytest.approx(300e-6, rel=0.01)
+        assert convolution["floor_seconds"] == pytest.approx(286e-6, rel=0.01)
         assert convolution["drift_seconds_per_call"] == pytest.approx(111e-9)
         assert h200.classes["convolution"]["floor_seconds"] < 25e-6
         assert h100.floors["add"] == pytest.approx(statistics.median(cal.floors["add"] for cal in without.values()))
@@ -1008,9 +1037,10 @@ def test_gemm_shapes_carry_within_a_generation_whatever_its_power_else_from_its_
 def test_convolution_calls_grow_slower_over_their_measuring_run():
     """The evidence for host_drift: each GPU's convolution file draws its shapes alike over its run (every fifth's
     median batch, channels and size within 0.9-1.12 of the file's), yet over its kernels (as fitted) its calls of
-    least work take 75-118 µs in the run's first fifth and 291-724 µs in its last. The growth per call (53-153 ns) is the same for implicit
-    GEMM and fused Winograd calls (a host's cost, not a kernel's) and pairs by host: the Pascal boards' alike,
-    the V100's and T4's alike. The other files step through their shapes (add's median batch 187 -> 10,497 over
+    least work take 67-106 µs in the run's first fifth and 291-716 µs in its last (75-118 and 291-724 µs before a
+    convolution's implicit-GEMM parameters were read from the calls that ran implicit GEMM). The growth per call
+    (53-153 ns) is the same for implicit GEMM and fused Winograd calls (a host's cost, not a kernel's) and pairs by
+    host: the Pascal boards' alike, the V100's and T4's alike. The other files step through their shapes (add's median batch 187 -> 10,497 over
     its run on the V100), so their order says nothing apart from their shapes: no drift is read from them."""
     data = kc.load_measurements(KERNELS)
     gpus = kc.load_dataset_gpus(KERNELS)
@@ -1027,7 +1057,7 @@ def test_convolution_calls_grow_slower_over_their_measuring_run():
         excess = rows["seconds"].to_numpy() - work
         light = work < np.quantile(work, 0.15)
         first, last = (np.median(excess[light & (fifth.to_numpy() == k)]) for k in (0, 4))
-        assert 70e-6 < first < 120e-6 and 280e-6 < last < 730e-6, (name, first, last)
+        assert 60e-6 < first < 120e-6 and 280e-6 < last < 730e-6, (name, first, last)
         for algorithm in ("direct", "fused"):  # the same growth whichever kernels cuDNN ran
             part = (rows["algorithm"] == algorithm).to_numpy() & (work < np.median(work))
             slope = np.polyfit(rows["run_order"].to_numpy(float)[part], excess[part], 1)[0]
@@ -1226,6 +1256,39 @@ def test_measured_convolutions_name_their_algorithm(sample):
     assert table["model_picks_it"].between(0.0, 1.0).all()
     nonfused = table.xs("nonfused", level="algorithm")["median_ratio"]
     assert len(nonfused) == 4 and nonfused.between(0.7, 1.3).all(), nonfused.to_dict()
+
+
+@needs_data
+def test_a_convolutions_implicit_gemm_parameters_come_from_the_calls_that_ran_it():
+    """The data set's convolutions name the kernels each call ran, so a GPU's implicit-GEMM parameters (efficiency,
+    tile exponent, k fill) are fitted on the calls that ran implicit GEMM, each priced as implicit GEMM. Before, its
+    efficiency was pinned at the GPU's GEMMs' (0.47 on the 70 W T4: cuBLAS's SGEMMs under its power limit) and the
+    fit let Winograd's free efficiency stand in for the fast implicit GEMMs: the T4's model picked Winograd for 1,047
+    of its 1,631 implicit-GEMM calls (7% picked right), which it priced 1.42x their time as implicit GEMM. The 3x3
+    shapes' residuals hid it; a 1x1 convolution, which no single op of the data set has and only implicit GEMM runs,
+    took the slow price (NVIDIA's published ResNet-50 FP32 inference on a T4: 0.69-0.78 of the prediction, now
+    0.85-0.94: test_step_model_gpus). The rate its Winograd calls ran at is the time model's fp32_fast."""
+    data = kc.load_measurements(KERNELS, ["Tesla T4"])
+    rows = data[(data["gpu"] == "Tesla T4") & data["operator"].isin(["conv", "linear", "bmm"])]
+    table = kc.algorithm_agreement(rows, kc.load_dataset_gpus(KERNELS)).set_index("algorithm")
+    assert table.loc["direct", "calls"] == 1631
+    assert table.loc["direct", "model_picks_it"] >= 0.85  # was 0.07
+    assert table.loc["direct", "median_ratio"] == pytest.approx(1.0, abs=0.1)  # was 1.42
+    t4 = kc.load_shipped()[0]["Tesla T4"]
+    convolution = t4.classes["convolution"]
+    assert convolution["efficiency"] > 1.5 * t4.classes["gemm"]["efficiency"] * t4.classes["gemm"]["sustained"]
+    # the median of its Winograd calls of 1 ms of kernels or more, in the direct convolution's FLOPs
+    assert convolution["winograd_rate"] == pytest.approx(0.74, abs=0.01)
+    device = load_devices(CATALOGUE)["t4"]
+    assert kc.time_model_calibration(device, for_device(load_devices(CATALOGUE)["h100-sxm5-80gb"])
+                                     ).matmul_efficiency["fp32_fast"] == pytest.approx(0.74 / 0.8, abs=0.02)
+    # a 1x1 convolution of ResNet-50 (batch 64, 256 -> 64 channels at 56x56: 6.6 GFLOP) at 0.65 of the T4's peak
+    # (ResNet-50's 1x1 convolutions took 0.41 before: its GEMMs' efficiency), by the 3x3 calls that ran implicit GEMM
+    one_by_one = pd.DataFrame([{"operator": "conv", "op_class": "convolution", "B": 64, "Input_Channel": 256,
+                                "Output_Channel": 64, "Kernel_Szie": 1, "Input_Size": 56, "Stride": 1, "Padding": 0}])
+    gpu = kc.load_shipped()[1]["Tesla T4"]
+    seconds = kc.kernel_seconds(one_by_one, gpu, t4)[0]
+    assert 0.55 < 2 * 64 * 56 * 56 * 256 * 64 / seconds / gpu.fp32_flops_per_second < 0.75
 
 
 @needs_data
