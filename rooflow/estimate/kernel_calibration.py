@@ -330,15 +330,16 @@ def _read_measurement_file(path: Path, operator: str) -> pd.DataFrame:
 
 def convolution_algorithm(kernels) -> str | None:
     """The algorithm of one cuDNN forward convolution from the names of the kernels it launched: ``fused``
-    (scudnn_winograd_*: one kernel), ``nonfused`` (winograd_nonfused::winogradForwardData/Filter/Output around
-    an SGEMM), ``fft`` (fft2d_r2c/c2r around a complex GEMM), else ``direct`` (implicit or explicit GEMM);
-    None where no kernel was recorded."""
+    (scudnn_winograd_*: one kernel; any other Winograd kernel too, so that a library naming its own otherwise is
+    never read as implicit GEMM, whose parameters are fitted on those calls), ``nonfused``
+    (winograd_nonfused::winogradForwardData/Filter/Output around an SGEMM), ``fft`` (fft2d_r2c/c2r around a complex
+    GEMM), else ``direct`` (implicit or explicit GEMM); None where no kernel was recorded."""
     if not isinstance(kernels, str) or not kernels.strip(";"):
         return None
     names = kernels.lower()
     if "winograd_nonfused" in names:
         return "nonfused"
-    if "scudnn_winograd" in names:
+    if "winograd" in names:
         return "fused"
     if "fft" in names:
         return "fft"

@@ -1241,6 +1241,8 @@ def test_convolution_algorithm_read_from_its_kernels():
                                     ";cudnn_infer_maxwell_scudnn_128x64_relu_small_nn_v1") == "direct"
     assert kc.convolution_algorithm(";void implicit_convolve_sgemm<float, float>(...)") == "direct"
     assert kc.convolution_algorithm(float("nan")) is None and kc.convolution_algorithm(";") is None
+    # a Winograd kernel named otherwise is Winograd, never implicit GEMM (whose parameters its calls would fit)
+    assert kc.convolution_algorithm(";sm80_xmma_fprop_winograd_f32f32_f32f32_f32_nchwkcrs_nchw") == "fused"
 
 
 @needs_data
