@@ -17,7 +17,10 @@ The model, per op class, is datasheet arithmetic times a few physically meaningf
   where k is long). Against it the memory time ``bytes / (DRAM bandwidth × memory_efficiency)``: a GEMV
   (small m or n) is bound by reading its weights. Convolutions: cuDNN's autotuner also tries Winograd
   (3×3, stride 1), which does fewer multiplications; its ``winograd_efficiency`` (of the direct FLOPs,
-  above 1 when it wins) is a parameter of its own, and the faster of the two is taken. On Hopper
+  above 1 when it wins) is a parameter of its own, and the faster of the two is taken. Where the measured calls
+  name their kernels, the implicit-GEMM parameters are fitted on the calls that ran implicit GEMM, so that
+  Winograd cannot stand in for them (:func:`_implicit_gemm_parameters`), and the rate the Winograd calls ran at
+  is kept as ``winograd_rate`` (the time model's FP32 Winograd rate). On Hopper
   (:data:`NO_FORWARD_WINOGRAD`) cuDNN runs no FP32 forward Winograd: the alternative is FFT of 16×16 or
   32×32 transforms (a complex GEMM per frequency at the GEMM efficiency, the transforms at the bandwidth).
 - **elementwise** (add, mul, div, pow, their scalar forms, relu, gelu, tanh), **normalization**
@@ -43,7 +46,8 @@ among them, else of all families' full-power boards: its tile exponent and k fil
 with the efficiency it takes from those), with the FP32 efficiency of the
 full-power boards (its family's, else all) held to what its board power sustains at its family's FLOPs per
 watt. Convolution runs at the GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same
-SMs; a fit holds it there and fits the rest of the convolution parameters), and takes all measured GPUs'
+SMs; a measured GPU's own ran at 0.87-1.6x its GEMMs' fit, but its donors' efficiency or their ratio to their
+GEMMs' predicted the held-out GPUs worse), and takes all measured GPUs'
 convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals), and its
 family's full-power boards' GEMM shapes' residuals alike (cuBLAS's kernels are a family's own). A measured
 GPU of its own architecture lends it its parameters and measured shapes whole instead; a Hopper board's
