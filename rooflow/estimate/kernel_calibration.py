@@ -1006,12 +1006,13 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
             algorithms = (rows["algorithm"].to_numpy(object)[idx] if "algorithm" in rows
                           else np.full(len(idx), None, object))
             if winograd:
-                labelled = _implicit_gemm_parameters(rows.iloc[idx], gpu, steady, algorithms == "direct", fixed)
+                direct = algorithms == "direct"
+                labelled = _implicit_gemm_parameters(rows.iloc[idx], gpu, steady, direct, fixed)
                 fixed.update(labelled)
                 if labelled:
-                    conv_note = (f"; convolutions' implicit-GEMM efficiency {labelled['efficiency']:.2f} (its GEMMs' "
-                                 f"{as_measured_efficiency or 0:.2f}), fitted on its {int(np.sum(algorithms == 'direct'))} "
-                                 f"calls that ran implicit GEMM")
+                    gemms = f" (its GEMMs' {as_measured_efficiency:.2f})" if as_measured_efficiency is not None else ""
+                    conv_note = (f"; convolutions' implicit-GEMM efficiency {labelled['efficiency']:.2f}{gemms}, "
+                                 f"fitted on its {int(direct.sum())} calls that ran implicit GEMM")
             params = _fit_class([(prepared, steady)], op_class, [_floor(prepared, op_class, steady)], fixed=fixed)
             params.update(drift)
             if not winograd:
