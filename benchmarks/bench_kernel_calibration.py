@@ -165,7 +165,8 @@ def hopper_single_ops() -> str:
             calibration = kernel_calibration.with_host_floors(rows, gpu, calibration)
             name = f"{'repeat' if run.endswith('repeat') else 'first'} run, {label}"
             table += [{**score, "gpu": name} for score in kernel_calibration._score(
-                rows, kernel_calibration.predict_seconds(rows, gpu, calibration), gpu.name, 0.25)]
+                rows, kernel_calibration.predict_seconds(rows, gpu, calibration), gpu.name, 0.25,
+                calibration.relative_uncertainty)]
     return format_table(pd.DataFrame(table), "H200 run, calibration")
 
 

@@ -1398,7 +1398,7 @@ def held_one_out(data: pd.DataFrame, gpus: dict[str, Gpu], band: float = 0.25, h
         if host_floors:
             calibration = with_host_floors(rows, gpus[name], calibration)
         predicted = predict_seconds(rows, gpus[name], calibration)
-        table += _score(rows, predicted, name, band)
+        table += _score(rows, predicted, name, band, calibration.relative_uncertainty)
     return pd.DataFrame(table)
 
 
@@ -1427,7 +1427,8 @@ def _fitted_on_part(data: pd.DataFrame, gpus: dict[str, Gpu], band: float, train
         train = train_of(rows)
         calibration = fit_gpu(train, gpus[name], source=f"fitted on {len(train)} of {len(rows)} calls of {name}")
         test = rows.drop(train.index)
-        table += _score(test, predict_seconds(test, gpus[name], calibration), name, band)
+        table += _score(test, predict_seconds(test, gpus[name], calibration), name, band,
+                        calibration.relative_uncertainty)
     return pd.DataFrame(table)
 
 
@@ -1472,19 +1473,27 @@ def check_shipped(root: str | Path, band: float = 0.25, host_floors: bool = Fals
         calibration = calibration_of(gpus[name], keys[name])
         if host_floors:
             calibration = with_host_floors(rows, gpus[name], calibration)
-        table += _score(rows, predict_seconds(rows, gpus[name], calibration), name, band)
+        table += _score(rows, predict_seconds(rows, gpus[name], calibration), name, band,
+                        calibration.relative_uncertainty)
     return pd.DataFrame(table)
 
 
-def _score(rows: pd.DataFrame, predicted: np.ndarray, gpu: str, band: float) -> list[dict[str, Any]]:
+def _score(rows: pd.DataFrame, predicted: np.ndarray, gpu: str, band: float,
+           uncertainty: float | None = None) -> list[dict[str, Any]]:
+    """Per class of ``rows``: calls, the fraction within ±``band``, the median |error| and, where the calibration's
+    range (``uncertainty``, its ±relative_uncertainty: what a prediction from it prints) is given, that range and
+    the fraction of calls inside it."""
     ratio = predicted / rows["seconds"].to_numpy(float)
     result = []
     for op_class in CLASSES:
         mask = (rows["op_class"] == op_class).to_numpy()
         if mask.any():
             error = np.abs(ratio[mask] - 1)
-            result.append({"gpu": gpu, "op_class": op_class, "rows": int(mask.sum()),
-                           "within": float(np.mean(error <= band)), "median_abs_error": float(np.median(error))})
+            score = {"gpu": gpu, "op_class": op_class, "rows": int(mask.sum()),
+                     "within": float(np.mean(error <= band)), "median_abs_error": float(np.median(error))}
+            if uncertainty is not None:
+                score.update(range=uncertainty, inside_range=float(np.mean(error <= uncertainty)))
+            result.append(score)
     return result
 
 
@@ -1825,14 +1834,28 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
 
 # ------------------------------------------------------------------------------------------ the command
 def format_table(table: pd.DataFrame, title: str = "held-out GPU") -> str:
-    """A held-out table: per GPU and class, within ±25% (fraction), median |error| and rows."""
-    lines = [f"{title:24} " + " ".join(f"{c:>22}" for c in CLASSES),
-             f"{'':24} " + " ".join(f"{'within25%  med|err|  n':>22}" for _ in CLASSES)]
+    """A held-out table: per GPU and class, within ±25% (fraction), median |error| and rows; where the table has
+    them (:func:`_score`), each GPU's range (the ± its predictions print) after its name and, per class, the
+    fraction of calls inside that range."""
+    ranged = "inside_range" in table
+    width = 29 if ranged else 22
+    header = "within25% in-range med|err|  n" if ranged else "within25%  med|err|  n"
+    lines = [f"{title:32} " + " ".join(f"{c:>{width}}" for c in CLASSES),
+             f"{'':32} " + " ".join(f"{header:>{width}}" for _ in CLASSES)]
     for gpu, rows in table.groupby("gpu"):
         cells = []
         for op_class in CLASSES:
             row = rows[rows["op_class"] == op_class]
-            cells.append(f"{'-':>22}" if row.empty else
-                         f"{row['within'].iloc[0]:>8.0%} {row['median_abs_error'].iloc[0]:>8.0%} {row['rows'].iloc[0]:>5}")
-        lines.append(f"{gpu:24} " + " ".join(cells))
+            if row.empty:
+                cells.append(f"{'-':>{width}}")
+                continue
+            inside = f" {row['inside_range'].iloc[0]:>8.0%}" if ranged else ""
+            cells.append(f"{row['within'].iloc[0]:>8.0%}{inside} {row['median_abs_error'].iloc[0]:>8.0%} "
+                         f"{row['rows'].iloc[0]:>5}")
+        label = f"{gpu} (±{rows['range'].iloc[0]:.0%})" if ranged else gpu
+        lines.append(f"{label:32} " + " ".join(cells))
+    if ranged:
+        lines.append(f"in-range: calls inside the range each GPU's predictions print (after its name): "
+                     f"±{MEASURED_UNCERTAINTY:.0%} where its own single ops were measured, ±{FAMILY_UNCERTAINTY:.0%} "
+                     f"where its family's or all measured GPUs' stand in")
     return "\n".join(lines)
