@@ -6,8 +6,9 @@ own datasheet; held one family out: its whole architecture family with it (all f
 of the L4, and of the A100's convolutions). Held-out shapes: per GPU, fit on its rows but a fixed random 20% of each operator's shapes,
 predict those. Fitted on few: per GPU, fit on as many shapes per operator as `rooflow ceilings --single-ops`
 measures on a user's GPU, predict the rest. Each prints per class the fraction within ±25%, the fraction inside
-the range the calibration's predictions print (its GPU's ±, after its name) and the median |error|. Convolution algorithms: which of cuDNN's algorithms (read from the kernels each call ran) the
-model makes fastest, and how its model of the one that ran compares. Power pairs: a power-limited board's time
+the range the calibration's predictions print (its GPU's ±, after its name) and the median |error|. Convolution
+algorithms: which of cuDNN's algorithms (read from the kernels each call ran) the model makes fastest, and how its
+model of the one that ran compares. Power pairs: a power-limited board's time
 over its family's full-power board's for the same shapes, per operator and call duration. Third-party GEMMs:
 catalogue GPUs' predicted torch.mm rates against rates measured by others (never fitted): FP32 by the kernel
 model, then every precision by the step model.
