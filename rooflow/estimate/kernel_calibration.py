@@ -164,6 +164,15 @@ BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada": (128, 128)}  
 # out: the A100's residuals at an 8192³ product would move the H100's FP32 torch.mm off the roof it was
 # measured at (52.9 to 45.6 TFLOP/s predicted, 52.1 measured by others)
 FP32_GEMM_KERNELS_OF = {"ada-hopper": "ampere"}
+# Architectures whose SMs reach their datasheet FP32 peak only by issuing an FP32 FMA from every scheduler at every
+# clock: 32 FP32 lanes per scheduler and one dispatch per clock (GA10x and AD10x: 16 FP32 lanes and 16 that FP32
+# shares with INT32; GH100: 32 FP32 lanes; the architecture whitepapers), where GA100, GV100 and TU10x have 16 (a
+# warp's FMA takes two clocks, leaving the scheduler free for the loads and address arithmetic around it) and
+# Pascal two dispatch units per scheduler. An SGEMM's other instructions then come out of its FMA rate: third-party
+# FP32 torch.mm (github.com/zzc0721/torch-performance-test-data, 30 calls back to back) runs at 0.56-0.71 of the
+# datasheet peak on GA102, AD102 and AD104 boards (RTX 3090, 3080 Ti, A6000, 4090, 4070 SUPER: 14 rows, most
+# 0.66-0.71) and 0.78 on the H100, against 0.98-0.99 on the A100 and A800, 0.91 on an RTX 2080, 0.83 on a V100S
+ISSUE_BOUND_FP32 = ("sm_86", "sm_87", "sm_89", "sm_90")
 # cuBLAS's FP32 nn.Linear GEMMs (sgemm "tn") on Pascal take the small tiles only: maxwell_sgemm_32x128_tn,
 # 64x64_tn and 128x32_tn for every one of the P100's and the P4's 6,423 linear calls in the data set, the
 # largest included (the P100 runs its linear calls of over 0.3 s at 26% of its FP32 peak); Volta, Turing and
@@ -1120,6 +1129,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     architecture_dram = own_dram or next((roof.dram_efficiency for roof in family_roofs if roof.dram_efficiency
                                           and roof.gpu.architecture == gpu.architecture), None)
     classes: dict[str, dict[str, float]] = {}
+    issue_note = ""
     borrowed: set[str] = set()  # classes whose parameters none of its donors had: taken from all measured GPUs
     for op_class in CLASSES:
         # memory-bound kernels: all measured GPUs (their parameters carry across architectures)
@@ -1173,9 +1183,21 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             if full_family or not family_roofs:
                 _unthrottled_efficiency(classes[op_class], [(measured_gpus[name], measured[name].classes[op_class])
                                                             for name in (full_family or donors_of)])
+                lenders = [measured_gpus[name] for name in (full_family or donors_of)]
             else:  # its family's measured roof: its own if it is that GPU, else the median of the family's
                 _set_efficiency(classes[op_class], float(statistics.median(
                     r.gemm_efficiency for r in own_roofs or family_roofs)))
+                lenders = [r.gpu for r in own_roofs or family_roofs]
+            issue_roofs = [r for r in roofs.values() if r.gpu.architecture in ISSUE_BOUND_FP32]
+            if (op_class == "gemm" and gpu.architecture in ISSUE_BOUND_FP32 and issue_roofs
+                    and not any(lender.architecture in ISSUE_BOUND_FP32 for lender in lenders)):
+                # its SMs issue-bound, its lenders' not (the A10's GA102 beside the A100): an issue-bound
+                # architecture's measured roof (ISSUE_BOUND_FP32; its convolutions follow its GEMMs, below)
+                _set_efficiency(classes[op_class], float(statistics.median(r.gemm_efficiency for r in issue_roofs)))
+                issue_note = (f"; FP32 GEMM efficiency {classes[op_class]['efficiency']:.2f} from rooflow's measured "
+                              f"roof of {', '.join(sorted(r.gpu.name for r in issue_roofs))}: its SMs, as "
+                              f"{gpu.architecture}'s, issue an FP32 FMA from 32 lanes per scheduler at every clock to "
+                              f"reach their peak, its family's measured boards' from 16")
     streaming = [measured[name].classes["gemm"]["memory_efficiency"]
                  / measured[name].classes["elementwise"]["memory_efficiency"]
                  for name in borrowed_kernels if {"gemm", "elementwise"} <= set(measured[name].classes)]
@@ -1274,7 +1296,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                         f"{FP32_GEMM_KERNELS_OF[gpu.family]} family's FP32 GEMM kernels)" if streaming else "")
         roof_note = (f"; FP32 GEMM efficiency from rooflow's measured roof of "
                      f"{', '.join(sorted(r.gpu.name for r in family_roofs))}" if family_roofs and not same else "")
-        roof_note += own_dram_note
+        roof_note += own_dram_note + issue_note
         if layer_norm_note:
             roof_note += f"; {layer_norm_note}"
         source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
