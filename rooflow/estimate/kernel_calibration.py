@@ -45,7 +45,8 @@ measured GPUs of its architecture family (:data:`FAMILIES`), else of all (GEMM: 
 among them, else of all families' full-power boards: its tile exponent and k fill were fitted together
 with the efficiency it takes from those), with the FP32 efficiency of the
 full-power boards (its family's, else all) held to what its board power sustains at its family's FLOPs per
-watt. Convolution runs at the GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same
+watt — but an SM that must issue an FP32 FMA every clock to reach its peak (:data:`ISSUE_BOUND_FP32`: the A10's,
+beside its family's A100) takes the efficiency measured on such SMs (the H100's roof). Convolution runs at the GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same
 SMs; a measured GPU's own ran at 0.87-1.6x its GEMMs' fit, but its donors' efficiency or their ratio to their
 GEMMs' predicted the held-out GPUs worse), and takes all measured GPUs'
 convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals), and its
