@@ -170,9 +170,10 @@ FP32_GEMM_KERNELS_OF = {"ada-hopper": "ampere"}
 # shares with INT32; GH100: 32 FP32 lanes; the architecture whitepapers), where GA100, GV100 and TU10x have 16 (a
 # warp's FMA takes two clocks, leaving the scheduler free for the loads and address arithmetic around it) and
 # Pascal two dispatch units per scheduler. An SGEMM's other instructions then come out of its FMA rate: third-party
-# FP32 torch.mm (github.com/zzc0721/torch-performance-test-data, 30 calls back to back) runs at 0.56-0.71 of the
-# datasheet peak on GA102, AD102 and AD104 boards (RTX 3090, 3080 Ti, A6000, 4090, 4070 SUPER: 14 rows, most
-# 0.66-0.71) and 0.78 on the H100, against 0.98-0.99 on the A100 and A800, 0.91 on an RTX 2080, 0.83 on a V100S
+# FP32 torch.mm (github.com/zzc0721/torch-performance-test-data, 30 calls back to back) runs at 0.52-0.71 of the
+# datasheet peak on desktop and workstation GA102, AD102, AD104 and AD106 boards (RTX 3090, 3080 Ti, A6000, 4090,
+# 4090D, 4070 SUPER, 4060 Ti: 18 rows, 16 of them 0.62-0.71) and 0.78 on the H100, against 0.93-0.98 on the A100s
+# and the A800, 0.92 on an RTX 2080, 0.83 on a V100S
 ISSUE_BOUND_FP32 = ("sm_86", "sm_87", "sm_89", "sm_90")
 # cuBLAS's FP32 nn.Linear GEMMs (sgemm "tn") on Pascal take the small tiles only: maxwell_sgemm_32x128_tn,
 # 64x64_tn and 128x32_tn for every one of the P100's and the P4's 6,423 linear calls in the data set, the

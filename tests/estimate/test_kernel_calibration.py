@@ -515,7 +515,7 @@ def test_every_catalogue_gpu_names_its_calibration_source():
 def test_an_issue_bound_gpu_takes_an_issue_bound_architectures_fp32_efficiency():
     """The A10 (GA102) issues an FP32 FMA from 32 lanes per scheduler at every clock to reach its datasheet peak,
     as the H100's SMs do, where the A100's (GA100, its family's measured board) have 16 and two clocks per warp FMA:
-    third-party FP32 torch.mm runs at 0.56-0.71 of the peak on GA102/AD10x boards, 0.78 on the H100, 0.98-0.99 on
+    third-party FP32 torch.mm runs at 0.52-0.71 of the peak on GA102/AD10x boards, 0.78 on the H100, 0.93-0.98 on
     the A100 (kc.ISSUE_BOUND_FP32). So its FP32 GEMM (and convolution) efficiency is the H100's measured roof's, not
     the A100's; its kernels' shape parameters stay its family's (the same ampere_sgemm kernels). An issue-bound GPU
     whose efficiency already comes from an issue-bound roof (the L4) and a GA100 board do not move."""
