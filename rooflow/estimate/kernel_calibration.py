@@ -46,10 +46,10 @@ among them, else of all families' full-power boards: its tile exponent and k fil
 with the efficiency it takes from those), with the FP32 efficiency of the
 full-power boards (its family's, else all) held to what its board power sustains at its family's FLOPs per
 watt — but an SM that must issue an FP32 FMA every clock to reach its peak (:data:`ISSUE_BOUND_FP32`: the A10's,
-beside its family's A100) takes the efficiency measured on such SMs (the H100's roof). Convolution runs at the GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same
-SMs; a measured GPU's own ran at 0.87-1.6x its GEMMs' fit, but its donors' efficiency or their ratio to their
-GEMMs' predicted the held-out GPUs worse), and takes all measured GPUs'
-convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals), and its
+beside its family's A100) takes the efficiency measured on such SMs (the H100's roof). Convolution runs at the
+GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same SMs; a measured GPU's own ran at
+0.87-1.6x its GEMMs' fit, but its donors' efficiency or their ratio to their GEMMs' predicted the held-out GPUs
+worse), and takes all measured GPUs' convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals), and its
 family's full-power boards' GEMM shapes' residuals alike (cuBLAS's kernels are a family's own). A measured
 GPU of its own architecture lends it its parameters and measured shapes whole instead; a Hopper board's
 (:data:`OWN_KERNELS`: rooflow's H200 single ops) reach Hopper boards only, and its host's floors no other GPU.
@@ -1199,7 +1199,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 issue_note = (f"; FP32 GEMM efficiency {classes[op_class]['efficiency']:.2f} from rooflow's measured "
                               f"roof of {', '.join(sorted(r.gpu.name for r in issue_roofs))}: its SMs, as "
                               f"{gpu.architecture}'s, issue an FP32 FMA from 32 lanes per scheduler at every clock to "
-                              f"reach their peak, its family's measured boards' from 16")
+                              f"reach their peak, those of {', '.join(sorted(lender.name for lender in lenders))} "
+                              f"from 16")
     streaming = [measured[name].classes["gemm"]["memory_efficiency"]
                  / measured[name].classes["elementwise"]["memory_efficiency"]
                  for name in borrowed_kernels if {"gemm", "elementwise"} <= set(measured[name].classes)]
