@@ -1130,6 +1130,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     # its architecture's measured triad (the H100's for the H200): the memory its LayerNorm rows stream from
     architecture_dram = own_dram or next((roof.dram_efficiency for roof in family_roofs if roof.dram_efficiency
                                           and roof.gpu.architecture == gpu.architecture), None)
+    # roofs of SMs that must issue an FP32 FMA every clock (ISSUE_BOUND_FP32): an issue-bound GPU's FP32 efficiency
+    issue_roofs = [roof for roof in roofs.values() if roof.gpu.architecture in ISSUE_BOUND_FP32]
     classes: dict[str, dict[str, float]] = {}
     issue_note = ""
     borrowed: set[str] = set()  # classes whose parameters none of its donors had: taken from all measured GPUs
@@ -1190,7 +1192,6 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 _set_efficiency(classes[op_class], float(statistics.median(
                     r.gemm_efficiency for r in own_roofs or family_roofs)))
                 lenders = [r.gpu for r in own_roofs or family_roofs]
-            issue_roofs = [r for r in roofs.values() if r.gpu.architecture in ISSUE_BOUND_FP32]
             if (op_class == "gemm" and gpu.architecture in ISSUE_BOUND_FP32 and issue_roofs
                     and not any(lender.architecture in ISSUE_BOUND_FP32 for lender in lenders)):
                 # its SMs issue-bound, its lenders' not (the A10's GA102 beside the A100): an issue-bound
