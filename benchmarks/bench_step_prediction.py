@@ -80,8 +80,8 @@ def compare(gpu: str, cache: Path, batches: tuple[int, ...] | None = None) -> li
     return rows
 
 
-def summary_line(label: str, rows: list[dict]) -> str:
-    gpu = [r for r in rows if r["bound"] == "gpu"]
+def summary_line(label: str, rows: list[dict], bound: str = "gpu") -> str:
+    gpu = [r for r in rows if r["bound"] == bound]
     if not gpu:
         return f"| {label} | 0 | | | | |"
     errors = [abs(r["ratio"] - 1) for r in gpu]
@@ -103,8 +103,9 @@ def main() -> int:
     print(f"| sweep, batch, models | GPU-bound runs | within ±{TOLERANCE:.0%} | mean abs error | inside the predicted range "
           f"| worst misses |")
     print("|---|---:|---:|---:|---:|---|")
+    swept = {}
     for gpu in args.gpu:
-        rows = compare(gpu, args.cache, tuple(args.batch or ()))
+        rows = swept[gpu] = compare(gpu, args.cache, tuple(args.batch or ()))
         if SWEEPS[gpu][1] is None:  # a published table: one line per device, its batches together
             for group in sorted({r["group"] for r in rows}):
                 print(summary_line(f"{gpu} {group}", [r for r in rows if r["group"] == group]))
@@ -127,6 +128,16 @@ def main() -> int:
                 print(f"  {device}{r['model']:15s} b{r['batch']:<4d} {r['precision']:5s} {r['mode']:9s} {r['bound']:4s} "
                       f"measured {r['measured_seconds'] * 1e3:8.2f} ms predicted {r['predicted_seconds'] * 1e3:8.2f} ms "
                       f"ratio {r['ratio']:.2f}{phases} | {classes}")
+    # The runs the model has host-bound (Python dispatch and launches): what a user's small batches look like,
+    # and where the measuring host's own noise shows (the same host work timed apart in two precisions)
+    print(f"\n| sweep, batch | host-bound runs | within ±{TOLERANCE:.0%} | mean abs error | inside the predicted range "
+          f"| worst misses |")
+    print("|---|---:|---:|---:|---:|---|")
+    for gpu, rows in swept.items():
+        for batch in sorted({r["batch"] for r in rows}) if SWEEPS[gpu][1] else ():
+            at = [r for r in rows if r["batch"] == batch]
+            if any(r["bound"] == "host" for r in at):
+                print(summary_line(f"{gpu} b{batch}", at, bound="host"))
     return 0
 
 

@@ -173,6 +173,33 @@ def test_memory_range_holds_its_point(sweep):
     assert ((vit["memory_low"] / vit["memory"]) > 0.9).all()
 
 
+@pytest.mark.slow
+def test_a_host_bound_steps_host_time_varies_as_much_as_its_misses():
+    """Why host-bound steps hold less (README, "How far it holds"): their own host time varies by as much.
+    MobileNetV2's batch-32 inference is host-bound in fp32 and tf32 on both GPUs, and its host work is the same
+    in both (TF32 changes the kernels' math mode, not the ops dispatched): the model puts the two within 5% of
+    each other, the H100 sweep timed tf32 at 0.63 of fp32 and the H200's at 1.33. No host constant can be
+    nearer both; the H100's misses of that pair (0.95 and 0.60) straddle it."""
+    if not SWEEP.is_file():
+        pytest.skip("shared fixtures (../shared) not present")
+    catalogue = ROOT / "config" / "devices.yaml"
+    ratios = {}
+    for path, key, ceilings in ((SWEEP, "h100-sxm5-80gb", H100 / "ceilings-h100.json"),
+                                (H200_SWEEP, "h200-sxm-141gb", None)):
+        device = load_device(catalogue, key, ceilings)
+        calibration = shipped_calibration(key) if ceilings else for_device(device)
+        runs = {r["precision"]: r for r in map(json.loads, path.read_text().splitlines())
+                if (r["model"], r["batch"], r["mode"]) == ("mobilenet_v2", 32, "inference")}
+        steps = {}
+        for precision in ("fp32", "tf32"):
+            est = cached_estimate("mobilenet_v2", 32, precision, "inference")
+            steps[precision] = predict_step(est.ops, est.totals, device, calibration)
+        assert {s.bound for s in steps.values()} == {"host"}
+        assert steps["tf32"].seconds / steps["fp32"].seconds == pytest.approx(1.0, abs=0.05)
+        ratios[key] = runs["tf32"]["median_seconds"] / runs["fp32"]["median_seconds"]
+    assert ratios["h100-sxm5-80gb"] < 0.7 and ratios["h200-sxm-141gb"] > 1.25
+
+
 # ---------------------------------------------------------------------------------------------------
 # The H200 (tests/data/real/gpu-2026-11-25): never calibrated, predicted from the H100's calibration. Its steps
 # ran 0.93× the H100's (spread 0.04) though its memory is 1.43× faster: memory-bound kernels are held to the
