@@ -132,6 +132,12 @@ BINARY_ELEMENTWISE_OPS = frozenset({"add", "add_", "sub", "sub_", "rsub", "mul",
 # (a Linear's: m × n = out × in, k = the batch's tokens); cuBLAS runs those with other kernels ("nt" layouts)
 # than the forward and input-gradient products: path gemm_<path>_wgrad, its own efficiency (1 where absent)
 WGRAD_SUFFIX = "_wgrad"
+# cuBLAS's FP32 (FFMA) GEMMs launch one block per output tile, so a GEMM of a few waves runs its last one partly
+# empty: ConvNeXt-T's nn.Linear calls on the H200 launched sm80_xmma_gemm_f32f32_…_ffma grids of 392 × 12, 98 × 24
+# and 196 × 6 blocks of 128 threads (tests/data/real/gpu-2026-11-27). Its TF32 GEMMs on Hopper are persistent:
+# sm90_xmma_gemm grids of 66 × 2 and 132 × 1, one block per SM, as gemm_efficiency prices every other path. A weight
+# gradient keeps its own efficiency, read with the whole-GPU occupancy (GEMM_EFFICIENCY).
+TILE_PER_BLOCK_PATHS = (GEMM_PREFIX + "fp32",)
 # Calibration.gemm_efficiency's default (its comment says where it was read)
 GEMM_EFFICIENCY = {"bf16_wgrad": 1.01, "fp32_wgrad": 1.02, "tf32_wgrad": 0.42}
 # Calibration.attention_efficiency's default (its comment says where it was read)
@@ -386,9 +392,10 @@ class StepPrediction:
 
 # ------------------------------------------------------------------------------------------ compute
 def gemm_efficiency(m: int, n: int, k: int, count: int, sm_count: int, calibration: Calibration,
-                    split_k: bool = True, tiles=None) -> float:
+                    split_k: bool = True, tiles=None, waves: bool = False) -> float:
     """The shape factor of one GEMM view: the best tile (with split-K) for tile padding × GPU fill ×
-    mainloop fill. Persistent (stream-K) kernels keep a GPU with more tiles than SMs full; a GEMM with few
+    mainloop fill. Persistent (stream-K) kernels keep a GPU with more tiles than SMs full; with ``waves`` (kernels of
+    one block per tile: TILE_PER_BLOCK_PATHS) the last wave runs partly empty. A GEMM with few
     output tiles and a long k (a weight gradient: m = Cout, n = Cin·kernel, k = N·H·W) splits k across the
     SMs and adds the partial sums — unless ``split_k`` is False (cuDNN's forward convolutions). ``tiles``: the
     (m, n, quality) tiles the kernels take (default: the calibration's)."""
@@ -401,7 +408,8 @@ def gemm_efficiency(m: int, n: int, k: int, count: int, sm_count: int, calibrati
         tiles = tiles_m * tiles_n * count
         split = 1
         while True:
-            occupancy = min(1.0, tiles * split / sm_count)
+            slots = tiles * split
+            occupancy = slots / (math.ceil(slots / sm_count) * sm_count) if waves else min(1.0, slots / sm_count)
             k_part = k / split
             fill = k_part / (k_part + calibration.gemm_fill_k)
             reduction = 1.0 / (1.0 + 0.02 * math.log2(split))  # the partial sums: one reduction level each
@@ -541,8 +549,8 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
                             if path in TENSOR_PATHS and count == 1 else (n, k))
             tiles = ffma_tiles if view_path in ("fp32", "fp32_fast") else None
-            efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration, not forward_conv, tiles),
-                             1e-3)
+            efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration, not forward_conv, tiles,
+                                             waves=view_path in TILE_PER_BLOCK_PATHS), 1e-3)
             seconds = 2.0 * m * run_n * run_k * count / (peak * efficiency)
             terms["compute"][view_path] = terms["compute"].get(view_path, 0.0) + seconds
             padded_view = (run_n, run_k) != (n, k)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support import cached_estimate, product_matmul_seconds
 
-from rooflow.estimate import attention, batchnorm, estimate
+from rooflow.estimate import attention, batchnorm, estimate, timemodel
 from rooflow.estimate.calibration import for_device, sm_bound_bandwidth
 from rooflow.estimate.core import parse_gemms
 from rooflow.estimate.kernel_calibration import SM_BOUND_CLASSES, sm_cycle_bytes_ratio
@@ -661,3 +661,37 @@ def test_a_sum_runs_the_reduce_kernel_at_the_indexing_kernels_rate(name):
     predicted += sum(row["calls"] * device_op_seconds(row, precision, mode, device, calibration, 132)[2][BIAS_GRADIENT_PART]
                      for _, row in ops[ops["op"] == "convolution_backward"].iterrows())  # its patch embedding's bias
     assert predicted == pytest.approx(_bias_sum_seconds(name), rel=0.1)
+
+
+def test_fp32_gemms_launch_a_block_per_tile_and_tf32_ones_one_per_sm():
+    """What the GEMM kernels launch decides whether a GEMM of a few waves runs its last one partly empty
+    (timemodel.TILE_PER_BLOCK_PATHS). ConvNeXt-T's b256 inference on the H200: every FP32 cuBLAS GEMM
+    (sm80_xmma_gemm_f32f32_…_ffma) launched one block per output tile — its grid is the output's tiles, 392 × 12
+    for 50,176 rows × 1,536 columns in 128 × 128 — while the TF32 ones (sm90_xmma_gemm_…tf32) launched at most
+    one block per SM whatever the output. Priced so, the same model's FP32 batch-32 inference moves from 0.83 to
+    0.95 of the H200's measured step (12.38 ms: its stage-3 products of 6,272 rows × 384 columns are 49 × 3 = 147
+    tiles of 128 × 128 on 132 SMs, a second wave of 15), and its batch-256 step from 0.98 to 1.00 (79.61 ms; there
+    the fewest waves are 4.5: 98 × 6 tiles)."""
+    sms = load_device(CATALOGUE, "h200-sxm-141gb").sm_count
+    grids = {}
+    for precision in ("fp32", "tf32"):
+        trace = H200_TRACES / f"torch-profiler-convnext_tiny-b256-{precision}-inference.json.gz"
+        grids[precision] = [e["args"]["grid"] for e in _trace_events(trace) if e.get("cat") == "kernel"
+                            and re.match(r"sm\d0_xmma_gemm_f32f32", e["name"])]
+    fp32_blocks = [math.prod(grid) for grid in grids["fp32"]]
+    assert len(fp32_blocks) >= 30 and min(fp32_blocks) > sms and [392, 12, 1] in grids["fp32"]
+    assert grids["tf32"] and max(math.prod(grid) for grid in grids["tf32"]) <= sms
+
+    measured = {32: 12.38e-3, 256: 79.61e-3}  # tests/data/real/gpu-2026-11-25/h200-sweep-12-models.jsonl
+    device = load_device(CATALOGUE, "h200-sxm-141gb")
+    calibration = for_device(device)
+    ratios = {}
+    for batch in (32, 256):
+        est = cached_estimate("convnext_tiny", batch, "fp32", "inference")
+        tiled = predict_step(est.ops, est.totals, device, calibration).seconds
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(timemodel, "TILE_PER_BLOCK_PATHS", ())
+            persistent = predict_step(est.ops, est.totals, device, calibration).seconds
+        ratios[batch] = (persistent / measured[batch], tiled / measured[batch], tiled / persistent)
+    assert ratios[32][0] < 0.85 and 0.9 < ratios[32][1] < 1.0
+    assert ratios[256][0] < ratios[256][1] == pytest.approx(1.0, abs=0.01)
