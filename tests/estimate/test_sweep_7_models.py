@@ -179,8 +179,8 @@ def test_a_host_bound_steps_host_time_varies_as_much_as_its_misses():
     """Why host-bound steps hold less (README, "How far it holds"): their own host time varies by as much.
     MobileNetV2's batch-32 inference is host-bound in fp32 and tf32 on both GPUs, and its host work is the same
     in both (TF32 changes the kernels' math mode, not the ops dispatched): the model puts the two within 5% of
-    each other, the H100 sweep timed tf32 at 0.63 of fp32 and the H200's at 1.33. No host constant can be
-    nearer both; the H100's misses of that pair (0.95 and 0.60) straddle it."""
+    each other, the H100 sweep timed tf32 at 0.63 of fp32 and the H200's at 1.33: the host's own spread, which
+    a prediction shared by both halves of a pair cannot undercut (the H100's pair: 0.95 and 0.60 of it)."""
     if not SWEEP.is_file():
         pytest.skip("shared fixtures (../shared) not present")
     catalogue = ROOT / "config" / "devices.yaml"
