@@ -672,7 +672,8 @@ def test_fp32_gemms_launch_a_block_per_tile_and_tf32_ones_one_per_sm():
     0.95 of the H200's measured step (12.38 ms: its stage-3 products of 6,272 rows × 384 columns are 49 × 3 = 147
     tiles of 128 × 128 on 132 SMs, a second wave of 15), and its batch-256 step from 0.98 to 1.00 (79.61 ms; there
     the fewest waves are 4.5: 98 × 6 tiles)."""
-    sms = load_device(CATALOGUE, "h200-sxm-141gb").sm_count
+    device = load_device(CATALOGUE, "h200-sxm-141gb")
+    sms = device.sm_count
     grids = {}
     for precision in ("fp32", "tf32"):
         trace = H200_TRACES / f"torch-profiler-convnext_tiny-b256-{precision}-inference.json.gz"
@@ -683,7 +684,6 @@ def test_fp32_gemms_launch_a_block_per_tile_and_tf32_ones_one_per_sm():
     assert grids["tf32"] and max(math.prod(grid) for grid in grids["tf32"]) <= sms
 
     measured = {32: 12.38e-3, 256: 79.61e-3}  # tests/data/real/gpu-2026-11-25/h200-sweep-12-models.jsonl
-    device = load_device(CATALOGUE, "h200-sxm-141gb")
     calibration = for_device(device)
     ratios = {}
     for batch in (32, 256):
