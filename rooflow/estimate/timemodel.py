@@ -132,12 +132,17 @@ BINARY_ELEMENTWISE_OPS = frozenset({"add", "add_", "sub", "sub_", "rsub", "mul",
 # (a Linear's: m × n = out × in, k = the batch's tokens); cuBLAS runs those with other kernels ("nt" layouts)
 # than the forward and input-gradient products: path gemm_<path>_wgrad, its own efficiency (1 where absent)
 WGRAD_SUFFIX = "_wgrad"
-# cuBLAS's FP32 (FFMA) GEMMs launch one block per output tile, so a GEMM of a few waves runs its last one partly
-# empty: ConvNeXt-T's nn.Linear calls on the H200 launched sm80_xmma_gemm_f32f32_…_ffma grids of 392 × 12, 98 × 24
-# and 196 × 6 blocks of 128 threads (tests/data/real/gpu-2026-11-27). Its TF32 GEMMs on Hopper are persistent:
-# sm90_xmma_gemm grids of 66 × 2 and 132 × 1, one block per SM, as gemm_efficiency prices every other path. A weight
-# gradient keeps its own efficiency, read with the whole-GPU occupancy (GEMM_EFFICIENCY).
-TILE_PER_BLOCK_PATHS = (GEMM_PREFIX + "fp32",)
+# cuBLAS GEMMs whose output tiles run in rounds over the SMs, so a GEMM of a few rounds runs its last one partly
+# empty (tests/data/real/gpu-2026-11-27, the H200's kernels). FP32 (FFMA) GEMMs launch one block per tile:
+# ConvNeXt-T's nn.Linear calls launched sm80_xmma_gemm_f32f32_…_ffma grids of 392 × 12, 98 × 24 and 196 × 6 blocks.
+# TF32 GEMMs on Hopper are persistent (sm90_xmma_gemm grids of 66 × 2 and 132 × 1, one block per SM), but every
+# forward and input-gradient one ("tn", "nn") runs "segment_k_off": no stream-K, so each block takes the tile one
+# grid further on in turn (CUTLASS's sm90 persistent tile scheduler) and 147 tiles on 132 blocks still take two
+# rounds; only weight-gradient ("nt") kernels run "segment_k_on", splitting k to even the SMs out — a weight gradient
+# keeps its own efficiency, read with the whole-GPU occupancy (GEMM_EFFICIENCY). 16-bit GEMMs keep the even pricing:
+# no trace here shows their nn.Linear kernels (priced by the round, the H100's bf16 batch-32 steps moved 7.2% ->
+# 6.6% mean |error| and the H200's 9.6% -> 10.1%: no evidence either way).
+WAVE_PATHS = (GEMM_PREFIX + "fp32", GEMM_PREFIX + "tf32")
 # Calibration.gemm_efficiency's default (its comment says where it was read)
 GEMM_EFFICIENCY = {"bf16_wgrad": 1.01, "fp32_wgrad": 1.02, "tf32_wgrad": 0.42}
 # Calibration.attention_efficiency's default (its comment says where it was read)
@@ -394,8 +399,8 @@ class StepPrediction:
 def gemm_efficiency(m: int, n: int, k: int, count: int, sm_count: int, calibration: Calibration,
                     split_k: bool = True, tiles=None, waves: bool = False) -> float:
     """The shape factor of one GEMM view: the best tile (with split-K) for tile padding × GPU fill ×
-    mainloop fill. Persistent (stream-K) kernels keep a GPU with more tiles than SMs full; with ``waves`` (kernels of
-    one block per tile: TILE_PER_BLOCK_PATHS) the last wave runs partly empty. A GEMM with few
+    mainloop fill. Stream-K kernels keep a GPU with more tiles than SMs full; with ``waves`` (a block per tile, or
+    persistent blocks taking tiles in turn: WAVE_PATHS) the last round runs partly empty. A GEMM with few
     output tiles and a long k (a weight gradient: m = Cout, n = Cin·kernel, k = N·H·W) splits k across the
     SMs and adds the partial sums — unless ``split_k`` is False (cuDNN's forward convolutions). ``tiles``: the
     (m, n, quality) tiles the kernels take (default: the calibration's)."""
@@ -550,7 +555,7 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
                             if path in TENSOR_PATHS and count == 1 else (n, k))
             tiles = ffma_tiles if view_path in ("fp32", "fp32_fast") else None
             efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration, not forward_conv, tiles,
-                                             waves=view_path in TILE_PER_BLOCK_PATHS), 1e-3)
+                                             waves=view_path in WAVE_PATHS), 1e-3)
             seconds = 2.0 * m * run_n * run_k * count / (peak * efficiency)
             terms["compute"][view_path] = terms["compute"].get(view_path, 0.0) + seconds
             padded_view = (run_n, run_k) != (n, k)

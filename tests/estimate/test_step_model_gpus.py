@@ -665,7 +665,7 @@ def test_a_sum_runs_the_reduce_kernel_at_the_indexing_kernels_rate(name):
 
 def test_fp32_gemms_launch_a_block_per_tile_and_tf32_ones_one_per_sm():
     """What the GEMM kernels launch decides whether a GEMM of a few waves runs its last one partly empty
-    (timemodel.TILE_PER_BLOCK_PATHS). ConvNeXt-T's b256 inference on the H200: every FP32 cuBLAS GEMM
+    (timemodel.WAVE_PATHS). ConvNeXt-T's b256 inference on the H200: every FP32 cuBLAS GEMM
     (sm80_xmma_gemm_f32f32_…_ffma) launched one block per output tile — its grid is the output's tiles, 392 × 12
     for 50,176 rows × 1,536 columns in 128 × 128 — while the TF32 ones (sm90_xmma_gemm_…tf32) launched at most
     one block per SM whatever the output. Priced so, the same model's FP32 batch-32 inference moves from 0.83 to
@@ -690,8 +690,40 @@ def test_fp32_gemms_launch_a_block_per_tile_and_tf32_ones_one_per_sm():
         est = cached_estimate("convnext_tiny", batch, "fp32", "inference")
         tiled = predict_step(est.ops, est.totals, device, calibration).seconds
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(timemodel, "TILE_PER_BLOCK_PATHS", ())
+            patch.setattr(timemodel, "WAVE_PATHS", ())
             persistent = predict_step(est.ops, est.totals, device, calibration).seconds
         ratios[batch] = (persistent / measured[batch], tiled / measured[batch], tiled / persistent)
     assert ratios[32][0] < 0.85 and 0.9 < ratios[32][1] < 1.0
     assert ratios[256][0] < ratios[256][1] == pytest.approx(1.0, abs=0.01)
+
+
+def test_hoppers_tf32_gemms_take_their_tiles_in_rounds_but_for_weight_gradients():
+    """A persistent kernel evens a GPU's work out only where it splits k (stream-K): the H200's TF32 training
+    traces ran every forward ("tn") and input-gradient ("nn") cuBLAS GEMM as sm90_xmma_gemm_…_segment_k_off, at most
+    one block per SM, each block taking the tile one grid further on in turn, so 147 tiles on 132 blocks take two
+    rounds as FP32's 147 blocks take two waves; "segment_k_on" (split k) only in weight-gradient ("nt") kernels. Priced
+    by the round (timemodel.WAVE_PATHS), ViT-B/16's TF32 batch-32 inference on the H200 — 6,304 tokens, 50 rows of
+    tiles — goes from 0.88 to 0.95 of its measured step; at batch 256 nothing moves by more than 1%."""
+    device = load_device(CATALOGUE, "h200-sxm-141gb")
+    kernels = [(e["name"], math.prod(e["args"]["grid"])) for name in ("convnext_tiny", "resnet50")
+               for e in _trace_events(H200_TRACES / f"torch-profiler-{name}-b256-tf32-training.json.gz")
+               if e.get("cat") == "kernel" and e["name"].startswith("sm90_xmma_gemm_f32f32_tf32")]
+    layouts = {(re.search(r"_(tn|nn|nt)_n_", name).group(1), "segment_k_on" in name) for name, _ in kernels}
+    assert layouts == {("tn", False), ("nn", False), ("nt", False), ("nt", True)}
+    assert len(kernels) >= 100 and max(blocks for _, blocks in kernels) <= device.sm_count
+
+    sweep = [json.loads(line) for line in (ROOT / "tests" / "data" / "real" / "gpu-2026-11-25"
+                                           / "h200-sweep-12-models.jsonl").read_text().splitlines() if line.strip()]
+    calibration = for_device(device)
+    for batch, moved in ((32, (0.86, 0.90, 0.93, 0.97)), (256, None)):
+        measured = next(r["median_seconds"] for r in sweep if (r["model"], r["batch"], r["precision"], r["mode"])
+                        == ("vit_b_16", batch, "tf32", "inference") and r["status"] == "ok")
+        est = cached_estimate("vit_b_16", batch, "tf32", "inference")
+        by_round = predict_step(est.ops, est.totals, device, calibration).seconds / measured
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(timemodel, "WAVE_PATHS", (timemodel.GEMM_PREFIX + "fp32",))
+            even = predict_step(est.ops, est.totals, device, calibration).seconds / measured
+        if moved:
+            assert moved[0] < even < moved[1] and moved[2] < by_round < moved[3]
+        else:
+            assert by_round == pytest.approx(even, rel=0.01)
