@@ -140,8 +140,7 @@ WGRAD_SUFFIX = "_wgrad"
 # grid further on in turn (CUTLASS's sm90 persistent tile scheduler) and 147 tiles on 132 blocks still take two
 # rounds; only weight-gradient ("nt") kernels run "segment_k_on", splitting k to even the SMs out — a weight gradient
 # keeps its own efficiency, read with the whole-GPU occupancy (GEMM_EFFICIENCY). 16-bit GEMMs keep the even pricing:
-# no trace here shows their nn.Linear kernels (priced by the round, the H100's bf16 batch-32 steps moved 7.2% ->
-# 6.6% mean |error| and the H200's 9.6% -> 10.1%: no evidence either way).
+# no trace here shows their nn.Linear kernels (benchmarks/README.md, "TF32 GEMMs on Hopper take their tiles in rounds").
 WAVE_PATHS = (GEMM_PREFIX + "fp32", GEMM_PREFIX + "tf32")
 # Calibration.gemm_efficiency's default (its comment says where it was read)
 GEMM_EFFICIENCY = {"bf16_wgrad": 1.01, "fp32_wgrad": 1.02, "tf32_wgrad": 0.42}

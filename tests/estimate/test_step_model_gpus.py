@@ -370,6 +370,7 @@ def test_published_steps_of_gpus_rooflow_never_recorded_a_step_on(step):
 # cuDNN's convolutions kernel by kernel: the H200's traces (tests/data/real/gpu-2026-11-27, record_shapes) name the
 # kernels each aten::cudnn_convolution / aten::convolution_backward call launched.
 H200_TRACES = ROOT / "tests" / "data" / "real" / "gpu-2026-11-27"
+H200_SWEEP = ROOT / "tests" / "data" / "real" / "gpu-2026-11-25" / "h200-sweep-12-models.jsonl"
 TRANSPOSE_KERNELS = re.compile(r"nchwToNhwc|nhwcToNchw")
 
 
@@ -683,7 +684,7 @@ def test_fp32_gemms_launch_a_block_per_tile_and_tf32_ones_one_per_sm():
     assert len(fp32_blocks) >= 30 and min(fp32_blocks) > sms and [392, 12, 1] in grids["fp32"]
     assert grids["tf32"] and max(math.prod(grid) for grid in grids["tf32"]) <= sms
 
-    measured = {32: 12.38e-3, 256: 79.61e-3}  # tests/data/real/gpu-2026-11-25/h200-sweep-12-models.jsonl
+    measured = {32: 12.38e-3, 256: 79.61e-3}  # H200_SWEEP's
     calibration = for_device(device)
     ratios = {}
     for batch in (32, 256):
@@ -712,8 +713,7 @@ def test_hoppers_tf32_gemms_take_their_tiles_in_rounds_but_for_weight_gradients(
     assert layouts == {("tn", False), ("nn", False), ("nt", False), ("nt", True)}
     assert len(kernels) >= 100 and max(blocks for _, blocks in kernels) <= device.sm_count
 
-    sweep = [json.loads(line) for line in (ROOT / "tests" / "data" / "real" / "gpu-2026-11-25"
-                                           / "h200-sweep-12-models.jsonl").read_text().splitlines() if line.strip()]
+    sweep = [json.loads(line) for line in H200_SWEEP.read_text().splitlines() if line.strip()]
     calibration = for_device(device)
     for batch, moved in ((32, (0.86, 0.90, 0.93, 0.97)), (256, None)):
         measured = next(r["median_seconds"] for r in sweep if (r["model"], r["batch"], r["precision"], r["mode"])
