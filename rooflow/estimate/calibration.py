@@ -34,12 +34,14 @@ from rooflow.estimate.timemodel import (
     GEMM_PREFIX,
     INDEXED_SUFFIX,
     MAX_POOL_CLASS,
+    TENSOR_PATHS,
     Calibration,
     device_bandwidth,
     indexed_element_scale,
     indexed_elementwise,
     max_pool_priced_bytes,
     op_terms,
+    transpose_kernel_seconds,
     undirected,
 )
 from rooflow.io import read_json
@@ -54,6 +56,7 @@ OPTIMIZER_KERNELS = r"multi_tensor_apply_kernel|fused_adam|fused_sgd"
 # PyTorch's elementwise kernels that index each element (broadcasts, mixed dtypes, strided inputs), apart from
 # ``vectorized_elementwise_kernel``: ``elementwise_kernel<128, 2, ...>`` and ``unrolled_elementwise_kernel``
 INDEXED_KERNELS = r"(?<!vectorized_)elementwise_kernel"
+TRANSPOSE_OVERHEAD = "transpose_overhead"  # _ideal_parts: transposes' seconds besides their activations' bytes
 MAX_POOL_FORWARD_KERNEL = "max_pool_forward_nchw"  # PyTorch's forward max-pool (timemodel.MAX_POOL_OUTPUT_LOADS)
 # Under ncu's default --clock-control base the H100's SMs ran at 1.59 GHz, the timed steps at 1.98 GHz
 # (tests/data/real/PROVENANCE.md): compute-bound kernel times scale by the clock, memory-bound ones do not.
@@ -263,7 +266,9 @@ def _ideal_parts(recording: Recording, device, unity: Calibration, matmul_rows: 
                 memory = terms["bytes"] / (bandwidth * unity.memory_efficiency_of(row["op_class"], recording.mode))
                 matmul_rows.append(({path: calls * seconds for path, seconds in terms["compute"].items()},
                                     calls * memory))
-            parts[f"layout:{terms['path']}"] += calls * terms["conv_bytes"] / bandwidth
+            parts[f"layout:{terms['path']}{DIRECTIONS[terms['backward']]}"] += calls * terms["conv_bytes"] / bandwidth
+            if terms["path"] in TENSOR_PATHS:  # the transposes' fixed part and filters, at their own rate
+                parts[TRANSPOSE_OVERHEAD] += calls * transpose_kernel_seconds(terms, device)
             parts["elementwise" + INDEXED_SUFFIX] += calls * terms["epilogue_bytes"] / bandwidth
             continue
         op_class = row["op_class"]
@@ -412,7 +417,7 @@ def attention_efficiencies(recordings: list[Recording], device) -> dict[str, flo
         layers = attention.sdpa_layers(ops["layer"], ops["op"])
         own: dict[str, float] = collections.defaultdict(float)
         for _, row in ops[ops["layer"].isin(layers) & (ops["op_class"] == "attention")].iterrows():
-            terms = op_terms(row, recording.precision, device, unity, int(device.sm_count or 1), recording.mode, True)
+            terms = op_terms(row, recording.precision, device, unity, int(device.sm_count or 1), True)
             for kernel, seconds in terms["compute"].items():
                 own["_".join(kernel.removeprefix(attention.KERNEL_PREFIX).split("_")[:2])] += int(row["calls"]) * seconds
         for key, seconds in found.items():
@@ -451,7 +456,7 @@ def weight_gradient_efficiencies(recordings: list[Recording], device) -> dict[st
         ops = estimate(recording.model, recording.batch, recording.precision, recording.mode).ops
         own: dict[str, float] = collections.defaultdict(float)
         for _, row in ops[(ops["phase"] == "backward") & (ops["op"] == "mm")].iterrows():
-            terms = op_terms(row, recording.precision, device, unity, int(device.sm_count or 1), recording.mode)
+            terms = op_terms(row, recording.precision, device, unity, int(device.sm_count or 1))
             for view_path, view_seconds in terms["compute"].items():
                 if view_path.startswith(GEMM_PREFIX) and view_path.endswith(WGRAD_SUFFIX):
                     own[view_path.removeprefix(GEMM_PREFIX)] += int(row["calls"]) * view_seconds
@@ -500,6 +505,36 @@ def _path_efficiencies(matmul: list[tuple[dict[str, float], float, str, list]], 
     return {path: round(efficiency[path], 4) for path in sorted(solved)}
 
 
+def layout_ratios(recordings: list[tuple[dict[str, float], float, str]]) -> dict[str, float]:
+    """``layout_bytes_per_byte`` from recorded steps: each one's activation transposes' seconds (one precision per
+    step: its recorded transposes less the model's fixed part and filters, timemodel.transpose_kernel_seconds) over
+    its convolutions' activation bytes at the bandwidth (``{"<path>_forward"/"<path>_backward": seconds}``). By
+    path over all of them; by direction where some steps have forward convolutions only (inference: the forward's
+    ratio) and others backward ones too (training: its transposes less the forward's ratio of its forward bytes,
+    over its backward bytes). ResNet-50 b64 TF32 on the H100: 1.89 forward, 3.18 backward, 2.44 both (the
+    backward transposes its output gradient twice, for each of its kernels)."""
+    by_path: dict[str, list[tuple[float, float, float]]] = collections.defaultdict(list)
+    for ideal, measured, _ in recordings:
+        for path in {undirected(key) for key in ideal}:
+            by_path[path].append((ideal.get(path + DIRECTIONS[0], 0.0), ideal.get(path + DIRECTIONS[1], 0.0),
+                                  measured))
+    ratios: dict[str, float] = {}
+    for path, steps in by_path.items():
+        ideal_total, measured_total = sum(f + b for f, b, _ in steps), sum(m for *_, m in steps)
+        if ideal_total <= 0 or measured_total <= 0:
+            continue
+        ratios[path] = round(measured_total / ideal_total, 4)
+        forward_only = [(f, m) for f, b, m in steps if not b]
+        with_backward = [(f, b, m) for f, b, m in steps if b]
+        if forward_only and with_backward and sum(f for f, _ in forward_only) > 0:
+            forward = sum(m for _, m in forward_only) / sum(f for f, _ in forward_only)
+            backward = (sum(m for *_, m in with_backward) - forward * sum(f for f, *_ in with_backward)) \
+                / sum(b for _, b, _ in with_backward)
+            if backward > 0:
+                ratios.update({path + DIRECTIONS[0]: round(forward, 4), path + DIRECTIONS[1]: round(backward, 4)})
+    return ratios
+
+
 def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[str, Any],
                            traces: dict[str, dict] | None = None, source: str = "") -> Calibration:
     """A calibration of ``device`` from recorded steps on it (module docstring, source 2).
@@ -516,6 +551,7 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
     # such as FFT convolutions lose their L2 reuse), so they only fill in what no profiler trace covers.
     contributions: dict[str, list[tuple[float, float, str]]] = collections.defaultdict(list)
     matmul: list[tuple[dict[str, float], float, str, list]] = []  # ideal by path, recorded, source, rows
+    layout: list[tuple[dict[str, float], float, str]] = []  # ideal by directed path, recorded transposes, source
     floors = []
     for recording in recordings:
         rows: list[tuple[dict[str, float], float]] = []
@@ -523,12 +559,14 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
         measured = _measured_parts(recording, clock)
         matmul.append(({k.split(":")[1]: v for k, v in ideal.items() if k.startswith("matmul:")},
                        measured.get("matmul", 0.0), recording.source, rows))
-        layout_measured = measured.get("layout", 0.0)
+        transposed = {key.split(":")[1]: seconds for key, seconds in ideal.items()
+                      if key.startswith("layout:") and undirected(key.split(":")[1]) in ("tf32", "fp16", "bf16")}
+        if any(transposed.values()):  # one precision per step; its activations' bytes: the transposes less the rest
+            activations = measured.get("layout", 0.0) - ideal.get(TRANSPOSE_OVERHEAD, 0.0)
+            layout.append((transposed, activations, recording.source))
         for key, seconds in ideal.items():
-            if key.startswith("layout:"):
-                path = key.split(":")[1]
-                if path in ("tf32", "fp16", "bf16") and seconds:
-                    contributions[f"layout:{path}"].append((seconds, layout_measured, recording.source))
+            if key.startswith("layout:") or key == TRANSPOSE_OVERHEAD:
+                continue
             elif not key.startswith("matmul:") and seconds:
                 contributions[key].append((seconds, measured.get(key.removesuffix("_training"), 0.0),
                                            recording.source))
@@ -545,8 +583,8 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
         ideal_total, measured_total = sum(i[0] for i in items), sum(i[1] for i in items)
         if ideal_total > 0 and measured_total > 0:
             ratios[key] = ideal_total / measured_total
-    memory = {key: round(value, 4) for key, value in ratios.items() if not key.startswith("layout:")}
-    layout = {key.split(":")[1]: round(1.0 / value, 4) for key, value in ratios.items() if key.startswith("layout:")}
+    memory = {key: round(value, 4) for key, value in ratios.items()}
+    layout_per_byte = layout_ratios(preferred(layout))
     # Each matmul path's efficiency; then the tensor-core convolutions' by direction where the recordings give
     # both (fprop kernels: the inference steps; dgrad/wgrad: the training steps less their forward part)
     def both_directions(by_path: dict[str, float]) -> dict[str, float]:
@@ -572,7 +610,7 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
                      "(the inference steps) and dgrad/wgrad kernels (the training steps less their forward part); "
                      "<path>: both together")
     values: dict[str, Any] = {"matmul_efficiency": matmul_efficiency, "memory_efficiency_by_class": memory,
-                              "layout_bytes_per_byte": layout}
+                              "layout_bytes_per_byte": layout_per_byte}
     if floors:
         values["kernel_seconds"] = min(floors)
         notes.append("kernel_seconds: the shortest recorded kernel")
@@ -592,8 +630,9 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
     if missing:
         notes.append(f"no recording of {'/'.join(missing)} steps: their tensor-core convolutions take TF32's forward "
                      f"efficiency (of their own peak) both ways, their other products TF32's")
-        if "tf32" in layout:  # the same NCHW <-> NHWC transpose kernels, on 2-byte elements
-            layout.update({p: layout["tf32"] for p in missing if p not in layout})
+        if "tf32" in layout_per_byte:  # the same NCHW <-> NHWC transpose kernels, on 2-byte elements
+            layout_per_byte.update({p + d: layout_per_byte[f"tf32{d}"] for p in missing for d in ("", *DIRECTIONS)
+                                    if f"tf32{d}" in layout_per_byte and p + d not in layout_per_byte})
             notes.append(f"{'/'.join(missing)} layout transposes: TF32's per byte, a 16-bit byte at "
                          f"timemodel.LAYOUT_16_BIT_BYTE_COST")
     return Calibration(source=source or f"derived from recordings on {device.key}", **values, notes=tuple(notes))

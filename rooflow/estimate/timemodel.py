@@ -19,8 +19,9 @@ device work and host work:
   fewer bytes per SM cycle holds every memory-bound kernel to that GPU's rate per SM except the vectorised
   elementwise and copy kernels, which stream at this device's bandwidth.
   *layout* — tensor-core convolutions on NCHW tensors pay cuDNN's NCHW ↔ NHWC transposes, separate kernels
-  (``layout_bytes_per_byte`` × the convolution's bytes, ``layout_bytes``), but the 1×1 ones cuDNN runs as GEMMs on
-  the NCHW tensors (``transposes``).
+  (``layout_bytes_per_byte`` of the direction × the convolution's activation bytes at the bandwidth,
+  ``layout_bytes``; each kernel's fixed part; a filter of more than one tap at its own, SM-bound rate:
+  ``transpose_kernel_seconds``), but the 1×1 ones cuDNN runs as GEMMs on the NCHW tensors (``transposes``).
   *epilogue* — a convolution with a bias adds it in a separate elementwise kernel (cuDNN path of
   ``aten::_convolution``): it reads and writes the output once more, in an indexing kernel (16-bit at the
   time of 4-byte elements: ``INDEXED_ELEMENT_BYTES``).
@@ -195,6 +196,17 @@ SIXTEEN_BIT_PATHS = ("fp16", "bf16")
 LAYOUT_16_BIT_BYTE_COST = 1.63
 NARROW_CHANNELS = 8
 NARROW_TRANSPOSE_COST = 6.5
+# cuDNN transposes a filter of more than one tap (KCRS -> KRSC) in a kernel of its own: once per forward call, and
+# per backward view (the filter for the input gradient, the weight gradient back to KCRS); a 1×1 filter is the same
+# bytes both ways. Its time follows elements, whatever the dtype, and not the bandwidth: in the H200's TF32 and
+# bf16 traces (tests/data/real/gpu-2026-11-27, 158 forward filters) 2.36 M elements took 14.3–15.6 µs (0.3–0.6 TB/s
+# where the activations' transposes moved 2–3.5), 0.59 M 4.8–5.2, 0.04 M 2.3: TRANSPOSE_KERNEL_SECONDS plus the
+# elements at FILTER_TRANSPOSE_ELEMENTS_PER_SM_CYCLE (least squares over them; 180 G elements/s on the H200's 132
+# SMs at 1.98 GHz). Batch does not change it, so at a small batch it is much of a late layer's transposes (ResNet-18
+# b32 bf16 on the H100: its 512-channel 3×3 filters' 13.9 µs against 5 µs for the input's). The fixed part is the
+# transpose kernel's own, so the activations' two transposes take it too beside their bytes.
+TRANSPOSE_KERNEL_SECONDS = 1.87e-6
+FILTER_TRANSPOSE_ELEMENTS_PER_SM_CYCLE = 0.69
 DIRECT_PATH_SEEN_BATCH = 16  # the least batch of a recording (every forward layer on implicit GEMM)
 
 NATIVE_DEPTHWISE_PRECISIONS = ("bf16",)
@@ -269,7 +281,9 @@ class Calibration:
     # CPU: the first write of a freshly mapped large tensor (rooflow.estimate.core.LARGE_ALLOCATION_BYTES)
     # costs a page fault per page, seconds per byte
     page_fault_seconds_per_byte: float = 0.0
-    layout_bytes_per_byte: dict[str, float] = field(default_factory=dict)  # by path (tensor-core ones)
+    # seconds of cuDNN's layout transposes per convolution byte at the bandwidth (their efficiency in it), by
+    # path ("<path>_forward" / "<path>_backward" where the recordings gave both directions)
+    layout_bytes_per_byte: dict[str, float] = field(default_factory=dict)
     matmul_efficiency: dict[str, float] = field(default_factory=dict)  # by path (PATHS)
     # cuBLAS GEMMs (mm, addmm, bmm: linear layers, attention) by path, of the measured GEMM ceiling, which is
     # such a GEMM (torch.mm): 1 unless measured otherwise. matmul_efficiency is that of cuDNN's convolutions.
@@ -342,6 +356,12 @@ class Calibration:
         if op_class not in table and op_class.endswith(INDEXED_SUFFIX):
             op_class = op_class.removesuffix(INDEXED_SUFFIX)  # not measured apart: the class's
         return table.get(op_class, self.memory_efficiency)
+
+    def layout_ratio(self, path: str, backward: bool) -> float:
+        """``layout_bytes_per_byte`` of a tensor-core convolution on ``path`` in its direction (the path's where
+        the recordings gave no direction; 0: no transposes, FP32 FFMA)."""
+        table = self.layout_bytes_per_byte
+        return table.get(path + DIRECTIONS[backward], table.get(path, 0.0))
 
     def matmul_efficiency_of(self, path: str) -> float:
         efficiency = self._matmul_efficiency_of(path)
@@ -507,18 +527,18 @@ def tensor_core_padding(n: int, k: int, k_taps: int, n_taps: int, element_bytes:
     return n, k
 
 
-def op_terms(row, precision: str, device, calibration: Calibration, sm_count: int, mode: str = "inference",
-             sdpa: bool = False) -> dict[str, Any]:
+def op_terms(row, precision: str, device, calibration: Calibration, sm_count: int, sdpa: bool = False
+             ) -> dict[str, Any]:
     """The ideal work of ONE call of an ops-table row, before efficiencies: ``compute`` seconds per path
     (``{path: seconds}`` at the path's peak with the shape factor), ``bytes`` moved eagerly,
     ``conv_bytes`` (a convolution's bytes: its layout transposes are a calibrated multiple of them, on a
     tensor-core ``path``), ``epilogue_bytes`` (a separate bias add) and ``kernels``. Where tensor cores would
-    pad the shape, the kernels taken are those cuDNN's autotuner would take (``mode``: the layout
-    transposes' efficiency)."""
+    pad the shape, the kernels taken are those cuDNN's autotuner would take."""
     calls = max(1, int(row["calls"]))  # the table's FLOPs and bytes are over all calls; GEMM views per call
     bytes_moved = (float(row["bytes_read"]) + float(row["bytes_written"])) / calls
     terms: dict[str, Any] = {"compute": {}, "bytes": bytes_moved, "conv_bytes": 0.0, "epilogue_bytes": 0.0,
-                             "kernels": 0.0 if row["op"] in NO_KERNEL_OPS else 1.0, "path": ""}
+                             "kernels": 0.0 if row["op"] in NO_KERNEL_OPS else 1.0, "path": "",
+                             "backward": row["phase"] == "backward"}
     if row["op_class"] not in MATMUL_OP_CLASSES:
         return terms
     path = _path(row["compute_precision"], precision, device)
@@ -573,7 +593,11 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
             product_flops += 2.0 * m * n * k * count
         terms["kernels"] = float(len(views))
         if convolution and transposes(row, views):
-            terms["conv_bytes"] = layout_bytes(row, bytes_moved, device)
+            element = ELEMENT_BYTES.get(row["compute_precision"], 4)
+            filters = [filter_elements(view) for view in views]
+            activations = max(0.0, bytes_moved - element * sum(filters))  # its filters transpose at their own rate
+            terms["conv_bytes"] = layout_bytes(row, activations, device)
+            terms["filter_transposes"] = [elements for elements, view in zip(filters, views) if max(view[5:7]) > 1]
         if convolution:
             if float(row["flops"]) / calls > product_flops * 1.0000001 and row["phase"] == "forward":
                 # bias: read + write out, in PyTorch's broadcasting (indexing) elementwise kernel
@@ -581,9 +605,9 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
                                                                                                             device)
                 terms["kernels"] += 1.0
         if padded:
-            _take_faster_kernels(terms, ffma, device, calibration, mode)
+            _take_faster_kernels(terms, ffma, device, calibration)
         if fp32_views:
-            _take_faster_kernels(terms, fp32_views, device, calibration, mode)
+            _take_faster_kernels(terms, fp32_views, device, calibration)
     elif not views:
         terms["compute"][path] = float(row["flops"]) / calls / peak
     else:  # depthwise (one channel per group): a few FLOPs per byte, bandwidth work in its own kernels
@@ -623,20 +647,46 @@ def _bandwidth(device, calibration: Calibration) -> float:
     return min(device_bandwidth(device), cap) if cap else device_bandwidth(device)
 
 
-def _layout_seconds(terms: dict[str, Any], path: str, device, calibration: Calibration, mode: str) -> float:
-    """Seconds of the layout transposes around a tensor-core convolution on ``path`` (none for FFMA)."""
-    bandwidth = _bandwidth(device, calibration)
-    ratio = calibration.layout_bytes_per_byte.get(path, 0.0)
-    return ratio * terms["conv_bytes"] / (bandwidth * calibration.memory_efficiency_of("layout", mode))
+def _layout_seconds(terms: dict[str, Any], path: str, device, calibration: Calibration) -> float:
+    """Seconds of the layout transposes around a tensor-core convolution on ``path`` (none for FFMA): its
+    activations' bytes (the ratio is recorded seconds over bytes at the bandwidth, so their efficiency is in it:
+    not divided by one again), and its kernels' fixed part and filters (``transpose_kernel_seconds``)."""
+    ratio = calibration.layout_ratio(path, terms.get("backward", False))
+    if not ratio:
+        return 0.0
+    return ratio * terms["conv_bytes"] / _bandwidth(device, calibration) + transpose_kernel_seconds(terms, device)
 
 
-def _take_faster_kernels(terms: dict[str, Any], ffma: dict[str, float], device, calibration: Calibration,
-                         mode: str) -> None:
+def transpose_kernel_seconds(terms: dict[str, Any], device) -> float:
+    """Seconds of a transposing convolution's layout transposes besides its activations' bytes: each kernel's fixed
+    part (``TRANSPOSE_KERNEL_SECONDS``: input and output, and each filter's) and its filters' elements."""
+    if not terms["conv_bytes"]:
+        return 0.0
+    return 2 * TRANSPOSE_KERNEL_SECONDS + sum(filter_transpose_seconds(elements, device)
+                                              for elements in terms.get("filter_transposes", ()))
+
+
+def filter_elements(view) -> int:
+    """Elements of the filter a convolution GEMM view reads or writes (formulas.gemm_views: forward and input
+    gradient m × (out or in channels) × (channels × taps), k_taps set; weight gradient out × (in × taps) × pixels,
+    n_taps set)."""
+    m, n, k, count, _, k_taps, n_taps = view
+    return (m * n if n_taps and not k_taps else n * k) * max(1, count)
+
+
+def filter_transpose_seconds(elements: float, device) -> float:
+    """One of cuDNN's filter transposes (``WEIGHT_TRANSPOSE_*``): SM-bound, so at the device's SMs and clock."""
+    rate = (device.sm_count or 0) * (getattr(device, "boost_clock_mhz", None) or 0.0) * 1e6 \
+        * FILTER_TRANSPOSE_ELEMENTS_PER_SM_CYCLE
+    return TRANSPOSE_KERNEL_SECONDS + (elements / rate if rate else 0.0)
+
+
+def _take_faster_kernels(terms: dict[str, Any], ffma: dict[str, float], device, calibration: Calibration) -> None:
     """cuDNN's autotuner: padded tensor-core kernels with their layout transposes, or FP32 FFMA (or Winograd)
     kernels on the unpadded shape (and NCHW as it is, when every view runs them), whichever is faster."""
     def total(compute: dict[str, float], path: str) -> float:
         return sum(seconds / calibration.matmul_efficiency_of(p) for p, seconds in compute.items()) + \
-            _layout_seconds(terms, path, device, calibration, mode)
+            _layout_seconds(terms, path, device, calibration)
 
     ffma_path = "fp32" if set(ffma) <= {"fp32", "fp32_fast"} else terms["path"]
     if total(ffma, ffma_path) < total(terms["compute"], terms["path"]):
@@ -671,7 +721,7 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     the bf16 BatchNorm layers' channels (rooflow.estimate.batchnorm.channels_by_layer); ``sdpa_layers``: the
     layers whose attention runs as PyTorch's fused kernel (rooflow.estimate.attention.sdpa_layers); ``batch``: the
     step's batch (the planes of a native BatchNorm's transform kernel)."""
-    terms = op_terms(row, precision, device, calibration, sm_count, mode, bool(sdpa_layers) and row["layer"] in sdpa_layers)
+    terms = op_terms(row, precision, device, calibration, sm_count, bool(sdpa_layers) and row["layer"] in sdpa_layers)
     bandwidth = _bandwidth(device, calibration)
     memory_class = "depthwise" if terms.get("depthwise") else row["op_class"]
     # depthwise backward (input gradient, and the weight gradient: a reduction over N·H·W per tap) runs
@@ -725,7 +775,7 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
         # depthwise layers were priced at 0.94x that roof by their bytes (rooflow.estimate.predict.below_roofline)
         memory = max(memory, float(row["flops"]) / max(1, int(row["calls"])) / (_peak(device, "fp32") or math.inf))
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
-    layout = _layout_seconds(terms, terms["path"], device, calibration, mode)
+    layout = _layout_seconds(terms, terms["path"], device, calibration)
     # bytes per second of PyTorch's indexing kernels: the bias add of the cuDNN path, the bias gradient's sum
     indexed_rate = bandwidth * calibration.memory_efficiency_of("elementwise" + INDEXED_SUFFIX, mode)
     epilogue = terms["epilogue_bytes"] / indexed_rate
@@ -734,7 +784,8 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
         elements = bias_gradient_elements(row)
         if elements:
             bias_gradient = max(elements * INDEXED_ELEMENT_BYTES / indexed_rate, calibration.kernel_seconds)
-    kernels = terms["kernels"] + (2 if layout else 0) + (1 if bias_gradient else 0)
+    transposes_run = 2 + len(terms.get("filter_transposes", ())) if layout else 0  # activations in and out, filters
+    kernels = terms["kernels"] + transposes_run + (1 if bias_gradient else 0)
     main = max(compute, memory, terms["kernels"] * calibration.kernel_seconds)
     faults = float(row.get("large_allocated_bytes") or 0.0) / max(1, int(row["calls"])) \
         * calibration.page_fault_seconds_per_byte
@@ -770,8 +821,8 @@ def transposes(row, views) -> bool:
 
 def layout_bytes(row, bytes_moved: float, device=None) -> float:
     """The bytes a transposing convolution's layout transposes are priced on (a calibrated multiple of them:
-    Calibration.layout_bytes_per_byte, read from 4-byte elements): the bytes it moves, a 16-bit byte at
-    ``LAYOUT_16_BIT_BYTE_COST``, and an input of fewer than ``NARROW_CHANNELS`` channels (an RGB image) at
+    Calibration.layout_bytes_per_byte, read from 4-byte elements): ``bytes_moved`` (its activations'), a 16-bit
+    byte at ``LAYOUT_16_BIT_BYTE_COST``, and an input of fewer than ``NARROW_CHANNELS`` channels (an RGB image) at
     ``NARROW_TRANSPOSE_COST`` per 4-byte element."""
     element = ELEMENT_BYTES.get(row["compute_precision"], 4)
     scale = LAYOUT_16_BIT_BYTE_COST if element == 2 and getattr(device, "is_cuda", True) else 1.0
@@ -801,7 +852,7 @@ def _fast_path_doubt(row, precision: str, device, calibration: Calibration, sm_c
     call = parse_call(row.get("call"))
     if len(call) == 7 and call[0] >= FAST_PATH_SEEN_BATCH and call[1] >= FAST_PATH_SEEN_CHANNELS:
         return 0.0
-    fast = op_terms(row, precision, device, calibration, sm_count, mode)["compute"].get("fp32_fast", 0.0)
+    fast = op_terms(row, precision, device, calibration, sm_count)["compute"].get("fp32_fast", 0.0)
     if not fast:
         return 0.0
     return fast * (1.0 / calibration.matmul_efficiency_of("fp32") - 1.0 / calibration.matmul_efficiency_of("fp32_fast"))

@@ -238,9 +238,12 @@ def test_h200_models_not_in_the_h100_sweep(h200):
     roofline: regnet bf16 1.27 → 1.21, TF32 densenet 0.73 → 0.90; 10 and 20% before 16-bit max-pooling followed
     elements: squeezenet bf16 1.34 → 1.24, googlenet 1.31 → 1.20; 19% before ConvNeXt's depthwise convolutions ran
     cuDNN's kernels; 12 of 15 and 15% before the gaps between kernels).
-    GoogLeNet's bf16 step (1.20 before) is 1.03 since a forward max-pool is priced by its window
+    GoogLeNet's bf16 step (1.20 before) came to 1.03 when a forward max-pool was priced by its window
     (timemodel.MAX_POOL_OUTPUT_LOADS): its stride-1 3×3 pools took 5.9 ms of 16.5 in the H200's trace
-    (tests/data/real/gpu-2026-11-27), 3.9 predicted on their bytes. RegNetY's bf16 step is the slowest against its
+    (tests/data/real/gpu-2026-11-27), 3.9 predicted on their bytes. It is 1.06 since the layout transposes are
+    no longer priced 1.5× their fit: that overcount had hidden what its convolutions' kernels miss (the NCHW
+    GEMMs on Ampere CUTLASS kernels at 14×14 and the stem:
+    test_step_model_gpus.test_googlenets_bf16_convolution_miss_sits_in_its_nchw_gemms_at_14x14_and_its_stem). RegNetY's bf16 step is the slowest against its
     prediction (1.21): in that trace its 1×1 convolutions that cuDNN runs as NCHW GEMMs took CUTLASS and MAGMA
     kernels at 0.7-1.4 TB/s, which the model prices at the bandwidth."""
     new = h200[h200["model"].isin(NEW_MODELS)]
@@ -249,7 +252,7 @@ def test_h200_models_not_in_the_h100_sweep(h200):
     assert (error <= 0.25).all() and error.mean() <= 0.055
     bf16 = new[new["precision"] == "bf16"].set_index("model")["time_ratio"]
     assert bf16["regnet_y_1_6gf"] > bf16.drop("regnet_y_1_6gf").max()
-    assert abs(bf16["googlenet"] - 1) < 0.05
+    assert bf16["googlenet"] == pytest.approx(1.06, abs=0.02)
 
 
 def test_h200_memory_of_models_not_in_the_h100_sweep(h200):
