@@ -185,7 +185,7 @@ def test_h100_resnet18_bf16_miss_is_read_from_its_profiled_iteration():
     recorded kernels (14 within ±5%; cuDNN's transposes by direction, at their fitted ratio used once, filters at
     their own rate: timemodel.TRANSPOSE_KERNEL_SECONDS), while the stem took 0.34 ms against 0.29 — its
     kernel, a padded 3-channel CUTLASS fprop (cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64, in the ncu
-    recording beside it), runs under the tensor-core efficiency the model gives it. Until the layout transposes
+    recording beside it), runs under the tensor-core efficiency the model gives it. While the layout transposes
     were divided by an efficiency twice, Conv2d read 1.04 ms: the overcount hid the stem."""
     import ast
     import json
