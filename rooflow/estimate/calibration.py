@@ -560,7 +560,7 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
         matmul.append(({k.split(":")[1]: v for k, v in ideal.items() if k.startswith("matmul:")},
                        measured.get("matmul", 0.0), recording.source, rows))
         transposed = {key.split(":")[1]: seconds for key, seconds in ideal.items()
-                      if key.startswith("layout:") and undirected(key.split(":")[1]) in ("tf32", "fp16", "bf16")}
+                      if key.startswith("layout:") and undirected(key.split(":")[1]) in TENSOR_PATHS}
         if any(transposed.values()):  # one precision per step; its activations' bytes: the transposes less the rest
             activations = measured.get("layout", 0.0) - ideal.get(TRANSPOSE_OVERHEAD, 0.0)
             layout.append((transposed, activations, recording.source))

@@ -651,7 +651,7 @@ def _layout_seconds(terms: dict[str, Any], path: str, device, calibration: Calib
     """Seconds of the layout transposes around a tensor-core convolution on ``path`` (none for FFMA): its
     activations' bytes (the ratio is recorded seconds over bytes at the bandwidth, so their efficiency is in it:
     not divided by one again), and its kernels' fixed part and filters (``transpose_kernel_seconds``)."""
-    ratio = calibration.layout_ratio(path, terms.get("backward", False))
+    ratio = calibration.layout_ratio(path, terms["backward"])
     if not ratio:
         return 0.0
     return ratio * terms["conv_bytes"] / _bandwidth(device, calibration) + transpose_kernel_seconds(terms, device)
@@ -675,7 +675,8 @@ def filter_elements(view) -> int:
 
 
 def filter_transpose_seconds(elements: float, device) -> float:
-    """One of cuDNN's filter transposes (``WEIGHT_TRANSPOSE_*``): SM-bound, so at the device's SMs and clock."""
+    """One of cuDNN's filter transposes (``TRANSPOSE_KERNEL_SECONDS`` and ``FILTER_TRANSPOSE_ELEMENTS_PER_SM_CYCLE``):
+    SM-bound, so at the device's SMs and clock."""
     rate = (device.sm_count or 0) * (getattr(device, "boost_clock_mhz", None) or 0.0) * 1e6 \
         * FILTER_TRANSPOSE_ELEMENTS_PER_SM_CYCLE
     return TRANSPOSE_KERNEL_SECONDS + (elements / rate if rate else 0.0)
