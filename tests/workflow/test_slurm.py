@@ -469,7 +469,7 @@ SWEEP_SNAKEFILE = ROOT / "tests" / "slurm" / "sweep" / "Snakefile"
 SWEEP_JOBS = 100
 SWEEP_FAIL_ONCE = [7, 33, 61, 88]
 SWEEP_FAIL_ALWAYS = [50]
-SWEEP_CONCURRENT = 10  # jobs queued or running at once (the profile's `jobs`, overridden)
+SWEEP_CONCURRENT = 20  # jobs queued or running at once (the profile's `jobs`, overridden)
 
 
 def sweep_index(log_path: str) -> int:
