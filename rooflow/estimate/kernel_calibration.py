@@ -486,6 +486,9 @@ class _ShapeTable:
     k_part: np.ndarray
     # candidates × rows: bytes per FLOP of its operands' re-reads that the L2 cannot hold (None: no L2 given)
     reread: np.ndarray | None = None
+    # the last (tile_exponent, fill_k) asked of _candidate_factors and its result: a fit scans one parameter at a
+    # time, and most (efficiency, memory_efficiency, sustained, ...) leave these two as they were
+    last: tuple = field(default=(None, None), repr=False, compare=False)
 
 
 def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None, split_k: bool = True,
@@ -534,9 +537,15 @@ def _shape_table(m, n, k, count, sm_count: int, batched=None, batched_tile=None,
 
 
 def _candidate_factors(table: _ShapeTable, tile_exponent: float, fill_k: float) -> np.ndarray:
-    """Candidates × rows: each candidate's share of the calibrated rate (0 where it does not apply)."""
-    quality = np.array(table.intensity)[:, None] ** tile_exponent
-    return quality * table.base * table.k_part / (table.k_part + fill_k)
+    """Candidates × rows: each candidate's share of the calibrated rate (0 where it does not apply). Read-only:
+    the table keeps it for the next call with the same parameters."""
+    key, factors = table.last
+    if key != (tile_exponent, fill_k):
+        quality = np.array(table.intensity)[:, None] ** tile_exponent
+        factors = quality * table.base * table.k_part / (table.k_part + fill_k)
+        factors.flags.writeable = False
+        table.last = ((tile_exponent, fill_k), factors)
+    return factors
 
 
 def _shape_factor(table: _ShapeTable, tile_exponent: float, fill_k: float) -> np.ndarray:
