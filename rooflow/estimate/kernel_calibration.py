@@ -160,7 +160,8 @@ BATCHED_TILES = {"pascal": (128, 64), "ampere": (128, 128), "ada": (128, 128)}  
 # cutlass_80_simt_sgemm_*_8x5, on the H100): where none of its own single ops were measured, its GEMM tile
 # exponent and k fill are that family's, and so is how fast its memory-bound GEMMs stream against its own
 # elementwise ops — a property of the kernels, the rate of the memory: Ampere's SGEMMs stream at 1.05x the
-# A100's elementwise DRAM efficiency (0.92 against 0.87), Pascal's, Volta's and Turing's at 0.59-0.75x theirs.
+# A100's elementwise DRAM efficiency (0.92 against 0.87), Pascal's at 0.87-0.91x theirs, Volta's and Turing's at
+# 0.59-0.69x.
 # Its FP32 efficiency stays its own measured roof's and board power's, and that family's measured shapes stay
 # out: the A100's residuals at an 8192³ product would move the H100's FP32 torch.mm off the roof it was
 # measured at (52.9 to 45.6 TFLOP/s predicted, 52.1 measured by others)
@@ -477,6 +478,15 @@ def _gemm_views(rows: pd.DataFrame) -> tuple[np.ndarray, ...]:
     return m, n, k, count, moved
 
 
+def _rows_by_columns(tiles) -> tuple[tuple[int, int], ...]:
+    """cuBLAS's SGEMM tiles, named as in its kernels ("maxwell_sgemm_128x64"), as the model's (output rows, output
+    columns). cuBLAS is column-major and runs torch's row-major product as its transpose, so a name's first number
+    tiles the output's columns: the grid of every named SGEMM call of the data set (79,000, five GPUs) is
+    ceil(columns / first) × ceil(rows / second) (test_cublas_tiles_name_the_output_columns_first). cuDNN's
+    implicit-GEMM names tile output pixels first, as the model does (IMPLICIT_GEMM_TILES)."""
+    return tuple((rows, columns) for columns, rows in tiles)
+
+
 @dataclass
 class _ShapeTable:
     """Per candidate (tile, split-K) of each row: padding × waves × reduction cost, and k per part."""
@@ -629,13 +639,17 @@ class _Prepared:
             part = rows.iloc[idx]
             if op_class in ("gemm", "convolution"):
                 m, n, k, count, moved = _gemm_views(part)
-                candidate_tiles = (SGEMM_TILES if op_class == "gemm"
+                gemm = op_class == "gemm"
+                # cuBLAS's tiles as (output rows, output columns) (:func:`_rows_by_columns`); cuDNN's as named
+                candidate_tiles = (_rows_by_columns(SGEMM_TILES) if gemm
                                    else IMPLICIT_GEMM_TILES_OF.get(gpu.architecture, IMPLICIT_GEMM_TILES))
+                batched_tile = BATCHED_TILES.get(gpu.generation)
+                linear_tiles = LINEAR_TILES.get(gpu.family)
                 work = {"flops": 2 * m * n * k * count, "bytes": moved,
                         "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
-                                              BATCHED_TILES.get(gpu.generation), split_k=op_class == "gemm",
-                                              tiles=candidate_tiles,
-                                              linear_tiles=LINEAR_TILES.get(gpu.family) if op_class == "gemm" else None,
+                                              _rows_by_columns([batched_tile])[0] if batched_tile else None,
+                                              split_k=gemm, tiles=candidate_tiles,
+                                              linear_tiles=_rows_by_columns(linear_tiles) if gemm and linear_tiles else None,
                                               l2_bytes=gpu.l2_bytes if op_class == "gemm" else None)}
                 if op_class == "convolution":
                     work["fused_table"] = _shape_table(m, n, k, count, gpu.sm_count, split_k=False,
@@ -1187,8 +1201,12 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                                          row_seconds=NORMALIZATION_ROW_SECONDS_OF[gpu.architecture])
         elif not same_architecture:
             donors_of = [name for name in measured if op_class in measured[name].classes]
-            # a GEMV-like call streams its weights: DRAM efficiency, which carries across architectures (but
-            # for the GEMM kernels another family's, below)
+            if op_class == "gemm":
+                # a GEMV-like call streams its weights at its library's memory-bound kernels' rate, alike within a
+                # family (of their DRAM bandwidth: the P100 and P4 0.69 and 0.66, the V100 and T4 0.55 and 0.52,
+                # the A100 0.92): its family's boards', else all measured GPUs' (or another family's kernels', below)
+                donors_of = [name for name in same if name in donors_of] or donors_of
+            # convolutions stream at a DRAM efficiency that carries across architectures
             classes[op_class]["memory_efficiency"] = float(statistics.median(
                 measured[name].classes[op_class].get("memory_efficiency", DEFAULTS[op_class]["memory_efficiency"])
                 for name in donors_of))
@@ -1257,12 +1275,13 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     floors = {o: float(statistics.median(cal.floors[o] for cal in hosts.values() if o in cal.floors))
               for o in operators}
     shapes = _shapes_of([measured[name] for name in same_architecture])
-    # cuBLAS's GEMM picks by shape, each board's level removed: its generation's boards' (the same picks: see
-    # GENERATIONS), whatever their power (a board's fit prices its power limit apart, so its residuals are its
-    # picks); else its family's full-power boards' (the same kernel names: volta_sgemm on the V100 and T4)
+    # cuBLAS's GEMM picks by shape, each board's level removed: its family's full-power boards' (the same kernel
+    # names: maxwell_sgemm on the P100 and P4, volta_sgemm on the V100 and T4). Not a power-limited board's, though
+    # its generation's picks are the same (the P4's for the P100: 88% of their shapes ran the same kernel): held
+    # one GPU out, the P100's GEMMs went 80% -> 85% within ±25% without them, once the model tiled cuBLAS's
+    # output the way round its kernels do (_rows_by_columns) — what the P4's residuals had been correcting
     with_gemm_shapes = [name for name in sorted(same) if "gemm" in measured[name].shapes]
-    siblings = ([name for name in with_gemm_shapes if name in generation]
-                or [name for name in with_gemm_shapes if measured_gpus[name].full_power])
+    siblings = [name for name in with_gemm_shapes if measured_gpus[name].full_power]
     gemm_from_family = "gemm" not in shapes and bool(siblings)
     if gemm_from_family:
         shapes["gemm"] = shape_residuals.pooled([measured[name].shapes["gemm"] for name in siblings])
@@ -1280,8 +1299,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     across_note = (f"; {', '.join(across)} shapes: all measured GPUs' residuals, each less its median"
                    f"{winograd_note}" if across else "")
     if gemm_from_family:
-        whose = "its generation's" if siblings[0] in generation else "its family's full-power"
-        across_note += f"; GEMM shapes: {whose} boards' residuals ({', '.join(siblings)}), each less its median"
+        across_note += (f"; GEMM shapes: its family's full-power boards' residuals ({', '.join(siblings)}), "
+                        f"each less its median")
     own_dram_note = (f"; elementwise DRAM efficiency {own_dram:.2f}, its own ceilings' triad"
                      if own_dram and "elementwise" in classes else "")
     layer_norm_note = (f"LayerNorm rows at {architecture_dram:.2f} of its DRAM bandwidth (its architecture's measured "

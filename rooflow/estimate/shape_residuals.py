@@ -21,14 +21,13 @@ board's level (its power limit, its library's SGEMM efficiency) is not: each mea
 their median, pooled. Held one GPU out this took the V100's convolutions from 65% to 86% within ±25% and the
 P100's from 50% to 61%, the T4's and P4's unchanged; cuBLAS's GEMM picks did not carry (the A100's GEMMs from
 83% to 64%, the V100's from 82% to 60% with the others' residuals: its tiles and split-K by shape are each
-architecture's own). Within an architecture generation they do, whatever the board's power
-(rooflow.estimate.kernel_calibration.family_calibration, GENERATIONS): the P100 and the 75 W P4 ran the same
-maxwell_sgemm kernel for 88% of the GEMM shapes both measured, and held one GPU out the P4's GEMMs went from 52%
-to 68% within ±25% with the P100's residuals, the P100's from 60% to 72% with the P4's (since the P4's fit
-prices its power limit apart; 52% to 57% before). Across generations of one family only a full-power board's
-carry: the V100 (Volta) and the T4 (Turing) share the volta_sgemm kernels but picked the same one for 27% of
-shapes; the T4's GEMMs went from 69% to 74% with the V100's residuals, while the V100's fell from 87% to 76%
-with the T4's.
+architecture's own). Within a family a full-power board's carry (rooflow.estimate.kernel_calibration.
+family_calibration): held one GPU out, the P4's GEMMs went from 52% to 68% within ±25% with the P100's residuals,
+the T4's from 69% to 74% with the V100's (they share the volta_sgemm kernels, though they picked the same one for
+27% of shapes). A power-limited board's do not: the V100's GEMMs fell from 87% to 76% with the T4's, and the
+P100's — the 75 W P4 ran the same maxwell_sgemm kernel for 88% of the shapes both measured — went from 85% to 80%
+with the P4's once the model tiled cuBLAS's output the way its kernels do (60% to 72% before, when the P4's
+residuals had been correcting the model's transposed Pascal bmm tile).
 On an architecture where cuDNN has no forward Winograd (Hopper), the 3×3 stride-1 shapes, which the measured
 GPUs ran as Winograd, are left out (:func:`without_winograd_shapes`): with them, the H100's VGG16 convolutions
 (implicit GEMM) were 10 of 13 within ±25%, 12 without.

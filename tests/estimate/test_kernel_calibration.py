@@ -338,27 +338,34 @@ def test_held_one_gpu_out(sample):
 # memory efficiency the refits give), for the families held out whole (below: Pascal's 0.44-0.47 -> 0.77) and the
 # T4's published ResNet-50 steps (0.69-0.78 -> 0.85-0.94 measured/predicted). The 250-call sample above is cheaper
 # and noisier: a change that moves a sample cell by one row may leave the full data's untouched
-# (benchmarks/README.md).
+# (benchmarks/README.md). Re-pinned 2026-11-30, once cuBLAS's tiles were laid the way round its kernels' grids
+# say (kc._rows_by_columns: a name's first number tiles the output's columns), a GPU without data took its family's
+# GEMV rate and no power-limited board's GEMM residuals: GEMM P100 0.74 -> 0.85, convolution P4 0.82 -> 0.83 and
+# V100 0.83 -> 0.84, but GEMM A100 0.83 -> 0.81 (the P100's refitted tile exponent and k fill are half of its
+# donors' median) and P4 0.72 -> 0.71 (benchmarks/README.md, "cuBLAS tiles the output's columns first").
 FULL_DATA_WITHIN = {
-    "NVIDIA A100-PCIE-40GB": {"gemm": 0.82, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
-    "Tesla P100-PCIE-16GB": {"convolution": 0.94, "gemm": 0.73, "elementwise": 0.55, "normalization": 0.84,
+    "NVIDIA A100-PCIE-40GB": {"gemm": 0.81, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
+    "Tesla P100-PCIE-16GB": {"convolution": 0.94, "gemm": 0.85, "elementwise": 0.55, "normalization": 0.84,
                              "softmax": 0.18},
-    "Tesla P4": {"convolution": 0.82, "gemm": 0.72, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
+    "Tesla P4": {"convolution": 0.83, "gemm": 0.70, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
     "Tesla T4": {"convolution": 0.67, "gemm": 0.74, "elementwise": 0.99, "normalization": 0.87, "softmax": 0.98},
-    "Tesla V100-PCIE-32GB": {"convolution": 0.82, "gemm": 0.86, "elementwise": 1.0, "normalization": 0.86,
+    "Tesla V100-PCIE-32GB": {"convolution": 0.84, "gemm": 0.86, "elementwise": 1.0, "normalization": 0.86,
                              "softmax": 0.97},
 }
 # Held one family out (the GPU's whole architecture family out with it: every parameter all other families'), the
 # case of a GPU of a family nothing measured (the L4) and of the A100's convolutions, pinned 2026-11-29 once a
 # convolution's implicit-GEMM parameters were read from the calls that ran implicit GEMM: its convolutions went P100
-# 0.44 -> 0.77, P4 0.47 -> 0.77, T4 0.74 -> 0.72, V100 0.60 -> 0.60 (benchmarks/README.md)
+# 0.44 -> 0.77, P4 0.47 -> 0.77, T4 0.74 -> 0.72, V100 0.60 -> 0.60 (benchmarks/README.md). Re-pinned 2026-11-30
+# with the tiles the way round (above): GEMM P100 0.60 -> 0.86, P4 0.46 -> 0.56, but T4 0.43 -> 0.36 (no board of its
+# family, so no power limit priced, and a higher efficiency from the P100) and V100 0.85 -> 0.84, A100 0.83 -> 0.81;
+# convolution T4 0.72 -> 0.70, V100 0.60 -> 0.62
 FAMILY_OUT_WITHIN = {
-    "NVIDIA A100-PCIE-40GB": {"gemm": 0.83, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
-    "Tesla P100-PCIE-16GB": {"convolution": 0.77, "gemm": 0.60, "elementwise": 0.54, "normalization": 0.79,
+    "NVIDIA A100-PCIE-40GB": {"gemm": 0.81, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
+    "Tesla P100-PCIE-16GB": {"convolution": 0.77, "gemm": 0.85, "elementwise": 0.54, "normalization": 0.79,
                              "softmax": 0.18},
-    "Tesla P4": {"convolution": 0.77, "gemm": 0.46, "elementwise": 0.99, "normalization": 0.85, "softmax": 0.99},
-    "Tesla T4": {"convolution": 0.72, "gemm": 0.43, "elementwise": 0.99, "normalization": 0.86, "softmax": 0.91},
-    "Tesla V100-PCIE-32GB": {"convolution": 0.60, "gemm": 0.85, "elementwise": 0.99, "normalization": 0.87,
+    "Tesla P4": {"convolution": 0.77, "gemm": 0.56, "elementwise": 0.99, "normalization": 0.85, "softmax": 0.99},
+    "Tesla T4": {"convolution": 0.70, "gemm": 0.35, "elementwise": 0.99, "normalization": 0.86, "softmax": 0.91},
+    "Tesla V100-PCIE-32GB": {"convolution": 0.62, "gemm": 0.83, "elementwise": 0.99, "normalization": 0.87,
                              "softmax": 0.91},
 }
 
@@ -391,20 +398,22 @@ def test_a_held_out_table_says_how_many_calls_its_range_holds():
 @pytest.mark.slow
 def test_held_one_gpu_out_on_the_full_data():
     """Train on four GPUs, predict every call of the fifth: each cell at least what the model reached when it was
-    pinned (the issue asks 80% within ±25%: met by 18 of its 24 cells; the six others are named in benchmarks/README.md).
+    pinned (the issue asks 80% within ±25%: met by 19 of its 24 cells; the five others are named in benchmarks/README.md).
     Then with the fifth's whole family held out too (FAMILY_OUT_WITHIN)."""
     data = kc.load_measurements(KERNELS)
     gpus = kc.load_dataset_gpus(KERNELS)
     fitted = kc.fit_each(data, gpus)
     table = kc.held_one_out(data, gpus, calibrations=fitted)
     assert not _short_of(table, FULL_DATA_WITHIN), _short_of(table, FULL_DATA_WITHIN)
-    assert (table["within"] >= 0.8).sum() >= 18
+    assert (table["within"] >= 0.8).sum() >= 19
     # the range a GPU without data prints (±40%) holds at least 90% of its calls in every cell but the P100's
     # elementwise and softmax calls, which are mostly its measuring host's launch floor (1.65x the others')
     assert set(table["range"]) == {kc.FAMILY_UNCERTAINTY}
+    # (and the P4's GEMMs, 86%: 90% before cuBLAS's tiles were laid the way round, kc._rows_by_columns)
     outside = table[table["inside_range"] < 0.9].set_index(["gpu", "op_class"])["inside_range"]
-    assert set(outside.index) == {("Tesla P100-PCIE-16GB", "elementwise"), ("Tesla P100-PCIE-16GB", "softmax")}
-    assert outside.min() >= 0.5
+    assert set(outside.index) == {("Tesla P100-PCIE-16GB", "elementwise"), ("Tesla P100-PCIE-16GB", "softmax"),
+                                  ("Tesla P4", "gemm")}
+    assert outside.min() >= 0.5 and outside[("Tesla P4", "gemm")] >= 0.85
     family_out = kc.held_one_out(data, gpus, calibrations=fitted, whole_family=True)
     assert not _short_of(family_out, FAMILY_OUT_WITHIN), _short_of(family_out, FAMILY_OUT_WITHIN)
 
@@ -668,9 +677,11 @@ def test_pascals_gemms_reread_their_operands_from_dram():
     """The evidence for ``reread``: on the same shapes, the P4's (192 GB/s, 2 MB L2) nn.Linear calls of over 3 ms
     on the P100 take 3.4-6.8x the P100's time, its torch.bmm calls 2.0-2.5x (at a 1.67x FP32 peak ratio): Pascal's
     narrow linear tiles re-read operands of tens of MB that its L2 cannot hold (a bmm's are one product's, small).
-    Fitted after the rest of the GEMM parameters, the P100 and the P4 put the share of re-reads that reach DRAM at
-    its bound, 1 (1.08 and 1.51 unbounded: the P4's extra is unexplained), the V100 at 0: its tiles and L2 hold
-    them. The other GEMM parameters are those of the fit without re-reads."""
+    Fitted after the rest of the GEMM parameters, the P4 puts the share of re-reads that reach DRAM at its bound,
+    1 (1.51 unbounded: the extra is unexplained), the V100 at 0: its tiles and L2 hold them. So did the P100 (1,
+    1.08 unbounded) until the model laid cuBLAS's tiles the way round its kernels do (kc._rows_by_columns): 0 since,
+    its 732 GB/s moving what its 4 MB L2 does not hold in less time than its tiles' arithmetic. The other GEMM
+    parameters are those of the fit without re-reads."""
     data = kc.load_measurements(KERNELS)
     data = data[data["op_class"] == "gemm"]
     shape = ["operator", "B", "M", "N", "K"]
@@ -683,9 +694,48 @@ def test_pascals_gemms_reread_their_operands_from_dram():
     gpus = kc.load_dataset_gpus(KERNELS)
     fitted = {name: kc.fit_gpu(data[data["gpu"] == name], gpus[name], "t").classes["gemm"]
               for name in ("Tesla P100-PCIE-16GB", "Tesla P4", "Tesla V100-PCIE-32GB")}
-    assert fitted["Tesla P100-PCIE-16GB"]["reread"] == fitted["Tesla P4"]["reread"] == kc.BOUNDS["reread"][1]
-    assert fitted["Tesla V100-PCIE-32GB"]["reread"] == 0.0
-    assert fitted["Tesla P100-PCIE-16GB"]["efficiency"] == 1.158  # as fitted without re-reads
+    # the P4 at the bound; the P100, with its tiles the way round cuBLAS lays them (kc._rows_by_columns), at none
+    assert fitted["Tesla P4"]["reread"] == kc.BOUNDS["reread"][1]
+    assert fitted["Tesla P100-PCIE-16GB"]["reread"] == fitted["Tesla V100-PCIE-32GB"]["reread"] == 0.0
+    assert fitted["Tesla P100-PCIE-16GB"]["efficiency"] == 1.2089  # as fitted without re-reads
+
+
+def test_a_pascal_bmm_tiles_64_output_rows_by_128_columns():
+    """cuBLAS's maxwell_sgemm_128x64 (Pascal's one batched tile) covers 128 output columns by 64 output rows
+    (kc._rows_by_columns): a torch.bmm of 64 × 128 outputs fills one tile, one of 128 × 64 two tiles half empty.
+    With tile quality and mainloop fill neutral, the second takes twice the first's time."""
+    calibration = kc.KernelCalibration(source="t", gpu="test", classes={"gemm": {
+        "efficiency": 0.5, "memory_efficiency": 1.0, "floor_seconds": 0.0, "tile_exponent": 0.0, "fill_k": 0.0}})
+    pascal = kc.Gpu(name="p", architecture="sm_60", sm_count=10, fp32_flops_per_second=10e12,  # full waves
+                    dram_bytes_per_second=1e15, l2_bytes=4 * 2**20)
+    wide = _rows("bmm", B=10, M=64, N=512, K=128)  # (10, 64, 512) @ (10, 512, 128): 64 rows, 128 columns
+    tall = _rows("bmm", B=10, M=128, N=512, K=64)
+    flops = 2 * 10 * 64 * 128 * 512
+    assert kc.predict_seconds(wide, pascal, calibration)[0] == pytest.approx(flops / 5e12)
+    assert kc.predict_seconds(tall, pascal, calibration)[0] == pytest.approx(2 * flops / 5e12)
+    assert kc._rows_by_columns([(128, 64), (32, 128)]) == ((64, 128), (128, 32))
+
+
+@needs_data
+def test_cublas_tiles_name_the_output_columns_first():
+    """The evidence for kc._rows_by_columns: every nn.Linear and torch.bmm call of the data set whose kernel names
+    its tile (maxwell_/volta_/ampere_sgemm_AxB…, 79,000 calls on five GPUs) launched a grid of ceil(output columns
+    / A) × ceil(output rows / B): cuBLAS, column-major, runs torch's row-major product as its transpose. The other
+    way round (A along the rows) matches 1-25% of each file's calls — those whose padding comes out alike."""
+    for gpu in ("Tesla_P100-PCIE-16GB", "Tesla_P4", "Tesla_T4", "Tesla_V100-PCIE-32GB", "NVIDIA_A100-PCIE-40GB"):
+        for operator in ("linear", "bmm"):
+            calls = pd.read_csv(KERNELS / operator / f"{gpu}.csv.gz",
+                                usecols=["Kernel Name", "Grid x", "Grid y", "B", "M", "K"])
+            tile = calls["Kernel Name"].str.extract(r"sgemm_(\d+)x(\d+)_(?:sliced1x4_)?(?:tn|nn)").astype(float)
+            named = tile[0].notna()
+            assert named.mean() > 0.99, (gpu, operator)
+            calls, first, second = calls[named], tile[0][named], tile[1][named]
+            rows = calls["M"] if operator == "bmm" else calls["B"] * calls["M"]
+            columns = calls["K"]  # bmm (B, M, N) @ (B, N, K); nn.Linear(N, K) on (B, M, N)
+            transposed = (calls["Grid x"] == np.ceil(columns / first)) & (calls["Grid y"] == np.ceil(rows / second))
+            as_named = (calls["Grid x"] == np.ceil(rows / first)) & (calls["Grid y"] == np.ceil(columns / second))
+            assert transposed.all(), (gpu, operator, float(transposed.mean()))
+            assert as_named.mean() < 0.3, (gpu, operator, float(as_named.mean()))
 
 
 def test_batched_gemm_runs_its_architectures_tile():
@@ -1044,12 +1094,13 @@ def test_hopper_takes_no_winograd_shapes_residuals():
     assert "no 3×3 stride-1" in h100.source and "no 3×3 stride-1" not in ada.source
 
 
-def test_gemm_shapes_carry_within_a_generation_whatever_its_power_else_from_its_familys_full_power_boards():
-    """cuBLAS picks the same SGEMM kernels by shape within an architecture generation (the P100 and P4: 88% of
-    their shapes, test_generations_share_cublas_picks): a Pascal board takes the other Pascal's GEMM residuals
-    less their median, a 75 W one's too (its fit prices its power limit apart). Another generation of its family
-    (a Turing T4 beside a Volta V100: 27% the same kernels) carries only from a full-power board, and another
-    family not at all."""
+def test_gemm_shapes_carry_from_a_familys_full_power_boards():
+    """A board without data takes its family's full-power boards' GEMM residuals, less their median (the same
+    kernel names: maxwell_sgemm on the P100 and P4, volta_sgemm on the V100 and T4), and no power-limited board's,
+    though its generation's picks are the same (the P4's for the P100: 88% of their shapes,
+    test_generations_share_cublas_picks): held one GPU out on the full data, the P100's GEMMs went 80% -> 85% within
+    ±25% without the P4's residuals once cuBLAS's tiles were laid the way round (kc._rows_by_columns), which is what
+    they had been correcting (60% -> 72% with them before). Another family's boards carry none."""
     def measured_gpu(name, architecture, gemm):
         shapes = {"gemm": shape_residuals.ShapeResiduals(np.zeros((len(gemm), 5)), np.array(gemm))}
         return kc.KernelCalibration(source="t", gpu=name, architecture=architecture, shapes=shapes, classes={})
@@ -1065,14 +1116,14 @@ def test_gemm_shapes_carry_within_a_generation_whatever_its_power_else_from_its_
     def held_out(gpu, among=measured):
         return kc.family_calibration(gpu, {k: v for k, v in among.items() if k != gpu.name}, gpus)
 
+    # the P100's, less their median (0.3)
     assert held_out(p4).shapes["gemm"].residuals.tolist() == pytest.approx([-0.2, 0.0, 0.2])
-    assert "GEMM shapes: its generation's boards' residuals (p100)" in held_out(p4).source
-    # the 75 W P4's residuals, less their median (-0.1)
-    assert held_out(p100).shapes["gemm"].residuals.tolist() == pytest.approx([-0.3, 0.3])
-    assert "GEMM shapes: its generation's boards' residuals (p4)" in held_out(p100).source
+    assert "GEMM shapes: its family's full-power boards' residuals (p100)" in held_out(p4).source
+    assert "gemm" not in held_out(p100).shapes  # the P4 is its family's only other board: 75 W
+    assert "GEMM shapes" not in held_out(p100).source
     assert held_out(t4).shapes["gemm"].residuals.tolist() == pytest.approx([0.0])  # the V100's: full power
     assert "its family's full-power boards' residuals (v100)" in held_out(t4).source
-    assert "gemm" not in held_out(v100).shapes  # the T4 is its family's only other board: Turing, 70 W
+    assert "gemm" not in held_out(v100).shapes  # the T4: 70 W
     turing = kc.family_calibration(kc.Gpu(**{**p100.__dict__, "name": "t", "architecture": "sm_75"}),
                                    {"p100": measured["p100"], "p4": measured["p4"]}, gpus)
     assert "gemm" not in turing.shapes
@@ -1679,8 +1730,9 @@ def test_check_says_which_board_a_gpu_named_otherwise_is(tmp_path, capsys):
 def test_a_power_limited_boards_fit_separates_its_power_limit():
     """A power-limited board's GEMMs run at its kernels' rate for GPU Boost's window, then at the share of it its
     power sustains: fitted with both, the P4's (75 W) kernels are its family's — the P100's (250 W, the same
-    maxwell_sgemm kernels): FP32 efficiency 1.11 against 1.16, tile exponent 0.92 against 0.77, no k fill on
-    either — where one efficiency for all its calls read 0.87 and 0.96. Its sustained share (0.73) is its base
+    maxwell_sgemm kernels): FP32 efficiency 1.11 against 1.21, tile exponent 0.81 against 0.68, k fill 12 against
+    16 (with cuBLAS's tiles the wrong way round, 2026-11-28: 1.11 against 1.16, 0.92 against 0.77, no k fill on
+    either) — where one efficiency for all its calls read 0.87 and 0.96. Its sustained share (0.73) is its base
     clock's (886 of 1,114 MHz: 0.80) within 10%; the T4's (0.58) is above its base clock's (0.37). Without the
     measured shapes' residuals, the T4's own fit puts 64% of its GEMMs within ±25% with one efficiency, 74% with
     its power limit fitted (full data)."""
@@ -1692,7 +1744,8 @@ def test_a_power_limited_boards_fit_separates_its_power_limit():
     p4, p100, t4 = fitted["Tesla P4"], fitted["Tesla P100-PCIE-16GB"], fitted["Tesla T4"]
     assert "sustained" not in p100 and p4["boost_seconds"] == kc.BOOST_WINDOW_SECONDS
     assert p4["efficiency"] == pytest.approx(p100["efficiency"], rel=0.1)
-    assert abs(p4["tile_exponent"] - p100["tile_exponent"]) < 0.2 and p4["fill_k"] == p100["fill_k"] == 0.0
+    assert abs(p4["tile_exponent"] - p100["tile_exponent"]) < 0.2
+    assert p4["fill_k"] == pytest.approx(p100["fill_k"], rel=0.35)
     assert p4["sustained"] == pytest.approx(886 / 1114, rel=0.1)
     assert 585 / 1590 < t4["sustained"] < 0.7
     rows, t4_gpu = data[data["gpu"] == "Tesla T4"], gpus["Tesla T4"]
