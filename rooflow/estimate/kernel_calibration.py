@@ -640,17 +640,16 @@ class _Prepared:
             if op_class in ("gemm", "convolution"):
                 m, n, k, count, moved = _gemm_views(part)
                 gemm = op_class == "gemm"
-                # cuBLAS's tiles as (output rows, output columns) (:func:`_rows_by_columns`); cuDNN's as named
-                candidate_tiles = (_rows_by_columns(SGEMM_TILES) if gemm
-                                   else IMPLICIT_GEMM_TILES_OF.get(gpu.architecture, IMPLICIT_GEMM_TILES))
-                batched_tile = BATCHED_TILES.get(gpu.generation)
-                linear_tiles = LINEAR_TILES.get(gpu.family)
+                if gemm:  # cuBLAS's tiles as (output rows, output columns): :func:`_rows_by_columns`
+                    batched_tile, linear_tiles = BATCHED_TILES.get(gpu.generation), LINEAR_TILES.get(gpu.family)
+                    candidates = dict(tiles=_rows_by_columns(SGEMM_TILES), l2_bytes=gpu.l2_bytes,
+                                      batched_tile=_rows_by_columns([batched_tile])[0] if batched_tile else None,
+                                      linear_tiles=_rows_by_columns(linear_tiles) if linear_tiles else None)
+                else:  # cuDNN's as named (a convolution is never a batched row)
+                    candidates = dict(tiles=IMPLICIT_GEMM_TILES_OF.get(gpu.architecture, IMPLICIT_GEMM_TILES))
                 work = {"flops": 2 * m * n * k * count, "bytes": moved,
                         "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
-                                              _rows_by_columns([batched_tile])[0] if batched_tile else None,
-                                              split_k=gemm, tiles=candidate_tiles,
-                                              linear_tiles=_rows_by_columns(linear_tiles) if gemm and linear_tiles else None,
-                                              l2_bytes=gpu.l2_bytes if op_class == "gemm" else None)}
+                                              split_k=gemm, **candidates)}
                 if op_class == "convolution":
                     work["fused_table"] = _shape_table(m, n, k, count, gpu.sm_count, split_k=False,
                                                        tiles=FUSED_WINOGRAD_TILES)
