@@ -1370,8 +1370,8 @@ def _drift_note(convolution: dict[str, float], whose: str) -> str:
     if not convolution.get("drift_seconds_per_call"):
         return ""
     return (f"; convolution calls {convolution['floor_seconds'] * 1e6:.0f} µs of launch floor at a measuring run's "
-            f"middle call, {convolution['drift_seconds_per_call'] * 1e9:.0f} ns more for every call before it "
-            f"({whose})")
+            f"middle call, growing {convolution['drift_seconds_per_call'] * 1e9:.0f} ns per call over the run "
+            f"({whose}: a call timed alone)")
 
 
 def _power_note(what: str, sustained: float, why: str) -> str:

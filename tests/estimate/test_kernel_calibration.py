@@ -511,12 +511,12 @@ def test_every_catalogue_gpu_names_its_calibration_source():
         assert source, key
     # a convolution's floor and its growth over a measuring run (host_drift): the measured hosts'
     l4 = kc.for_gpu(devices["l4"])[0]
-    assert ("convolution calls 286 µs of launch floor at a measuring run's middle call, 111 ns more for every call "
-            "before it") in l4.source
+    assert ("convolution calls 286 µs of launch floor at a measuring run's middle call, growing 111 ns per call "
+            "over the run (its donors' hosts: a call timed alone)") in l4.source
     assert l4.classes["convolution"]["drift_seconds_per_call"] == pytest.approx(111e-9)
     t4 = kc.for_gpu(devices["t4"])[0].source
-    assert ("convolution calls 234 µs of launch floor at a measuring run's middle call, 82 ns more for every call "
-            "before it (its host's)") in t4
+    assert ("convolution calls 234 µs of launch floor at a measuring run's middle call, growing 82 ns per call "
+            "over the run (its host's: a call timed alone)") in t4
     # its convolutions' implicit GEMMs, read from the calls that ran them (test_implicit_gemm_parameters_...)
     assert "convolutions' implicit-GEMM efficiency 0.76 (its GEMMs' 0.47), fitted on its 1631 calls" in t4
 
