@@ -364,19 +364,48 @@ def convolution_algorithm(kernels) -> str | None:
 
 def load_dataset_gpus(root: str | Path, measured=()) -> dict[str, Gpu]:
     """The :class:`Gpu` of each measured GPU, from the data set's ``device_configs`` (its architecture and
-    board power from :data:`DATASET_GPUS`, else from the catalogue entry of that name, :func:`dataset_gpu_identity`);
+    board power from :data:`DATASET_GPUS`, else from the catalogue entry of that name, :func:`dataset_gpu_identity`;
+    its SM count the one its own launches report, :func:`launched_sm_count`, where they do);
     ``measured``: GPU names the measurements give, each of which must have its file."""
     gpus = {}
     for name, (path, data) in _device_configs(root).items():
         key, architecture, tdp_watts = dataset_gpu_identity(name, path, data)
         base, boost = DATASET_CLOCKS.get(name) or _catalogue_clocks(key)
-        gpus[name] = gpu_from_config(data, architecture, tdp_watts, clock_fraction(base, boost))
+        gpu = gpu_from_config(data, architecture, tdp_watts, clock_fraction(base, boost))
+        launched = launched_sm_count(root, name)
+        gpus[name] = replace(gpu, sm_count=launched) if launched else gpu
     unconfigured = sorted(set(measured) - set(gpus))
     if unconfigured:
         raise RooflowError(f"{Path(root) / 'device_configs'}: no config of {unconfigured[0]!r}, whose single ops are "
                            f"measured there: add a JSON file with {', '.join(CONFIG_KEYS)} (\"Device\": "
                            f"{json.dumps(unconfigured[0])}; SMs, FP32 GFLOP/s, DRAM GB/s, L2 MB)")
     return gpus
+
+
+# the launch columns of a measurement file: grid blocks over "Blocks per SM" is the SM count the profiler saw
+LAUNCH_COLUMNS = ("Device", "Grid x", "Grid y", "Grid z", "Blocks per SM")
+
+
+def launched_sm_count(root: str | Path, name: str) -> int | None:
+    """The SM count ``name``'s own launches report under ``root`` (grid blocks ÷ "Blocks per SM", which the
+    profiler computes from the board it ran on), where its rows carry them and all agree; None otherwise. It
+    overrides a device config's Num_Sm: the data set's Tesla_P4.json says 40 (× 64 lanes), every one of the
+    P4's 40,000 launches 20 (GP104: 20 SMs of 128 lanes; test_the_data_sets_launches_count_the_p4s_sms_as_20)."""
+    for operator in ("linear", "bmm", "conv"):
+        for path in sorted((Path(root) / operator).glob("*.csv*")):
+            try:
+                frame = pd.read_csv(path, usecols=lambda c: c in LAUNCH_COLUMNS)
+            except (OSError, EOFError, UnicodeDecodeError, ValueError):
+                return None  # load_measurements names the damaged file
+            if set(frame.columns) != set(LAUNCH_COLUMNS) or not (frame["Device"] == name).any():
+                continue
+            rows = frame[frame["Device"] == name]
+            per_sm = pd.to_numeric(rows["Blocks per SM"], errors="coerce").to_numpy(float)
+            blocks = rows[["Grid x", "Grid y", "Grid z"]].apply(pd.to_numeric, errors="coerce").prod(axis=1)
+            counts = np.unique(np.round(blocks.to_numpy(float) / per_sm)[per_sm > 0])
+            counts = counts[np.isfinite(counts)]
+            return int(counts[0]) if len(counts) == 1 and counts[0] > 0 else None
+    return None
 
 
 def dataset_gpu_keys(root: str | Path) -> dict[str, str | None]:
@@ -1126,7 +1155,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     memory-bound classes: all measured GPUs', but LayerNorms on an architecture rooflow recorded them on
     (:data:`NORMALIZATION_ROW_SECONDS_OF`): its measured triad plus a cost per row. A convolution's floor and its
     growth over a measuring run (:func:`host_drift`) come with its other parameters: the data set's Pascal
-    boards' hosts drift alike (153 and 140 ns per call), its Volta and Turing boards' alike (53 and 82 ns), and
+    boards' hosts drift alike (153 and 141 ns per call), its Volta and Turing boards' alike (53 and 82 ns), and
     the median of all four drifts predicts a held-out board's convolutions worse. Convolution shapes where its
     architecture has none: every measured GPU's residuals, each less its own median (cuDNN's picks by shape
     carry across architectures, a board's level does not; :func:`shape_residuals.pooled`), less the 3×3

@@ -342,12 +342,14 @@ def test_held_one_gpu_out(sample):
 # say (kc._rows_by_columns: a name's first number tiles the output's columns), a GPU without data took its family's
 # GEMV rate and no power-limited board's GEMM residuals: GEMM P100 0.74 -> 0.85, convolution P4 0.82 -> 0.83 and
 # V100 0.83 -> 0.84, but GEMM A100 0.83 -> 0.81 (the P100's refitted tile exponent and k fill are half of its
-# donors' median) and P4 0.72 -> 0.71 (benchmarks/README.md, "cuBLAS tiles the output's columns first").
+# donors' median) and P4 0.72 -> 0.71 (benchmarks/README.md, "cuBLAS tiles the output's columns first"). Re-pinned
+# once the P4 was read as the 20 SMs its launches report (kc.launched_sm_count; its config says 40): convolution
+# P100 0.949 -> 0.960, P4 0.832 -> 0.850, V100 0.845 -> 0.847, softmax P4 0.994 -> 0.999, GEMM P4 0.707 -> 0.701.
 FULL_DATA_WITHIN = {
     "NVIDIA A100-PCIE-40GB": {"gemm": 0.81, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
-    "Tesla P100-PCIE-16GB": {"convolution": 0.94, "gemm": 0.85, "elementwise": 0.55, "normalization": 0.84,
+    "Tesla P100-PCIE-16GB": {"convolution": 0.96, "gemm": 0.85, "elementwise": 0.55, "normalization": 0.84,
                              "softmax": 0.18},
-    "Tesla P4": {"convolution": 0.83, "gemm": 0.70, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
+    "Tesla P4": {"convolution": 0.85, "gemm": 0.70, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
     "Tesla T4": {"convolution": 0.67, "gemm": 0.74, "elementwise": 0.99, "normalization": 0.87, "softmax": 0.98},
     "Tesla V100-PCIE-32GB": {"convolution": 0.84, "gemm": 0.86, "elementwise": 1.0, "normalization": 0.86,
                              "softmax": 0.97},
@@ -358,13 +360,15 @@ FULL_DATA_WITHIN = {
 # 0.44 -> 0.77, P4 0.47 -> 0.77, T4 0.74 -> 0.72, V100 0.60 -> 0.60 (benchmarks/README.md). Re-pinned 2026-11-30
 # with the tiles the way round (above): GEMM P100 0.60 -> 0.86, P4 0.46 -> 0.56, but T4 0.43 -> 0.36 (no board of its
 # family, so no power limit priced, and a higher efficiency from the P100) and V100 0.85 -> 0.84, A100 0.83 -> 0.81;
-# convolution T4 0.72 -> 0.70, V100 0.60 -> 0.62
+# convolution T4 0.72 -> 0.70, V100 0.60 -> 0.62. Re-pinned with the P4's 20 SMs (above): convolution P4 0.779 ->
+# 0.765 and T4 0.703 -> 0.699 (the medians of the other families' fits, the P4's among them, move), V100 0.621 ->
+# 0.623, GEMM P4 0.561 -> 0.565; a fact of the data is not traded for half a point.
 FAMILY_OUT_WITHIN = {
     "NVIDIA A100-PCIE-40GB": {"gemm": 0.81, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
     "Tesla P100-PCIE-16GB": {"convolution": 0.77, "gemm": 0.85, "elementwise": 0.54, "normalization": 0.79,
                              "softmax": 0.18},
-    "Tesla P4": {"convolution": 0.77, "gemm": 0.56, "elementwise": 0.99, "normalization": 0.85, "softmax": 0.99},
-    "Tesla T4": {"convolution": 0.70, "gemm": 0.35, "elementwise": 0.99, "normalization": 0.86, "softmax": 0.91},
+    "Tesla P4": {"convolution": 0.76, "gemm": 0.56, "elementwise": 0.99, "normalization": 0.85, "softmax": 0.99},
+    "Tesla T4": {"convolution": 0.69, "gemm": 0.35, "elementwise": 0.99, "normalization": 0.86, "softmax": 0.91},
     "Tesla V100-PCIE-32GB": {"convolution": 0.62, "gemm": 0.83, "elementwise": 0.99, "normalization": 0.87,
                              "softmax": 0.91},
 }
@@ -511,9 +515,9 @@ def test_every_catalogue_gpu_names_its_calibration_source():
         assert source, key
     # a convolution's floor and its growth over a measuring run (host_drift): the measured hosts'
     l4 = kc.for_gpu(devices["l4"])[0]
-    assert ("convolution calls 286 µs of launch floor at a measuring run's middle call, growing 111 ns per call "
+    assert ("convolution calls 293 µs of launch floor at a measuring run's middle call, growing 112 ns per call "
             "over the run (its donors' hosts: a call timed alone)") in l4.source
-    assert l4.classes["convolution"]["drift_seconds_per_call"] == pytest.approx(111e-9)
+    assert l4.classes["convolution"]["drift_seconds_per_call"] == pytest.approx(111.5e-9)
     t4 = kc.for_gpu(devices["t4"])[0].source
     assert ("convolution calls 234 µs of launch floor at a measuring run's middle call, growing 82 ns per call "
             "over the run (its host's: a call timed alone)") in t4
@@ -547,7 +551,7 @@ def test_a_hopper_boards_single_ops_calibrate_hopper_alone():
     and PCIe: the same sm_90 modules of cuBLAS and cuDNN), and nothing to any other GPU: the Ada L4 and L40S load
     Ampere's modules (Winograd, ampere_sgemm), so their calibrations are the same with or without the H200.
     Nor its host: an H100's launch floors and convolution floor and growth are the other measured hosts' (the data
-    set's: 286 µs at a run's middle call, 111 ns per call), not the H200 host's 21 µs that does not grow."""
+    set's: 293 µs at a run's middle call, 112 ns per call), not the H200 host's 21 µs that does not grow."""
     calibrations, gpus, keys, roofs = kc.load_shipped()
     without = {name: calibration for name, calibration in calibrations.items() if name != "NVIDIA H200"}
     devices = load_devices(CATALOGUE)
@@ -565,8 +569,8 @@ def test_a_hopper_boards_single_ops_calibrate_hopper_alone():
         assert set(h100.shapes) == {"gemm", "convolution"}
         assert len(h100.shapes["gemm"].points) == len(h200.shapes["gemm"].points) == 1000
         convolution = h100.classes["convolution"]
-        assert convolution["floor_seconds"] == pytest.approx(286e-6, rel=0.01)
-        assert convolution["drift_seconds_per_call"] == pytest.approx(111e-9)
+        assert convolution["floor_seconds"] == pytest.approx(293e-6, rel=0.01)
+        assert convolution["drift_seconds_per_call"] == pytest.approx(111.5e-9)
         assert h200.classes["convolution"]["floor_seconds"] < 25e-6
         assert h100.floors["add"] == pytest.approx(statistics.median(cal.floors["add"] for cal in without.values()))
         # its LayerNorms: rooflow's recording's row cost, as every Hopper board's
@@ -1159,7 +1163,7 @@ def test_convolution_calls_grow_slower_over_their_measuring_run():
             slope = np.polyfit(rows["run_order"].to_numpy(float)[part], excess[part], 1)[0]
             assert slope == pytest.approx(drift[name], rel=0.25), (name, algorithm, slope, drift[name])
     assert {name: round(value * 1e9) for name, value in drift.items()} == {
-        "Tesla P100-PCIE-16GB": 153, "Tesla P4": 140, "Tesla T4": 82, "Tesla V100-PCIE-32GB": 53}
+        "Tesla P100-PCIE-16GB": 153, "Tesla P4": 141, "Tesla T4": 82, "Tesla V100-PCIE-32GB": 53}
     add = data[(data["gpu"] == "Tesla V100-PCIE-32GB") & (data["operator"] == "add")]
     batches = add.groupby(pd.qcut(add["run_order"], 5, labels=False))["B"].median()
     assert batches.iloc[-1] > 50 * batches.iloc[0]
@@ -1415,9 +1419,7 @@ def test_fused_winograd_blocks_are_32_channels_by_128_pixels():
 def test_the_data_sets_launches_count_the_p4s_sms_as_20():
     """Every GEMM and convolution call's grid over its "Blocks per SM" is the GPU's SM count: its device config's
     Num_Sm on the A100, P100, T4 and V100, but 20 on the Tesla P4, whose config says 40 (of 64 lanes; a GP104 SM
-    has 128). The loader keeps the config as published: read from the launches, the P4's fit moves and the
-    convolution medians a Hopper GPU takes move with it (benchmarks/README.md, "The two Pascal fixes against
-    the Hopper checks"). Pinned so that the evidence stands where the fix waits."""
+    has 128). The loader takes the launches' count (kc.launched_sm_count), as the profiler read it off the board."""
     launched = {}
     for operator in ("linear", "bmm", "conv"):
         for path in sorted((KERNELS / operator).glob("*.csv*")):
@@ -1427,7 +1429,32 @@ def test_the_data_sets_launches_count_the_p4s_sms_as_20():
             launched.setdefault(frame["Device"].iloc[0], set()).add(int(sms.iloc[0]))
     assert launched == {"NVIDIA A100-PCIE-40GB": {108}, "Tesla P100-PCIE-16GB": {56}, "Tesla P4": {20},
                         "Tesla T4": {40}, "Tesla V100-PCIE-32GB": {80}}
-    assert kc.load_dataset_gpus(KERNELS)["Tesla P4"].sm_count == 40
+    gpus = kc.load_dataset_gpus(KERNELS)
+    assert {name: gpu.sm_count for name, gpu in gpus.items()} == {name: counts.pop() for name, counts in launched.items()}
+    assert gpus["Tesla P4"].fp32_flops_per_second == pytest.approx(5.699e12)  # 20 SMs of 128 lanes, as 40 of 64
+
+
+def test_a_gpus_sm_count_is_what_its_launches_report(tmp_path):
+    """A device config's Num_Sm gives way to the SM count the GPU's own launches report (grid blocks over "Blocks
+    per SM", which the profiler reads off the board), where every launch agrees; launches that disagree, or
+    rows without the launch columns (elementwise files), leave the config's."""
+    config = {"Device": "Tesla P4", "Dev_Mem": 8, "Mem_Bw": 192, "Num_Sm": 40, "Core_Per_SM": 64, "Freq": 1113,
+              "SingleFLOPs": 5699, "L2Cache": 2}
+    (tmp_path / "device_configs").mkdir()
+    (tmp_path / "device_configs" / "Tesla_P4.json").write_text(json.dumps(config))
+    (tmp_path / "linear").mkdir()
+    launches = pd.DataFrame({"Device": "Tesla P4", "Latency": 0.05, "B": 1, "M": [58, 126, 4096], "N": [13, 115, 64],
+                             "K": [141, 72, 4096], "Grid x": [2, 1, 64], "Grid y": [2, 4, 64], "Grid z": 1,
+                             "Blocks per SM": [0.2, 0.2, 204.8]})
+    launches.to_csv(tmp_path / "linear" / "Tesla_P4.csv", index=False)
+    assert kc.launched_sm_count(tmp_path, "Tesla P4") == 20
+    assert kc.load_dataset_gpus(tmp_path)["Tesla P4"].sm_count == 20
+    assert kc.launched_sm_count(tmp_path, "Tesla T4") is None  # no rows of it
+    launches.assign(**{"Blocks per SM": [0.2, 0.1, 204.8]}).to_csv(tmp_path / "linear" / "Tesla_P4.csv", index=False)
+    assert kc.launched_sm_count(tmp_path, "Tesla P4") is None
+    assert kc.load_dataset_gpus(tmp_path)["Tesla P4"].sm_count == 40
+    launches.drop(columns="Blocks per SM").to_csv(tmp_path / "linear" / "Tesla_P4.csv", index=False)
+    assert kc.load_dataset_gpus(tmp_path)["Tesla P4"].sm_count == 40
 
 
 @needs_data
@@ -1730,10 +1757,11 @@ def test_check_says_which_board_a_gpu_named_otherwise_is(tmp_path, capsys):
 def test_a_power_limited_boards_fit_separates_its_power_limit():
     """A power-limited board's GEMMs run at its kernels' rate for GPU Boost's window, then at the share of it its
     power sustains: fitted with both, the P4's (75 W) kernels are its family's — the P100's (250 W, the same
-    maxwell_sgemm kernels): FP32 efficiency 1.11 against 1.21, tile exponent 0.81 against 0.68, k fill 12 against
-    16 (with cuBLAS's tiles the wrong way round, 2026-11-28: 1.11 against 1.16, 0.92 against 0.77, no k fill on
-    either) — where one efficiency for all its calls read 0.87 and 0.96. Its sustained share (0.73) is its base
-    clock's (886 of 1,114 MHz: 0.80) within 10%; the T4's (0.58) is above its base clock's (0.37). Without the
+    maxwell_sgemm kernels): FP32 efficiency 1.11 against 1.21, k fill 11 against 16 (with cuBLAS's tiles the
+    wrong way round, 2026-11-28: 1.11 against 1.16, no k fill on either) — where one efficiency for all its calls
+    read 0.87 and 0.96; but for its small tiles, which lose more on the P4 (tile exponent 0.92 against 0.68; 0.81
+    while the P4 was read as 40 SMs, its config's, not the 20 its launches report). Its sustained share (0.77) is
+    its base clock's (886 of 1,114 MHz: 0.80) within 5%; the T4's (0.58) is above its base clock's (0.37). Without the
     measured shapes' residuals, the T4's own fit puts 64% of its GEMMs within ±25% with one efficiency, 74% with
     its power limit fitted (full data)."""
     data = kc.load_measurements(KERNELS)
@@ -1744,9 +1772,9 @@ def test_a_power_limited_boards_fit_separates_its_power_limit():
     p4, p100, t4 = fitted["Tesla P4"], fitted["Tesla P100-PCIE-16GB"], fitted["Tesla T4"]
     assert "sustained" not in p100 and p4["boost_seconds"] == kc.BOOST_WINDOW_SECONDS
     assert p4["efficiency"] == pytest.approx(p100["efficiency"], rel=0.1)
-    assert abs(p4["tile_exponent"] - p100["tile_exponent"]) < 0.2
+    assert p4["tile_exponent"] == pytest.approx(0.92, abs=0.03) and p100["tile_exponent"] == pytest.approx(0.68, abs=0.03)
     assert p4["fill_k"] == pytest.approx(p100["fill_k"], rel=0.35)
-    assert p4["sustained"] == pytest.approx(886 / 1114, rel=0.1)
+    assert p4["sustained"] == pytest.approx(886 / 1114, rel=0.05)
     assert 585 / 1590 < t4["sustained"] < 0.7
     rows, t4_gpu = data[data["gpu"] == "Tesla T4"], gpus["Tesla T4"]
     own = replace(kc.fit_gpu(rows, t4_gpu, "t"), shapes={})
