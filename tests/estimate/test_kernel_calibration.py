@@ -1462,9 +1462,9 @@ def test_a_gemm_kernels_first_tile_dimension_runs_along_the_outputs_columns():
     """cuBLAS is column-major, so PyTorch's torch.bmm (B, M, N) @ (B, N, K) is its K × M product: a kernel named
     *_AxB tiles A of the output's K columns by B of its M rows. The in-plane grid of every one of the data set's
     87,485 bmm calls so named is ceil(K / A) · ceil(M / B) (its z the batch, or a split of k for a few calls),
-    against 30% of the Pascal boards' calls the other way round. The model's BATCHED_TILES take (rows, columns),
-    and Pascal's (128, 64) has them the other way: (64, 128) would be the kernel's. That fix is measured and not
-    landed (benchmarks/README.md, "The two Pascal fixes against the Hopper checks")."""
+    against 30% of the Pascal boards' calls the other way round. BATCHED_TILES name them as the kernels do (Pascal's
+    128×64) and the model lays them as (rows, columns), kc._rows_by_columns (benchmarks/README.md, "cuBLAS tiles the
+    output's columns first")."""
     calls, other_way = 0, {}
     for path in sorted((KERNELS / "bmm").glob("*.csv*")):
         frame = pd.read_csv(path, usecols=["Device", "Kernel Name", "B", "M", "K", "Grid x", "Grid y", "Grid z"])
