@@ -388,9 +388,10 @@ LAUNCH_COLUMNS = ("Device", "Grid x", "Grid y", "Grid z", "Blocks per SM")
 
 def launched_sm_count(root: str | Path, name: str) -> int | None:
     """The SM count ``name``'s own launches report under ``root`` (grid blocks ÷ "Blocks per SM", which the
-    profiler computes from the board it ran on), where its rows carry them and all agree; None otherwise. It
-    overrides a device config's Num_Sm: the data set's Tesla_P4.json says 40 (× 64 lanes), every one of the
-    P4's 40,000 launches 20 (GP104: 20 SMs of 128 lanes; test_the_data_sets_launches_count_the_p4s_sms_as_20)."""
+    profiler computes from the board it ran on) in the first of its linear, bmm and conv files, where that file's
+    rows carry them and all agree; None otherwise (rooflow's own single ops carry no launch columns). It overrides
+    a device config's Num_Sm: the data set's Tesla_P4.json says 40 (× 64 lanes), every one of the P4's 29,198
+    GEMM and convolution launches 20 (GP104: 20 SMs of 128 lanes; test_the_data_sets_launches_count_the_p4s_sms_as_20)."""
     for operator in ("linear", "bmm", "conv"):
         for path in sorted((Path(root) / operator).glob("*.csv*")):
             try:
