@@ -1399,8 +1399,9 @@ def _drift_note(convolution: dict[str, float], whose: str) -> str:
     (:func:`host_drift`; nothing where it has none)."""
     if not convolution.get("drift_seconds_per_call"):
         return ""
+    drift = convolution["drift_seconds_per_call"]
     return (f"; convolution calls {convolution['floor_seconds'] * 1e6:.0f} µs of launch floor at a measuring run's "
-            f"middle call, growing {convolution['drift_seconds_per_call'] * 1e9:.0f} ns per call over the run "
+            f"middle call, {'growing' if drift > 0 else 'shrinking'} {abs(drift) * 1e9:.0f} ns per call over the run "
             f"({whose}: a call timed alone)")
 
 
