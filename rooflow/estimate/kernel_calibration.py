@@ -211,10 +211,12 @@ SM_BOUND_SHARE = 0.8
 # The convolution parameters that are the measuring host's, not the GPU's (:func:`host_drift`)
 CONVOLUTION_HOST_KEYS = ("floor_seconds", "drift_seconds_per_call", "drift_from_call")
 FLOOR_QUANTILE = 0.02  # an operator's launch floor: this quantile of its calls (the fastest one can be an outlier)
-# GPU Boost holds a power-limited board's boost clock for about this long into a kernel before its power
-# average catches up (the measured low-power boards: a T4's FP32 GEMMs reach 0.58 of its datasheet peak at
-# 0.1–0.3 ms, 0.39 beyond 10 ms; held one out, the T4 and the P4 are both best predicted with this window)
-BOOST_WINDOW_SECONDS = 3e-4
+# A power-limited board's clock falls from its boost clock towards the share its power sustains with this time
+# constant into a kernel, as GPU Boost's power average catches up (the measured low-power boards: a T4's FP32
+# GEMMs reach 0.58 of its datasheet peak at 0.1–0.3 ms, 0.39 beyond 10 ms). Before 2026-12-01 a step at 0.3 ms;
+# held one out, the decay predicts the T4 and the P4 1–3 points better, and 0.6 or 1.2 ms trade the T4's GEMMs
+# for its convolutions (benchmarks/README.md, "A power-limited board's clock falls smoothly")
+BOOST_TIME_CONSTANT_SECONDS = 3e-4
 FULL_POWER_WATTS = 150.0  # boards of this power or more sustain their boost clock under FP32 GEMM
 MEASURED_UNCERTAINTY = 0.25  # a GPU whose own kernels were measured
 FAMILY_UNCERTAINTY = 0.4  # a GPU predicted from its family's measurements and its datasheet
@@ -644,8 +646,8 @@ FITTED = {"gemm": ("efficiency", "memory_efficiency", "tile_exponent", "fill_k")
 # architectures, so a GPU without measurements takes all measured GPUs' (the held-one-GPU-out check
 # prefers that to a family of one or two GPUs), and their launch floor is per operator.
 MEMORY_CLASSES = ("elementwise", "normalization", "softmax")
-# A power-limited board's measured GEMMs are its kernels at the boost clock for GPU Boost's window, then at the
-# share of that rate its power sustains: both fitted, so its efficiency is its kernels' (its family's) alone.
+# A power-limited board's measured GEMMs are its kernels at the boost clock, falling over GPU Boost's time constant
+# to the share of that rate its power sustains: both fitted, so its efficiency is its kernels' (its family's) alone.
 POWER_KEYS = ("sustained", "boost_seconds")
 BOUNDS = {"sustained": (0.1, 1.0), "efficiency": (0.05, 1.5), "memory_efficiency": (0.05, 1.5), "tile_exponent": (0.0, 3.0),
           "fill_k": (0.0, 1024.0), "reread": (0.0, 1.0), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 8.0), "l2_fraction": (0.1, 3.0),
@@ -1091,10 +1093,11 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
                 # H200's 40, fitted: its ViT-B/16 b256 LayerNorms at 1.9x their time)
                 continue
             floor_rows = prepared.operator_floors(op_class, floors, {"floor_seconds": 0.0})
-            # a power-limited board: GPU Boost's window at its kernels' rate, then the rate its power sustains
+            # a power-limited board: its kernels' rate, falling over GPU Boost's time constant to what its
+            # power sustains
             limited = op_class == "gemm" and gpu.tdp_watts is not None and not gpu.full_power
             params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False,
-                                fixed={"boost_seconds": BOOST_WINDOW_SECONDS} if limited else None,
+                                fixed={"boost_seconds": BOOST_TIME_CONSTANT_SECONDS} if limited else None,
                                 extra=("sustained",) if limited else ())
             if limited:
                 as_measured_efficiency = _fit_class([(prepared, measured[idx])], op_class, [floor_rows],
@@ -1294,7 +1297,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         if sustained < 1.0:  # one board, one power limit: cuBLAS's and cuDNN's kernels alike
             for op_class in ("gemm", "convolution"):
                 if op_class in classes:
-                    classes[op_class].update(sustained=sustained, boost_seconds=BOOST_WINDOW_SECONDS)
+                    classes[op_class].update(sustained=sustained, boost_seconds=BOOST_TIME_CONSTANT_SECONDS)
             why = ("its base clock's share of its boost clock: its family's FLOPs per joule would give less"
                    if gpu.base_clock_fraction and sustained == gpu.base_clock_fraction
                    else "its board power at its family's FP32 FLOPs per joule")
@@ -1406,8 +1409,10 @@ def _drift_note(convolution: dict[str, float], whose: str) -> str:
 
 
 def _power_note(what: str, sustained: float, why: str) -> str:
-    """A calibration source's words for a power limit: ``what`` runs beyond GPU Boost's window at ``sustained``."""
-    return f"; {what} beyond GPU Boost's {BOOST_WINDOW_SECONDS * 1e3:.1f} ms at {sustained:.2f} of their boost-clock rate ({why})"
+    """A calibration source's words for a power limit: ``what`` fall to ``sustained`` of their boost-clock rate
+    over GPU Boost's time constant."""
+    return (f"; {what} falling from their boost-clock rate to {sustained:.2f} of it ({why}) with a "
+            f"{BOOST_TIME_CONSTANT_SECONDS * 1e3:.1f} ms time constant into a kernel")
 
 
 def _without_power(params: dict[str, float]) -> dict[str, float]:
@@ -1449,14 +1454,25 @@ def _sustained_fraction(efficiency: float, gpu: Gpu, donors: list[tuple[Gpu, dic
 
 
 def _throttled(seconds: np.ndarray, p: dict[str, float]) -> np.ndarray:
-    """Compute-bound seconds on a power-limited board: the first ``boost_seconds`` of a kernel run at the boost
-    clock its efficiency is quoted at; beyond, at the ``sustained`` fraction of that rate its power allows
-    (GPU Boost averages power over a window, so a short kernel does not see the limit)."""
+    """Compute-bound seconds on a power-limited board of ``seconds`` at the boost clock its efficiency is quoted
+    at: t into a kernel it runs at ``sustained`` + (1 − ``sustained``) × exp(−t / ``boost_seconds``) of that rate
+    (GPU Boost averages power over time, so a short kernel barely sees the limit; one of many time constants
+    takes (``seconds`` − (1 − ``sustained``) × ``boost_seconds``) / ``sustained``)."""
     sustained = p.get("sustained", 1.0)
     if sustained >= 1.0:
         return seconds
-    boost = p.get("boost_seconds", 0.0)
-    return np.where(seconds > boost, boost + (seconds - boost) / sustained, seconds)
+    tau = p.get("boost_seconds", 0.0)
+    if tau <= 0:
+        return seconds / sustained
+    # the clock share at t into the kernel: s + (1 - s) exp(-t / tau) (GPU Boost's power average catching up);
+    # the time T doing ``seconds`` of boost-clock work solves s T + (1 - s) tau (1 - exp(-T / tau)) = seconds.
+    # Newton from below (the left side is concave): from the larger of its two lower bounds, four steps
+    # reach 1e-8 for any sustained share BOUNDS allows (0.1 and up)
+    T = np.maximum(seconds, (seconds - (1 - sustained) * tau) / sustained)
+    for _ in range(4):
+        decay = np.exp(-T / tau)
+        T = T - (sustained * T + (1 - sustained) * tau * (1 - decay) - seconds) / (sustained + (1 - sustained) * decay)
+    return T
 
 
 # ------------------------------------------------------------------------------------------ checking
@@ -1873,8 +1889,8 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     gemm, conv = kernels.classes.get("gemm", {}), kernels.classes.get("convolution", {})
     matmul = dict(reference.matmul_efficiency)
     if gemm:
-        # a measured power-limited board's fitted power limit (its calls beyond GPU Boost's window, the T4's
-        # 0.58) is what a step's back-to-back kernels run at; a GPU without data's is a bound only (third-party
+        # a measured power-limited board's fitted power limit (its calls beyond GPU Boost's time constant, the
+        # T4's 0.55) is what a step's back-to-back kernels run at; a GPU without data's is a bound only (third-party
         # bursts of FP32 GEMMs on an L4 and an L40S run above it), so it keeps its boost-clock rate
         sustained = gemm.get("sustained", 1.0) if kernels.rows else 1.0
         matmul["fp32"] = round(gemm["efficiency"] * sustained / 0.8, 4)
