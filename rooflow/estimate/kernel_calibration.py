@@ -1468,11 +1468,14 @@ def _throttled(seconds: np.ndarray, p: dict[str, float]) -> np.ndarray:
     # the time T doing ``seconds`` of boost-clock work solves s T + (1 - s) tau (1 - exp(-T / tau)) = seconds.
     # Newton from below (the left side is concave): from the larger of its two lower bounds, four steps
     # reach 1e-8 for any sustained share BOUNDS allows (0.1 and up)
-    T = np.maximum(seconds, (seconds - (1 - sustained) * tau) / sustained)
+    seconds = np.asarray(seconds, dtype=float)
+    finite = np.isfinite(seconds)  # a path that cannot run a shape (inf) stays so
+    work = np.where(finite, seconds, 0.0)
+    T = np.maximum(work, (work - (1 - sustained) * tau) / sustained)
     for _ in range(4):
         decay = np.exp(-T / tau)
-        T = T - (sustained * T + (1 - sustained) * tau * (1 - decay) - seconds) / (sustained + (1 - sustained) * decay)
-    return T
+        T = T - (sustained * T + (1 - sustained) * tau * (1 - decay) - work) / (sustained + (1 - sustained) * decay)
+    return np.where(finite, T, seconds)
 
 
 # ------------------------------------------------------------------------------------------ checking

@@ -144,6 +144,7 @@ def test_power_limit_carries_flops_per_watt():
     power = {"sustained": sustained, "boost_seconds": tau}
     assert kc._throttled(np.array([tau / 100]), power)[0] == pytest.approx(tau / 100, rel=0.01)  # at boost
     assert tau < kc._throttled(np.array([tau]), power)[0] < tau / sustained
+    assert np.isinf(kc._throttled(np.array([np.inf, 1.0]), power)).tolist() == [True, False]
 
 
 def test_gpu_without_data_takes_full_power_boards_and_its_gemm_for_convolution():
