@@ -1466,15 +1466,18 @@ def _throttled(seconds: np.ndarray, p: dict[str, float]) -> np.ndarray:
         return seconds / sustained
     # the clock share at t into the kernel: s + (1 - s) exp(-t / tau) (GPU Boost's power average catching up);
     # the time T doing ``seconds`` of boost-clock work solves s T + (1 - s) tau (1 - exp(-T / tau)) = seconds.
-    # Newton from below (the left side is concave): from the larger of its two lower bounds, four steps
-    # reach 1e-8 for any sustained share BOUNDS allows (0.1 and up)
+    # From the larger of its two lower bounds: past 12 tau the long-kernel one is within 5e-6, short of it four
+    # Newton steps from below (the left side is concave) reach 1e-8 for any sustained share BOUNDS allows (0.1 up)
     seconds = np.asarray(seconds, dtype=float)
     finite = np.isfinite(seconds)  # a path that cannot run a shape (inf) stays so
     work = np.where(finite, seconds, 0.0)
     T = np.maximum(work, (work - (1 - sustained) * tau) / sustained)
+    near = T < 12 * tau
+    t, done = T[near], work[near]
     for _ in range(4):
-        decay = np.exp(-T / tau)
-        T = T - (sustained * T + (1 - sustained) * tau * (1 - decay) - work) / (sustained + (1 - sustained) * decay)
+        decay = np.exp(-t / tau)
+        t = t - (sustained * t + (1 - sustained) * tau * (1 - decay) - done) / (sustained + (1 - sustained) * decay)
+    T[near] = t
     return np.where(finite, T, seconds)
 
 
