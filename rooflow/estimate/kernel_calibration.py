@@ -51,7 +51,8 @@ GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same SMs;
 0.87-1.6x its GEMMs' fit, but its donors' efficiency or their ratio to their GEMMs' predicted the held-out GPUs
 worse), and takes all measured GPUs' convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals), and its
 family's full-power boards' GEMM shapes' residuals alike (cuBLAS's kernels are a family's own). A measured
-GPU of its own architecture lends it its parameters and measured shapes whole instead; a Hopper board's
+GPU of its own architecture lends it its parameters and measured shapes whole instead (a class it did not
+measure — the A100's convolutions — with the FP32 efficiency a GPU of an unmeasured architecture takes); a Hopper board's
 (:data:`OWN_KERNELS`: rooflow's H200 single ops) reach Hopper boards only, and its host's floors no other GPU.
 """
 
@@ -1149,7 +1150,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     """The calibration of ``gpu`` (not measured) from measured GPUs' calibrations.
 
     A measured GPU of the **same architecture** (an A100 80GB beside the A100 40GB) runs the same kernels by
-    the same heuristics: its parameters and measured shapes carry over whole, with ``gpu``'s datasheet.
+    the same heuristics: its parameters and measured shapes carry over whole, with ``gpu``'s datasheet (a
+    convolution none of them measured: at the FP32 efficiency ``gpu`` would take without them, not their GEMMs').
     Otherwise, per class and parameter, the median over the measured GPUs of its architecture family, or over
     all of them where its family has none (GEMM: their full-power boards, else all full-power boards); the FP32
     GEMM efficiency of its family's full-power boards — or,
@@ -1284,10 +1286,21 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         runs = [cal.classes["convolution"] for cal in hosts.values() if "convolution" in cal.classes]
         classes["convolution"].update({key: float(statistics.median(run.get(key, 0.0) for run in runs))
                                        for key in CONVOLUTION_HOST_KEYS})
-    if "convolution" in classes and "gemm" in classes and (not same_architecture or "convolution" in borrowed):
-        # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted), on its own architecture's GEMM efficiency where that
-        # was measured without convolutions (not the median of other boards', power-limited ones among them)
+    if "convolution" in classes and "gemm" in classes and not same_architecture:
+        # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted)
         _set_efficiency(classes["convolution"], classes["gemm"]["efficiency"])
+    elif "convolution" in classes and "convolution" in borrowed and "gemm" in classes:
+        # no convolutions measured on its architecture: at the FP32 efficiency a GPU of an unmeasured architecture
+        # takes (the other architectures' full-power boards' GEMMs'), not its own GEMMs'. A board's cuDNN and cuBLAS
+        # efficiencies differ by board (the P100's convolutions 0.83 of its GEMMs', the V100's 1.10): each of the
+        # four boards that ran convolutions, given its own GEMMs and the other families' convolutions, is predicted
+        # worse at its own GEMM efficiency (test_a_gpu_without_convolutions_takes_other_boards_gemm_efficiency)
+        others = {name: cal for name, cal in measured.items() if name not in same_architecture}
+        stand_in = family_calibration(gpu, others, measured_gpus, roofs) if others else None
+        if stand_in is not None and "gemm" in stand_in.classes:
+            _set_efficiency(classes["convolution"], _without_power(stand_in.classes["gemm"])["efficiency"])
+        else:
+            _set_efficiency(classes["convolution"], classes["gemm"]["efficiency"])
     power_note = ""
     if "gemm" in classes and gpu.tdp_watts:
         power = [(measured_gpus[name], measured[name].classes["gemm"]) for name in same
@@ -1342,7 +1355,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         (f"; {layer_norm_note}, other parameters the median of all measured GPUs'" if op_class == "normalization"
          and layer_norm_note else f"; {op_class}: none measured on its architecture, each parameter the median of "
                                   f"all measured GPUs'")
-        + (" but its FP32 efficiency, its GEMMs'" if op_class == "convolution" and "gemm" in classes else "")
+        + (f" but its FP32 efficiency ({classes['convolution']['efficiency']:.2f}), the other architectures' full-power "
+           f"boards' GEMMs', not its own" if op_class == "convolution" and "gemm" in classes else "")
         for op_class in sorted(borrowed) if op_class in classes) if same_architecture else ""
     # the measuring hosts' (host_drift), with its convolution parameters
     host_note = _drift_note(classes.get("convolution", {}), "the other measured GPUs' hosts"
@@ -1765,7 +1779,9 @@ def _completed(calibration: KernelCalibration, gpu: Gpu, calibrations, gpus, roo
         having = sorted(n for n, c in calibrations.items() if op_class in c.classes and _lends(gpus[n], gpu))
         donors = [n for n in having if gpus[n].architecture == gpu.architecture] or having
         shapes = ", their measured shapes' residuals pooled (each less its median)" if op_class in family.shapes else ""
-        own_efficiency = " but its FP32 efficiency, its own GEMMs'" if op_class == "convolution" and "gemm" in calibration.classes else ""
+        own_efficiency = (f" but its FP32 efficiency ({family.classes[op_class]['efficiency']:.2f}), the other "
+                          f"architectures' full-power boards' GEMMs', not its own"
+                          if op_class == "convolution" and "gemm" in calibration.classes else "")
         notes.append(f"{op_class} not measured on it: each parameter the median of {', '.join(donors)}{own_efficiency}"
                      f"{shapes}, as a GPU of its architecture without measurements takes it")
     return replace(calibration,

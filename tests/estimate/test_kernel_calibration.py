@@ -9,6 +9,7 @@ tables.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -410,15 +411,52 @@ def test_a_held_out_table_says_how_many_calls_its_range_holds():
     assert "in-range" not in plain and "(±" not in plain
 
 
+@functools.lru_cache(maxsize=1)
+def _full_data_fits():
+    """The data set, its GPUs and each GPU's own calibration fitted on all its calls (about 30 s): shared."""
+    data = kc.load_measurements(KERNELS)
+    gpus = kc.load_dataset_gpus(KERNELS)
+    return data, gpus, kc.fit_each(data, gpus)
+
+
+@needs_data
+@pytest.mark.slow
+def test_a_gpu_without_convolutions_takes_other_boards_gemm_efficiency():
+    """The A100's case, on the four boards that ran convolutions: each given its own calibration but its
+    convolutions, and only the other families' calibrations (as the A100 has no sibling that ran any). Its
+    convolutions priced at the other architectures' full-power boards' GEMM efficiency (as a GPU of an unmeasured
+    architecture takes it) are within ±25%: P100 77.8%, P4 76.7%, T4 80.6%, V100 62.3%; at its own GEMMs' (the rule
+    before 2026-12-01): 58.7%, 77.3%, 30.9%, 54.2%. A board's cuDNN and cuBLAS efficiencies differ by board (its
+    own fits: the P100's convolutions 0.83 of its GEMMs', the V100's 1.10)."""
+    data, gpus, fitted = _full_data_fits()
+    within = {}
+    for name in ("Tesla P100-PCIE-16GB", "Tesla P4", "Tesla T4", "Tesla V100-PCIE-32GB"):
+        rows = data[(data["gpu"] == name) & (data["op_class"] == "convolution")]
+        own = fitted[name]
+        without = replace(own, classes={c: p for c, p in own.classes.items() if c != "convolution"},
+                          shapes={c: r for c, r in own.shapes.items() if c != "convolution"})
+        others = {o: cal for o, cal in fitted.items() if gpus[o].family != gpus[name].family}
+        completed = kc._completed(without, gpus[name], {**others, name: without}, gpus, {})
+        assert "the other architectures' full-power boards' GEMMs', not its own" in completed.source
+        at_own = dict(completed.classes["convolution"])
+        kc._set_efficiency(at_own, own.classes["gemm"]["efficiency"])
+        measured = rows["seconds"].to_numpy(float)
+        within[name] = [np.mean(np.abs(kc.predict_seconds(rows, gpus[name], calibration) / measured - 1) <= 0.25)
+                        for calibration in (completed, replace(completed, classes={**completed.classes,
+                                                                                    "convolution": at_own}))]
+    rule = {name.split()[1].split("-")[0]: round(float(pair[0]), 3) for name, pair in within.items()}
+    assert rule == pytest.approx({"P100": 0.778, "P4": 0.767, "T4": 0.806, "V100": 0.623}, abs=0.01)
+    gains = {name.split()[1].split("-")[0]: pair[0] - pair[1] for name, pair in within.items()}
+    assert gains["P100"] > 0.15 and gains["T4"] > 0.4 and gains["V100"] > 0.05 and gains["P4"] > -0.01
+
+
 @needs_data
 @pytest.mark.slow
 def test_held_one_gpu_out_on_the_full_data():
     """Train on four GPUs, predict every call of the fifth: each cell at least what the model reached when it was
     pinned (the issue asks 80% within ±25%: met by 19 of its 24 cells; the five others are named in benchmarks/README.md).
     Then with the fifth's whole family held out too (FAMILY_OUT_WITHIN)."""
-    data = kc.load_measurements(KERNELS)
-    gpus = kc.load_dataset_gpus(KERNELS)
-    fitted = kc.fit_each(data, gpus)
+    data, gpus, fitted = _full_data_fits()
     table = kc.held_one_out(data, gpus, calibrations=fitted)
     assert not _short_of(table, FULL_DATA_WITHIN), _short_of(table, FULL_DATA_WITHIN)
     assert (table["within"] >= 0.8).sum() >= 19
@@ -1040,8 +1078,10 @@ def test_a_measured_gpu_takes_a_class_it_lacks_as_its_architectures_gpus_without
     """The data set's A100 PCIe 40GB ran no convolutions: they are priced as the A100 SXM4 40GB's (same chip,
     not measured) — every measured GPU's median parameters and pooled shapes — not by the model's defaults
     (which had the PCIe board's ResNet-18 1.6× the SXM4's); its measured classes stay its own. The FP32
-    efficiency is its own GEMMs', as every GPU without convolution data takes it (the median of the four
-    boards that ran them, the 70 W T4 and 75 W P4 among them, was 0.94 against its 1.005)."""
+    efficiency is the other architectures' full-power boards' GEMMs' (the P100's 1.21 and the V100's 1.005:
+    1.11), as a GPU of an unmeasured architecture takes it, not its own GEMMs' 1.005 (before 2026-12-01; the
+    test above), nor the median of the four boards' convolutions (0.94, the 70 W T4 and 75 W P4 among them).
+    The A10, of another architecture of its family, keeps its GEMMs' (an issue-bound architecture's roof)."""
     devices = load_devices(CATALOGUE)
     pcie, _ = kc.for_gpu(devices["a100-pcie-40gb"])
     sxm, _ = kc.for_gpu(devices["a100-sxm4-40gb"])
@@ -1054,14 +1094,19 @@ def test_a_measured_gpu_takes_a_class_it_lacks_as_its_architectures_gpus_without
     assert pcie.shapes["gemm"].residuals.tolist() == shipped.shapes["gemm"].residuals.tolist()
     assert pcie.source.startswith(shipped.source)
     assert "convolution not measured on it: each parameter the median of Tesla P100-PCIE-16GB, Tesla P4" in pcie.source
-    assert "but its FP32 efficiency, its own GEMMs'" in pcie.source
-    for key in ("a100-pcie-40gb", "a100-pcie-80gb", "a100-sxm4-80gb", "a10"):
+    assert "but its FP32 efficiency (1.11), the other architectures' full-power boards' GEMMs', not its own" \
+        in pcie.source
+    full_power = statistics.median(kc.load_shipped()[0][name].classes["gemm"]["efficiency"]
+                                   for name in ("Tesla P100-PCIE-16GB", "Tesla V100-PCIE-32GB"))
+    for key in ("a100-pcie-40gb", "a100-pcie-80gb", "a100-sxm4-80gb"):
         calibration = kc.for_gpu(devices[key])[0]
-        assert calibration.classes["convolution"]["efficiency"] == calibration.classes["gemm"]["efficiency"], key
-        if key != "a10":  # the A10's GEMMs' own is an issue-bound architecture's (the test above)
-            assert calibration.classes["gemm"]["efficiency"] == shipped.classes["gemm"]["efficiency"], key
+        assert calibration.classes["convolution"]["efficiency"] == pytest.approx(full_power), key
+        assert calibration.classes["gemm"]["efficiency"] == shipped.classes["gemm"]["efficiency"] != full_power, key
+    a10 = kc.for_gpu(devices["a10"])[0]  # its GEMMs' own is an issue-bound architecture's (the test above)
+    assert a10.classes["convolution"]["efficiency"] == a10.classes["gemm"]["efficiency"]
     assert "convolution: none measured on its architecture, each parameter the median of all measured GPUs' but " \
-        "its FP32 efficiency, its GEMMs'" in kc.for_gpu(devices["a100-pcie-80gb"])[0].source
+        "its FP32 efficiency (1.11), the other architectures' full-power boards' GEMMs', not its own" \
+        in kc.for_gpu(devices["a100-pcie-80gb"])[0].source
     complete = kc.load_shipped()[0]["Tesla T4"]
     assert kc.for_gpu(devices["t4"])[0] == complete  # measured in every class: as shipped
 
