@@ -1286,21 +1286,21 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         runs = [cal.classes["convolution"] for cal in hosts.values() if "convolution" in cal.classes]
         classes["convolution"].update({key: float(statistics.median(run.get(key, 0.0) for run in runs))
                                        for key in CONVOLUTION_HOST_KEYS})
-    if "convolution" in classes and "gemm" in classes and not same_architecture:
+    if "convolution" in classes and "gemm" in classes and (not same_architecture or "convolution" in borrowed):
         # cuDNN's SGEMMs run as fast as cuBLAS's (as fitted)
-        _set_efficiency(classes["convolution"], classes["gemm"]["efficiency"])
-    elif "convolution" in classes and "convolution" in borrowed and "gemm" in classes:
-        # no convolutions measured on its architecture: at the FP32 efficiency a GPU of an unmeasured architecture
-        # takes (the other architectures' full-power boards' GEMMs'), not its own GEMMs'. A board's cuDNN and cuBLAS
-        # efficiencies differ by board (the P100's convolutions 0.83 of its GEMMs', the V100's 1.10): each of the
-        # four boards that ran convolutions, given its own GEMMs and the other families' convolutions, is predicted
-        # worse at its own GEMM efficiency (test_a_gpu_without_convolutions_takes_other_boards_gemm_efficiency)
-        others = {name: cal for name, cal in measured.items() if name not in same_architecture}
-        stand_in = family_calibration(gpu, others, measured_gpus, roofs) if others else None
-        if stand_in is not None and "gemm" in stand_in.classes:
-            _set_efficiency(classes["convolution"], _without_power(stand_in.classes["gemm"])["efficiency"])
-        else:
-            _set_efficiency(classes["convolution"], classes["gemm"]["efficiency"])
+        efficiency = classes["gemm"]["efficiency"]
+        if same_architecture:
+            # no convolutions measured on its architecture: at the FP32 efficiency a GPU of an unmeasured
+            # architecture takes (the other architectures' full-power boards' GEMMs'), not its own GEMMs'. A board's
+            # cuDNN and cuBLAS efficiencies differ by board (the P100's convolutions 0.83 of its GEMMs', the V100's
+            # 1.10): each of the four boards that ran convolutions, given its own GEMMs and the other families'
+            # convolutions, is predicted worse at its own GEMM efficiency
+            # (test_a_gpu_without_convolutions_takes_other_boards_gemm_efficiency)
+            others = {name: cal for name, cal in measured.items() if name not in same_architecture}
+            stand_in = family_calibration(gpu, others, measured_gpus, roofs) if others else None
+            if stand_in is not None and "gemm" in stand_in.classes:
+                efficiency = stand_in.classes["gemm"]["efficiency"]
+        _set_efficiency(classes["convolution"], efficiency)
     power_note = ""
     if "gemm" in classes and gpu.tdp_watts:
         power = [(measured_gpus[name], measured[name].classes["gemm"]) for name in same
@@ -1355,8 +1355,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         (f"; {layer_norm_note}, other parameters the median of all measured GPUs'" if op_class == "normalization"
          and layer_norm_note else f"; {op_class}: none measured on its architecture, each parameter the median of "
                                   f"all measured GPUs'")
-        + (f" but its FP32 efficiency ({classes['convolution']['efficiency']:.2f}), the other architectures' full-power "
-           f"boards' GEMMs', not its own" if op_class == "convolution" and "gemm" in classes else "")
+        + (_borrowed_efficiency_note(classes["convolution"]) if op_class == "convolution" and "gemm" in classes else "")
         for op_class in sorted(borrowed) if op_class in classes) if same_architecture else ""
     # the measuring hosts' (host_drift), with its convolution parameters
     host_note = _drift_note(classes.get("convolution", {}), "the other measured GPUs' hosts"
@@ -1420,6 +1419,12 @@ def _drift_note(convolution: dict[str, float], whose: str) -> str:
     return (f"; convolution calls {convolution['floor_seconds'] * 1e6:.0f} µs of launch floor at a measuring run's "
             f"middle call, {'growing' if drift > 0 else 'shrinking'} {abs(drift) * 1e9:.0f} ns per call over the run "
             f"({whose}: a call timed alone)")
+
+
+def _borrowed_efficiency_note(convolution: dict[str, float]) -> str:
+    """A calibration source's words for the FP32 efficiency of convolutions its architecture did not measure."""
+    return (f" but its FP32 efficiency ({convolution['efficiency']:.2f}), the other architectures' full-power boards' "
+            f"GEMMs', not its own")
 
 
 def _power_note(what: str, sustained: float, why: str) -> str:
@@ -1779,8 +1784,7 @@ def _completed(calibration: KernelCalibration, gpu: Gpu, calibrations, gpus, roo
         having = sorted(n for n, c in calibrations.items() if op_class in c.classes and _lends(gpus[n], gpu))
         donors = [n for n in having if gpus[n].architecture == gpu.architecture] or having
         shapes = ", their measured shapes' residuals pooled (each less its median)" if op_class in family.shapes else ""
-        own_efficiency = (f" but its FP32 efficiency ({family.classes[op_class]['efficiency']:.2f}), the other "
-                          f"architectures' full-power boards' GEMMs', not its own"
+        own_efficiency = (_borrowed_efficiency_note(family.classes[op_class])
                           if op_class == "convolution" and "gemm" in calibration.classes else "")
         notes.append(f"{op_class} not measured on it: each parameter the median of {', '.join(donors)}{own_efficiency}"
                      f"{shapes}, as a GPU of its architecture without measurements takes it")

@@ -444,9 +444,10 @@ def test_a_gpu_without_convolutions_takes_other_boards_gemm_efficiency():
         within[name] = [np.mean(np.abs(kc.predict_seconds(rows, gpus[name], calibration) / measured - 1) <= 0.25)
                         for calibration in (completed, replace(completed, classes={**completed.classes,
                                                                                     "convolution": at_own}))]
-    rule = {name.split()[1].split("-")[0]: round(float(pair[0]), 3) for name, pair in within.items()}
+    within = {name.split()[1].split("-")[0]: pair for name, pair in within.items()}  # "P100", "P4", ...
+    rule = {board: round(float(pair[0]), 3) for board, pair in within.items()}
     assert rule == pytest.approx({"P100": 0.778, "P4": 0.767, "T4": 0.806, "V100": 0.623}, abs=0.01)
-    gains = {name.split()[1].split("-")[0]: pair[0] - pair[1] for name, pair in within.items()}
+    gains = {board: pair[0] - pair[1] for board, pair in within.items()}
     assert gains["P100"] > 0.15 and gains["T4"] > 0.4 and gains["V100"] > 0.05 and gains["P4"] > -0.01
 
 
