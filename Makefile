@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= all
+# Two pytest workers, one test file per work unit and the real workflow/cluster runs kept together
+# (tests/conftest.py): the unit tests fill the cores the real runs leave idle. PYTEST_WORKERS= runs serially.
+PYTEST_WORKERS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
 .PHONY: install run report test test-fast lint bench clean
 
@@ -25,7 +28,7 @@ report: install
 	$(BIN)/snakemake --report report.html
 
 test: install  ## every test, including the real workflow run, the SLURM cluster and the browser check
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_WORKERS)
 
 test-fast: install  ## unit tests only (seconds)
 	$(BIN)/python -m pytest -m "not slow"

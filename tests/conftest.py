@@ -1,15 +1,91 @@
-"""Shared fixtures: paths into the checkout, the venv's executables, the NVTX/CUDA-profiler stand-in."""
+"""Shared fixtures: paths into the checkout, the venv's executables, the NVTX/CUDA-profiler stand-in; and how
+the suite runs on two workers (`make test`: pytest-xdist, one file per work unit, the real workflow and
+cluster runs on one worker while the other takes the rest)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+
+# Fixtures that run the real workflow or start the real cluster, once per process: the modules that use one
+# are a single xdist work unit, so that neither is paid for (or started) twice on two workers.
+REAL_RUN_FIXTURES = {"tiny_run", "tiny_report", "slurm_cluster"}
+REAL_RUN_MODULES = ("tests/workflow/test_examples_workflow.py", "tests/workflow/test_report_browser.py",
+                    "tests/workflow/test_slurm.py", "tests/workflow/test_workflow.py")
+# A file the workers append their report lines to, printed at the end by the controller (a worker's own
+# output is not shown).
+REPORT_FILE_ENV = "ROOFLOW_TEST_REPORT_FILE"
+REPORT_FILE_KEY = pytest.StashKey[str]()
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput") or REPORT_FILE_ENV in os.environ:
+        return  # a worker: the controller's file, inherited through the environment
+    handle, path = tempfile.mkstemp(prefix="rooflow-test-report-", suffix=".txt")
+    os.close(handle)
+    os.environ[REPORT_FILE_ENV] = config.stash[REPORT_FILE_KEY] = path
+
+
+def report_line(message: str) -> None:
+    """One line in the report at the end of the run (timings of the real runs), from any worker."""
+    path = os.environ.get(REPORT_FILE_ENV)
+    if not path:
+        print(message)
+        return
+    with open(path, "a") as handle:  # one short append per line: whole lines even from two workers
+        handle.write(message.replace("\n", " ") + "\n")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    path = config.stash.get(REPORT_FILE_KEY, None)
+    if path is None:
+        return
+    lines = Path(path).read_text().splitlines() if Path(path).exists() else []
+    Path(path).unlink(missing_ok=True)
+    if lines:
+        terminalreporter.write_sep("-", "rooflow: the real runs")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    """The modules using the real runs first, then the other modules with slow tests, then the rest: the
+    longest work starts early, so two workers end close together (the same order in a serial run)."""
+    real = {module_of(item.nodeid) for item in items if REAL_RUN_FIXTURES & set(item.fixturenames)}
+    if real - set(REAL_RUN_MODULES):
+        raise pytest.UsageError(f"tests/conftest.py: add {sorted(real - set(REAL_RUN_MODULES))} to "
+                                f"REAL_RUN_MODULES (they use one of {sorted(REAL_RUN_FIXTURES)})")
+    slow = {module_of(item.nodeid) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: 0 if module_of(item.nodeid) in REAL_RUN_MODULES
+               else 1 if module_of(item.nodeid) in slow else 2)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, with the REAL_RUN_MODULES one work unit (xdist's own xdist_group marks do not
+    reach its scheduler under pytest 9, whose node ids xdist cannot suffix)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = module_of(nodeid)
+            return "real-runs" if module in REAL_RUN_MODULES else module
+
+    return ByModule(config, log)
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +137,7 @@ def tiny_run(tmp_path_factory, snakemake_exe) -> Path:
                             cwd=workdir, capture_output=True, text=True, timeout=1800)
     (workdir / "snakemake.log").write_text(result.stdout + result.stderr)
     assert result.returncode == 0, f"tiny workflow run failed:\n{result.stderr[-4000:]}"
-    print(f"\ntiny workflow run: {time.monotonic() - started:.0f} s in {workdir}")
+    report_line(f"tiny workflow run: {time.monotonic() - started:.0f} s in {workdir}")
     return workdir
 
 

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, report_line
 from support import NVTX_RECORDING
 
 from rooflow.hardware.devices import load_devices
@@ -87,7 +87,7 @@ def test_doctor_on_this_cpu_only_machine_prints_its_table_and_exits_0(tmp_path):
     for row in rows:
         assert row["check"] in done.stdout
     assert not (tmp_path / "files").exists()  # nothing written without a GPU
-    print(f"rooflow doctor without a GPU: {seconds:.1f} s")
+    report_line(f"rooflow doctor without a GPU: {seconds:.1f} s")
 
 
 def test_the_gpu_vs_catalogue_check():

@@ -15,7 +15,7 @@ import subprocess
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT, copy_run
+from conftest import ROOT, copy_run, report_line
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +80,7 @@ def test_example_models_run_end_to_end_on_the_cpu(tiny_run, snakemake_exe, tmp_p
     compiled_timing = json.loads((workdir / "results/profile/cpu/tiny_cnn/b2-fp32-training-compile/timing.json")
                                  .read_text())
     assert compiled_timing["compile_seconds"] > 0 and compiled_timing["warmup_iterations"] == 1
-    print(f"\ncompile seconds: {compiled['compile_seconds'].round(1).to_dict()}")
+    report_line(f"compile seconds of the examples: {compiled['compile_seconds'].round(1).to_dict()}")
 
     report = subprocess.run([snakemake_exe, "--cores", "2", "--configfile", "examples.yaml", "--report",
                              "report.html"], cwd=workdir, capture_output=True, text=True, timeout=900)

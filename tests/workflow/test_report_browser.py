@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import report_line
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -64,7 +65,7 @@ def chromium() -> str:
         exe = find_chromium()
         if exe is None:
             reason = reason or "apt-get install chromium succeeded but no chromium binary is on PATH"
-            print(f"SKIPPED browser tests: {reason}")
+            report_line(f"SKIPPED browser tests: {reason}")
             pytest.skip(reason)
     return exe
 
@@ -210,7 +211,7 @@ def test_roofline_renders_in_the_report(report, chromium, tmp_path):
     shot = SCREENSHOTS / "report-roofline.png"
     run = run_chromium(chromium, page, tmp_path, f"--screenshot={shot}")
     assert run.returncode == 0 and shot.stat().st_size > 20_000, run.stderr[-2000:]
-    print(f"screenshots in {SCREENSHOTS}")
+    report_line(f"screenshots of the report in {SCREENSHOTS}")
 
 
 # Picks one run with the page's own selectors, moves the mouse onto its point as a user would (a mousemove

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import copy_run, copy_workflow
+from conftest import copy_run, copy_workflow, report_line
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -58,15 +58,9 @@ SBATCH_CALL = re.compile(r"^sbatch call: (.*?) --wrap", re.MULTILINE)
 CLUSTER_RULE = re.compile(r"^rule (\w+):$", re.MULTILINE)  # local jobs print `localrule <name>:`
 
 
-def report(request, message: str) -> None:
-    """A line in pytest's terminal output (timings), shown even though output is captured."""
-    capture = request.config.pluginmanager.getplugin("capturemanager")
-    reporter = request.config.pluginmanager.getplugin("terminalreporter")
-    if capture is None or reporter is None:
-        print(f"[slurm] {message}")
-        return
-    with capture.global_and_fixture_disabled():
-        reporter.write_line(f"[slurm] {message}")
+def report(message: str) -> None:
+    """A line in the report at the end of pytest's output (timings), from whichever worker ran it."""
+    report_line(f"[slurm] {message}")
 
 
 def cluster_script(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -77,7 +71,7 @@ def cluster_script(*args: str, timeout: int = 600) -> subprocess.CompletedProces
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster(request):
+def slurm_cluster():
     """A running one-node SLURM; installs its packages first when missing (CI runs as root)."""
     if os.geteuid() != 0:
         pytest.skip("SLURM test cluster needs root (apt-get install, daemons run as root/munge/mysql)")
@@ -89,23 +83,23 @@ def slurm_cluster(request):
     done = cluster_script("install")
     assert done.returncode == 0, f"start-cluster.sh install failed:\n{done.stdout}\n{done.stderr}"
     last = (done.stderr.strip().splitlines() or [""])[-1]
-    report(request, f"install: {time.monotonic() - t0:.1f} s ({last})")
+    report(f"install: {time.monotonic() - t0:.1f} s ({last})")
 
     started_here = cluster_script("status").returncode != 0
     if started_here:
         t0 = time.monotonic()
         done = cluster_script("up", "--fresh")
         assert done.returncode == 0, f"start-cluster.sh up failed:\n{done.stdout}\n{done.stderr}"
-        report(request, f"cluster up: {time.monotonic() - t0:.1f} s")
+        report(f"cluster up: {time.monotonic() - t0:.1f} s")
     else:
-        report(request, f"reusing the cluster already running under {BASE}")
+        report(f"reusing the cluster already running under {BASE}")
     try:
         yield BASE
     finally:
         if started_here:
             t0 = time.monotonic()
             done = cluster_script("down")
-            report(request, f"cluster down: {time.monotonic() - t0:.1f} s")
+            report(f"cluster down: {time.monotonic() - t0:.1f} s")
 
 
 def workflow_copy(target: Path) -> Path:
@@ -238,7 +232,7 @@ def local_run(tiny_run):
 
 
 @pytest.fixture(scope="session")
-def cluster_run(slurm_cluster, cluster_env, tmp_path_factory, request):
+def cluster_run(slurm_cluster, cluster_env, tmp_path_factory):
     """The tiny matrix through `snakemake --profile slurm` on the test cluster."""
     env, profiles = cluster_env
     workdir = copy_workflow(tmp_path_factory.mktemp("cluster"))
@@ -246,7 +240,7 @@ def cluster_run(slurm_cluster, cluster_env, tmp_path_factory, request):
     rc, text = snakemake(workdir, [*profiles, "--configfile", "tests/configs/tiny.yaml", "--verbose"], env,
                          workdir / "snakemake.log")
     assert rc == 0, f"cluster run failed (log {workdir / 'snakemake.log'}):\n{text[-6000:]}"
-    report(request, f"cluster tiny run: {time.monotonic() - t0:.1f} s")
+    report(f"cluster tiny run: {time.monotonic() - t0:.1f} s")
     return workdir, text
 
 
@@ -326,7 +320,7 @@ def test_rerun_submits_nothing(cluster_run, cluster_env):
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_a_custom_model_job_runs_through_sbatch(cluster_run, cluster_env, request):
+def test_a_custom_model_job_runs_through_sbatch(cluster_run, cluster_env):
     """examples/tiny_cnn's factory model (issue 21) timed by a SLURM job in the cluster run's directory (its
     subset is up to date there): the job builds the model from the factory on the node and succeeds."""
     workdir, _ = cluster_run
@@ -342,7 +336,7 @@ def test_a_custom_model_job_runs_through_sbatch(cluster_run, cluster_env, reques
     t0 = time.monotonic()
     rc, text = snakemake(workdir, [*profiles, "--configfile", str(path), "--verbose", target], env,
                          workdir / "custom.log", timeout_s=600)
-    report(request, f"custom-model SLURM job: {time.monotonic() - t0:.1f} s")
+    report(f"custom-model SLURM job: {time.monotonic() - t0:.1f} s")
     assert rc == 0, text[-4000:]
     submitted = [log for _, log in SUBMITTED.findall(text)]
     assert len(submitted) == 1 and "rule_profile_time" in submitted[0], submitted
@@ -409,7 +403,7 @@ def test_gpu_jobs_request_gpu_partition_and_gres_in_dry_run(tiny_run, tmp_path):
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_gpu_job_is_submitted_with_gres_and_retried_with_more(slurm_cluster, cluster_env, tmp_path, request):
+def test_gpu_job_is_submitted_with_gres_and_retried_with_more(slurm_cluster, cluster_env, tmp_path):
     """measure_ceilings of the A100 really goes to partition `gpu` with one fake A100. There is no CUDA
     behind it, so the job fails: it must be resubmitted with twice the time limit and memory, its log
     must be where the error message says, and no output may survive."""
@@ -420,7 +414,7 @@ def test_gpu_job_is_submitted_with_gres_and_retried_with_more(slurm_cluster, clu
     t0 = time.monotonic()
     rc, text = snakemake(workdir, [*profiles, "--configfile", str(config), "--retries", "1", "--verbose",
                                    target], env, workdir / "snakemake.log", timeout_s=600)
-    report(request, f"GPU submission (2 failing attempts): {time.monotonic() - t0:.1f} s")
+    report(f"GPU submission (2 failing attempts): {time.monotonic() - t0:.1f} s")
     assert rc != 0, "a CUDA job on a fake GPU cannot succeed"
 
     devices = yaml.safe_load((workdir / "config" / "devices.yaml").read_text())
@@ -478,7 +472,7 @@ def sweep_index(log_path: str) -> int:
 
 
 @pytest.fixture(scope="session")
-def sweep_run(slurm_cluster, cluster_env, tmp_path_factory, request):
+def sweep_run(slurm_cluster, cluster_env, tmp_path_factory):
     """tests/slurm/sweep/Snakefile: 100 cheap jobs through the cluster with the user's SLURM profile
     (retries 2, keep-going, runtime/mem_mb growing with the attempt), polling every second."""
     env, profiles = cluster_env
@@ -490,7 +484,7 @@ def sweep_run(slurm_cluster, cluster_env, tmp_path_factory, request):
                                    "--verbose", "--config", *config], env, workdir / "snakemake.log")
     seconds = time.monotonic() - t0
     submitted = SUBMITTED.findall(text)
-    report(request, f"100-job sweep: {seconds:.1f} s for {len(submitted)} submissions "
+    report(f"100-job sweep: {seconds:.1f} s for {len(submitted)} submissions "
                     f"({SWEEP_CONCURRENT} at a time, {seconds / max(1, len(submitted)):.2f} s per job)")
     return workdir, rc, text, submitted
 
