@@ -8,6 +8,7 @@ import sys
 from importlib import metadata
 
 import pytest
+import yaml
 from conftest import ROOT
 
 from rooflow.config_io import load_schema
@@ -25,8 +26,14 @@ def test_the_shipped_model_names_are_torchvisions_own():
     assert models._shipped_model_names() == tuple(listed["models"])
 
 
-def test_validating_the_config_imports_neither_torch_nor_torchvision():
-    code = ("import sys; from rooflow.config import load_config; load_config('config/config.yaml'); "
+@pytest.mark.parametrize("kernel_calibrations", [[], ["rooflow/data/calibration/kernels.json"]])
+def test_validating_the_config_imports_neither_torch_nor_torchvision(kernel_calibrations, tmp_path):
+    """Also with a kernel calibrations file, whose check loads it (it once imported torch through
+    rooflow.estimate's package, 4-5 s on every Snakefile parse, in every job)."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["kernel_calibrations"] = kernel_calibrations
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    code = (f"import sys; from rooflow.config import load_config; load_config({str(tmp_path / 'config.yaml')!r}); "
             "bad = sorted(m for m in ('torch', 'torchvision') if m in sys.modules); print(bad); "
             "sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
