@@ -15,12 +15,9 @@ __all__ = ["MODES", "PRECISIONS", "__version__", "estimate_module", "what_if_mod
 
 
 def __getattr__(name: str):
-    if name == "estimate_module":
-        from rooflow.estimate.api import estimate_module
+    # the same first-use import as rooflow.estimate's own exports
+    if name in ("estimate_module", "what_if_module"):
+        import importlib
 
-        return estimate_module
-    if name == "what_if_module":
-        from rooflow.estimate.api import what_if_module
-
-        return what_if_module
+        return getattr(importlib.import_module("rooflow.estimate.api"), name)
     raise AttributeError(f"module 'rooflow' has no attribute {name!r}")
