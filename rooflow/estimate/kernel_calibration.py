@@ -49,7 +49,8 @@ watt — but an SM that must issue an FP32 FMA every clock to reach its peak (:d
 beside its family's A100) takes the efficiency measured on such SMs (the H100's roof). Convolution runs at the
 GPU's GEMM efficiency (cuDNN's implicit-GEMM kernels are SGEMMs on the same SMs; a measured GPU's own ran at
 0.87-1.6x its GEMMs' fit, but its donors' efficiency or their ratio to their GEMMs' predicted the held-out GPUs
-worse), and takes all measured GPUs' convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals), and its
+worse) — on a power-limited board at one clock whatever a call's length (:func:`random_order_clock`), where its
+GEMMs fall to the power-limited clock within a call (:func:`_throttled`) — and takes all measured GPUs' convolution shapes' residuals, each GPU's less its median (rooflow.estimate.shape_residuals), and its
 family's full-power boards' GEMM shapes' residuals alike (cuBLAS's kernels are a family's own). A measured
 GPU of its own architecture lends it its parameters and measured shapes whole instead (a class it did not
 measure — the A100's convolutions — with the FP32 efficiency a GPU of an unmeasured architecture takes); a Hopper board's
@@ -1156,7 +1157,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     all of them where its family has none (GEMM: their full-power boards, else all full-power boards); the FP32
     GEMM efficiency of its family's full-power boards — or,
     where none of its family's single ops were measured, of a measured roof of its family (``roofs``) — held
-    to what its board power sustains at its family's FP32 GEMM FLOPs per joule. Efficiencies are against each
+    to what its board power sustains at its family's FP32 GEMM FLOPs per joule (its GEMMs falling to it with
+    GPU Boost's time constant, its convolutions at :func:`random_order_clock` of it). Efficiencies are against each
     GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
     memory-bound classes: all measured GPUs', but LayerNorms on an architecture rooflow recorded them on
     (:data:`NORMALIZATION_ROW_SECONDS_OF`): its measured triad plus a cost per row. A convolution's floor and its
