@@ -452,8 +452,9 @@ def test_a_gpu_without_convolutions_takes_other_boards_gemm_efficiency():
     convolutions, and only the other families' calibrations (as the A100 has no sibling that ran any). Its
     convolutions priced at the other architectures' full-power boards' GEMM efficiency (as a GPU of an unmeasured
     architecture takes it) are within ±25%: P100 77.8%, P4 78.7%, T4 86.6%, V100 62.3%; at its own GEMMs' (the rule
-    before 2026-12-01): 58.7%, 77.6%, 39.6%, 54.2% (the P4's and T4's at one clock per run, kc.random_order_clock). A board's cuDNN and cuBLAS efficiencies differ by board (its
-    own fits: the P100's convolutions 0.83 of its GEMMs', the V100's 1.10)."""
+    before 2026-12-01): 58.7%, 77.6%, 39.6%, 54.2% (the P4's and T4's at one clock per run, kc.random_order_clock).
+    A board's cuDNN and cuBLAS efficiencies differ by board (its own fits: the P100's convolutions 0.83 of its
+    GEMMs', the V100's 1.10)."""
     data, gpus, fitted = _full_data_fits()
     within = {}
     for name in ("Tesla P100-PCIE-16GB", "Tesla P4", "Tesla T4", "Tesla V100-PCIE-32GB"):
@@ -526,7 +527,8 @@ def test_the_p4s_linear_kernels_are_slower_than_its_clock_and_its_bmm_say():
     bmm = paired("bmm")
     bmm = bmm[bmm["Kernel Name_p4"].str.contains("128x64") & bmm["Kernel Name_p100"].str.contains("128x64")]
     linear = paired("linear")
-    linear = linear[linear["Kernel Name_p4"].str.contains("64x64_tn") & linear["Kernel Name_p100"].str.contains("64x64_tn")]
+    linear = linear[linear["Kernel Name_p4"].str.contains("64x64_tn")
+                    & linear["Kernel Name_p100"].str.contains("64x64_tn")]
     assert len(bmm) > 1000 and len(linear) > 500
     bmm_ratio = float((bmm["Latency_p4"] / bmm["Latency_p100"]).median())
     linear_ratio = float((linear["Latency_p4"] / linear["Latency_p100"]).median())
