@@ -485,7 +485,7 @@ def sweep_run(slurm_cluster, cluster_env, tmp_path_factory):
     seconds = time.monotonic() - t0
     submitted = SUBMITTED.findall(text)
     report(f"100-job sweep: {seconds:.1f} s for {len(submitted)} submissions "
-                    f"({SWEEP_CONCURRENT} at a time, {seconds / max(1, len(submitted)):.2f} s per job)")
+           f"({SWEEP_CONCURRENT} at a time, {seconds / max(1, len(submitted)):.2f} s per job)")
     return workdir, rc, text, submitted
 
 
