@@ -1157,7 +1157,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     all of them where its family has none (GEMM: their full-power boards, else all full-power boards); the FP32
     GEMM efficiency of its family's full-power boards — or,
     where none of its family's single ops were measured, of a measured roof of its family (``roofs``) — held
-    to what its board power sustains at its family's FP32 GEMM FLOPs per joule (its GEMMs falling to it with
+    to what its board power sustains at its family's FP32 GEMM FLOPs per joule (the best of all measured boards'
+    where none of its family was measured: a lower bound for a newer process) (its GEMMs falling to it with
     GPU Boost's time constant, its convolutions at :func:`random_order_clock` of it). Efficiencies are against each
     GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
     memory-bound classes: all measured GPUs', but LayerNorms on an architecture rooflow recorded them on
@@ -1308,14 +1309,26 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         power = [(measured_gpus[name], measured[name].classes["gemm"]) for name in same
                  if "gemm" in measured[name].classes]
         power += [(roof.gpu, {"efficiency": roof.gemm_efficiency}) for roof in family_roofs]
+        unmeasured_family = not power and not gpu.full_power
+        if unmeasured_family:
+            # a power-limited board none of whose family was measured (an architecture FAMILIES does not list):
+            # every measured board's FLOPs per watt, the best of them a lower bound for a board of a newer process
+            # than theirs; without it the board would run its GEMMs at its boost clock whatever its power (the T4
+            # held out with its family: 36% of its GEMMs within ±25%, its long ones 2.6x the prediction). A
+            # full-power board holds its boost clock (FULL_POWER_WATTS) and is left so
+            power = [(measured_gpus[name], measured[name].classes["gemm"]) for name in measured
+                     if "gemm" in measured[name].classes]
+            power += [(roof.gpu, {"efficiency": roof.gemm_efficiency}) for roof in roofs.values()]
         sustained = _sustained_fraction(classes["gemm"]["efficiency"], gpu, power)
         if sustained < 1.0:  # one board, one power limit; its GEMMs and convolutions meet it unlike (random_order_clock)
             classes["gemm"].update(sustained=sustained, boost_seconds=BOOST_TIME_CONSTANT_SECONDS)
             if "convolution" in classes:
                 classes["convolution"].update(sustained=random_order_clock(sustained), boost_seconds=0.0)
-            why = ("its base clock's share of its boost clock: its family's FLOPs per joule would give less"
+            whose = ("the best FP32 FLOPs per joule of all measured boards, none of its family: a lower bound for a "
+                     "newer process" if unmeasured_family else "its family's FP32 FLOPs per joule")
+            why = (f"its base clock's share of its boost clock: {whose} would give less"
                    if gpu.base_clock_fraction and sustained == gpu.base_clock_fraction
-                   else "its board power at its family's FP32 FLOPs per joule")
+                   else f"its board power at {whose}")
             power_note = _power_note("FP32 GEMMs", sustained, why)
             if "convolution" in classes:
                 power_note += (f"; convolutions at {classes['convolution']['sustained']:.2f} of their boost-clock "
