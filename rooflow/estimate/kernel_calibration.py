@@ -1324,8 +1324,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             classes["gemm"].update(sustained=sustained, boost_seconds=BOOST_TIME_CONSTANT_SECONDS)
             if "convolution" in classes:
                 classes["convolution"].update(sustained=random_order_clock(sustained), boost_seconds=0.0)
-            whose = ("the best FP32 FLOPs per joule of all measured boards, none of its family: a lower bound for a "
-                     "newer process" if unmeasured_family else "its family's FP32 FLOPs per joule")
+            whose = ("the best FP32 FLOPs per joule measured on any board (none of its family measured: a lower "
+                     "bound for a newer process)" if unmeasured_family else "its family's FP32 FLOPs per joule")
             why = (f"its base clock's share of its boost clock: {whose} would give less"
                    if gpu.base_clock_fraction and sustained == gpu.base_clock_fraction
                    else f"its board power at {whose}")
