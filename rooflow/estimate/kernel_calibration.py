@@ -1157,8 +1157,8 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     all of them where its family has none (GEMM: their full-power boards, else all full-power boards); the FP32
     GEMM efficiency of its family's full-power boards — or,
     where none of its family's single ops were measured, of a measured roof of its family (``roofs``) — held
-    to what its board power sustains at its family's FP32 GEMM FLOPs per joule (the best of all measured boards'
-    where none of its family was measured: a lower bound for a newer process) (its GEMMs falling to it with
+    to what its board power sustains at its family's FP32 GEMM FLOPs per joule — the best of all measured boards'
+    where none of its family was measured, a lower bound for a newer process — (its GEMMs falling to it with
     GPU Boost's time constant, its convolutions at :func:`random_order_clock` of it). Efficiencies are against each
     GPU's own roofs, so ``gpu``'s datasheet carries them over. Launch floors (the measuring host's) and the
     memory-bound classes: all measured GPUs', but LayerNorms on an architecture rooflow recorded them on
