@@ -543,7 +543,8 @@ def test_the_p4s_linear_kernels_are_slower_than_its_clock_and_its_bmm_say():
     maxwell_sgemm_64x64_tn on both boards and 2.8-3.2x for those that ran 32x128_tn on both — a slowdown of the same
     kernels on the P4 alone (unexplained). And cuBLAS picks 64x64_tn on the P4 for 59% of the nn.Linear shapes, on
     the P100 for 29%: where the P4 ran it and the P100 32x128_tn, 5.05x — the P100's measured shapes, which a
-    P4 without data of its own takes, carry the wrong kernel there."""
+    P4 without data of its own takes, carry the wrong kernel there. The same-kernel slowdown grows with the
+    reduction depth: 32x128_tn 2.27x at 256 deep or less (bmm's 2.26x), 3.36x beyond 1,024."""
     def paired(operator):
         p4, p100 = (pd.read_csv(KERNELS / operator / f"{name}.csv.gz", usecols=["Latency", "Kernel Name", "B", "M",
                                                                                     "N", "K"])
@@ -566,6 +567,11 @@ def test_the_p4s_linear_kernels_are_slower_than_its_clock_and_its_bmm_say():
     both_narrow = float(ratio[p4.str.contains("32x128_tn") & p100.str.contains("32x128_tn")].median())
     picked_apart = float(ratio[p4.str.contains("64x64_tn") & p100.str.contains("32x128_tn")].median())
     assert 2.8 < both_narrow < 3.2 and picked_apart > 4.5, (both_narrow, picked_apart)
+    # the same kernel's slowdown grows with the reduction depth (nn.Linear's in_features, N here): 32x128_tn as bmm
+    # at 256 deep or less (bmm's shapes are at most 1,025 deep), 1.5x that beyond 1,024
+    narrow = p4.str.contains("32x128_tn") & p100.str.contains("32x128_tn")
+    shallow, deep = (float(ratio[narrow & depth].median()) for depth in (every["N"] <= 256, every["N"] > 1024))
+    assert shallow < 2.4 and deep > 3.2, (shallow, deep)
     share_64x64 = {name: float(pd.read_csv(KERNELS / "linear" / f"{name}.csv.gz", usecols=["Kernel Name"])
                                ["Kernel Name"].str.contains("64x64_tn").mean())
                    for name in ("Tesla_P4", "Tesla_P100-PCIE-16GB")}
