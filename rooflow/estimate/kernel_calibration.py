@@ -1306,9 +1306,12 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         _set_efficiency(classes["convolution"], efficiency)
     power_note = ""
     if "gemm" in classes and gpu.tdp_watts:
-        power = [(measured_gpus[name], measured[name].classes["gemm"]) for name in same
-                 if "gemm" in measured[name].classes]
-        power += [(roof.gpu, {"efficiency": roof.gemm_efficiency}) for roof in family_roofs]
+        def gemm_rates(names, lent_roofs) -> list[tuple[Gpu, dict[str, float]]]:
+            return ([(measured_gpus[name], measured[name].classes["gemm"]) for name in names
+                     if "gemm" in measured[name].classes]
+                    + [(roof.gpu, {"efficiency": roof.gemm_efficiency}) for roof in lent_roofs])
+
+        power = gemm_rates(same, family_roofs)
         unmeasured_family = not power and not gpu.full_power
         if unmeasured_family:
             # a power-limited board none of whose family was measured (an architecture FAMILIES does not list):
@@ -1316,9 +1319,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             # than theirs; without it the board would run its GEMMs at its boost clock whatever its power (the T4
             # held out with its family: 36% of its GEMMs within ±25%, its long ones 2.6x the prediction). A
             # full-power board holds its boost clock (FULL_POWER_WATTS) and is left so
-            power = [(measured_gpus[name], measured[name].classes["gemm"]) for name in measured
-                     if "gemm" in measured[name].classes]
-            power += [(roof.gpu, {"efficiency": roof.gemm_efficiency}) for roof in roofs.values()]
+            power = gemm_rates(measured, roofs.values())
         sustained = _sustained_fraction(classes["gemm"]["efficiency"], gpu, power)
         if sustained < 1.0:  # one board, one power limit; its GEMMs and convolutions meet it unlike (random_order_clock)
             classes["gemm"].update(sustained=sustained, boost_seconds=BOOST_TIME_CONSTANT_SECONDS)
