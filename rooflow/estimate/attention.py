@@ -7,9 +7,11 @@ aten/src/ATen/native/transformers/cuda/sdp_utils.cpp: flash, then memory-efficie
 
 - **flash** for fp16/bf16 on sm_80 and newer (head dimension ≤ 256, a multiple of 8): tensor cores at the
   dtype's peak;
-- **memory-efficient** (CUTLASS, from xFormers) otherwise, fp32 included: on sm_80 and newer its fp32 GEMMs run
-  on tensor cores as three TF32 products per product (``OpMultiplyAddFastF32``: fp32 accuracy, whatever
-  ``allow_tf32`` says), before sm_80 on FP32 FMA units.
+- **memory-efficient** (CUTLASS, from xFormers) otherwise, for fp16 and fp32 (bf16 only on sm_80 and newer:
+  ``less_than_sm80_mem_efficient_dtypes`` is half and float; a bf16 run before sm_80 takes the **math** path, its
+  products in fp32). Its GEMMs (``gemm_kernel_utils.h``, ``DefaultGemmType``): fp32 on sm_80 and newer on tensor
+  cores as three TF32 products per product (``OpMultiplyAddFastF32``: fp32 accuracy, whatever ``allow_tf32``
+  says); fp16 on tensor cores from sm_70 (Volta's 8×8×4, then 16×8×8); anything else on FP32 FMA units (SIMT).
 
 Either kernel keeps the L × L score matrix on chip: it reads q, k, v and writes the output (backward: reads
 those and the output gradient, writes dq, dk, dv), so the scaling and the softmax are not separate kernels,
@@ -30,6 +32,8 @@ def backend(precision: str, capability: tuple[int, int] | None) -> str:
         return "math"
     if precision in ("fp16", "bf16") and capability >= (8, 0):
         return "flash"
+    if precision == "bf16":  # the memory-efficient kernel takes bf16 from sm_80 only
+        return "math"
     return "efficient" if capability >= (5, 0) else "math"
 
 
@@ -38,7 +42,9 @@ def kernel_path(precision: str, capability: tuple[int, int] | None) -> tuple[str
     chosen = backend(precision, capability)
     if chosen == "flash":
         return precision, 1.0
-    if capability and capability >= (8, 0):
+    if chosen == "efficient" and precision == "fp16" and capability >= (7, 0):
+        return "fp16", 1.0
+    if chosen == "efficient" and capability >= (8, 0):
         return "tf32", float(FAST_FP32_PRODUCTS)
     return "fp32", 1.0
 
@@ -60,11 +66,11 @@ def _absorbed(op: str, op_class: str, phase: str, dtype: str) -> bool:
     return op_class == "softmax" or op == "mul" or cast
 
 
-def fused_rows(ops) -> set:
+def fused_rows(ops, fused: bool = True) -> set:
     """Index labels of the rows of an ops table that a fused attention kernel absorbs: in each layer and phase
     that has attention products, the softmax, the scaling ``mul`` and the math path's casts of q, k, v (to fp32
-    in forward, back in backward)."""
-    layers = sdpa_layers(ops["layer"], ops["op"])
+    in forward, back in backward). None where the run takes the math path (``fused`` False: :func:`backend`)."""
+    layers = sdpa_layers(ops["layer"], ops["op"]) if fused else set()
     if not layers:
         return set()
     return {index for index, row in ops.iterrows() if row["layer"] in layers

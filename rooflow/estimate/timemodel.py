@@ -933,12 +933,20 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     # torch.optim.SGD runs its foreach path (a few calls over tensor lists) on a GPU, and one op per parameter
     # on a CPU (foreach is for CUDA tensors): there the estimate's per-parameter optimizer ops are the work.
     body = ops if cpu else ops[ops["phase"] != "optimizer"]
-    sdpa_layers = attention.sdpa_layers(body["layer"], body["op"]) if not cpu else set()
+    capability = None if cpu else device.compute_capability
+    fused_kernel = not cpu and attention.backend(precision, capability) != "math"
+    sdpa_layers = attention.sdpa_layers(body["layer"], body["op"]) if fused_kernel else set()
     if not cpu:  # the softmax, scaling and casts of attention's math path run inside the fused kernel
-        body = body.drop(index=list(attention.fused_rows(body) | attention.fast_path_rows(
+        body = body.drop(index=list(attention.fused_rows(body, fused_kernel) | attention.fast_path_rows(
             body, precision, mode, totals.get("mha_fast_path_layers"))))
     norm_channels = batchnorm.channels_by_layer(body, 2.0) if not cpu and precision == "bf16" else None
-    single = None if cpu else kernel_ops.kernel_seconds(body, device)
+    # The fused kernel's products (device_op_seconds prices them so) on tensor cores are not the FP32 cuBLAS
+    # bmm calls the single-op measurements timed: the kernel model never prices them. On FP32 FMA units (fp32
+    # before sm_80) those SGEMMs are the nearest measured kernels, and it does.
+    tensor_core_attention = fused_kernel and attention.kernel_path(precision, capability)[0] != "fp32"
+    fused_products = body.index[(body["op_class"] == "attention") & body["layer"].isin(sdpa_layers)
+                                & tensor_core_attention]
+    single = None if cpu else kernel_ops.kernel_seconds(body.drop(index=fused_products), device)
     if single is not None and not single.empty:
         alone = _single_call(body, single, precision, mode, device, calibration, sm_count)
         if alone is not None:

@@ -53,6 +53,35 @@ def test_attention_backend_by_dtype_and_gpu():
     assert attention.backend("fp32", None) == "math"
     assert attention.kernel_path("fp32", (9, 0)) == ("tf32", 3.0)  # three TF32 products per fp32 product
     assert attention.kernel_path("fp32", (7, 0)) == ("fp32", 1.0)
+    # the memory-efficient kernel: bf16 from sm_80 only (a bf16 run before takes the math path); fp16 on tensor
+    # cores from Volta (its DefaultGemmType), on FP32 FMA units before
+    assert attention.backend("bf16", (7, 5)) == "math"
+    assert attention.kernel_path("fp16", (7, 5)) == ("fp16", 1.0)
+    assert attention.kernel_path("fp16", (7, 0)) == ("fp16", 1.0)
+    assert attention.kernel_path("fp16", (6, 0)) == ("fp32", 1.0)
+
+
+def test_fused_attention_on_tensor_cores_is_not_priced_as_the_single_ops_fp32_bmm():
+    """On a GPU calibrated from single ops (an A100), a bf16 ViT step's attention is PyTorch's flash kernel on
+    tensor cores, priced as on the H100 scaled by the bf16 peaks (989 against 312 TFLOP/s: 3.2x), not as the data
+    set's FP32 cuBLAS bmm calls its math path counts: those put ViT-B/16's attention at 20x the H100's (36.4 ms
+    against 1.8 ms at batch 64, training), 7-10 TFLOP/s on an A100. Before sm_80 a bf16 run takes the math path
+    (no fused kernel takes bf16 there): its softmax is priced and its score matrices stay in memory."""
+    from rooflow.estimate.predict import predict_memory
+
+    est = cached_estimate("vit_b_16", 64, "bf16", "training")
+    seconds = {}
+    for key in ("h100-sxm5-80gb", "a100-pcie-80gb"):
+        device = load_device(CATALOGUE, key)
+        seconds[key] = predict_step(est.ops, est.totals, device, for_device(device)).by_class_seconds["attention"]
+    h100, a100 = (load_device(CATALOGUE, key) for key in ("h100-sxm5-80gb", "a100-pcie-80gb"))
+    peaks = h100.peak_flops_per_second["bf16"] / a100.peak_flops_per_second["bf16"]
+    assert seconds["a100-pcie-80gb"] / seconds["h100-sxm5-80gb"] == pytest.approx(peaks, rel=0.1)
+    v100 = load_device(CATALOGUE, "v100-sxm2-16gb")
+    math_path = predict_step(est.ops, est.totals, v100, for_device(v100))
+    assert math_path.by_class_seconds.get("softmax", 0.0) > 0
+    assert predict_memory(est.totals, v100)["predicted_memory_bytes_low"] == est.totals["peak_memory_bytes"]
+    assert predict_memory(est.totals, a100)["predicted_memory_bytes_low"] < est.totals["peak_memory_bytes"]
 
 
 def test_fused_attention_keeps_the_score_matrix_on_chip():
