@@ -944,8 +944,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     # bmm calls the single-op measurements timed: the kernel model never prices them. On FP32 FMA units (fp32
     # before sm_80) those SGEMMs are the nearest measured kernels, and it does.
     tensor_core_attention = fused_kernel and attention.kernel_path(precision, capability)[0] != "fp32"
-    fused_products = body.index[(body["op_class"] == "attention") & body["layer"].isin(sdpa_layers)
-                                & tensor_core_attention]
+    fused_products = (body.index[(body["op_class"] == "attention") & body["layer"].isin(sdpa_layers)]
+                      if tensor_core_attention else body.index[:0])
     single = None if cpu else kernel_ops.kernel_seconds(body.drop(index=fused_products), device)
     if single is not None and not single.empty:
         alone = _single_call(body, single, precision, mode, device, calibration, sm_count)
