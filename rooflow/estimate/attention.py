@@ -37,6 +37,11 @@ def backend(precision: str, capability: tuple[int, int] | None) -> str:
     return "efficient" if capability >= (5, 0) else "math"
 
 
+def fused(precision: str, capability: tuple[int, int] | None) -> bool:
+    """Whether a run's SDPA calls run as a fused kernel (flash or memory-efficient), not the math path counted."""
+    return backend(precision, capability) != "math"
+
+
 def kernel_path(precision: str, capability: tuple[int, int] | None) -> tuple[str, float]:
     """(compute path, products per product) of the fused attention kernel: its peak is the path's ÷ products."""
     chosen = backend(precision, capability)
@@ -69,7 +74,7 @@ def _absorbed(op: str, op_class: str, phase: str, dtype: str) -> bool:
 def fused_rows(ops, fused: bool = True) -> set:
     """Index labels of the rows of an ops table that a fused attention kernel absorbs: in each layer and phase
     that has attention products, the softmax, the scaling ``mul`` and the math path's casts of q, k, v (to fp32
-    in forward, back in backward). None where the run takes the math path (``fused`` False: :func:`backend`)."""
+    in forward, back in backward). None where the run takes the math path (``fused`` False: :func:`fused`)."""
     layers = sdpa_layers(ops["layer"], ops["op"]) if fused else set()
     if not layers:
         return set()

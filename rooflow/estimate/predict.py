@@ -72,7 +72,7 @@ def _fused_attention(result: pd.DataFrame, device, precision: str, measured: boo
                      read: str, written: str) -> None:
     """Price the attention of layers that call SDPA as their fused kernel runs it (module docstring), in place:
     its products' FLOPs at the kernel's path, its operands' bytes; the rows it absorbs at no time."""
-    if attention.backend(precision, device.compute_capability) == "math":
+    if not attention.fused(precision, device.compute_capability):
         return  # the math path runs as counted
     layers = attention.sdpa_layers(result["layer"], result["op"])
     if not layers:
@@ -296,8 +296,8 @@ def predict_memory(totals: dict[str, Any], device, held_threads: int = 0) -> dic
     base = int(totals.get("peak_memory_bytes_layout_workspace") or tensors) if layout else tensors
     # a GPU runs attention as one fused kernel: the math path's L × L matrices are never allocated (but where
     # PyTorch takes the math path: bf16 before sm_80)
-    fused_kernel = attention.backend(precision, device.compute_capability) != "math"
-    fused = int(totals.get("peak_memory_bytes_fused_attention") or tensors) if fused_kernel else tensors
+    fused = (int(totals.get("peak_memory_bytes_fused_attention") or tensors)
+             if attention.fused(precision, device.compute_capability) else tensors)
     base -= tensors - fused
     # SGD's foreach update holds a copy of every gradient at once (the optimizer's peak; no convolution runs)
     base = max(base, int(totals.get("peak_memory_bytes_foreach_optimizer") or 0))

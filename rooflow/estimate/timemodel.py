@@ -934,7 +934,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     # on a CPU (foreach is for CUDA tensors): there the estimate's per-parameter optimizer ops are the work.
     body = ops if cpu else ops[ops["phase"] != "optimizer"]
     capability = None if cpu else device.compute_capability
-    fused_kernel = not cpu and attention.backend(precision, capability) != "math"
+    fused_kernel = not cpu and attention.fused(precision, capability)
     sdpa_layers = attention.sdpa_layers(body["layer"], body["op"]) if fused_kernel else set()
     if not cpu:  # the softmax, scaling and casts of attention's math path run inside the fused kernel
         body = body.drop(index=list(attention.fused_rows(body, fused_kernel) | attention.fast_path_rows(
