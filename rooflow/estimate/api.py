@@ -138,6 +138,7 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
     and whether it fits."""
     from rooflow.estimate.calibration import for_device
     from rooflow.estimate.predict import below_roofline_flag, predict_memory, predict_seconds
+    from rooflow.estimate.recurrent import substitute
     from rooflow.estimate.timemodel import predict_step
     from rooflow.hardware.devices import CEILINGS_FILE, default_catalogue_path, load_device
     from rooflow.io import read_json_object
@@ -146,7 +147,10 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
     calibration = for_device(device, read_json_object(ceilings, CEILINGS_FILE) if ceilings else None)
     totals = result.totals
     totals["device"] = device.key
-    roofline = predict_seconds(result.ops, device, totals["precision"], measured=measured)
+    # a GPU runs nn.LSTM/GRU/RNN as cuDNN's kernels (rooflow.estimate.recurrent): their roofs, not the cells counted
+    ops = (substitute(result.ops, totals["recurrent_calls"], totals["precision"])
+           if device.is_cuda and totals.get("recurrent_calls") else result.ops)
+    roofline = predict_seconds(ops, device, totals["precision"], measured=measured)
     totals["roofline_seconds"] = roofline.get("predicted_seconds")
     if device.kind not in TIME_MODEL_KINDS:  # a TPU: XLA compiles and fuses the whole step, no eager ops to price
         totals.update(predicted_seconds=None, calibration_source=f"none for {device.key}: rooflow's time model prices "
@@ -155,7 +159,7 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
     elif device.bandwidth(True) or device.bandwidth(False):
         step = predict_step(result.ops, totals, device, calibration)
         totals.update(step.as_dict())
-        flag = below_roofline_flag(result.ops, step, device, totals["precision"], totals["roofline_seconds"], measured,
+        flag = below_roofline_flag(ops, step, device, totals["precision"], totals["roofline_seconds"], measured,
                                    calibration.cache_bytes)
         if flag:
             totals["below_roofline"] = flag

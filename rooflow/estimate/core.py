@@ -312,6 +312,7 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
         "unsupported_ops": dict(sorted(trace.unsupported.items())),
         "module_calls": dict(trace.module_calls),
         "mha_fast_path_layers": sorted(trace.mha_fast_path),
+        "recurrent_calls": {layer: list(calls) for layer, calls in trace.recurrent_calls.items()},
         "param_tensors": int(trace.param_tensors),
         "forward_backward_ratio": backward_flops / forward_flops if training and forward_flops else None,
         "matmul_backward_forward_ratio": None,

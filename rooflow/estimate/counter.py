@@ -112,6 +112,8 @@ class Trace:
     # nn.MultiheadAttention layers called the way its fast path accepts (mha_fast_path_eligible): in inference
     # without autocast or gradients a GPU runs them as torch._native_multi_head_attention
     mha_fast_path: set[str] = field(default_factory=set)
+    # nn.LSTM/GRU/RNN calls per layer (recurrent_call): a GPU runs each as cuDNN's RNN kernels
+    recurrent_calls: dict[str, list[dict]] = field(default_factory=dict)
     param_tensors: int = 0  # parameter tensors that require grad (the optimizer's tensor lists)
 
 
@@ -134,6 +136,24 @@ def mha_fast_path_eligible(module: torch.nn.MultiheadAttention, args: tuple) -> 
     return (args[0].dim() == 3 and module.batch_first and module.num_heads % 2 == 0 and module._qkv_same_embed_dim
             and module.in_proj_weight is not None and module.bias_k is None and module.bias_v is None
             and not module.add_zero_attn)
+
+
+def recurrent_call(module: torch.nn.Module, args: tuple) -> dict | None:
+    """A call of an nn.LSTM / nn.GRU / nn.RNN on ``args`` as rooflow.estimate.recurrent.RecurrentCall's fields
+    (what cuDNN's kernels depend on); None for any other module, or a PackedSequence input (its timesteps vary per
+    sequence)."""
+    if not isinstance(module, torch.nn.RNNBase) or not args or not isinstance(args[0], torch.Tensor):
+        return None
+    x = args[0]
+    if x.dim() == 2:  # unbatched: (T, I)
+        batch, steps = 1, int(x.shape[0])
+    elif x.dim() == 3:
+        batch, steps = (int(x.shape[0]), int(x.shape[1])) if module.batch_first else (int(x.shape[1]), int(x.shape[0]))
+    else:
+        return None
+    return {"mode": str(module.mode), "input_size": int(module.input_size), "hidden_size": int(module.hidden_size),
+            "proj_size": int(getattr(module, "proj_size", 0) or 0), "num_layers": int(module.num_layers),
+            "directions": 2 if module.bidirectional else 1, "batch": batch, "steps": steps, "bias": bool(module.bias)}
 
 
 class OpRecorder(TorchDispatchMode):
@@ -202,6 +222,9 @@ class OpRecorder(TorchDispatchMode):
             self.trace.module_calls[self.phase] = self.trace.module_calls.get(self.phase, 0) + 1
             if isinstance(module, torch.nn.MultiheadAttention) and mha_fast_path_eligible(module, args):
                 self.trace.mha_fast_path.add(layer)
+            call = recurrent_call(module, args) if self.phase == "forward" else None
+            if call is not None:
+                self.trace.recurrent_calls.setdefault(layer, []).append(call)
             self._enter_layer(layer)
         return hook
 

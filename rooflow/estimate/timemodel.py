@@ -70,7 +70,7 @@ from typing import Any
 import pandas as pd
 
 from rooflow.conventions import MATMUL_OP_CLASSES
-from rooflow.estimate import attention, batchnorm, kernel_calibration, kernel_ops
+from rooflow.estimate import attention, batchnorm, kernel_calibration, kernel_ops, recurrent
 from rooflow.estimate.core import parse_call, parse_gemms
 from rooflow.estimate.formulas import ELEMENT_BYTES, runs_as_gemm
 
@@ -78,13 +78,15 @@ from rooflow.estimate.formulas import ELEMENT_BYTES, runs_as_gemm
 LIBRARY_OPS = {"convolution", "_convolution", "convolution_backward", "mm", "addmm", "bmm", "baddbmm",
                "native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
                "cudnn_batch_norm_backward", "_native_batch_norm_legit_no_training",
-               "_native_batch_norm_legit_functional"}
-NO_KERNEL_OPS = {"empty", "empty_like", "empty_strided", "detach", "t", "view", "expand"}
+               "_native_batch_norm_legit_functional", *recurrent.DISPATCH_OPS.values()}
+# ops that launch no kernel of their own (cuDNN's RNN calls: their kernels are rows of their own, recurrent.substitute)
+NO_KERNEL_OPS = {"empty", "empty_like", "empty_strided", "detach", "t", "view", "expand",
+                 *recurrent.DISPATCH_OPS.values()}
 TRAINING_SENSITIVE = ("normalization", "pooling")  # kernels that differ between training and inference
 PATHS = ("fp32", "fp32_fast", "tf32", "fp16", "bf16")
 # modules whose step the estimate counts as per-timestep cell ops (the meta device's decomposition of aten::lstm
-# and kin), while PyTorch runs them as fused RNN kernels (cuDNN's, oneDNN's)
-RECURRENT_MODULES = {"LSTM", "GRU", "RNN"}
+# and kin), while PyTorch runs them as fused RNN kernels (cuDNN's: rooflow.estimate.recurrent; oneDNN's)
+RECURRENT_MODULES = recurrent.MODULES
 # The GEMM ceiling times square products of 2048 and more: cuBLAS GEMMs whose output fills whole tiles in
 # both dimensions run its kernels; thinner ones (a linear layer at a small batch: GEMV-like kernels, split-K)
 # keep the efficiency the recordings give (matmul_efficiency).
@@ -915,12 +917,33 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         precision_note = (f"; fp16 on a GPU without tensor cores ({device.architecture}): its convolutions and matrix "
                           f"products are FP32 arithmetic on 16-bit operands (cuBLAS's FP32 compute, cuDNN's "
                           f"pseudo-half), priced so")
-    recurrent = sorted(set(ops["type"].dropna()) & RECURRENT_MODULES) if "type" in ops else []
-    if recurrent:
-        precision_note += (f"; its {', '.join(f'nn.{name}' for name in recurrent)} layers run PyTorch's fused RNN "
-                           f"kernels ({'oneDNN' if cpu else 'cuDNN'}), which the time model does not price: they are "
-                           f"priced as their per-timestep math path (its FLOPs are theirs; its bytes and time are the "
-                           f"unfused cells': unverified)")
+    # nn.LSTM/GRU/RNN calls a GPU runs as cuDNN's RNN kernels (rooflow.estimate.recurrent): their per-timestep cells
+    # as counted give way to those kernels under one host dispatch per call and phase
+    recurrent_calls = {} if cpu else dict(totals.get("recurrent_calls") or {})
+    persistent = set()
+    if recurrent_calls:
+        ops = recurrent.substitute(ops, recurrent_calls, precision)
+        algorithms = recurrent.algorithms(recurrent_calls, mode, precision, device.compute_capability, sm_count)
+        persistent = algorithms - {"standard"}
+        names = sorted({ops.at[label, "type"] for label in ops.index if isinstance(label, str)})
+        precision_note += (f"; its {', '.join(f'nn.{name}' for name in names)} layers as cuDNN's standard RNN "
+                           f"algorithm runs them (one host call per call and phase; per layer one GEMM of all "
+                           f"timesteps' inputs, then per timestep a recurrent GEMM and one pointwise kernel; "
+                           f"backward alike, its weight gradients one GEMM each), from cuDNN's and PyTorch's "
+                           f"documentation, no recording here")
+        if persistent:
+            low, high = recurrent.PERSISTENT_RATIO
+            precision_note += (f"; PyTorch's get_algo picks cuDNN's {' and '.join(sorted(persistent))} algorithm "
+                               f"for some of them (one kernel over all timesteps), priced as the standard one: the "
+                               f"range spans {low:g}-{high:g}x their kernels' time, what a public benchmark (PyTorch "
+                               f"PR #62143, 20 nn.LSTM shapes) measured between the two")
+    unpriced = sorted({str(kind) for layer, kind in zip(ops["layer"], ops["type"])
+                       if kind in RECURRENT_MODULES and layer not in recurrent_calls}) if "type" in ops else []
+    if unpriced:
+        precision_note += (f"; its {', '.join(f'nn.{name}' for name in unpriced)} layers run PyTorch's fused RNN "
+                           f"kernels ({'oneDNN' if cpu else 'cuDNN'}), which the time model does not price"
+                           f"{'' if cpu else ' for a PackedSequence input'}: they are priced as their per-timestep "
+                           f"math path (its FLOPs are theirs; its bytes and time are the unfused cells': unverified)")
     host_clock = device_clock = device_busy = 0.0
     kernels_total = 0
     by_class: dict[str, float] = {}
@@ -984,7 +1007,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
             if doubt > 0:
                 doubt_seconds += calls * doubt
                 doubt_layers += 1
-        host = host_op_seconds(row, mode, calibration) + (module_share if row["phase"] == "forward" else 0.0)
+        host = (0.0 if row.get("host_calls") == 0  # a kernel a library call launched (recurrent.substitute)
+                else host_op_seconds(row, mode, calibration) + (module_share if row["phase"] == "forward" else 0.0))
         gap = 0.0 if cpu else kernels * calibration.kernel_gap_seconds
         gaps_paid = 0.0  # the gaps not hidden in a wait for the host: the GPU's own time between kernels
         if cpu:
@@ -1047,8 +1071,13 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                    f"Winograd/FFT path, which rooflow's H100 recordings show for batch ≥ {FAST_PATH_SEEN_BATCH} and "
                    f"≥ {FAST_PATH_SEEN_CHANNELS} input channels only (elsewhere implicit GEMM, at half the rate): the "
                    f"range's high end adds {doubt_seconds * 1e3:.3g} ms for them")
-    return StepPrediction(seconds=seconds, low_seconds=seconds * (1 - spread),
-                          high_seconds=seconds * (1 + spread) + doubt_seconds,
+    low_seconds, high_seconds = seconds * (1 - spread), seconds * (1 + spread) + doubt_seconds
+    if persistent:  # the recurrent kernels' time at what the persistent algorithm measured against the standard one
+        rnn_seconds = sum(value for label, value in row_seconds.items()
+                          if isinstance(label, str) and body.at[label, "host_calls"] == 0)
+        low_seconds = max(low_seconds - rnn_seconds * (1 - recurrent.PERSISTENT_RATIO[0]), 0.1 * low_seconds)
+        high_seconds += rnn_seconds * (recurrent.PERSISTENT_RATIO[1] - 1)
+    return StepPrediction(seconds=seconds, low_seconds=low_seconds, high_seconds=high_seconds,
                           device_seconds=device_busy, host_seconds=host_clock, bound=bound,
                           by_class_seconds=by_class, calibration_source=source, kernels=kernels_total,
                           by_layer_type_seconds=by_type, row_seconds=row_seconds)
