@@ -28,6 +28,9 @@ from rooflow.errors import RooflowError
 
 NAME_PATTERN = re.compile(r"[a-z0-9]+(_[a-z0-9]+)*")
 OBJECT_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+# what PyTorch says where an op gets a float tensor and wants another dtype (nn.Embedding's indices: "Expected
+# tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got torch.float32")
+DTYPE_ERROR = re.compile(r"scalar types?\b|expected scalar type|dtype", re.IGNORECASE)
 INPUT_SEED = 0  # custom models' inputs are drawn from N(0, 1) with this seed
 
 
@@ -244,6 +247,13 @@ def random_inputs(shapes, batch: int, device: Any = "meta") -> tuple:
 def shape_error(spec: ModelSpec, batch: int, error: BaseException) -> RooflowError:
     """One sentence for a model that rejects the inputs it was given."""
     shapes = ", ".join(format_shape((batch, *s)) for s in spec.inputs)
-    return RooflowError(f"model '{spec.name}' rejects inputs of shape {shapes} ({type(error).__name__}: "
-                        f"{str(error).splitlines()[0][:200] if str(error) else ''}): fix its input shapes "
+    cause = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+    if DTYPE_ERROR.search(str(error)):  # the shape may be right: the inputs are float32, and it wants another dtype
+        example = ", ".join(f"torch.zeros({', '.join(str(d) for d in (batch, *s))}, dtype=torch.long)"
+                            for s in spec.inputs)
+        return RooflowError(f"model '{spec.name}' rejects float32 inputs of shape {shapes} ({cause}): --input and "
+                            f"inputs: make float32 tensors only; a model that takes integer ids (nn.Embedding) is "
+                            f"estimated from Python with inputs of its dtype, e.g. rooflow.estimate_module(model, "
+                            f"({example},), device=...)")
+    return RooflowError(f"model '{spec.name}' rejects inputs of shape {shapes} ({cause}): fix its input shapes "
                         f"(--input on the command line, inputs: in the config; the batch is prepended)")

@@ -145,6 +145,9 @@ def user_models(tmp_path, monkeypatch):
         def not_a_module():
             return "a string"
 
+        def tokens():  # a language model's front: integer ids, which --input's float32 tensors are not
+            return nn.Sequential(nn.Embedding(100, 8), nn.LSTM(8, 16, batch_first=True))
+
         def loss(output):
             return (output ** 2).mean()
     """))
@@ -174,7 +177,9 @@ def test_a_factory_model_of_two_inputs_from_the_command_line(user_models):
                                                                "fix its input shapes"]),
     (["mynets.nets:build", "--input", "3by8"], ["'3by8' is not positive whole numbers"]),
     (["mynets.nets:build"], ["has no input shapes"]),
-], ids=["import-error", "no-such-callable", "not-a-module", "wrong-shape", "bad-shape", "no-inputs"])
+    (["mynets.nets:tokens", "--input", "12"], ["rejects float32 inputs of shape 1x12", "integer ids",
+                                               "rooflow.estimate_module(model, (torch.zeros(1, 12, dtype=torch.long),)"]),
+], ids=["import-error", "no-such-callable", "not-a-module", "wrong-shape", "bad-shape", "no-inputs", "wrong-dtype"])
 def test_each_custom_model_fault_is_one_sentence(user_models, argv, words):
     status, out, err = cli("estimate", *argv)
     assert status == 2 and not out
