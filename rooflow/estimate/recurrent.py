@@ -149,7 +149,7 @@ def substitute(ops, recurrent_calls: dict[str, list[dict]], precision: str):
     (:func:`kernel_rows`), in place of that layer's first row of the phase: per call and phase one host dispatch
     (``_cudnn_rnn``, ``_cudnn_rnn_backward``: no kernel of its own), under autocast the copy of the weights into
     the 16-bit flat buffer cuDNN reads (AutocastRNN.cpp), then the kernels (``host_calls`` 0: launched by the
-    dispatch)."""
+    dispatch; ``recurrent_call``: the :class:`RecurrentCall` they run)."""
     import pandas as pd
 
     element_bytes = 2 if precision in ("fp16", "bf16") else 4
@@ -184,7 +184,7 @@ def substitute(ops, recurrent_calls: dict[str, list[dict]], precision: str):
                 new.append({**base, "op": "_to_copy", "op_class": "memory", "calls": calls, "flops": 0.0,
                             "bytes_read": 4.0 * weights * calls, "bytes_written": 2.0 * weights * calls, "gemms": "",
                             "compute_precision": compute})
-            new += [{**base, **kernel, "compute_precision": compute, "host_calls": 0}
+            new += [{**base, **kernel, "compute_precision": compute, "host_calls": 0, "recurrent_call": call}
                     for kernel in kernel_rows(call, phase, calls, element_bytes)]
             rows += new
             labels += [f"{layer}/{phase}/cudnn_rnn/{number}/{i}" for i in range(len(new))]

@@ -1072,9 +1072,11 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                    f"≥ {FAST_PATH_SEEN_CHANNELS} input channels only (elsewhere implicit GEMM, at half the rate): the "
                    f"range's high end adds {doubt_seconds * 1e3:.3g} ms for them")
     low_seconds, high_seconds = seconds * (1 - spread), seconds * (1 + spread) + doubt_seconds
-    if persistent:  # the recurrent kernels' time at what the persistent algorithm measured against the standard one
+    if persistent:  # the persistent calls' kernels at what that algorithm measured against the standard one
         rnn_seconds = sum(value for label, value in row_seconds.items()
-                          if isinstance(label, str) and body.at[label, "host_calls"] == 0)
+                          if isinstance(label, str) and body.at[label, "host_calls"] == 0
+                          and recurrent.algorithm(body.at[label, "recurrent_call"], body.at[label, "phase"] == "forward",
+                                                  precision, device.compute_capability, sm_count) != "standard")
         low_seconds = max(low_seconds - rnn_seconds * (1 - recurrent.PERSISTENT_RATIO[0]), 0.1 * low_seconds)
         high_seconds += rnn_seconds * (recurrent.PERSISTENT_RATIO[1] - 1)
     return StepPrediction(seconds=seconds, low_seconds=low_seconds, high_seconds=high_seconds,

@@ -683,6 +683,15 @@ def test_recurrent_layers_are_counted_and_priced_as_cudnn_runs_them():
         # hidden 128: PyTorch's get_algo picks the persistent small-hidden kernel, which the range spans
         assert "persist_small_h" in totals["calibration_source"]
         assert totals["predicted_seconds_high"] > 2 * totals["predicted_seconds"]
+    # hidden 160: persistent forward (<= 192), standard backward (> 128): the range spans the forward kernels only
+    spread = for_device(load_device(CATALOGUE, "t4")).relative_uncertainty
+    widening = {}
+    for mode in ("inference", "training"):
+        step = rooflow.estimate_module(torch.nn.LSTM(64, 160, batch_first=True), torch.empty(8, 50, 64), device="t4",
+                                       mode=mode).totals
+        widening[mode] = step["predicted_seconds_high"] - step["predicted_seconds"] * (1 + spread)
+    assert widening["inference"] > 0
+    assert widening["training"] == pytest.approx(widening["inference"], rel=0.05)
     cpu = rooflow.estimate_module(torch.nn.LSTM(64, 128, 2, batch_first=True), torch.empty(8, 50, 64),
                                   device="xeon-e5-2699-v4-2s").totals
     assert "its nn.LSTM layers run PyTorch's fused RNN kernels (oneDNN)" in (cpu.get("calibration_source") or "")
