@@ -153,7 +153,8 @@ def recurrent_call(module: torch.nn.Module, args: tuple) -> dict | None:
         return None
     return {"mode": str(module.mode), "input_size": int(module.input_size), "hidden_size": int(module.hidden_size),
             "proj_size": int(getattr(module, "proj_size", 0) or 0), "num_layers": int(module.num_layers),
-            "directions": 2 if module.bidirectional else 1, "batch": batch, "steps": steps, "bias": bool(module.bias)}
+            "directions": 2 if module.bidirectional else 1, "batch": batch, "steps": steps, "bias": bool(module.bias),
+            "weights": sum(p.numel() for p in module.parameters())}
 
 
 class OpRecorder(TorchDispatchMode):

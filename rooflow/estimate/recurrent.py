@@ -50,6 +50,7 @@ class RecurrentCall:
     batch: int
     steps: int
     bias: bool
+    weights: int  # its parameters' elements (weights and biases of every layer and direction)
 
 
 def algorithm(call: RecurrentCall, forward: bool, precision: str, capability: tuple[int, int] | None,
@@ -130,19 +131,6 @@ def kernel_rows(call: RecurrentCall, phase: str, calls: int, element_bytes: int)
     return rows
 
 
-def weight_elements(call: RecurrentCall) -> int:
-    """Parameters of the module ``call`` runs (weights and biases of every layer and direction)."""
-    gates, hidden = GATES[call.mode], call.hidden_size
-    recurrent_k = call.proj_size or hidden
-    output = call.directions * recurrent_k
-    total = 0
-    for layer in range(call.num_layers):
-        inputs = call.input_size if layer == 0 else output
-        total += call.directions * (gates * hidden * (inputs + recurrent_k) + (2 * gates * hidden if call.bias else 0)
-                                    + (call.proj_size * hidden if call.proj_size else 0))
-    return total
-
-
 def substitute(ops, recurrent_calls: dict[str, list[dict]], precision: str):
     """``ops`` (an estimate's ops table) with the forward and backward rows of each recurrent layer of
     ``recurrent_calls`` (layer: its calls, rooflow.estimate.counter) replaced by the rows of cuDNN's kernels
@@ -180,9 +168,9 @@ def substitute(ops, recurrent_calls: dict[str, list[dict]], precision: str):
             new = [{**base, "op": DISPATCH_OPS[phase], "op_class": "memory", "calls": calls, "flops": 0.0,
                     "bytes_read": 0.0, "bytes_written": 0.0, "gemms": "", "compute_precision": compute}]
             if element_bytes == 2 and phase == "forward":
-                weights = weight_elements(call)
                 new.append({**base, "op": "_to_copy", "op_class": "memory", "calls": calls, "flops": 0.0,
-                            "bytes_read": 4.0 * weights * calls, "bytes_written": 2.0 * weights * calls, "gemms": "",
+                            "bytes_read": 4.0 * call.weights * calls, "bytes_written": 2.0 * call.weights * calls,
+                            "gemms": "",
                             "compute_precision": compute})
             new += [{**base, **kernel, "compute_precision": compute, "host_calls": 0, "recurrent_call": call}
                     for kernel in kernel_rows(call, phase, calls, element_bytes)]
@@ -190,11 +178,3 @@ def substitute(ops, recurrent_calls: dict[str, list[dict]], precision: str):
             labels += [f"{layer}/{phase}/cudnn_rnn/{number}/{i}" for i in range(len(new))]
     return pd.DataFrame(rows, index=labels)
 
-
-def algorithms(recurrent_calls: dict[str, list[dict]], mode: str, precision: str, capability: tuple[int, int] | None,
-               sm_count: int) -> set[str]:
-    """The algorithms cuDNN runs the calls of ``recurrent_calls`` by (:func:`algorithm`), forward and, in
-    training, backward."""
-    phases = (True, False) if mode == "training" else (True,)
-    return {algorithm(RecurrentCall(**spec), forward, precision, capability, sm_count)
-            for calls in recurrent_calls.values() for spec in calls for forward in phases}

@@ -920,11 +920,14 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     # nn.LSTM/GRU/RNN calls a GPU runs as cuDNN's RNN kernels (rooflow.estimate.recurrent): their per-timestep cells
     # as counted give way to those kernels under one host dispatch per call and phase
     recurrent_calls = {} if cpu else dict(totals.get("recurrent_calls") or {})
-    persistent = set()
+    persistent: dict[Any, str] = {}  # the cuDNN kernel rows of calls get_algo runs by a persistent algorithm
     if recurrent_calls:
         ops = recurrent.substitute(ops, recurrent_calls, precision)
-        algorithms = recurrent.algorithms(recurrent_calls, mode, precision, device.compute_capability, sm_count)
-        persistent = algorithms - {"standard"}
+        for label in ops.index[ops["host_calls"] == 0]:
+            picked = recurrent.algorithm(ops.at[label, "recurrent_call"], ops.at[label, "phase"] == "forward",
+                                         precision, device.compute_capability, sm_count)
+            if picked != "standard":
+                persistent[label] = picked
         names = sorted({ops.at[label, "type"] for label in ops.index if isinstance(label, str)})
         precision_note += (f"; its {', '.join(f'nn.{name}' for name in names)} layers as cuDNN's standard RNN "
                            f"algorithm runs them (one host call per call and phase; per layer one GEMM of all "
@@ -933,7 +936,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                            f"documentation, no recording here")
         if persistent:
             low, high = recurrent.PERSISTENT_RATIO
-            precision_note += (f"; PyTorch's get_algo picks cuDNN's {' and '.join(sorted(persistent))} algorithm "
+            precision_note += (f"; PyTorch's get_algo picks cuDNN's {' and '.join(sorted(set(persistent.values())))} algorithm "
                                f"for some of them (one kernel over all timesteps), priced as the standard one: the "
                                f"range spans {low:g}-{high:g}x their kernels' time, what a public benchmark (PyTorch "
                                f"PR #62143, 20 nn.LSTM shapes) measured between the two")
@@ -1073,10 +1076,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                    f"range's high end adds {doubt_seconds * 1e3:.3g} ms for them")
     low_seconds, high_seconds = seconds * (1 - spread), seconds * (1 + spread) + doubt_seconds
     if persistent:  # the persistent calls' kernels at what that algorithm measured against the standard one
-        rnn_seconds = sum(value for label, value in row_seconds.items()
-                          if isinstance(label, str) and body.at[label, "host_calls"] == 0
-                          and recurrent.algorithm(body.at[label, "recurrent_call"], body.at[label, "phase"] == "forward",
-                                                  precision, device.compute_capability, sm_count) != "standard")
+        rnn_seconds = sum(row_seconds.get(label, 0.0) for label in persistent)
         low_seconds = max(low_seconds - rnn_seconds * (1 - recurrent.PERSISTENT_RATIO[0]), 0.1 * low_seconds)
         high_seconds += rnn_seconds * (recurrent.PERSISTENT_RATIO[1] - 1)
     return StepPrediction(seconds=seconds, low_seconds=low_seconds, high_seconds=high_seconds,

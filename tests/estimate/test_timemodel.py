@@ -719,13 +719,16 @@ def test_cudnn_lstm_against_published_standard_algorithm_times():
     launch-bound, and the V100, A10 and T4 price them within 15% of it). Measured/predicted 0.78-1.70, median 0.84:
     four-layer calls run a little faster than priced (cuDNN overlaps a layer's step with the next layer's), single
     layers of batch x hidden over 5,000 slower. The per-timestep ops counted before priced these at 50-100x."""
+    import torch
+
     from rooflow.estimate import recurrent
 
     device = load_device(CATALOGUE, "a100-pcie-40gb")
     calibration = for_device(device)
     ratios = []
     for (steps, batch, inputs), (_, hidden, layers), measured_ms in PUBLISHED_STANDARD_LSTM:
-        call = recurrent.RecurrentCall("LSTM", inputs, hidden, 0, layers, 1, batch, steps, True)
+        weights = sum(p.numel() for p in torch.nn.LSTM(inputs, hidden, layers, device="meta").parameters())
+        call = recurrent.RecurrentCall("LSTM", inputs, hidden, 0, layers, 1, batch, steps, True, weights)
         ops = pd.DataFrame([{"layer": "lstm", "type": "LSTM", "phase": "forward", "op": "addmm", "op_class": "matmul",
                              "compute_precision": "fp32", "calls": 1, "flops": 0.0, "bytes_read": 0.0,
                              "bytes_written": 0.0, "fused_bytes_read": 0.0, "fused_bytes_written": 0.0,
@@ -743,7 +746,7 @@ def test_cudnn_rnn_algorithm_as_pytorch_picks_it():
     backward apart), the persistent static one for fp16 on one layer by device and batch, else standard."""
     from rooflow.estimate.recurrent import RecurrentCall, algorithm
 
-    lstm = RecurrentCall("LSTM", 256, 128, 0, 1, 1, 64, 50, True)
+    lstm = RecurrentCall("LSTM", 256, 128, 0, 1, 1, 64, 50, True, weights=0)  # (its weights pick nothing)
     assert algorithm(lstm, True, "fp32", (8, 0), 108) == "persist_small_h"
     assert algorithm(lstm, False, "fp32", (8, 0), 108) == "persist_small_h"
     wide = replace(lstm, hidden_size=256)
