@@ -10,7 +10,8 @@ with step_logging(snakemake.log[0], "profile_time"):
     spec = RunSpec(w.model, int(w.batch), w.precision, w.mode, "cuda" if p.kind == "cuda" else "cpu",
                    p.warmup, p.iterations, snakemake.threads, max_timing_rounds=p.rounds,
                    noise_budget_seconds=p.noise_budget, cpu_memory_limit_bytes=p.cpu_memory_limit,
-                   factory=model.factory, inputs=model.inputs, loss=model.loss, variant=p.variant)
+                   factory=model.factory, inputs=model.inputs, loss=model.loss,
+                   input_dtypes=model.input_dtypes, variant=p.variant)
     record = measure(spec, load_subset(snakemake.input.subset), snakemake.output.kernels)
     record["device"] = w.device
     write_json(snakemake.output.timing, record)

@@ -186,7 +186,9 @@ def register(subparsers) -> None:
                              "from the working directory or PYTHONPATH) with --input")
     parser.add_argument("--input", action="append", metavar="SHAPE",
                         help="one input's shape without the batch, e.g. 3x224x224, for a package.module:factory "
-                             "model; repeat for a model of several inputs (float32, the batch prepended)")
+                             "model; repeat for a model of several inputs (the batch prepended; float32, or the "
+                             "dtype after a colon: 35:int64 for token ids, drawn below the model's smallest "
+                             "nn.Embedding)")
     parser.add_argument("--loss", metavar="package.module:callable",
                         help="training loss of a factory model: loss(output) -> scalar tensor (default: the sum "
                              "of the floating outputs)")

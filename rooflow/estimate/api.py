@@ -118,12 +118,14 @@ def estimate_run(spec, batch: int, precision: str = "fp32", mode: str = "inferen
     module = build_custom(spec, meta=True)
     loss = load_loss(spec)
     try:
-        result = count_module(module, example_inputs(spec, batch), precision, mode, loss_fn=loss, name=spec.name)
+        result = count_module(module, example_inputs(spec, batch, module=module), precision, mode, loss_fn=loss,
+                              name=spec.name)
     except (NotImplementedError, RuntimeError, ValueError, TypeError) as error:
         if "data-dependent" in str(error):  # not the inputs' fault: name the op
             raise not_countable(spec.name, error) from error
         raise shape_error(spec, batch, error) from error
     result.totals["input_shapes"] = [[batch, *shape] for shape in spec.inputs]
+    result.totals["input_dtypes"] = list(spec.dtypes)
     result.seconds = time.perf_counter() - start
     return result
 

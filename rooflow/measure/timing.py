@@ -48,6 +48,7 @@ class RunSpec:
     factory: str | None = None
     inputs: tuple[tuple[int, ...], ...] = ()
     loss: str | None = None
+    input_dtypes: tuple[str, ...] = ()  # per input (rooflow.workload.spec.INPUT_DTYPES); (): all float32
     # rooflow.conventions.VARIANTS: eager; channels_last (model and 4-D inputs NHWC); compile (torch.compile,
     # inductor: its first step, the compilation, is recorded apart as compile_seconds)
     variant: str = "eager"
@@ -55,7 +56,7 @@ class RunSpec:
     def model_spec(self):
         from rooflow.workload.spec import ModelSpec
 
-        return ModelSpec(self.model, self.factory, tuple(self.inputs), self.loss)
+        return ModelSpec(self.model, self.factory, tuple(self.inputs), self.loss, tuple(self.input_dtypes))
 
 
 # A timing whose interquartile range exceeds this share of its median is noisy: it is repeated (up to
@@ -211,7 +212,7 @@ class Runner:
         user_loss = None
         if model_spec.custom:
             self.model = build_custom(model_spec).to(self.device)
-            self.inputs = example_inputs(model_spec, spec.batch, self.device)
+            self.inputs = example_inputs(model_spec, spec.batch, self.device, self.model)
             self.input_size = model_spec.inputs[0][-1]
             target, classification = None, False
             user_loss = load_loss(model_spec)
@@ -469,7 +470,8 @@ def model_fields(args: argparse.Namespace) -> dict[str, Any]:
     refuse_factory_options([args.model], args.input, args.loss, args.name,
                            "the subset's image size: `rooflow subset --image-size`")
     model = spec_from_options(args.model, args.input, args.loss, args.name, "--model")
-    return {"model": model.name, "factory": model.factory, "inputs": model.inputs, "loss": model.loss}
+    return {"model": model.name, "factory": model.factory, "inputs": model.inputs, "loss": model.loss,
+            "input_dtypes": model.input_dtypes}
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help: str) -> None:
@@ -477,7 +479,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help:
     parser.add_argument("--model", required=True,
                         help="a torchvision model name, or package.module:factory (with --input)")
     parser.add_argument("--input", action="append", metavar="SHAPE",
-                        help="a factory model's input shape without the batch (e.g. 3x224x224); one per input")
+                        help="a factory model's input shape without the batch (e.g. 3x224x224), its dtype after a "
+                             "colon where it is not float32 (35:int64: token ids); one per input")
     parser.add_argument("--loss", metavar="package.module:callable", help="a factory model's training loss")
     parser.add_argument("--name", help="a factory model's run name (default: derived from its path)")
     parser.add_argument("--batch", type=int, required=True)

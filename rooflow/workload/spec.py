@@ -7,7 +7,10 @@ module from it.
   ``[a-z0-9]+(_[a-z0-9]+)*``. A custom model takes it from the config's ``name:``, or from its factory path
   (``examples.tiny_cnn.model:build`` → ``examples_tiny_cnn_model_build``).
 - ``inputs`` are per-sample shapes, the batch prepended: ``3x224x224`` is a ``(batch, 3, 224, 224)``
-  float32 tensor; a two-input model lists two (``[3x64x64, 10]``).
+  float32 tensor; a two-input model lists two (``[3x64x64, 10]``). A shape may name its dtype after a colon
+  (:data:`INPUT_DTYPES`): ``35:int64`` is a ``(batch, 35)`` tensor of token ids, as an ``nn.Embedding`` front
+  takes, drawn from ``[0, n)`` with ``n`` the fewest ``num_embeddings`` of the model's embeddings
+  (:func:`id_bound`).
 - ``loss`` (``package.module:callable``) takes the model's output and returns a scalar tensor; without one a
   training step uses rooflow.workload.step.default_loss (the sum of the floating outputs).
 
@@ -31,7 +34,13 @@ OBJECT_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:
 # what PyTorch says where an op gets a float tensor and wants another dtype (nn.Embedding's indices: "Expected
 # tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got torch.float32")
 DTYPE_ERROR = re.compile(r"scalar types?\b|expected scalar type|dtype", re.IGNORECASE)
-INPUT_SEED = 0  # custom models' inputs are drawn from N(0, 1) with this seed
+INPUT_SEED = 0  # custom models' inputs are drawn from N(0, 1) (ids: uniformly) with this seed
+# the dtypes an input may name after its shape ("35:int64"): float32 (the default) are drawn from N(0, 1), the
+# integer ones are ids (id_bound)
+INPUT_DTYPES = ("float32", "int64", "int32")
+DEFAULT_DTYPE = "float32"
+# ids of a model without an nn.Embedding are drawn from [0, this): an integer input there is a flag or a class
+NO_EMBEDDING_ID_BOUND = 2
 
 
 @dataclass(frozen=True)
@@ -40,16 +49,27 @@ class ModelSpec:
     factory: str | None = None  # package.module:callable returning the nn.Module; None: a torchvision model
     inputs: tuple[tuple[int, ...], ...] = ()  # per-sample shapes (batch prepended); custom models only
     loss: str | None = None  # package.module:callable taking the output
+    # per input, its INPUT_DTYPES name; () where every input is float32 (the spec's written form then has no dtype)
+    input_dtypes: tuple[str, ...] = ()
 
     @property
     def custom(self) -> bool:
         return self.factory is not None
 
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        """Each input's dtype name (:data:`INPUT_DTYPES`)."""
+        return self.input_dtypes or (DEFAULT_DTYPE,) * len(self.inputs)
+
+    def written_inputs(self) -> list[str]:
+        """The inputs as --input and the config write them: '3x224x224', '35:int64'."""
+        return [format_input(shape, dtype) for shape, dtype in zip(self.inputs, self.dtypes)]
+
     def as_dict(self) -> dict[str, Any]:
         """The spec as the config writes it (a torchvision model: its name alone)."""
         if not self.custom:
             return {"name": self.name}
-        entry = {"name": self.name, "factory": self.factory, "inputs": [format_shape(s) for s in self.inputs]}
+        entry = {"name": self.name, "factory": self.factory, "inputs": self.written_inputs()}
         if self.loss:
             entry["loss"] = self.loss
         return entry
@@ -59,8 +79,8 @@ class ModelSpec:
         if not self.custom:
             return ["--model", self.name]
         argv = ["--model", self.factory, "--name", self.name]
-        for shape in self.inputs:
-            argv += ["--input", format_shape(shape)]
+        for written in self.written_inputs():
+            argv += ["--input", written]
         if self.loss:
             argv += ["--loss", self.loss]
         return argv
@@ -70,13 +90,30 @@ def format_shape(shape: tuple[int, ...]) -> str:
     return "x".join(str(d) for d in shape)
 
 
+def format_input(shape: tuple[int, ...], dtype: str = DEFAULT_DTYPE) -> str:
+    """'3x224x224' for a float32 input, '35:int64' for another dtype."""
+    return format_shape(shape) if dtype == DEFAULT_DTYPE else f"{format_shape(shape)}:{dtype}"
+
+
 def parse_shape(text: Any, where: str) -> tuple[int, ...]:
     """'3x224x224' → (3, 224, 224); one sentence naming ``where`` otherwise."""
-    parts = str(text).strip().lower().split("x")
+    return parse_input(text, where)[0]
+
+
+def parse_input(text: Any, where: str) -> tuple[tuple[int, ...], str]:
+    """'3x224x224' → ((3, 224, 224), 'float32'); '35:int64' → ((35,), 'int64'); one sentence naming ``where``
+    otherwise."""
+    written, _, dtype = str(text).strip().lower().partition(":")
+    parts = written.split("x")
     if not all(p.isdigit() and int(p) > 0 for p in parts):
         raise RooflowError(f"{where}: input shape '{text}' is not positive whole numbers joined by 'x': write "
-                           f"one sample's shape without the batch, e.g. 3x224x224 (an image) or 10 (a vector)")
-    return tuple(int(p) for p in parts)
+                           f"one sample's shape without the batch, e.g. 3x224x224 (an image) or 10 (a vector), "
+                           f"and a dtype after a colon where it is not float32 (35:int64: token ids)")
+    dtype = dtype.strip() or DEFAULT_DTYPE
+    if dtype not in INPUT_DTYPES:
+        raise RooflowError(f"{where}: input '{text}' names dtype '{dtype}', which rooflow cannot draw: use one of "
+                           f"{', '.join(INPUT_DTYPES)} (float32 when none is named; the integer ones are token ids)")
+    return tuple(int(p) for p in parts), dtype
 
 
 def derived_name(factory: str) -> str:
@@ -98,12 +135,15 @@ def custom_spec(factory: str, inputs: list[Any] | tuple[Any, ...], loss: str | N
     if not inputs:
         raise RooflowError(f"{where}: custom model '{factory}' has no input shapes: give one per model input "
                            f"(--input 3x224x224 on the command line, inputs: [3x224x224] in the config)")
-    shapes = tuple(parse_shape(shape, where) for shape in inputs)
+    parsed = [parse_input(written, where) for written in inputs]
+    shapes = tuple(shape for shape, _ in parsed)
+    dtypes = tuple(dtype for _, dtype in parsed)
     name = name or derived_name(factory)
     if not NAME_PATTERN.fullmatch(name):
         raise RooflowError(f"{where}: name '{name}' is not lowercase letters and digits joined by single "
                            f"underscores (it names the run's files and Snakemake wildcards): e.g. my_unet")
-    return ModelSpec(name, factory, shapes, loss)
+    return ModelSpec(name, factory, shapes, loss,
+                     dtypes if any(dtype != DEFAULT_DTYPE for dtype in dtypes) else ())
 
 
 def torchvision_spec(name: str, where: str = "model") -> ModelSpec:
@@ -229,31 +269,52 @@ def load_loss(spec: ModelSpec):
     return import_object(spec.loss, "loss", spec.name) if spec.loss else None
 
 
-def example_inputs(spec: ModelSpec, batch: int, device: Any = "meta") -> tuple:
-    """The custom model's inputs at ``batch`` (random_inputs)."""
-    return random_inputs(spec.inputs, batch, device)
+def example_inputs(spec: ModelSpec, batch: int, device: Any = "meta", module=None) -> tuple:
+    """The custom model's inputs at ``batch`` (random_inputs); integer ones are ids below ``module``'s
+    :func:`id_bound`."""
+    return random_inputs(spec.inputs, batch, device, spec.dtypes, id_bound(module))
 
 
-def random_inputs(shapes, batch: int, device: Any = "meta") -> tuple:
-    """Float32 tensors of ``(batch, *shape)``: N(0, 1) with a fixed seed (meta: shapes only)."""
+def id_bound(module) -> int:
+    """The ids an integer input may hold are below this: the fewest ``num_embeddings`` of ``module``'s
+    ``nn.Embedding``/``nn.EmbeddingBag`` layers (an id every one of them can look up: a token and a position
+    table alike), :data:`NO_EMBEDDING_ID_BOUND` where it has none or no module is given."""
+    from torch import nn
+
+    sizes = [m.num_embeddings for m in (module.modules() if module is not None else ())
+             if isinstance(m, (nn.Embedding, nn.EmbeddingBag))]
+    return min(sizes) if sizes else NO_EMBEDDING_ID_BOUND
+
+
+def random_inputs(shapes, batch: int, device: Any = "meta", dtypes=(), high: int = NO_EMBEDDING_ID_BOUND) -> tuple:
+    """Tensors of ``(batch, *shape)`` with a fixed seed: float32 from N(0, 1), integer ``dtypes``
+    (:data:`INPUT_DTYPES`) uniform in ``[0, high)`` (meta: shapes and dtypes only)."""
     import torch
 
-    if str(device) == "meta":
-        return tuple(torch.empty(batch, *shape, device="meta") for shape in shapes)
+    dtypes = tuple(dtypes) or (DEFAULT_DTYPE,) * len(shapes)
     generator = torch.Generator().manual_seed(INPUT_SEED)
-    return tuple(torch.randn(batch, *shape, generator=generator).to(device) for shape in shapes)
+    tensors = []
+    for shape, name in zip(shapes, dtypes):
+        dtype = getattr(torch, name)
+        if str(device) == "meta":
+            tensors.append(torch.empty(batch, *shape, dtype=dtype, device="meta"))
+        elif dtype.is_floating_point:
+            tensors.append(torch.randn(batch, *shape, generator=generator).to(device))
+        else:
+            tensors.append(torch.randint(0, high, (batch, *shape), generator=generator, dtype=dtype).to(device))
+    return tuple(tensors)
 
 
 def shape_error(spec: ModelSpec, batch: int, error: BaseException) -> RooflowError:
     """One sentence for a model that rejects the inputs it was given."""
     shapes = ", ".join(format_shape((batch, *s)) for s in spec.inputs)
     cause = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
-    if DTYPE_ERROR.search(str(error)):  # the shape may be right: the inputs are float32, and it wants another dtype
-        example = ", ".join(f"torch.zeros({', '.join(str(d) for d in (batch, *s))}, dtype=torch.long)"
-                            for s in spec.inputs)
-        return RooflowError(f"model '{spec.name}' rejects float32 inputs of shape {shapes} ({cause}): --input and "
-                            f"inputs: make float32 tensors only; a model that takes integer ids (nn.Embedding) is "
-                            f"estimated from Python with inputs of its dtype, e.g. rooflow.estimate_module(model, "
-                            f"({example},), device=...)")
+    if DTYPE_ERROR.search(str(error)):  # the shape may be right: the dtype is not the one the model wants
+        written = " ".join(f"--input {format_input(shape, 'int64')}" for shape in spec.inputs)
+        config = ", ".join(format_input(shape, "int64") for shape in spec.inputs)
+        dtypes = ", ".join(dict.fromkeys(spec.dtypes))
+        return RooflowError(f"model '{spec.name}' rejects {dtypes} inputs of shape {shapes} ({cause}): name the "
+                            f"dtype it takes after each shape — token ids for an nn.Embedding are {written} on the "
+                            f"command line, inputs: [{config}] in the config")
     return RooflowError(f"model '{spec.name}' rejects inputs of shape {shapes} ({cause}): fix its input shapes "
                         f"(--input on the command line, inputs: in the config; the batch is prepended)")

@@ -177,15 +177,49 @@ def test_a_factory_model_of_two_inputs_from_the_command_line(user_models):
                                                                "fix its input shapes"]),
     (["mynets.nets:build", "--input", "3by8"], ["'3by8' is not positive whole numbers"]),
     (["mynets.nets:build"], ["has no input shapes"]),
-    (["mynets.nets:tokens", "--input", "12"], ["rejects float32 inputs of shape 1x12", "integer ids",
-                                               "rooflow.estimate_module(model, (torch.zeros(1, 12, dtype=torch.long),)"]),
-], ids=["import-error", "no-such-callable", "not-a-module", "wrong-shape", "bad-shape", "no-inputs", "wrong-dtype"])
+    (["mynets.nets:tokens", "--input", "12"], ["rejects float32 inputs of shape 1x12", "nn.Embedding",
+                                               "--input 12:int64 on the command line", "inputs: [12:int64]"]),
+    (["mynets.nets:tokens", "--input", "12:float16"], ["input '12:float16' names dtype 'float16'",
+                                                       "float32, int64, int32"]),
+], ids=["import-error", "no-such-callable", "not-a-module", "wrong-shape", "bad-shape", "no-inputs", "wrong-dtype",
+        "unknown-dtype"])
 def test_each_custom_model_fault_is_one_sentence(user_models, argv, words):
     status, out, err = cli("estimate", *argv)
     assert status == 2 and not out
     assert err.count("\n") == 1 and "Traceback" not in err, err
     for word in words:
         assert word in err, (word, err)
+
+
+def test_a_token_model_takes_integer_ids_below_its_smallest_embedding(user_models):
+    """`--input 12:int64` (inputs: [12:int64] in the config): token ids, which the estimate counts through the
+    embedding and the timing job draws below the fewest num_embeddings, so every lookup is in range."""
+    from rooflow.measure.timing import Runner, RunSpec
+    from rooflow.workload.spec import spec_from_entry
+
+    status, out, err = cli("estimate", "mynets.nets:tokens", "--input", "12:int64", "--batch", "3",
+                           "--mode", "training", "--format", "json")
+    assert status == 0, err
+    totals = json.loads(out)[0]
+    assert totals["input_shapes"] == [[3, 12]] and totals["input_dtypes"] == ["int64"]
+    # nn.LSTM(8, 16) over 3 × 12 steps, 4 gates of 16: (8 + 16) × 16 multiply-adds each, and its two biases
+    assert totals["forward_matmul_flops"] == 3 * 12 * 4 * 16 * (2 * (8 + 16) + 2)
+    spec = spec_from_entry({"name": "tokens", "factory": "mynets.nets:tokens", "inputs": ["12:int64"]})
+    assert spec.as_dict()["inputs"] == ["12:int64"] and "12:int64" in spec.argv()
+    float_spec = spec_from_options("mynets.nets:build", ["3x8x8", "6:float32"])
+    assert float_spec.input_dtypes == () and float_spec.as_dict()["inputs"] == ["3x8x8", "6"]
+    runner = Runner(RunSpec(spec.name, 64, mode="training", factory=spec.factory, inputs=spec.inputs,
+                            input_dtypes=spec.input_dtypes), subset={})
+    (ids,) = runner.inputs
+    assert ids.dtype == torch.int64 and ids.shape == (64, 12)
+    assert 0 <= int(ids.min()) and int(ids.max()) < 100 and len(ids.unique()) > 50  # nn.Embedding(100, 8)
+    table = runner.model[0].weight
+    before = table.detach().clone()
+    runner.step()  # a training step: the embedding's rows the ids looked up get gradients and move
+    looked_up = torch.zeros(100, dtype=torch.bool)
+    looked_up[ids.flatten()] = True
+    assert bool((table.grad[looked_up] != 0).any(dim=1).all()) and not bool(table.grad[~looked_up].any())
+    assert not torch.equal(before, table.detach())
 
 
 def test_the_timing_job_runs_the_estimated_step(user_models):
@@ -238,12 +272,15 @@ def test_a_custom_model_travels_to_the_profiling_driver_as_its_factory_inputs_an
         parser.add_argument(option)
     assert model_fields(parser.parse_args(argv[3:])) == {
         "model": "two_input", "factory": "examples.two_input.model:build", "inputs": ((3, 32, 32), (8,)),
-        "loss": "examples.two_input.model:loss"}
+        "loss": "examples.two_input.model:loss", "input_dtypes": ()}
+    tokens = spec_from_options("mynets.lm:build", ["32:int64", "32:int32"], name="lm")
+    argv = driver_argv(tokens, 4, "fp32", "training", "subset.pt", 3, None, ncu_mode="distinct", plan="plan.json")
+    assert model_fields(parser.parse_args(argv[3:]))["input_dtypes"] == ("int64", "int32")
 
 
 # ---------------------------------------------------------------------------------------- the config
 def test_the_examples_validate_and_custom_models_join_the_matrix():
-    for path in ("examples/tiny_cnn/config.yaml", "examples/two_input/config.yaml"):
+    for path in ("examples/tiny_cnn/config.yaml", "examples/two_input/config.yaml", "examples/tiny_lm/config.yaml"):
         config = validate_config(read_yaml(path), ".", path)
         names = model_names(config)
         assert all(run["model"] in names for run in experiment_matrix(config))
@@ -256,6 +293,7 @@ def test_the_examples_validate_and_custom_models_join_the_matrix():
     ({"name": "resnet18", "factory": "examples.tiny_cnn.model:build", "inputs": ["3x8x8"]},
      ["a torchvision model's name"]),
     ({"factory": "examples.tiny_cnn.model:build"}, ["models/0", "lacks 'inputs'"]),
+    ({"factory": "examples.tiny_cnn.model:build", "inputs": ["3x8x8:int8"]}, ["models/0", "3x8x8:int8"]),
 ])
 def test_config_faults_of_custom_models_are_one_sentence(entry, words):
     config = read_yaml("examples/tiny_cnn/config.yaml")
