@@ -31,6 +31,11 @@ def bytes_model(variant: str | None) -> str:
     return VARIANT_BYTES_MODELS[variant or "eager"]
 
 
+# The layer type a step's time is booked to where it is not a layer's: the optimizer step and the loss, as the
+# timing job's profiled iteration books them (rooflow.measure.optime) and the time model prices them
+# (rooflow.estimate.timemodel), so the two compare type for type
+PHASE_LAYER_TYPES = {"optimizer": "SGD update", "loss": "loss"}
+
 # The estimator's op classes (rooflow.estimate.formulas registers each aten op under one of them).
 OP_CLASSES = ("matmul", "attention", "elementwise", "normalization", "pooling", "softmax", "memory", "other")
 # The classes that run as GEMMs/convolutions on tensor cores or at the matmul roof.

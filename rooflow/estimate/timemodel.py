@@ -69,7 +69,7 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.conventions import MATMUL_OP_CLASSES
+from rooflow.conventions import MATMUL_OP_CLASSES, PHASE_LAYER_TYPES
 from rooflow.estimate import attention, batchnorm, kernel_calibration, kernel_ops, recurrent
 from rooflow.estimate.core import parse_call, parse_gemms
 from rooflow.estimate.formulas import ELEMENT_BYTES, runs_as_gemm
@@ -1032,7 +1032,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                 by_class[part] = by_class.get(part, 0.0) + calls * seconds
         if gaps_paid:
             by_class["kernel gaps"] = by_class.get("kernel gaps", 0.0) + gaps_paid
-        layer_type = str(row.get("type") or row["op"])
+        # booked as the profiled iteration books it: the optimizer and the loss apart from the layers
+        layer_type = PHASE_LAYER_TYPES.get(row["phase"]) or str(row.get("type") or row["op"])
         by_type[layer_type] = by_type.get(layer_type, 0.0) + calls * (host + work if cpu else work)
 
     if mode == "training" and not cpu:
@@ -1051,6 +1052,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
             device_busy += unscale
             kernels_total += launches
             by_class["grad scaler"] = unscale
+            by_type[PHASE_LAYER_TYPES["optimizer"]] = by_type.get(PHASE_LAYER_TYPES["optimizer"], 0.0) + unscale
             host_clock = max(host_clock, device_clock) + 3 * calibration.host_op_seconds
         optimizer_bytes = float((optimizer["bytes_read"] + optimizer["bytes_written"]).sum())
         foreach_calls = 4  # SGD(momentum, weight decay), foreach: d = g + wd·p; buf·m; buf + d; p − lr·buf
@@ -1062,6 +1064,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         device_busy += work
         kernels_total += launches
         by_class["optimizer"] = work
+        by_type[PHASE_LAYER_TYPES["optimizer"]] = by_type.get(PHASE_LAYER_TYPES["optimizer"], 0.0) + work
     seconds = max(device_clock, host_clock)
     bound = "cpu" if cpu else ("host" if device_busy < 0.8 * seconds else "gpu")
     spread = calibration.relative_uncertainty

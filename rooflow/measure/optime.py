@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from rooflow.conventions import PHASE_LAYER_TYPES
 from rooflow.profilers.kernels import TRACE_KERNEL_CATEGORIES
 
 OP_TIME_COLUMNS = ["layer", "layer_type", "op", "phase", "seconds"]
@@ -179,7 +180,8 @@ def op_times(trace: dict | list) -> pd.DataFrame:
             row["layer"], row["layer_type"] = layer_of_sequence[row["_sequence"]]
         if not row["layer_type"]:
             key = _node_type(row["op"]) if row["op"].startswith(BACKWARD_PREFIX) else row["op"]
-            row["layer_type"] = "SGD update" if row["phase"] == "optimizer" else OP_LAYER_TYPES.get(key, key)
+            row["layer_type"] = (PHASE_LAYER_TYPES["optimizer"] if row["phase"] == "optimizer"
+                                 else OP_LAYER_TYPES.get(key, key))
     frame = pd.DataFrame(rows, columns=[*OP_TIME_COLUMNS, "_sequence"]).drop(columns="_sequence")
     return frame
 

@@ -75,7 +75,8 @@ FB_FLOPS_TOLERANCE = 0.03
 FB_LATENCY_FACTOR = 2.0
 
 FORWARD_BACKWARD_COLUMNS = [
-    *RUN_COLUMNS, "first_layer", "first_layer_share", "implied_flops_ratio", "estimated_matmul_flops_ratio",
+    *RUN_COLUMNS, "first_layer", "first_layer_share", "trainable_before_first_layer", "implied_flops_ratio",
+    "estimated_matmul_flops_ratio",
     "estimated_total_flops_ratio", "forward_seconds", "backward_seconds", "latency_ratio",
     "latency_ratio_low", "latency_ratio_high",
 ]
@@ -92,9 +93,28 @@ def first_matmul_layer(layers: pd.DataFrame) -> tuple[str | None, float]:
     return str(first["layer"]), float(first["forward_matmul_flops"])
 
 
+def trainable_before(layers: pd.DataFrame, name: str | None) -> str | None:
+    """The first layer with parameters that runs before layer ``name`` (execution order), as 'name (Type)';
+    None where none does. Its gradient reaches it through ``name``'s input (an nn.Embedding before a
+    Transformer's first attention), so ``name`` computes its input gradient like every later layer."""
+    if name is None or layers is None or "params" not in layers:
+        return None
+    names = layers["layer"].astype(str).tolist()
+    if name not in names:
+        return None
+    before = layers.iloc[:names.index(name)]
+    trainable = before[pd.to_numeric(before["params"], errors="coerce").fillna(0) > 0]
+    if trainable.empty:
+        return None
+    first = trainable.iloc[0]
+    return f"{first['layer']} ({first['type']})" if "type" in trainable else str(first["layer"])
+
+
 def implied_backward_forward_ratio(layers: pd.DataFrame, forward_matmul_flops: float | None = None
                                    ) -> tuple[str | None, float | None, float | None]:
-    """(first layer, its share of the forward matmul FLOPs, implied backward:forward ratio 2 − share)."""
+    """(first layer, its share of the forward matmul FLOPs, implied backward:forward ratio 2 − share). The
+    first matmul layer skips its input gradient only where nothing trainable runs before it: behind an
+    embedding (:func:`trainable_before`) its share is 0 and the ratio 2."""
     name, first = first_matmul_layer(layers)
     total = forward_matmul_flops
     if not total:
@@ -102,7 +122,7 @@ def implied_backward_forward_ratio(layers: pd.DataFrame, forward_matmul_flops: f
             if layers is not None and "forward_matmul_flops" in layers else 0.0
     if name is None or not total:
         return None, None, None
-    share = first / total
+    share = 0.0 if trainable_before(layers, name) else first / total
     return name, share, 2.0 - share
 
 
@@ -121,6 +141,7 @@ def forward_backward_table(summary: pd.DataFrame, totals: dict[tuple, dict], lay
         layer_table = layers.get(key)
         forward_matmul = total.get("forward_matmul_flops")
         first, share, implied = implied_backward_forward_ratio(layer_table, forward_matmul)
+        upstream = trainable_before(layer_table, first)
         estimated = total.get("matmul_backward_forward_ratio")
         if estimated is None and forward_matmul and total.get("backward_matmul_flops") is not None:
             estimated = total["backward_matmul_flops"] / forward_matmul
@@ -133,6 +154,7 @@ def forward_backward_table(summary: pd.DataFrame, totals: dict[tuple, dict], lay
         rows.append({
             "device": run["device"], "model": run["model"], "batch": int(run["batch"]),
             "precision": run["precision"], "mode": run["mode"], "first_layer": first, "first_layer_share": share,
+            "trainable_before_first_layer": upstream,
             "implied_flops_ratio": implied, "estimated_matmul_flops_ratio": estimated,
             "estimated_total_flops_ratio": total_ratio,
             "forward_seconds": fwd_s if _finite(fwd_s) else None,
@@ -197,8 +219,7 @@ def forward_backward_checks(table: pd.DataFrame, op_times: dict[tuple, pd.DataFr
                          "before the first conv/linear layer that has a matmul backward")
             out.append(for_run({**{k: run[k] for k in RUN_KEYS}, "device": ""}, "error", "forward:backward FLOPs",
                                f"backward/forward matmul FLOPs {estimated:.3f}",
-                               f"{implied:.3f} ± {100 * FB_FLOPS_TOLERANCE:.0f}% (2 − first layer "
-                               f"{run.get('first_layer')}'s share {run.get('first_layer_share'):.3f})", cause))
+                               f"{implied:.3f} ± {100 * FB_FLOPS_TOLERANCE:.0f}% ({_implied_words(run)})", cause))
         latency = run.get("latency_ratio")
         low, high = run.get("latency_ratio_low"), run.get("latency_ratio_high")
         if _finite(latency) and _finite(low) and _finite(high) and not low <= latency <= high:
@@ -208,6 +229,15 @@ def forward_backward_checks(table: pd.DataFrame, op_times: dict[tuple, pd.DataFr
                                f"[{low:.2f}, {high:.2f}] (implied FLOP ratio {run['implied_flops_ratio']:.3f} "
                                f"÷/× {FB_LATENCY_FACTOR:g})", cause, evidence))
     return out
+
+
+def _implied_words(run) -> str:
+    """How a run's implied backward:forward FLOP ratio comes about, in words."""
+    upstream = run.get("trainable_before_first_layer")
+    if isinstance(upstream, str) and upstream:
+        return (f"2: {upstream} runs before the first matmul layer {run.get('first_layer')}, which therefore "
+                f"computes its input gradient too")
+    return f"2 − first layer {run.get('first_layer')}'s share {run.get('first_layer_share'):.3f}"
 
 
 def estimate_checks(totals: dict[tuple, dict]) -> list[Check]:

@@ -20,6 +20,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
+from rooflow.conventions import PHASE_LAYER_TYPES
 from rooflow.hardware.devices import Device
 from rooflow.report.plots import (
     axis_scale,
@@ -287,7 +288,7 @@ def forward_backward_figure(table: pd.DataFrame, path: str | Path) -> pd.DataFra
                     label="estimated, all FLOPs")
     left.bar_label(bars, fmt="%.3f", fontsize=8.5, padding=2)
     left.scatter(x - width / 2, flops["implied_flops_ratio"], marker="_", s=600, color="black", zorder=5,
-                 linewidths=2.2, label="implied by the layers: 2 − first layer's share")
+                 linewidths=2.2, label="implied by the layers: 2 − first layer's share (2 behind an embedding)")
     left.axhline(2.0, color="#999999", linestyle=":", linewidth=1)
     left.set_xticks(x, flops.index, rotation=25, ha="right")
     left.set_ylabel("Backward FLOPs / forward FLOPs")
@@ -342,8 +343,9 @@ def layer_type_of(ops: pd.DataFrame) -> pd.Series:
     """The layer type an op's time is booked to: the module type (Conv2d, BatchNorm2d, ...), except the
     optimizer step ('SGD update') and the loss ('loss')."""
     kind = ops["type"].fillna("").astype(str).replace("", "(model)")
-    kind = kind.where(ops["phase"] != "optimizer", "SGD update")
-    return kind.where(ops["phase"] != "loss", "loss")
+    for phase, name in PHASE_LAYER_TYPES.items():
+        kind = kind.where(ops["phase"] != phase, name)
+    return kind
 
 
 def estimated_time_by_layer_type(ops: pd.DataFrame, device: Device, precision: str = "fp32") -> pd.Series:

@@ -775,3 +775,26 @@ def test_a_memory_bound_product_does_not_pass_for_slow_arithmetic():
     assert efficiency["tf32_forward"] == pytest.approx(0.5, rel=1e-6)
     # a recording whose memory-bound products alone outlast it says nothing of the arithmetic: no efficiency
     assert _path_efficiencies([({"tf32": 0.1}, 1.0, "ncu", [({"tf32": 0.1}, 2.0)])], lambda items: items) == {}
+
+
+@pytest.mark.parametrize("device_key", ["cpu", "t4", "h100-sxm5-80gb"])
+def test_the_optimizer_and_the_loss_are_booked_as_the_profiled_iteration_books_them(device_key):
+    """The miss carriers compare predicted and measured time per layer type; the timing job books the optimizer
+    step as 'SGD update' and the loss as 'loss' (rooflow.measure.optime). The prediction had booked a CPU's SGD ops
+    to the layers owning the parameters and a GPU's foreach step nowhere, so every training miss read "SGD update
+    0.508 vs 0 ms": now both sides book them alike, and a GPU's optimizer and GradScaler work is that type's."""
+    from rooflow.conventions import PHASE_LAYER_TYPES
+
+    device = load_device(CATALOGUE, device_key)
+    if device_key == "cpu":
+        device.with_measured({"peak_flops_per_second": {"fp32": 1e11}, "dram_bytes_per_second": 1e10})
+    for precision in ("fp32", "fp16") if device_key != "cpu" else ("fp32",):
+        result = estimate("resnet18", 8, precision, "training")
+        step = predict_step(result.ops, result.totals, device, for_device(device))
+        by_type = step.by_layer_type_seconds
+        assert by_type[PHASE_LAYER_TYPES["optimizer"]] > 0 and by_type[PHASE_LAYER_TYPES["loss"]] > 0
+        assert "CrossEntropyLoss" not in by_type and "Loss" not in by_type
+        if device_key != "cpu":  # the foreach SGD step and GradScaler's unscale, priced apart from the layers
+            apart = step.by_class_seconds["optimizer"] + step.by_class_seconds.get("grad scaler", 0.0)
+            assert by_type["SGD update"] == pytest.approx(apart)
+            assert ("grad scaler" in step.by_class_seconds) == (precision == "fp16")

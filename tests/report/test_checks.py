@@ -100,6 +100,29 @@ def test_implied_ratio_is_two_minus_the_first_layers_share():
     assert implied_backward_forward_ratio(layers(10.0, [40.0, 50.0]), 200.0)[2] == pytest.approx(1.95)
 
 
+def test_behind_an_embedding_the_first_matmul_layer_computes_its_input_gradient():
+    """A language model's first matmul layer takes the embeddings' output, whose gradient the tables need: every
+    matmul layer computes its input gradient, so the layers imply 2, not 2 − its share (which had flagged the
+    token-id example's correct 1.99 as an error against 1.83)."""
+    table = pd.DataFrame({"layer": ["(root)", "tokens", "attention", "head"],
+                          "type": ["LM", "Embedding", "MultiheadAttention", "Linear"],
+                          "forward_matmul_flops": [0.0, 0.0, 20.0, 80.0], "params": [0, 4096, 300, 500]})
+    assert implied_backward_forward_ratio(table) == ("attention", 0.0, 2.0)
+    frozen_front = table.assign(params=[0, 0, 300, 500])  # no parameters before it: 2 − 0.2
+    assert implied_backward_forward_ratio(frozen_front) == ("attention", pytest.approx(0.2), pytest.approx(1.8))
+    key = ("tiny_lm", 8, "fp32", "training")
+    for ratio, failed in ((1.99, False), (1.8, True)):
+        totals = {key: {"model": "tiny_lm", "batch": 8, "precision": "fp32", "mode": "training",
+                        "forward_matmul_flops": 100.0, "matmul_backward_forward_ratio": ratio,
+                        "unsupported_ops": {}}}
+        checks, fb = build_checks(summary(run_row(model="tiny_lm", mode="training")), totals, {key: table})
+        assert fb.iloc[0]["trainable_before_first_layer"] == "tokens (Embedding)"
+        flops = checks[checks["check"] == "forward:backward FLOPs"]
+        assert len(flops) == failed
+        if failed:
+            assert "2: tokens (Embedding) runs before the first matmul layer attention" in flops.iloc[0]["expected"]
+
+
 def training_estimate(ratio: float, model: str = "resnet18") -> tuple[dict, dict]:
     key = (model, 8, "fp32", "training")
     total = {"model": model, "batch": 8, "precision": "fp32", "mode": "training", "forward_matmul_flops": 100.0,

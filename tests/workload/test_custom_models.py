@@ -12,6 +12,7 @@ import time
 import warnings
 from collections import Counter
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -220,6 +221,25 @@ def test_a_token_model_takes_integer_ids_below_its_smallest_embedding(user_model
     looked_up[ids.flatten()] = True
     assert bool((table.grad[looked_up] != 0).any(dim=1).all()) and not bool(table.grad[~looked_up].any())
     assert not torch.equal(before, table.detach())
+
+
+def test_the_token_example_passes_the_forward_backward_flop_check():
+    """examples/tiny_lm's estimate counts a backward of 1.99 × its forward matmul FLOPs: its first attention takes
+    the embeddings' output, so the layers imply 2 (rooflow.report.checks.trainable_before), and no error is raised
+    (the check had expected 1.83 and flagged the example's every training run)."""
+    from rooflow.estimate import estimate_run
+    from rooflow.report.checks import build_checks
+
+    spec = spec_from_options("examples.tiny_lm.model:build", ["64:int64"], "examples.tiny_lm.model:loss", "tiny_lm")
+    result = estimate_run(spec, 2, mode="training")
+    key = ("tiny_lm", 2, "fp32", "training")
+    run = {"device": "cpu", "model": "tiny_lm", "batch": 2, "precision": "fp32", "mode": "training",
+           "variant": "eager", "status": "ok", "checks": ""}
+    checks, table = build_checks(pd.DataFrame([run]), {key: result.totals}, {key: result.layers})
+    row = table.iloc[0]
+    assert row["first_layer"] == "body.layers.0.self_attn" and row["trainable_before_first_layer"] == "tokens (Embedding)"
+    assert row["implied_flops_ratio"] == 2.0 and 1.94 < row["estimated_matmul_flops_ratio"] < 2.0
+    assert "forward:backward FLOPs" not in set(checks["check"])
 
 
 def test_the_timing_job_runs_the_estimated_step(user_models):
