@@ -9,11 +9,18 @@ import collections
 import math
 from typing import Any
 
-from rooflow.estimate.timemodel import Calibration
+from rooflow.estimate.timemodel import RANDOM_CLASS, Calibration
 
 
 def _microbenchmarks(torch) -> list[tuple[str, Any, tuple[int, ...], str]]:
     nn = torch.nn
+
+    class Mask(nn.Module):
+        """A dropout mask: one random draw per element (bernoulli_), what dropout layers spend on a CPU."""
+
+        def forward(self, x):
+            return torch.empty_like(x).bernoulli_(0.9)
+
     return [
         ("conv3x3", lambda: nn.Conv2d(64, 64, 3, padding=1, bias=False), (64, 56, 56), "inference"),
         ("conv3x3", lambda: nn.Conv2d(64, 64, 3, padding=1, bias=False), (64, 56, 56), "training"),
@@ -25,6 +32,7 @@ def _microbenchmarks(torch) -> list[tuple[str, Any, tuple[int, ...], str]]:
         ("relu", lambda: nn.ReLU(), (64, 56, 56), "inference"),
         ("maxpool", lambda: nn.MaxPool2d(3, 2, 1), (64, 112, 112), "inference"),
         ("maxpool", lambda: nn.MaxPool2d(3, 2, 1), (64, 112, 112), "training"),
+        ("random", Mask, (64, 56, 56), "inference"),
     ]
 
 
@@ -92,9 +100,9 @@ def _step(torch, module, x, training: bool):
     return step
 
 
-MEMORY_BENCHMARKS = {"depthwise", "batchnorm", "relu", "maxpool"}
+MEMORY_BENCHMARKS = {"depthwise", "batchnorm", "relu", "maxpool", "random"}
 PARTS = {"conv3x3": "matmul:fp32_fast", "conv1x1": "matmul:fp32", "depthwise": "depthwise",
-         "batchnorm": "normalization", "relu": "elementwise", "maxpool": "pooling"}
+         "batchnorm": "normalization", "relu": "elementwise", "maxpool": "pooling", "random": RANDOM_CLASS}
 
 
 def hold_to_dram_roof(efficiencies: dict[str, float]) -> tuple[dict[str, float], str]:
@@ -184,8 +192,9 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
     if cuda and "fp32" in matmul:
         matmul.setdefault("tf32", matmul["fp32"])
     notes = [f"measured by rooflow's calibration microbenchmarks on {'this GPU' if cuda else 'this CPU'} "
-             f"(3×3 and 1×1 convolutions at batch {batch}; depthwise, batch norm, ReLU, max-pool with tensors "
-             f"inside and four times the {'L2' if cuda else 'last-level cache'}; a loop of tiny ops for the host)"]
+             f"(3×3 and 1×1 convolutions at batch {batch}; depthwise, batch norm, ReLU, max-pool and a random "
+             f"mask with tensors inside and four times the {'L2' if cuda else 'last-level cache'}; a loop of tiny "
+             f"ops for the host)"]
     if above_roof:
         notes.append(above_roof)
     extra: dict[str, Any] = {}

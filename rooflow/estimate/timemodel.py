@@ -123,6 +123,14 @@ INDEXED_SUFFIX = "_indexed"
 # same 1.31 ms (1.97 ps per element: elements, not bytes), VGG16's 13 in bf16 5.27 ms (1.52 ps): priced as
 # indexing elementwise work on 4-byte elements (1.73 ps per element there), under the part "reduction".
 BIAS_GRADIENT_PART = "reduction"
+# Ops that draw a random number per element (a dropout mask: bernoulli_ on the meta device's and a CPU's path,
+# native_dropout on a GPU's). A CPU draws them one element at a time, far under its bandwidth: 7.8-13 ns per
+# element on this project's 2-core machine, where an add moves one in 0.1-0.7 ns, and a Transformer's training
+# step spent 11.4 ms in its dropouts against 1.0 ms priced at the elementwise rate. Where the calibration timed a
+# generator (``memory_efficiency_by_class["random"]``: rooflow.ceilings.calibrate's "random" microbenchmark, a
+# bernoulli_ per element) they are priced at that rate; else as any elementwise op.
+RANDOM_OPS = ("bernoulli_", "bernoulli", "native_dropout", "uniform_", "normal_")
+RANDOM_CLASS = "random"
 # A sum over dimensions (a linear layer's bias gradient over its rows, a layer scale's over N·H·W) runs PyTorch's
 # reduce_kernel, not the vectorised elementwise one: the H200's ViT-B/16 training traces summed its linear layers' bias
 # gradients at 2.37 TB/s in fp32 (7.09 ms) and in bf16 (3.54 ms) alike — bytes, at the rate the SMs hold (the
@@ -733,7 +741,9 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
         else memory_class
     cached = cache_resident(terms["bytes"], calibration.cache_bytes)
     memory_bytes, memory_bandwidth = terms["bytes"], bandwidth
-    if calibration.kind == "cuda" and memory_class in ("elementwise", "memory"):
+    if row["op"] in RANDOM_OPS and RANDOM_CLASS in calibration.memory_efficiency_by_class:
+        efficiency_class = RANDOM_CLASS  # its elements at the rate the calibration's generator drew them
+    elif calibration.kind == "cuda" and memory_class in ("elementwise", "memory"):
         if indexed_elementwise(row):  # elements, held to what the SMs index
             efficiency_class = "elementwise" + INDEXED_SUFFIX
             memory_bytes *= indexed_element_scale(row, device)

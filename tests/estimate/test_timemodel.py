@@ -154,6 +154,24 @@ def test_cpu_adds_host_and_work(h100):
     assert step.bound == "cpu" and step.seconds == pytest.approx(10 * (10e-6 + 1e7 / 1e10))
 
 
+def test_random_draws_are_priced_at_the_generators_measured_rate():
+    """A dropout mask's bernoulli_ on a CPU draws one number per element at the rate the calibration's "random"
+    microbenchmark measured (rooflow.ceilings.calibrate), not at the bandwidth an elementwise op streams at: a
+    Transformer's dropouts had taken 11.4 ms of a CPU training step priced at 1.0 ms. Without that measurement
+    (a calibration read from GPU traces) the draw stays an elementwise op."""
+    cpu = load_device(CATALOGUE, "cpu")
+    cpu.with_measured({"peak_flops_per_second": {"fp32": 1e11}, "dram_bytes_per_second": 1e10})
+    totals = {"precision": "fp32", "mode": "training", "module_calls": {}}
+    mask = ("dropout", "Dropout", "forward", "bernoulli_", "elementwise", "fp32", 1, 1e6, 0.0, 4e6, 0.0, 0.0, "")
+    relu = _elementwise(1, 8e6)
+    measured = Calibration(source="test", kind="cpu", **{**CONSTANTS, "host_op_seconds": 0.0},
+                           memory_efficiency_by_class={"elementwise": 1.0, "random": 0.05})
+    assert predict_step(_ops([mask]), totals, cpu, measured).seconds == pytest.approx(4e6 / (1e10 * 0.05))
+    assert predict_step(_ops([relu]), totals, cpu, measured).seconds == pytest.approx(8e6 / 1e10)
+    unmeasured = replace(measured, memory_efficiency_by_class={"elementwise": 1.0})
+    assert predict_step(_ops([mask]), totals, cpu, unmeasured).seconds == pytest.approx(4e6 / 1e10)
+
+
 def test_cpu_charges_a_page_fault_per_fresh_large_allocation(h100):
     """A CPU tensor of 32 MiB or more is mmapped fresh each time: the estimate counts the bytes of such
     outputs (large_allocated_bytes) and the CPU time model charges them at the calibrated fault rate."""
@@ -507,7 +525,7 @@ def test_cpu_calibration_microbenchmarks_run_here():
     for key in ("host_op_seconds", "host_backward_op_seconds", "host_optimizer_call_seconds"):
         assert 0 < getattr(calibration, key) < 0.01, key
     assert set(calibration.matmul_efficiency) == {"fp32", "fp32_fast"}
-    assert {"normalization", "normalization_training", "elementwise", "pooling", "depthwise"} <= \
+    assert {"normalization", "normalization_training", "elementwise", "pooling", "depthwise", "random"} <= \
         set(calibration.memory_efficiency_by_class)
     assert all(0 < value < 50 for value in calibration.matmul_efficiency.values())
     assert all(0 < value <= 1.0 for value in calibration.memory_efficiency_by_class.values())
