@@ -71,15 +71,43 @@ def _absorbed(op: str, op_class: str, phase: str, dtype: str) -> bool:
     return op_class == "softmax" or op == "mul" or cast
 
 
+def _writes_scores(gemms) -> bool:
+    """Whether an attention product (its first view (m, n, k, count)) writes the L × L score matrix (or its
+    gradient): its output is its largest operand."""
+    if not gemms:
+        return False
+    m, n, k = gemms[0][:3]
+    return m * n >= max(m * k, k * n)
+
+
+def _score_bytes(ops) -> dict[str, set[float]]:
+    """Per SDPA layer, the bytes one forward call of its score product writes: the size of the L × L matrix."""
+    sizes: dict[str, set[float]] = {}
+    for _, row in ops[(ops["op_class"] == "attention") & (ops["phase"] == "forward")].iterrows():
+        # the ops table's views, "mxnxkxcount;...": the first one's m, n, k
+        first = [int(d) for d in row["gemms"].split(";")[0].split("x")[:3]] if isinstance(row["gemms"], str) \
+            and row["gemms"] else []
+        if _writes_scores([first] if len(first) == 3 else []):
+            sizes.setdefault(row["layer"], set()).add(float(row["bytes_written"]) / max(1, int(row["calls"])))
+    return sizes
+
+
 def fused_rows(ops, fused: bool = True) -> set:
     """Index labels of the rows of an ops table that a fused attention kernel absorbs: in each layer and phase
     that has attention products, the softmax, the scaling ``mul`` and the math path's casts of q, k, v (to fp32
-    in forward, back in backward). None where the run takes the math path (``fused`` False: :func:`fused`)."""
+    in forward, back in backward), and the math path's other elementwise ops on the L × L scores — the mask it
+    adds and the dropout of the probabilities (``bernoulli_``, ``div_``, and the gradient's ``mul`` in backward),
+    which flash and memory-efficient attention apply inside the kernel (the mask from its own indices or the bias
+    it reads, the dropout from a Philox seed it regenerates in backward: no mask tensor). None where the run takes the math path (``fused``
+    False: :func:`fused`)."""
     layers = sdpa_layers(ops["layer"], ops["op"]) if fused else set()
     if not layers:
         return set()
+    scores = _score_bytes(ops[ops["layer"].isin(layers)])
     return {index for index, row in ops.iterrows() if row["layer"] in layers
-            and _absorbed(row["op"], row["op_class"], row["phase"], row["compute_precision"])}
+            and (_absorbed(row["op"], row["op_class"], row["phase"], row["compute_precision"])
+                 or (row["phase"] in ("forward", "backward") and row["op_class"] == "elementwise"
+                     and float(row["bytes_written"]) / max(1, int(row["calls"])) in scores.get(row["layer"], ())))}
 
 
 def fast_path_rows(ops, precision: str, mode: str, layers) -> set:
@@ -113,13 +141,23 @@ def on_chip_storages(records) -> set[int]:
     keeps those alive as long as the copies were, since the kernel saves them for backward)."""
     layers = sdpa_layers([r.layer for r in records], [r.op for r in records])
     keys: set[int] = set()
+    # per layer, the bytes of its forward score matrices: the math path's elementwise ops on them and on their
+    # gradients (the mask add, the probabilities' dropout noise and its gradient: fused_rows) write tensors a
+    # fused kernel never allocates
+    scores: dict[str, set[int]] = {}
+    for record in records:
+        if record.layer in layers and record.phase == "forward" and record.op_class == "attention" \
+                and _writes_scores(record.gemms):
+            scores.setdefault(record.layer, set()).update(size for _, size in record.writes)
     for record in records:
         if record.layer not in layers:
             continue
         if record.op_class == "attention" and record.gemms:
-            m, n, k, count = record.gemms[0][:4]
-            if m * n >= max(m * k, k * n):  # the product writes the score matrix (or its gradient)
+            if _writes_scores(record.gemms):  # the product writes the score matrix (or its gradient)
                 keys.update(key for key, _ in record.writes)
+        elif (record.phase in ("forward", "backward") and record.op_class == "elementwise"
+              and any(size in scores.get(record.layer, ()) for _, size in record.writes)):
+            keys.update(key for key, _ in record.writes)
         elif record.op_class == "softmax":
             keys.update(key for key, _ in record.writes)
         elif record.op == "_to_copy" and any(key in keys for key, _ in record.reads):
