@@ -20,6 +20,8 @@ and backward recomputes the scores (five products where the math path runs four)
 
 from __future__ import annotations
 
+from rooflow.estimate.formulas import parse_gemms
+
 BACKWARD_RECOMPUTE = 5 / 4  # backward products of a fused kernel / those of the math path (QK^T again)
 SDPA_SOFTMAX = "_safe_softmax"
 KERNEL_PREFIX = "sdpa_"  # time-model compute paths of fused attention: sdpa_<backend>_<phase>_<path>
@@ -84,10 +86,7 @@ def _score_bytes(ops) -> dict[str, set[float]]:
     """Per SDPA layer, the bytes one forward call of its score product writes: the size of the L × L matrix."""
     sizes: dict[str, set[float]] = {}
     for _, row in ops[(ops["op_class"] == "attention") & (ops["phase"] == "forward")].iterrows():
-        # the ops table's views, "mxnxkxcount;...": the first one's m, n, k
-        first = [int(d) for d in row["gemms"].split(";")[0].split("x")[:3]] if isinstance(row["gemms"], str) \
-            and row["gemms"] else []
-        if _writes_scores([first] if len(first) == 3 else []):
+        if _writes_scores(parse_gemms(row["gemms"])):
             sizes.setdefault(row["layer"], set()).add(float(row["bytes_written"]) / max(1, int(row["calls"])))
     return sizes
 

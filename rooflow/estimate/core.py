@@ -57,18 +57,9 @@ OP_COLUMNS = ["layer", "type", "phase", "op", "op_class", "compute_precision", "
 LARGE_ALLOCATION_BYTES = 32 * 2**20
 
 
-def format_gemms(gemms) -> str:
-    """'25088x128x576x1' per matrix product (m x n x k x count), ';'-joined: the ops table's GEMM views."""
-    return ";".join("x".join(str(d) for d in view) for view in gemms)
-
-
-def parse_gemms(text) -> list[tuple[int, int, int, int, int, int, int]]:
-    """The inverse of :func:`format_gemms` ('' or NaN: no product): (m, n, k, count, fast, k_taps, n_taps)
-    each (formulas.gemm_views), 0 where the view does not say."""
-    if not isinstance(text, str) or not text:
-        return []
-    views = [tuple(int(d) for d in view.split("x")) for view in text.split(";")]
-    return [view + (0,) * (7 - len(view)) for view in views]
+# the ops table's GEMM views, written and read back (formulas: the attention module reads them below core)
+format_gemms = formulas.format_gemms
+parse_gemms = formulas.parse_gemms
 
 
 def parse_call(text) -> tuple[int, ...]:

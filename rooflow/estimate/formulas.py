@@ -707,6 +707,20 @@ def call_shape(func, args: tuple, kwargs: dict) -> tuple[int, ...]:
     return shape(*shapes_of(args), **shapes_of(kwargs), **layout)
 
 
+def format_gemms(gemms) -> str:
+    """'25088x128x576x1' per matrix product (m x n x k x count), ';'-joined: the ops table's GEMM views."""
+    return ";".join("x".join(str(d) for d in view) for view in gemms)
+
+
+def parse_gemms(text) -> list[tuple[int, int, int, int, int, int, int]]:
+    """The inverse of :func:`format_gemms` ('' or NaN: no product): (m, n, k, count, fast, k_taps, n_taps)
+    each (:func:`gemm_views`), 0 where the view does not say."""
+    if not isinstance(text, str) or not text:
+        return []
+    views = [tuple(int(d) for d in view.split("x")) for view in text.split(";")]
+    return [view + (0,) * (7 - len(view)) for view in views]
+
+
 def gemm_views(func, args: tuple, kwargs: dict, out) -> tuple[GemmView, ...]:
     """The GEMM views of a matmul-class aten call (() for any other op)."""
     view = GEMM_VIEWS.get(getattr(func, "overloadpacket", func))

@@ -95,11 +95,6 @@ def format_input(shape: tuple[int, ...], dtype: str = DEFAULT_DTYPE) -> str:
     return format_shape(shape) if dtype == DEFAULT_DTYPE else f"{format_shape(shape)}:{dtype}"
 
 
-def parse_shape(text: Any, where: str) -> tuple[int, ...]:
-    """'3x224x224' → (3, 224, 224); one sentence naming ``where`` otherwise."""
-    return parse_input(text, where)[0]
-
-
 def parse_input(text: Any, where: str) -> tuple[tuple[int, ...], str]:
     """'3x224x224' → ((3, 224, 224), 'float32'); '35:int64' → ((35,), 'int64'); one sentence naming ``where``
     otherwise."""
