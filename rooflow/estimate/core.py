@@ -50,7 +50,7 @@ LAYER_COLUMNS = ["layer", "type", "output_shape", "forward_flops", "backward_inp
                  "fused_bytes", "unfused_bytes"]
 OP_COLUMNS = ["layer", "type", "phase", "op", "op_class", "compute_precision", "calls", "flops",
               "bytes_read", "bytes_written", "fused_bytes_read", "fused_bytes_written", "large_allocated_bytes",
-              "gemms", "call"]
+              "gemms", "call", "cuda_op"]
 # glibc's largest mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit): a CPU tensor at least this large is
 # mapped fresh on every allocation and unmapped when freed, so writing it first costs a page fault per page
 # (the time model charges it: rooflow.estimate.timemodel). PyTorch's CUDA caching allocator has no such cost.
@@ -233,16 +233,18 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
                      format_gemms(record.gemms), "x".join(str(d) for d in record.call),
                      sum(trace.storages[key].nbytes for key, _ in record.writes
                          if trace.storages[key].alloc_index == record.index
-                         and trace.storages[key].nbytes >= LARGE_ALLOCATION_BYTES)))
+                         and trace.storages[key].nbytes >= LARGE_ALLOCATION_BYTES),
+                     record.cuda_op))
     raw = pd.DataFrame(rows, columns=["layer", "phase", "op", "op_class", "compute_precision", "role",
                                       "backward_input_flops", "backward_weight_flops", "flops",
                                       "bytes_read", "bytes_written", "fused_bytes_read",
                                       "fused_bytes_written", "activation_bytes", "bias_flops", "gemms", "call",
-                                      "large_allocated_bytes"])
+                                      "large_allocated_bytes", "cuda_op"])
     raw["type"] = raw["layer"].map(lambda layer: _layer_type(trace, layer))
     raw["calls"] = 1
 
-    ops = (raw.groupby(["layer", "type", "phase", "op", "op_class", "compute_precision", "gemms", "call"], sort=False,
+    ops = (raw.groupby(["layer", "type", "phase", "op", "op_class", "compute_precision", "gemms", "call", "cuda_op"],
+                       sort=False,
                        as_index=False)
            [["calls", "flops", "bytes_read", "bytes_written", "fused_bytes_read", "fused_bytes_written",
              "large_allocated_bytes"]]

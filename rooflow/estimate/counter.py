@@ -34,6 +34,7 @@ from torch.utils._pytree import tree_flatten
 
 from rooflow.estimate import formulas
 from rooflow.estimate.autocast import FP32, LOWER, AutocastEmulation, aten_policy, tensors_in
+from rooflow.estimate.dropout import native_dropout_records
 from rooflow.workload import step
 
 aten = torch.ops.aten
@@ -82,6 +83,7 @@ class OpRecord:
     backward_weight_flops: float = 0.0  # backward work for parameter gradients
     gemms: tuple = ()  # the matrix products a matmul-class op runs: (m, n, k, count) each (formulas.gemm_views)
     call: tuple = ()  # the call's geometry where the kernel model needs it (formulas.call_shape)
+    cuda_op: str = ""  # the op a GPU runs this record as, where it is not the record's own (rooflow.estimate.dropout)
 
 
 @dataclass
@@ -115,6 +117,8 @@ class Trace:
     # nn.LSTM/GRU/RNN calls per layer (recurrent_call): a GPU runs each as cuDNN's RNN kernels
     recurrent_calls: dict[str, list[dict]] = field(default_factory=dict)
     param_tensors: int = 0  # parameter tensors that require grad (the optimizer's tensor lists)
+    # storages a GPU allocates at another size (key -> bytes): dropout's noise as native_dropout's bool mask
+    cuda_storage_bytes: dict[int, int] = field(default_factory=dict)
 
 
 def _touched_bytes(t: torch.Tensor) -> int:
@@ -479,6 +483,9 @@ class OpRecorder(TorchDispatchMode):
                 record.backward_weight_flops = record.flops
             else:
                 record.backward_input_flops = record.flops
+        cuda_ops, trace.cuda_storage_bytes = native_dropout_records(trace.records, trace.layer_types)
+        for record in trace.records:
+            record.cuda_op = cuda_ops.get(record.index, "")
         return trace
 
 

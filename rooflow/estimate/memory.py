@@ -64,29 +64,31 @@ def previous_gradients(trace: Trace) -> tuple[int, int | None]:
 
 
 def live_bytes(trace: Trace, skip: set[int] | frozenset = frozenset(),
-               free_at: dict[int, int] | None = None) -> list[int]:
+               free_at: dict[int, int] | None = None, sizes: dict[int, int] | None = None) -> list[int]:
     """Live bytes after each recorded op (index i: the storages allocated at or before op i and not yet
     released when op i finished, and the previous step's gradients until backward starts); ``skip``: storage
-    keys left out; ``free_at``: storage keys released later than the trace recorded (key → op index)."""
+    keys left out; ``free_at``: storage keys released later than the trace recorded (key → op index); ``sizes``:
+    storage keys held at other sizes than recorded (key → bytes: a GPU's, ``Trace.cuda_storage_bytes``)."""
     n = len(trace.records)
     delta = [0] * (n + 2)
     stale, zero_grad = previous_gradients(trace)
     base = stale
     if zero_grad is not None:
         delta[zero_grad] -= stale
-    free_at = free_at or {}
+    free_at, sizes = free_at or {}, sizes or {}
     for storage in trace.storages.values():
         if storage.key in skip:
             continue
+        nbytes = sizes.get(storage.key, storage.nbytes)
         start = max(storage.alloc_index, 0)
         if storage.alloc_index < 0:
-            base += storage.nbytes
+            base += nbytes
         else:
-            delta[start] += storage.nbytes
+            delta[start] += nbytes
         free_index = free_at.get(storage.key, storage.free_index)
         if free_index is not None:
             end = max(free_index, start)
-            delta[min(end, n + 1)] -= storage.nbytes
+            delta[min(end, n + 1)] -= nbytes
     live, current = [], base
     for i in range(n + 1):
         current += delta[i]
@@ -142,14 +144,14 @@ def layout_workspace_bytes(trace: Trace) -> list[int]:
     return workspace
 
 
-def fused_attention_peak(trace: Trace) -> int:
+def fused_attention_peak(trace: Trace, sizes: dict[int, int] | None = None) -> int:
     """The peak of live bytes when attention runs as one fused kernel, as on a GPU (rooflow.estimate.attention):
     the math path's L × L matrices and its copies of q, k, v never exist; the q, k, v they were made from stay
     alive as long as the copies did (the kernel saves its inputs for backward). The peak itself for other
-    models."""
+    models. ``sizes``: as :func:`live_bytes`."""
     skip = on_chip_storages(trace.records)
     if not skip:
-        return int(max(live_bytes(trace)))
+        return int(max(live_bytes(trace, sizes=sizes)))
     source: dict[int, int] = {}  # an on-chip copy → the live storage it was made from
     free_at: dict[int, int] = {}
     for record in trace.records:
@@ -163,7 +165,7 @@ def fused_attention_peak(trace: Trace) -> int:
             held = free_at.get(inputs[0], trace.storages[inputs[0]].free_index)
             free_at[inputs[0]] = None if freed is None or held is None else max(freed, held)
     free_at = {key: index for key, index in free_at.items() if index is not None}
-    return int(max(live_bytes(trace, skip, free_at)))
+    return int(max(live_bytes(trace, skip, free_at, sizes)))
 
 
 def peak_with_workspace(trace: Trace, workspace: list[int], live: list[int] | None = None) -> int:
@@ -173,19 +175,19 @@ def peak_with_workspace(trace: Trace, workspace: list[int], live: list[int] | No
     return int(max([live[0]] + [live[i] + workspace[i] for i in range(min(len(workspace), len(live)))]))
 
 
-def foreach_optimizer_peak(trace: Trace) -> int:
+def foreach_optimizer_peak(trace: Trace, sizes: dict[int, int] | None = None) -> int:
     """The optimizer's peak of live bytes when SGD runs its multi-tensor (foreach) update, PyTorch's default
     for CUDA tensors (torch.optim.SGD, ``foreach=None``): ``torch._foreach_add(grads, params,
     alpha=weight_decay)`` makes ``g + wd·p`` for every parameter at once, so all of them are alive together
     until the update ends — one more copy of the gradients — where the single-tensor update the trace records
-    (CPU's default) holds one at a time. 0 in inference."""
+    (CPU's default) holds one at a time. 0 in inference. ``sizes``: as :func:`live_bytes`."""
     optimizer = [record.index for record in trace.records if record.phase == "optimizer"]
     if not optimizer:
         return 0
     first, last = optimizer[0], optimizer[-1]
     held = {storage.key: last for storage in trace.storages.values()
             if storage.category == "optimizer" and first <= storage.alloc_index <= last}
-    live = live_bytes(trace, free_at=held)
+    live = live_bytes(trace, free_at=held, sizes=sizes)
     return int(max(live[first:last + 1]))
 
 
@@ -204,16 +206,20 @@ def memory_totals(trace: Trace) -> dict:
     """The estimate's memory fields (rooflow.estimate.predict.predict_memory reads them)."""
     memory = peak_memory(trace)
     workspace = layout_workspace_bytes(trace)
-    live = live_bytes(trace)
+    # the GPU's variants below hold its tensors at their CUDA sizes (dropout masks: rooflow.estimate.dropout)
+    cuda = trace.cuda_storage_bytes
+    live = live_bytes(trace, sizes=cuda)
     return {
         "peak_memory_bytes": memory["peak_memory_bytes"],
         "peak_memory_breakdown": memory["breakdown"],
+        # the tensors as a GPU allocates them
+        "peak_memory_bytes_cuda": int(max(live)),
         # with cuDNN's NCHW→NHWC copies while each convolution runs (tensor-core paths)
         "peak_memory_bytes_layout_workspace": peak_with_workspace(trace, workspace, live),
         # attention as one fused kernel (a GPU's flash / memory-efficient SDPA; see attention.py)
-        "peak_memory_bytes_fused_attention": fused_attention_peak(trace),
+        "peak_memory_bytes_fused_attention": fused_attention_peak(trace, cuda),
         # SGD's multi-tensor update, a GPU's default
-        "peak_memory_bytes_foreach_optimizer": foreach_optimizer_peak(trace),
+        "peak_memory_bytes_foreach_optimizer": foreach_optimizer_peak(trace, cuda),
         "largest_conv_activation_bytes": max(workspace, default=0),
         # FP32 convolutions cuDNN may run by FFT, with the live bytes while each runs (predict adds its workspace)
         "fp32_convolutions": fp32_convolutions(trace, live),

@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from rooflow.conventions import MATMUL_OP_CLASSES
-from rooflow.estimate import attention
+from rooflow.estimate import attention, dropout
 from rooflow.estimate.core import parse_gemms
 
 BYTES_COLUMNS = {"unfused": ("bytes_read", "bytes_written"), "fused": ("fused_bytes_read", "fused_bytes_written")}
@@ -53,6 +53,9 @@ def op_times(ops: pd.DataFrame, device, precision: str, measured: bool = False,
     bandwidth = device.bandwidth(measured)
     if not bandwidth:
         return None
+    if getattr(device, "is_cuda", False):  # a dropout as native_dropout, but on the scores a fused kernel absorbs
+        fused = device.compute_capability and attention.fused(precision, device.compute_capability)
+        ops = dropout.as_cuda_runs(ops, leave=attention.fused_rows(ops) if fused else ())
     read, written = BYTES_COLUMNS[bytes_model]
     peaks = [_roof(device, c, p, measured) for c, p in zip(ops["op_class"], ops["compute_precision"])]
     if any(not peak for peak in peaks):
@@ -152,6 +155,7 @@ def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str,
     result: dict[str, dict[str, Any]] = {}
     if times is None or not row_seconds:
         return result
+    ops = times  # the rows as the device runs them (a GPU's dropout: rooflow.estimate.dropout), with their times
     kernel_model = set(kernel_ops.kernel_rows(ops, device).index) if getattr(device, "is_cuda", False) else set()
     bytes_per_call = (ops["bytes_read"] + ops["bytes_written"]) / ops["calls"].clip(lower=1)
     for index, predicted in row_seconds.items():
@@ -274,7 +278,8 @@ def predict_memory(totals: dict[str, Any], device, held_threads: int = 0) -> dic
     and whether the run fits the device.
 
     Point: the estimator's live-tensor peak (parameters, gradients, momentum, saved activations, autocast's
-    weight copies, temporaries; in training the previous step's gradients through the forward), without the L × L
+    weight copies, temporaries; in training the previous step's gradients through the forward; dropout's saved
+    masks one byte per element, as native_dropout keeps them), without the L × L
     matrices of attention's math path (a GPU runs it fused); at least the optimizer's peak under SGD's foreach
     update (a GPU's default: a copy of every gradient at once);
     with cuDNN's NHWC copies of each convolution's activations while it runs
@@ -291,6 +296,7 @@ def predict_memory(totals: dict[str, Any], device, held_threads: int = 0) -> dic
     if device is None or not device.is_cuda:
         return {"predicted_memory_bytes": tensors, "predicted_memory_bytes_low": tensors,
                 "predicted_memory_bytes_high": tensors, "fits": None, "fit_verdict": None}
+    tensors = int(totals.get("peak_memory_bytes_cuda") or tensors)  # as a GPU allocates them (dropout's masks)
     precision, mode = totals.get("precision"), totals.get("mode")
     layout = tensor_core_convolutions(device, precision)
     base = int(totals.get("peak_memory_bytes_layout_workspace") or tensors) if layout else tensors

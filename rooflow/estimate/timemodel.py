@@ -70,7 +70,7 @@ from typing import Any
 import pandas as pd
 
 from rooflow.conventions import MATMUL_OP_CLASSES, PHASE_LAYER_TYPES
-from rooflow.estimate import attention, batchnorm, kernel_calibration, kernel_ops, recurrent
+from rooflow.estimate import attention, batchnorm, dropout, kernel_calibration, kernel_ops, recurrent
 from rooflow.estimate.core import parse_call, parse_gemms
 from rooflow.estimate.formulas import ELEMENT_BYTES, runs_as_gemm
 
@@ -975,6 +975,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     if not cpu:  # the softmax, scaling and casts of attention's math path run inside the fused kernel
         body = body.drop(index=list(attention.fused_rows(body, fused_kernel) | attention.fast_path_rows(
             body, precision, mode, totals.get("mha_fast_path_layers"))))
+        body = dropout.as_cuda_runs(body)  # a dropout's three kernels are native_dropout's one
     norm_channels = batchnorm.channels_by_layer(body, 2.0) if not cpu and precision == "bf16" else None
     # The fused kernel's products (device_op_seconds prices them so) on tensor cores are not the FP32 cuBLAS
     # bmm calls the single-op measurements timed: the kernel model never prices them. On FP32 FMA units (fp32
