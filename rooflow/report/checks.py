@@ -94,16 +94,19 @@ def first_matmul_layer(layers: pd.DataFrame) -> tuple[str | None, float]:
 
 
 def trainable_before(layers: pd.DataFrame, name: str | None) -> str | None:
-    """The first layer with parameters that runs before layer ``name`` (execution order), as 'name (Type)';
-    None where none does. Its gradient reaches it through ``name``'s input (an nn.Embedding before a
-    Transformer's first attention), so ``name`` computes its input gradient like every later layer."""
-    if name is None or layers is None or "params" not in layers:
+    """The first layer with trainable parameters that runs before layer ``name`` (execution order), as 'name
+    (Type)'; None where none does. Its gradient reaches it through ``name``'s input (an nn.Embedding before a
+    Transformer's first attention), so ``name`` computes its input gradient like every later layer. Trainable:
+    parameters that take a gradient (the layers table's ``gradient_bytes``; ``params`` where a table has none),
+    so a frozen embedding is not one."""
+    column = "gradient_bytes" if layers is not None and "gradient_bytes" in layers else "params"
+    if name is None or layers is None or column not in layers:
         return None
     names = layers["layer"].astype(str).tolist()
     if name not in names:
         return None
     before = layers.iloc[:names.index(name)]
-    trainable = before[pd.to_numeric(before["params"], errors="coerce").fillna(0) > 0]
+    trainable = before[pd.to_numeric(before[column], errors="coerce").fillna(0) > 0]
     if trainable.empty:
         return None
     first = trainable.iloc[0]

@@ -10,6 +10,7 @@ import pytest
 from rooflow.io import write_csv, write_json
 from rooflow.report.checks import (
     CHECK_COLUMNS,
+    FB_FLOPS_TOLERANCE,
     FB_LATENCY_FACTOR,
     build_checks,
     check_files,
@@ -121,6 +122,27 @@ def test_behind_an_embedding_the_first_matmul_layer_computes_its_input_gradient(
         assert len(flops) == failed
         if failed:
             assert "2: tokens (Embedding) runs before the first matmul layer attention" in flops.iloc[0]["expected"]
+
+
+def test_a_frozen_embedding_leaves_the_first_matmul_layer_without_its_input_gradient():
+    """Counted, not assumed: behind a trainable nn.Embedding the first nn.Linear computes its input gradient
+    (backward 2× the forward), behind a frozen one it does not (2 − its share), and the layers table's
+    gradient bytes tell the check which."""
+    import torch
+    from torch import nn
+
+    from rooflow.estimate.api import estimate_module
+
+    for frozen in (False, True):
+        model = nn.Sequential(nn.Embedding(100, 64), nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+        model[0].weight.requires_grad_(not frozen)
+        result = estimate_module(model.to("meta"), (torch.zeros(8, 32, dtype=torch.int64, device="meta"),),
+                                 mode="training")
+        first, share, implied = implied_backward_forward_ratio(result.layers, result["forward_matmul_flops"])
+        counted = result["matmul_backward_forward_ratio"]
+        assert first == "1" and abs(counted / implied - 1) < FB_FLOPS_TOLERANCE
+        first_share = 64 * 256 / (64 * 256 + 256 * 10)  # of the forward products' FLOPs
+        assert implied == pytest.approx(2.0 - first_share if frozen else 2.0, rel=0.01)  # bias adds apart
 
 
 def training_estimate(ratio: float, model: str = "resnet18") -> tuple[dict, dict]:
