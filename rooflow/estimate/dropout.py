@@ -10,7 +10,7 @@ gradient and the mask, writes the gradient). ``dropout_`` (``nn.Dropout(inplace=
 on a GPU too (its ``mul_`` is left as recorded).
 
 Per element of an fp32 input that is 24 bytes forward and 12 backward as recorded, 9 and 9 as a GPU runs it, and a
-saved mask of 1 byte where the meta device saves 4 (bf16: 10 and 6, 5 and 5, 1 for 2).
+saved mask of 1 byte where the meta device saves 4 (bf16: 12 and 6, 5 and 5, 1 for 2).
 
 Feature dropout (``nn.Dropout2d``: noise of one element per channel), alpha dropout (more ops on the noise) and
 torchvision's stochastic depth (noise of one element per sample) run as recorded on a GPU too: only a noise

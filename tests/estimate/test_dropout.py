@@ -36,22 +36,24 @@ def _estimate(module, shape=(BATCH, WIDTH), precision="fp32"):
                            mode="training")
 
 
-def test_a_gpu_runs_a_dropout_as_one_kernel_that_writes_a_one_byte_mask():
-    ops = _estimate(Mlp()).ops
+@pytest.mark.parametrize("precision, element", [("fp32", 4), ("bf16", 2)])
+def test_a_gpu_runs_a_dropout_as_one_kernel_that_writes_a_one_byte_mask(precision, element):
+    ops = _estimate(Mlp(), precision=precision).ops
     layer = ops[ops["layer"] == "drop"]
     # the estimate keeps what it counted, each row saying which CUDA op it is part of
     assert dict(zip(layer["op"] + "/" + layer["phase"], layer["cuda_op"])) == {
         "bernoulli_/forward": "native_dropout", "div_/forward": "native_dropout", "mul/forward": "native_dropout",
         "mul/backward": "native_dropout_backward"}
     recorded = layer.groupby("phase")[["bytes_read", "bytes_written"]].sum().sum(axis=1) / ELEMENTS
-    assert recorded.to_dict() == {"forward": 24, "backward": 12}  # fp32: noise written, scaled, read; grad × noise
+    # the noise written, scaled and read with the input; the gradient times the noise
+    assert recorded.to_dict() == {"forward": 6 * element, "backward": 3 * element}
 
     cuda = dropout.as_cuda_runs(ops)
     ran = cuda[cuda["layer"] == "drop"].set_index("phase")
     assert list(ran["op"]) == ["native_dropout", "native_dropout_backward"]
     # forward reads the input, writes the output and the mask; backward reads the gradient and the mask
-    assert ran.loc["forward", ["bytes_read", "bytes_written"]].tolist() == [4 * ELEMENTS, 5 * ELEMENTS]
-    assert ran.loc["backward", ["bytes_read", "bytes_written"]].tolist() == [5 * ELEMENTS, 4 * ELEMENTS]
+    assert ran.loc["forward", ["bytes_read", "bytes_written"]].tolist() == [element * ELEMENTS, (element + 1) * ELEMENTS]
+    assert ran.loc["backward", ["bytes_read", "bytes_written"]].tolist() == [(element + 1) * ELEMENTS, element * ELEMENTS]
     assert ran.loc["forward", "flops"] == 3 * ELEMENTS and ran.loc["backward", "flops"] == 2 * ELEMENTS
     assert set(cuda.index) < set(ops.index)  # the other rows keep their labels (row_seconds are keyed by them)
     others = ops[ops["layer"] != "drop"]
