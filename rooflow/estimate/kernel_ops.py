@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rooflow.estimate import kernel_calibration
+from rooflow.estimate import dropout, kernel_calibration
 from rooflow.estimate.core import parse_call, parse_gemms
 
 CONVOLUTION_OPS = ("convolution", "_convolution")
@@ -92,8 +92,11 @@ def kernel_rows(ops: pd.DataFrame, device=None) -> pd.DataFrame:
             operands = max(1, round(float(row["bytes_read"]) / calls / written))
             names = ELEMENTWISE_OPS.get(op.rstrip("_").removesuffix("_backward"), (op, op))
             operator = names[0] if operands >= 2 else names[1]
+            elements = written / FP32_BYTES
+            if op in (dropout.NATIVE, dropout.NATIVE_BACKWARD):  # a tensor and a 1-byte mask: as one operand's bytes
+                elements = (float(row["bytes_read"]) / calls + written) / (2 * FP32_BYTES)
             records[index] = {"operator": operator, "op_class": "elementwise", "operands": min(operands, 2),
-                              "B": 1, "H": written / FP32_BYTES}
+                              "B": 1, "H": elements}
         elif op == "native_layer_norm" and phase == "forward" and len(call) == 2:
             records[index] = {"operator": "ln", "B": call[0], "H": call[1]}
         elif op == "_softmax" and phase == "forward" and len(call) == 2:

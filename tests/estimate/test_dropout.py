@@ -161,3 +161,14 @@ def test_the_h200_ran_convnexts_stochastic_depth_as_recorded():
     counted = cached_estimate("convnext_tiny", 256, "tf32", "training").ops
     draws = counted[counted["op"] == "bernoulli_"]
     assert draws["calls"].sum() == 17 and not counted["cuda_op"].astype(bool).any()
+
+
+def test_a_gpu_priced_from_single_ops_takes_each_dropout_kernel_at_its_own_bytes():
+    """The kernel model (a V100: calibrated from the public single ops) prices elementwise kernels by elements of
+    one operand; a dropout kernel moves a tensor and a one-byte mask each way, 9 bytes per fp32 element."""
+    from rooflow.estimate import kernel_ops
+
+    cuda = dropout.as_cuda_runs(_estimate(Mlp()).ops)
+    rows = kernel_ops.kernel_rows(cuda[cuda["layer"] == "drop"], load_device(CATALOGUE, "v100-sxm2-16gb"))
+    assert list(rows["operator"]) == ["native_dropout", "native_dropout_backward"]
+    assert list(rows["operands"] * 2 * 4 * rows["H"]) == [9 * ELEMENTS, 9 * ELEMENTS]
