@@ -53,9 +53,12 @@ def op_times(ops: pd.DataFrame, device, precision: str, measured: bool = False,
     bandwidth = device.bandwidth(measured)
     if not bandwidth:
         return None
-    if getattr(device, "is_cuda", False):  # a dropout as native_dropout, but on the scores a fused kernel absorbs
-        fused = device.compute_capability and attention.fused(precision, device.compute_capability)
-        ops = dropout.as_cuda_runs(ops, leave=attention.fused_rows(ops) if fused else ())
+    # on a GPU: the rows a fused attention kernel absorbs (once: the dropout below leaves them, and
+    # _fused_attention prices them at no time), every other dropout as native_dropout
+    cuda = bool(getattr(device, "is_cuda", False) and device.compute_capability)
+    absorbed = attention.fused_rows(ops) if cuda and attention.fused(precision, device.compute_capability) else set()
+    if getattr(device, "is_cuda", False):
+        ops = dropout.as_cuda_runs(ops, leave=absorbed)
     read, written = BYTES_COLUMNS[bytes_model]
     peaks = [_roof(device, c, p, measured) for c, p in zip(ops["op_class"], ops["compute_precision"])]
     if any(not peak for peak in peaks):
@@ -63,8 +66,8 @@ def op_times(ops: pd.DataFrame, device, precision: str, measured: bool = False,
     result = ops.copy()
     result["compute_seconds"] = result["flops"] / pd.Series(peaks, index=result.index, dtype=float)
     result["memory_seconds"] = (result[read] + result[written]) / bandwidth
-    if getattr(device, "is_cuda", False) and device.compute_capability:
-        _fused_attention(result, device, precision, measured, bandwidth, read, written)
+    if cuda:
+        _fused_attention(result, device, precision, measured, bandwidth, read, written, absorbed)
     result["seconds"] = result[["compute_seconds", "memory_seconds"]].max(axis=1)
     result["bound"] = (result["compute_seconds"] >= result["memory_seconds"]).map({True: "compute",
                                                                                     False: "memory"})
@@ -72,9 +75,10 @@ def op_times(ops: pd.DataFrame, device, precision: str, measured: bool = False,
 
 
 def _fused_attention(result: pd.DataFrame, device, precision: str, measured: bool, bandwidth: float,
-                     read: str, written: str) -> None:
+                     read: str, written: str, absorbed: set) -> None:
     """Price the attention of layers that call SDPA as their fused kernel runs it (module docstring), in place:
-    its products' FLOPs at the kernel's path, its operands' bytes; the rows it absorbs at no time."""
+    its products' FLOPs at the kernel's path, its operands' bytes; the rows it absorbs (``absorbed``:
+    attention.fused_rows) at no time."""
     if not attention.fused(precision, device.compute_capability):
         return  # the math path runs as counted
     layers = attention.sdpa_layers(result["layer"], result["op"])
@@ -85,8 +89,7 @@ def _fused_attention(result: pd.DataFrame, device, precision: str, measured: boo
     if not peak:
         return
     element_bytes = 2 if path in ("fp16", "bf16") else 4
-    absorbed = list(attention.fused_rows(result))
-    result.loc[absorbed, ["compute_seconds", "memory_seconds"]] = 0.0
+    result.loc[list(absorbed), ["compute_seconds", "memory_seconds"]] = 0.0
     products_rows = result.index[(result["op_class"] == "attention") & result["layer"].isin(layers)]
     for index in products_rows:
         views = parse_gemms(result.at[index, "gemms"])
