@@ -175,6 +175,19 @@ def refuse_factory_options(models: list[str], inputs=None, loss=None, name=None,
                        f"model, but {which}: leave {' and '.join(options)} out{size}")
 
 
+def refuse_input_size(models: list[str], input_size: int | None) -> None:
+    """--input-size is a torchvision model's square side: not positive, or given with factory models only (whose
+    shapes --input gives), it would run a step nobody asked for without a word; one sentence instead."""
+    if input_size is None:
+        return
+    if input_size < 1:
+        raise RooflowError(f"--input-size must be a positive integer (a square image's side in pixels), not {input_size}")
+    if all(is_factory_path(model) for model in models):
+        raise RooflowError(f"--input-size is a torchvision model's square input side, but {', '.join(models)} "
+                           f"{'is a factory model' if len(models) == 1 else 'are factory models'}: leave it out and "
+                           f"give each input's shape with --input, e.g. --input 3x64x64")
+
+
 def spec_from_options(model: str, inputs: list[str] | None = None, loss: str | None = None,
                       name: str | None = None, where: str = "MODEL") -> ModelSpec:
     """A model from the command line: a torchvision name, or ``package.module:factory`` with --input."""

@@ -188,6 +188,22 @@ def test_factory_options_on_torchvision_models_are_refused_not_ignored(capsys):
     assert status == 0 and json.loads(out)[0]["forward_flops"] < 0.1e9  # 32×32, not 224×224 (3.6 GFLOP)
 
 
+def test_an_input_size_that_is_not_positive_or_has_no_torchvision_model_is_refused(capsys):
+    """--input-size 0 estimated ResNet-50 at its default 224 (0 read as "not given"), and --input-size with a
+    factory model only was ignored; each is now one sentence."""
+    status, out, err = run(capsys, "resnet50", "--input-size", "0")
+    assert status == 2 and out == ""
+    assert err.strip() == ("rooflow estimate: error: --input-size must be a positive integer (a square image's side "
+                           "in pixels), not 0")
+    status, out, err = run(capsys, "examples.tiny_lm.model:build", "--input", "64:int64", "--input-size", "3")
+    assert status == 2 and out == ""
+    assert "--input-size is a torchvision model's square input side, but examples.tiny_lm.model:build is a " \
+           "factory model: leave it out and give each input's shape with --input" in err
+    status, out, _ = run(capsys, "resnet18", "examples.tiny_lm.model:build", "--input", "64:int64",
+                         "--input-size", "32", "--format", "json")
+    assert status == 0 and json.loads(out)[0]["forward_flops"] < 0.1e9  # the size applies to resnet18
+
+
 def test_the_local_cpu_without_measured_roofs_says_how_to_measure_them(capsys):
     """`cpu`'s catalogue entry has no roofs (the workflow measures them): the prediction line said nothing; it
     now names the command that measures them, and with generic constants, the one that calibrates."""
