@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rooflow"
 # Bottom to top. A package may import its own modules and any package listed before it.
 LAYERS = (
     {"rooflow.errors", "rooflow.io", "rooflow.units", "rooflow.logs", "rooflow.conventions", "rooflow.guards",
-     "rooflow.config_io", "rooflow.schemas", "rooflow.data"},
+     "rooflow.config_io", "rooflow.schemas", "rooflow.data", "rooflow.arguments"},
     {"rooflow.hardware"},
     {"rooflow.workload"},
     {"rooflow.profilers"},

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from rooflow.arguments import positive_int
 from rooflow.ceilings.measure import measure_ceilings
 from rooflow.ceilings.plan import GIGA, TERA
 from rooflow.errors import RooflowError
@@ -146,7 +147,7 @@ def register(subparsers) -> None:
     parser.add_argument("--device", help="catalogue key of this machine (e.g. cpu, a100-sxm4-40gb); selects "
                                          "cpu or cuda and prints its datasheet roofs beside the measured ones")
     parser.add_argument("--catalogue", default=str(default_catalogue_path()), help="devices YAML (default: %(default)s)")
-    parser.add_argument("--threads", type=int, help="CPU threads (torch.set_num_threads); default: torch's")
+    parser.add_argument("--threads", type=positive_int, help="CPU threads (torch.set_num_threads); default: torch's")
     parser.add_argument("--quick", action="store_true", help="the short run (fewer sizes and repeats)")
     parser.add_argument("--calibrate", action="store_true",
                         help="also measure the time model's calibration (host costs, kernel efficiencies by "

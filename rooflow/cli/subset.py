@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from rooflow.arguments import positive_int
 from rooflow.workload.dataset import SubsetSpec, build_subset
 
 
@@ -19,10 +20,10 @@ def register(subparsers) -> None:
         description="Pick classes × images_per_class images from an ImageFolder tree with a fixed seed "
                     "(or generate a stand-in set), apply resize + center crop, write a .pt and a manifest.")
     parser.add_argument("--root", default=None, help="ImageFolder root (omit for the generated stand-in)")
-    parser.add_argument("--classes", type=int, default=4)
-    parser.add_argument("--images-per-class", type=int, default=8)
-    parser.add_argument("--resize", type=int, default=256)
-    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--classes", type=positive_int, default=4)
+    parser.add_argument("--images-per-class", type=positive_int, default=8)
+    parser.add_argument("--resize", type=positive_int, default=256)
+    parser.add_argument("--image-size", type=positive_int, default=224)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", required=True, help="subset .pt file to write")
     parser.add_argument("--manifest", required=True, help="manifest CSV to write")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from rooflow.arguments import positive_int
 from rooflow.io import write_json
 from rooflow.measure.driver import profile_one_iteration
 from rooflow.measure.timing import RunSpec, add_run_arguments, measure, model_fields
@@ -39,12 +40,12 @@ def register(subparsers) -> None:
         description="Warm up, then time iterations with CUDA events (GPU) or perf_counter_ns (CPU). "
                     "--one-iteration instead runs the single profiled iteration for ncu/nsys.")
     add_run_arguments(parser, "cpu", "cpu or cuda[:N]")
-    parser.add_argument("--iterations", type=int, default=30, help="timed iterations (default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--iterations", type=positive_int, default=30, help="timed iterations (default: %(default)s)")
+    parser.add_argument("--rounds", type=positive_int, default=3,
                         help="rounds of iterations at most while the spread exceeds 5%% (default: %(default)s)")
     parser.add_argument("--noise-budget", type=float, default=60.0,
                         help="seconds of timed iterations for repeated rounds (default: %(default)s)")
-    parser.add_argument("--cpu-memory-limit", type=int, default=None,
+    parser.add_argument("--cpu-memory-limit", type=positive_int, default=None,
                         help="bytes a CPU run may map beyond what the process holds; more ends as status oom")
     parser.add_argument("--subset", required=True, help="subset .pt written by `rooflow subset`")
     parser.add_argument("--one-iteration", action="store_true",

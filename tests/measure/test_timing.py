@@ -415,6 +415,26 @@ def test_rooflow_time_runs_the_variant_it_is_given(tmp_path):
     assert (record["variant"], record["status"]) == ("channels_last", "ok")
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["--batch", "0"], "argument --batch: 0 is not a positive integer (1 or more)"),
+    (["--batch", "2", "--iterations", "0"], "argument --iterations: 0 is not a positive integer (1 or more)"),
+    (["--batch", "2", "--warmup", "-1"], "argument --warmup: -1 is not a whole number of 0 or more"),
+    (["--batch", "two"], "argument --batch: 'two' is not a whole number"),
+])
+def test_rooflow_time_refuses_a_count_that_is_not_positive_before_it_runs(tmp_path, capsys, argv, says):
+    """--batch 0 had timed an empty batch and written it with status ok; --iterations 0 ended in a KeyError
+    traceback. Each is argparse's one sentence now, and no timing file is written."""
+    from rooflow import cli
+
+    build_subset(SubsetSpec(None, 1, 1, 16, 8, 0), tmp_path / "s.pt", tmp_path / "m.csv")
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["time", "--model", "tests.support:Tiny", "--input", "3x8x8", *argv,
+                  "--subset", str(tmp_path / "s.pt"), "--output", str(tmp_path / "t.json")])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip().endswith(f"rooflow time: error: {says}")
+    assert not (tmp_path / "t.json").exists()
+
+
 def test_a_cpu_timing_job_logs_no_kineto_gpu_error(tmp_path):
     # the profiled iteration on a machine without a GPU: Kineto's "gpuGetDeviceCount failed" is not an error of
     # the run, and it printed one ERROR line per job into the workflow's logs

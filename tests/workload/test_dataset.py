@@ -108,3 +108,16 @@ def test_rooflow_time_refuses_factory_options_on_a_torchvision_model(tmp_path, c
         "rooflow time: error: --input describes a package.module:factory model, but resnet18 is a torchvision "
         "model: leave --input out (a torchvision model's square input side is the subset's image size: "
         "`rooflow subset --image-size`)")
+
+
+@pytest.mark.parametrize("option", ["--classes", "--images-per-class", "--resize", "--image-size"])
+def test_rooflow_subset_refuses_a_size_or_count_of_zero(tmp_path, capsys, option):
+    """--classes 0 ended in torch.stack's traceback and --image-size 0 wrote a subset of 0×0 images that every
+    timing job then read; each is now argparse's one sentence, and nothing is written."""
+    from rooflow.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["subset", option, "0", "--output", str(tmp_path / "s.pt"), "--manifest", str(tmp_path / "m.csv")])
+    assert exited.value.code == 2
+    assert f"rooflow subset: error: argument {option}: 0 is not a positive integer (1 or more)" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
