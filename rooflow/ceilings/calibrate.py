@@ -91,8 +91,15 @@ def measure_host_costs(torch, device: str) -> dict[str, float]:
 
 def _step(torch, module, x, training: bool):
     if training:
+        # backward from a dense gradient, as a layer inside a network gets one: `.sum().backward()` hands it
+        # a stride-0 expanded gradient, which CPU kernels take on a slower, non-vectorized path (BatchNorm2d's
+        # backward at 2x its time on a dense one here), and pricing every network's BatchNorm at that rate
+        # put MobileNetV2's training BatchNorm layers on a 2-core CPU at 4.3x their measured time
+        with torch.no_grad():
+            gradient = torch.ones_like(module(x))
+
         def step():
-            module(x).sum().backward()
+            module(x).backward(gradient)
     else:
         def step():
             with torch.no_grad():
@@ -115,6 +122,49 @@ def hold_to_dram_roof(efficiencies: dict[str, float]) -> tuple[dict[str, float],
     note = ("DRAM-sized " + ", ".join(f"{key} {value:.2f}" for key, value in sorted(above.items()))
             + " measured above the DRAM roof these ceilings measured: held at 1.0, the roof") if above else ""
     return held, note
+
+
+def settle_allocator(torch) -> None:
+    """Leave the CPU allocator as a network's first iteration leaves it. glibc maps every allocation over its mmap
+    threshold (128 KiB at first) fresh and raises the threshold to the size of each mapped block freed, up to 32 MiB
+    (DEFAULT_MMAP_THRESHOLD_MAX): after one step a network's tensors under 32 MiB reuse memory, and only larger ones
+    fault their pages in, which the time model charges apart (rooflow.estimate.core.LARGE_ALLOCATION_BYTES). A
+    microbenchmark in a fresh process instead faulted in its outputs and oneDNN's layout copies on every call: on
+    this machine's 2 cores a 144-channel depthwise convolution of 7 MB ran at 1/6 of its speed inside MobileNetV2,
+    and the time model priced that network's depthwise layers at 5x their measured time. One block of just
+    under 32 MiB, mapped and freed, takes the threshold there (no effect where the C library is not glibc)."""
+    from rooflow.estimate.core import LARGE_ALLOCATION_BYTES
+
+    torch.empty((LARGE_ALLOCATION_BYTES - 2 * 4096) // 4)  # mapped, then freed at once
+
+
+def measure_depthwise_call_seconds(torch, host: dict[str, float], timer) -> dict[str, float]:
+    """A CPU's depthwise convolution costs a fixed time per call beyond its bytes (oneDNN's depthwise primitive:
+    0.1-0.2 ms forward on a 2-core Xeon whether the call moves 6 KB or 0.4 MB, where a dense 1×1 convolution's
+    call costs 0.02 ms): timed on a 16-channel 3×3 depthwise convolution of one 7×7 image, whose bytes take no
+    time, less what the time model already charges the call (its host dispatch: op, library and module;
+    autograd in training). Backward: a training step's time less its forward's. Seconds per call, by phase."""
+    from rooflow.estimate.core import count_module
+    from rooflow.estimate.timemodel import host_op_seconds
+
+    def depthwise():
+        return torch.nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
+
+    shape = (1, 16, 7, 7)
+    inference = timer(_step(torch, depthwise(), torch.randn(*shape), False))
+    training = timer(_step(torch, depthwise(), torch.randn(*shape, requires_grad=True), True))
+    calibration = Calibration(source="host", kind="cpu", **host)
+
+    def charged(mode: str, phase: str) -> float:
+        est = count_module(depthwise(), torch.empty(*shape, device="meta", requires_grad=mode == "training"),
+                           mode=mode, name="depthwise")
+        rows = est.ops[est.ops["phase"] == phase]
+        module = calibration.host_module_seconds if phase == "forward" else 0.0
+        return module + sum(int(r["calls"]) * host_op_seconds(r, mode, calibration) for _, r in rows.iterrows())
+
+    forward = max(inference - charged("inference", "forward"), 0.0)
+    backward = max(training - charged("training", "forward") - forward - charged("training", "backward"), 0.0)
+    return {"forward": forward, "backward": backward}
 
 
 def measure_page_fault_seconds_per_byte(torch) -> float:
@@ -151,6 +201,9 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
     timer = _timer(torch, cuda)
     host = measure_host_costs(torch, device)
     faults = 0.0 if cuda else measure_page_fault_seconds_per_byte(torch)
+    if not cuda:
+        settle_allocator(torch)
+    depthwise_calls = {} if cuda else measure_depthwise_call_seconds(torch, host, timer)
     unity = Calibration(source="unity", kind="cuda" if cuda else "cpu", kernel_seconds=0.0, memory_efficiency=1.0,
                          matmul_efficiency=dict.fromkeys(("fp32", "fp32_fast", "tf32", "fp16", "bf16"), 1.0))
     ideal: dict[str, float] = collections.defaultdict(float)
@@ -180,6 +233,9 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
                 _, _, parts = device_op_seconds(row, "fp32", mode, device_entry, unity,
                                                 int(device_entry.sm_count or 1))
                 work += int(row["calls"]) * sum(v for k, v in parts.items() if k != "page faults")
+                if "depthwise" in parts:  # its primitive's per-call cost, priced apart
+                    host_seconds += int(row["calls"]) * depthwise_calls.get(
+                        "backward" if row["phase"] == "backward" else "forward", 0.0)
             part = PARTS[name]
             if training and part in ("normalization", "pooling"):
                 part += "_training"
@@ -203,6 +259,9 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
         notes.append("page faults: writing a fresh 64 MiB tensor against writing an existing one")
     else:
         notes.append("tensor-core paths (TF32/FP16/BF16) not benchmarked: TF32 takes FP32's efficiency")
+    if depthwise_calls:
+        extra["depthwise_call_seconds"] = {k: round(v, 9) for k, v in depthwise_calls.items()}
+        notes.append("depthwise convolution calls: a 16-channel one of a 7×7 image, less its host dispatch")
     return Calibration(source=f"measured on {device_entry.key} by rooflow's calibration microbenchmarks",
                         kind="cuda" if cuda else "cpu", **{k: float(v) for k, v in host.items()},
                         kernel_seconds=0.0 if not cuda else 2.5e-6, matmul_efficiency=matmul,

@@ -316,6 +316,11 @@ class Calibration:
     depthwise_channels_last_efficiency: dict[str, float] = field(
         default_factory=lambda: {"forward": DEPTHWISE_CHANNELS_LAST_FORWARD,
                                  "backward": DEPTHWISE_CHANNELS_LAST_BACKWARD})
+    # CPU: the seconds a depthwise convolution call takes beyond its host dispatch and its bytes, "forward" and
+    # "backward" (oneDNN's depthwise primitives: 0.1-0.2 ms forward, 0.3-0.45 ms backward a call on a 2-core Xeon,
+    # from 16 to 960 channels; a call of 0.4 MB takes 0.17 ms, of 6 MB 1.0 ms): measured by the calibration
+    # microbenchmarks (rooflow.ceilings.calibrate.measure_depthwise_call_seconds); none elsewhere
+    depthwise_call_seconds: dict[str, float] = field(default_factory=dict)
     # elements per second one block of PyTorch's per-channel BatchNorm kernels walks (rooflow.estimate.batchnorm)
     norm_block_elements_per_second: float = 1.0e9
     gemm_fill_k: float = 64.0
@@ -800,6 +805,8 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     transposes_run = 2 + len(terms.get("filter_transposes", ())) if layout else 0  # activations in and out, filters
     kernels = terms["kernels"] + transposes_run + (1 if bias_gradient else 0)
     main = max(compute, memory, terms["kernels"] * calibration.kernel_seconds)
+    if memory_class == "depthwise":  # a CPU's per-call cost of the library's depthwise primitive, on top
+        main += calibration.depthwise_call_seconds.get("backward" if row["phase"] == "backward" else "forward", 0.0)
     faults = float(row.get("large_allocated_bytes") or 0.0) / max(1, int(row["calls"])) \
         * calibration.page_fault_seconds_per_byte
     parts = {memory_class: main}
