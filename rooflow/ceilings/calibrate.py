@@ -9,7 +9,7 @@ import collections
 import math
 from typing import Any
 
-from rooflow.estimate.timemodel import RANDOM_CLASS, Calibration
+from rooflow.estimate.timemodel import INPLACE_CLASS, RANDOM_CLASS, Calibration
 
 
 def _microbenchmarks(torch) -> list[tuple[str, Any, tuple[int, ...], str]]:
@@ -30,6 +30,7 @@ def _microbenchmarks(torch) -> list[tuple[str, Any, tuple[int, ...], str]]:
         ("batchnorm", lambda: nn.BatchNorm2d(64), (64, 56, 56), "inference"),
         ("batchnorm", lambda: nn.BatchNorm2d(64), (64, 56, 56), "training"),
         ("relu", lambda: nn.ReLU(), (64, 56, 56), "inference"),
+        ("relu_inplace", lambda: nn.ReLU(inplace=True), (64, 56, 56), "inference"),
         ("maxpool", lambda: nn.MaxPool2d(3, 2, 1), (64, 112, 112), "inference"),
         ("maxpool", lambda: nn.MaxPool2d(3, 2, 1), (64, 112, 112), "training"),
         ("random", Mask, (64, 56, 56), "inference"),
@@ -107,9 +108,12 @@ def _step(torch, module, x, training: bool):
     return step
 
 
-MEMORY_BENCHMARKS = {"depthwise", "batchnorm", "relu", "maxpool", "random"}
+# in place or not, a GPU's elementwise kernels stream the same bytes (no read for ownership)
+CPU_ONLY = {"relu_inplace"}
+MEMORY_BENCHMARKS = {"depthwise", "batchnorm", "relu", "relu_inplace", "maxpool", "random"}
 PARTS = {"conv3x3": "matmul:fp32_fast", "conv1x1": "matmul:fp32", "depthwise": "depthwise",
-         "batchnorm": "normalization", "relu": "elementwise", "maxpool": "pooling", "random": RANDOM_CLASS}
+         "batchnorm": "normalization", "relu": "elementwise", "relu_inplace": INPLACE_CLASS, "maxpool": "pooling",
+         "random": RANDOM_CLASS}
 
 
 def hold_to_dram_roof(efficiencies: dict[str, float]) -> tuple[dict[str, float], str]:
@@ -209,6 +213,8 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
     ideal: dict[str, float] = collections.defaultdict(float)
     measured: dict[str, float] = collections.defaultdict(float)
     for name, factory, shape, mode in _microbenchmarks(torch):
+        if cuda and name in CPU_ONLY:
+            continue
         training = mode == "training"
         sizes = {"": batch}
         if name in MEMORY_BENCHMARKS and cache:
@@ -248,7 +254,7 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
     if cuda and "fp32" in matmul:
         matmul.setdefault("tf32", matmul["fp32"])
     notes = [f"measured by rooflow's calibration microbenchmarks on {'this GPU' if cuda else 'this CPU'} "
-             f"(3×3 and 1×1 convolutions at batch {batch}; depthwise, batch norm, ReLU, max-pool and a random "
+             f"(3×3 and 1×1 convolutions at batch {batch}; depthwise, batch norm, ReLU{'' if cuda else ' (and in place)'}, max-pool and a random "
              f"mask with tensors inside and four times the {'L2' if cuda else 'last-level cache'}; a loop of tiny "
              f"ops for the host)"]
     if above_roof:

@@ -233,6 +233,7 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
                      format_gemms(record.gemms), "x".join(str(d) for d in record.call),
                      sum(trace.storages[key].nbytes for key, _ in record.writes
                          if trace.storages[key].alloc_index == record.index
+                         and trace.storages[key].category != "input"  # allocated before the step: no fault
                          and trace.storages[key].nbytes >= LARGE_ALLOCATION_BYTES),
                      record.cuda_op))
     raw = pd.DataFrame(rows, columns=["layer", "phase", "op", "op_class", "compute_precision", "role",
