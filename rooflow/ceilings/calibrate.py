@@ -93,9 +93,9 @@ def measure_host_costs(torch, device: str) -> dict[str, float]:
 def _step(torch, module, x, training: bool):
     if training:
         # backward from a dense gradient, as a layer inside a network gets one: `.sum().backward()` hands it
-        # a stride-0 expanded gradient, which CPU kernels take on a slower, non-vectorized path (BatchNorm2d's
-        # backward at 2x its time on a dense one here), and pricing every network's BatchNorm at that rate
-        # put MobileNetV2's training BatchNorm layers on a 2-core CPU at 4.3x their measured time
+        # a stride-0 expanded gradient, which CPU kernels take on a slower path (BatchNorm2d's forward and
+        # backward at 1.8x their time on a dense one on a 2-core Xeon), and every network's BatchNorm and
+        # convolution backward was priced at that rate
         with torch.no_grad():
             gradient = torch.ones_like(module(x))
 
