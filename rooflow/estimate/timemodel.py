@@ -74,6 +74,10 @@ from rooflow.estimate import attention, batchnorm, dropout, kernel_calibration, 
 from rooflow.estimate.core import parse_call, parse_gemms
 from rooflow.estimate.formulas import ELEMENT_BYTES, runs_as_gemm
 
+# The timing job marks a training step's clock after the loss, the backward and the optimizer
+# (rooflow.measure.timing.Runner.step): its "forward" phase holds the loss.
+TIMED_PHASES = {"loss": "forward"}
+
 # Ops that call cuDNN/cuBLAS (host: descriptors, heuristics and plan-cache lookups).
 LIBRARY_OPS = {"convolution", "_convolution", "convolution_backward", "mm", "addmm", "bmm", "baddbmm",
                "native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
@@ -425,13 +429,18 @@ class StepPrediction:
     by_layer_type_seconds: dict[str, float] = field(default_factory=dict)
     # per priced row of the ops table (its index label): the device seconds of all its calls, launch gaps apart
     row_seconds: dict[Any, float] = field(default_factory=dict)
+    # per phase of a training step as the timing job's clock marks split it ("forward": the model and the loss,
+    # "backward", "optimizer"): the step's clock (host or device, whichever is later) from mark to mark
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    # per phase, the priced parts of its ops' calls (as by_class_seconds): what makes one phase long
+    phase_class_seconds: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {"predicted_seconds": self.seconds, "predicted_seconds_low": self.low_seconds,
                 "predicted_seconds_high": self.high_seconds, "predicted_device_seconds": self.device_seconds,
                 "predicted_host_seconds": self.host_seconds, "predicted_bound": self.bound,
                 "predicted_kernels": self.kernels, "predicted_seconds_by_class": self.by_class_seconds,
-                "calibration_source": self.calibration_source}
+                "predicted_seconds_by_phase": self.phase_seconds, "calibration_source": self.calibration_source}
 
 
 # ------------------------------------------------------------------------------------------ compute
@@ -977,6 +986,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     by_class: dict[str, float] = {}
     by_type: dict[str, float] = {}
     row_seconds: dict[Any, float] = {}
+    phase_seconds: dict[str, float] = {}
+    phase_class: dict[str, dict[str, float]] = {}
     module_calls = sum((totals.get("module_calls") or {}).values())
     forward_calls = int(ops.loc[ops["phase"] == "forward", "calls"].sum()) or 1
     module_share = calibration.host_module_seconds * module_calls / forward_calls
@@ -1039,6 +1050,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         host = (0.0 if row.get("host_calls") == 0  # a kernel a library call launched (recurrent.substitute)
                 else host_op_seconds(row, mode, calibration) + (module_share if row["phase"] == "forward" else 0.0))
         gap = 0.0 if cpu else kernels * calibration.kernel_gap_seconds
+        phase = TIMED_PHASES.get(row["phase"], row["phase"])
+        clock_before = max(device_clock, host_clock)
         gaps_paid = 0.0  # the gaps not hidden in a wait for the host: the GPU's own time between kernels
         if cpu:
             host_clock += calls * (host + work)
@@ -1051,18 +1064,24 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                     gaps_paid += start - max(device_clock, host_clock)
                     device_clock = start + work
         device_busy += calls * work + gaps_paid
+        phase_seconds[phase] = phase_seconds.get(phase, 0.0) + max(device_clock, host_clock) - clock_before
         row_seconds[index] = calls * work
         kernels_total += calls * kernels
         for part, seconds in parts.items():
             if seconds:
                 by_class[part] = by_class.get(part, 0.0) + calls * seconds
+                parts_of_phase = phase_class.setdefault(phase, {})
+                parts_of_phase[part] = parts_of_phase.get(part, 0.0) + calls * seconds
         if gaps_paid:
             by_class["kernel gaps"] = by_class.get("kernel gaps", 0.0) + gaps_paid
+            parts_of_phase = phase_class.setdefault(phase, {})
+            parts_of_phase["kernel gaps"] = parts_of_phase.get("kernel gaps", 0.0) + gaps_paid
         # booked as the profiled iteration books it: the optimizer and the loss apart from the layers
         layer_type = PHASE_LAYER_TYPES.get(row["phase"]) or str(row.get("type") or row["op"])
         by_type[layer_type] = by_type.get(layer_type, 0.0) + calls * (host + work if cpu else work)
 
     if mode == "training" and not cpu:
+        clock_before = max(device_clock, host_clock)
         optimizer = ops[ops["phase"] == "optimizer"]
         tensors = int(totals.get("param_tensors") or optimizer["layer"].nunique() or 1)
         bandwidth = _bandwidth(device, calibration)
@@ -1091,6 +1110,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         kernels_total += launches
         by_class["optimizer"] = work
         by_type[PHASE_LAYER_TYPES["optimizer"]] = by_type.get(PHASE_LAYER_TYPES["optimizer"], 0.0) + work
+        phase_seconds["optimizer"] = max(device_clock, host_clock) - clock_before
+        phase_class["optimizer"] = {part: by_class[part] for part in ("grad scaler", "optimizer") if part in by_class}
     seconds = max(device_clock, host_clock)
     bound = "cpu" if cpu else ("host" if device_busy < 0.8 * seconds else "gpu")
     spread = calibration.relative_uncertainty
@@ -1111,4 +1132,5 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     return StepPrediction(seconds=seconds, low_seconds=low_seconds, high_seconds=high_seconds,
                           device_seconds=device_busy, host_seconds=host_clock, bound=bound,
                           by_class_seconds=by_class, calibration_source=source, kernels=kernels_total,
-                          by_layer_type_seconds=by_type, row_seconds=row_seconds)
+                          by_layer_type_seconds=by_type, row_seconds=row_seconds, phase_seconds=phase_seconds,
+                          phase_class_seconds=phase_class)

@@ -24,9 +24,10 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   ratio the layers imply, ``2 − s`` where ``s`` is the first conv/linear layer's share of the forward
   matmul FLOPs (every conv/linear backward computes an input gradient and a weight gradient, each the
   forward's cost, except the first layer, whose input needs no gradient — DESIGN.md); and the measured
-  backward:forward latency ratio against the same implied ratio; its cause names the layers whose measured
-  backward carries the excess (the timing job's profiled iteration, rooflow.measure.optime), or says
-  "unexplained".
+  backward:forward latency ratio against the same implied ratio; its cause names the parts of the time model's
+  predicted backward that carry the excess where the model predicts the ratio too (FB_PREDICTED_FACTOR), and
+  the layers whose measured backward carries it (the timing job's profiled iteration, rooflow.measure.optime),
+  or says "unexplained".
 - **noisy**: interquartile range over ``rooflow.conventions.NOISY_SPREAD`` of the median time.
 - **predicted vs measured time / memory**: the measurement outside the time model's band, or the memory
   prediction off by more than 15% (a warning naming what carries most of the predicted time: an op class,
@@ -73,12 +74,22 @@ FB_FLOPS_TOLERANCE = 0.03
 # (memory-bound gradient kernels at small batch, slow depthwise weight-gradient kernels) or over twice it
 # (a forward timing that includes one-off work, an unsynchronised backward timer) needs a look.
 FB_LATENCY_FACTOR = 2.0
+# The time model accounts for a latency ratio outside that band where it predicts one outside it too, on the
+# same side, and the measured ratio sits within this factor of its own: each phase's prediction within ±20% of
+# the measurement moves their ratio by up to 1.2/0.8 = 1.5.
+FB_PREDICTED_FACTOR = 1.5
+# How much of the predicted backward's excess over implied × forward the named parts must carry.
+FB_CARRIED_SHARE = 0.8
+# Words for the time model's parts (rooflow.estimate.timemodel) a reader would not know by name.
+PART_WORDS = {"page faults": "page faults (a CPU tensor of 32 MiB or more is freshly mapped at each allocation: "
+                             "a page fault per page)"}
 
 FORWARD_BACKWARD_COLUMNS = [
     *RUN_COLUMNS, "first_layer", "first_layer_share", "trainable_before_first_layer", "implied_flops_ratio",
     "estimated_matmul_flops_ratio",
     "estimated_total_flops_ratio", "forward_seconds", "backward_seconds", "latency_ratio",
-    "latency_ratio_low", "latency_ratio_high",
+    "latency_ratio_low", "latency_ratio_high", "predicted_forward_seconds", "predicted_backward_seconds",
+    "predicted_latency_ratio", "predicted_seconds_by_phase_part",
 ]
 
 
@@ -154,6 +165,10 @@ def forward_backward_table(summary: pd.DataFrame, totals: dict[tuple, dict], lay
             _finite(backward_total) else None
         fwd_s, bwd_s = run.get("forward_seconds"), run.get("backward_seconds")
         latency = bwd_s / fwd_s if _finite(fwd_s) and _finite(bwd_s) and fwd_s > 0 else None
+        predicted_fwd, predicted_bwd = run.get("predicted_forward_seconds"), run.get("predicted_backward_seconds")
+        predicted = predicted_bwd / predicted_fwd if _finite(predicted_fwd) and _finite(predicted_bwd) \
+            and predicted_fwd > 0 else None
+        parts = run.get("predicted_seconds_by_phase_part")
         rows.append({
             "device": run["device"], "model": run["model"], "batch": int(run["batch"]),
             "precision": run["precision"], "mode": run["mode"], "first_layer": first, "first_layer_share": share,
@@ -164,6 +179,10 @@ def forward_backward_table(summary: pd.DataFrame, totals: dict[tuple, dict], lay
             "backward_seconds": bwd_s if _finite(bwd_s) else None, "latency_ratio": latency,
             "latency_ratio_low": implied / FB_LATENCY_FACTOR if implied else None,
             "latency_ratio_high": implied * FB_LATENCY_FACTOR if implied else None,
+            "predicted_forward_seconds": predicted_fwd if predicted is not None else None,
+            "predicted_backward_seconds": predicted_bwd if predicted is not None else None,
+            "predicted_latency_ratio": predicted,
+            "predicted_seconds_by_phase_part": parts if isinstance(parts, str) else None,
         })
     return pd.DataFrame(rows, columns=FORWARD_BACKWARD_COLUMNS)
 
@@ -199,6 +218,41 @@ def latency_cause(latency: float, implied: float, low: float, high: float, ops: 
             f"in the timing)"), ""
 
 
+def predicted_latency_cause(latency: float, implied: float, low: float, high: float, run) -> str | None:
+    """The time model's account of a backward:forward latency ratio outside [low, high]: where it predicts a
+    ratio outside that band on the same side, within ``FB_PREDICTED_FACTOR`` of the measured one, the parts of
+    its predicted backward (rooflow.estimate.timemodel: an op class, page faults, the host) that carry the
+    excess over ``implied`` × their forward. None where it does not predict the ratio."""
+    predicted = run.get("predicted_latency_ratio")
+    if not _finite(predicted) or not predicted > 0 or low <= predicted <= high \
+            or (predicted > high) != (latency > high) \
+            or not 1 / FB_PREDICTED_FACTOR <= latency / predicted <= FB_PREDICTED_FACTOR:
+        return None
+    try:
+        phases = json.loads(run.get("predicted_seconds_by_phase_part") or "{}")
+    except (TypeError, ValueError):
+        phases = {}
+    forward, backward = phases.get("forward") or {}, phases.get("backward") or {}
+    sign = 1.0 if latency > high else -1.0  # a slow backward: its excess parts; a fast one: its shortfall
+    excess = {part: sign * (backward.get(part, 0.0) - implied * forward.get(part, 0.0))
+              for part in set(forward) | set(backward)}
+    positive = sorted(((part, value) for part, value in excess.items() if value > 0), key=lambda kv: -kv[1])
+    total = sum(value for _, value in positive)
+    said = (f"the time model predicts it: backward/forward {predicted:.2f} (forward "
+            f"{run['predicted_forward_seconds'] * 1e3:.3g} ms, backward {run['predicted_backward_seconds'] * 1e3:.3g} ms; "
+            f"measured {latency:.2f}, {latency / predicted:.2f}x of it)")
+    if not total > 0:
+        return said
+    named, carried = [], 0.0
+    for part, value in positive:
+        named.append(f"{PART_WORDS.get(part, part)} {sign * value * 1e3:+.3g} ms")
+        carried += value
+        if carried >= FB_CARRIED_SHARE * total:
+            break
+    where = "excess over" if sign > 0 else "shortfall under"
+    return f"{said}, its backward's {where} {implied:.2f} × forward in {', '.join(named)} ({100 * carried / total:.0f}% of it)"
+
+
 def forward_backward_checks(table: pd.DataFrame, op_times: dict[tuple, pd.DataFrame] | None = None
                             ) -> list[Check]:
     """The forward:backward FLOP check (once per run) and latency check (per device). ``op_times``: {(device,
@@ -228,6 +282,14 @@ def forward_backward_checks(table: pd.DataFrame, op_times: dict[tuple, pd.DataFr
         if _finite(latency) and _finite(low) and _finite(high) and not low <= latency <= high:
             ops = (op_times or {}).get(tuple(run[k] for k in RUN_COLUMNS))
             cause, evidence = latency_cause(latency, implied, low, high, ops)
+            modelled = predicted_latency_cause(latency, implied, low, high, run)
+            if modelled:  # the time model accounts for it; the profiled ops add what they show
+                cause = f"{modelled}; per op: {cause.removeprefix('unexplained: ')}"
+            if _finite(run.get("predicted_latency_ratio")):
+                evidence = "; ".join(filter(None, [evidence, (
+                    f"predicted forward {run['predicted_forward_seconds'] * 1e3:.3g} ms, backward "
+                    f"{run['predicted_backward_seconds'] * 1e3:.3g} ms (backward/forward "
+                    f"{run['predicted_latency_ratio']:.2f})")]))
             out.append(for_run(run, "warning", "forward:backward latency", f"backward/forward time {latency:.2f}",
                                f"[{low:.2f}, {high:.2f}] (implied FLOP ratio {run['implied_flops_ratio']:.3f} "
                                f"÷/× {FB_LATENCY_FACTOR:g})", cause, evidence))

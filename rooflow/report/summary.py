@@ -60,7 +60,8 @@ COLUMNS = [
     "attainable_flops_per_second_measured_roof", "percent_of_measured_roofline",
     "predicted_seconds", "predicted_seconds_low", "predicted_seconds_high", "predicted_bound",
     "predicted_host_seconds", "predicted_device_seconds", "predicted_seconds_by_class",
-    "predicted_seconds_by_layer_type", "measured_seconds_by_layer_type", "calibration_source",
+    "predicted_seconds_by_layer_type", "measured_seconds_by_layer_type", "predicted_forward_seconds",
+    "predicted_backward_seconds", "predicted_seconds_by_phase_part", "calibration_source",
     "top_time", "top_time_source",
     "measured_over_predicted", "roofline_seconds", "below_roofline",
     "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
@@ -105,6 +106,18 @@ def _roofline_seconds(ops: pd.DataFrame | None, device: Device, precision: str) 
     return result.get("predicted_seconds") if result else None
 
 
+def phase_columns(prediction, mode: str) -> dict[str, Any]:
+    """A training step's predicted forward (the loss in it) and backward seconds, and each phase's priced parts
+    (JSON), as the timing job's clock splits the measured step: the forward:backward check compares them."""
+    if mode != "training":
+        return {}
+    return {"predicted_forward_seconds": prediction.phase_seconds.get("forward"),
+            "predicted_backward_seconds": prediction.phase_seconds.get("backward"),
+            "predicted_seconds_by_phase_part": json.dumps({
+                phase: {k: round(v, 9) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])}
+                for phase, parts in prediction.phase_class_seconds.items()})}
+
+
 def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFrame | None, device: Device,
                  calibration) -> None:
     """Predicted time (rooflow.estimate.timemodel) and memory (rooflow.estimate.predict), and their ratios to
@@ -121,6 +134,8 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
             prediction.by_class_seconds.items(), key=lambda kv: -kv[1])})
         values["predicted_seconds_by_layer_type"] = json.dumps({k: round(v, 9) for k, v in sorted(
             prediction.by_layer_type_seconds.items(), key=lambda kv: -kv[1])})
+        values.pop("predicted_seconds_by_phase", None)
+        values.update(phase_columns(prediction, row["mode"]))
         row.update(values)
         row["below_roofline"] = below_roofline_flag(ops, prediction, device, row["precision"], row["roofline_seconds"],
                                                     not device.peak_flops_per_second, calibration.cache_bytes)

@@ -200,6 +200,29 @@ def test_a_cpus_in_place_elementwise_ops_take_the_rate_its_in_place_microbenchma
     assert priced["relu_"] == pytest.approx(priced["relu"])
 
 
+@pytest.mark.parametrize("model, precision, forward_ms, backward_ms", [
+    ("resnet50", "fp32", 22.30, 49.60), ("resnet50", "tf32", 12.81, 24.41), ("vgg16", "tf32", 16.67, 33.80)])
+def test_phases_split_the_step_as_the_timing_clock_marks_it(h100, model, precision, forward_ms, backward_ms):
+    """The predicted forward (its loss in it) and backward, as the timing job's clock marks a training step,
+    against the H100 recordings' phase medians (*-training-timing.json; the calibration read their kernels'
+    totals, never this split): within 8% each when written (22.3/22.3, 48.1/49.6; 13.1/12.8, 22.4/24.4;
+    16.7/16.7, 36.1/33.8 ms). The phases add up to the step, and their parts to the step's."""
+    result = estimate(model, 64, precision, "training")
+    calibration = for_device(h100, json.loads((H100 / "ceilings-h100.json").read_text()))
+    step = predict_step(result.ops, result.totals, h100, calibration)
+    assert set(step.phase_seconds) == {"forward", "backward", "optimizer"}  # the loss is in the forward
+    assert math.fsum(step.phase_seconds.values()) == pytest.approx(step.seconds, rel=1e-9)
+    assert step.phase_seconds["forward"] == pytest.approx(forward_ms * 1e-3, rel=0.12)
+    assert step.phase_seconds["backward"] == pytest.approx(backward_ms * 1e-3, rel=0.12)
+    parts: dict[str, float] = {}
+    for phase in step.phase_class_seconds.values():
+        for part, seconds in phase.items():
+            parts[part] = parts.get(part, 0.0) + seconds
+    assert parts == pytest.approx(step.by_class_seconds, rel=1e-9)
+    inference = estimate(model, 64, precision, "inference")
+    assert set(predict_step(inference.ops, inference.totals, h100, calibration).phase_seconds) == {"forward"}
+
+
 def test_cpu_charges_a_page_fault_per_fresh_large_allocation(h100):
     """A CPU tensor of 32 MiB or more is mmapped fresh each time: the estimate counts the bytes of such
     outputs (large_allocated_bytes) and the CPU time model charges them at the calibrated fault rate."""
