@@ -9,7 +9,7 @@ import collections
 import math
 from typing import Any
 
-from rooflow.estimate.timemodel import INPLACE_CLASS, RANDOM_CLASS, Calibration
+from rooflow.estimate.timemodel import INPLACE_CLASS, RANDOM_CLASS, SMALL_ROWS, Calibration
 
 
 def _microbenchmarks(torch) -> list[tuple[str, Any, tuple[int, ...], str]]:
@@ -171,6 +171,39 @@ def measure_depthwise_call_seconds(torch, host: dict[str, float], timer) -> dict
     return {"forward": forward, "backward": backward}
 
 
+def measure_small_rows_efficiency(torch, host: dict[str, float], peak_flops_per_second: float,
+                                  cache_bytes: float | None, seconds: float = 0.15) -> dict[str, float]:
+    """A CPU matrix product of few rows against the FP32 peak: an nn.Linear (no bias) of m = 1 … 128 rows
+    (SMALL_ROWS) by a weight four times the last-level cache (at most 256 MB) and, as "cache:<m>", by one of an
+    eighth of it, less the call's host dispatch. The BLAS runs such products with its small-m kernels, which
+    stream the weight: MKL on a 2-core Zen VM ran m = 4 at a tenth of the peak the convolutions reach."""
+    from rooflow.estimate.core import count_module
+    from rooflow.estimate.timemodel import host_op_seconds
+
+    timer = _timer(torch, False)
+    calibration = Calibration(source="host", kind="cpu", **host)
+    sizes = {"": min(4 * cache_bytes, 256e6) if cache_bytes else 128 * 2**20}
+    if cache_bytes:
+        sizes["cache:"] = cache_bytes / 8
+    out: dict[str, float] = {}
+    for prefix, weight_bytes in sizes.items():
+        elements = int(weight_bytes // 4)
+        n = 2 ** max(4, int(math.log2(math.sqrt(elements / 2))))
+        k = max(16, elements // n)
+        layer = torch.nn.Linear(k, n, bias=False)
+        for rows in SMALL_ROWS:
+            x = torch.randn(rows, k)
+            with torch.no_grad():
+                measured = timer(lambda layer=layer, x=x: layer(x), seconds=seconds, warmup=2)
+            est = count_module(torch.nn.Linear(k, n, bias=False), torch.empty(rows, k, device="meta"),
+                               mode="inference", name="linear")
+            charged = calibration.host_module_seconds + sum(
+                int(r["calls"]) * host_op_seconds(r, "inference", calibration) for _, r in est.ops.iterrows())
+            ideal = 2.0 * rows * n * k / peak_flops_per_second
+            out[f"{prefix}{rows}"] = round(ideal / max(measured - charged, 0.05 * measured), 4)
+    return out
+
+
 def measure_page_fault_seconds_per_byte(torch) -> float:
     """Seconds per byte of writing a freshly allocated 64 MiB tensor beyond writing an existing one: the page
     faults of memory glibc maps anew for every large allocation (CPU only)."""
@@ -208,6 +241,8 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
     if not cuda:
         settle_allocator(torch)
     depthwise_calls = {} if cuda else measure_depthwise_call_seconds(torch, host, timer)
+    peak = device_entry.compute_peak("fp32", True) or 0.0
+    small_rows = measure_small_rows_efficiency(torch, host, peak, cache) if not cuda and peak else {}
     unity = Calibration(source="unity", kind="cuda" if cuda else "cpu", kernel_seconds=0.0, memory_efficiency=1.0,
                          matmul_efficiency=dict.fromkeys(("fp32", "fp32_fast", "tf32", "fp16", "bf16"), 1.0))
     ideal: dict[str, float] = collections.defaultdict(float)
@@ -265,6 +300,10 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
         notes.append("page faults: writing a fresh 64 MiB tensor against writing an existing one")
     else:
         notes.append("tensor-core paths (TF32/FP16/BF16) not benchmarked: TF32 takes FP32's efficiency")
+    if small_rows:
+        extra["small_rows_efficiency"] = small_rows
+        notes.append(f"matrix products of few rows: an nn.Linear of {SMALL_ROWS[0]}-{SMALL_ROWS[-1]} rows by a weight "
+                     f"four times and an eighth of the last-level cache")
     if depthwise_calls:
         extra["depthwise_call_seconds"] = {k: round(v, 9) for k, v in depthwise_calls.items()}
         notes.append("depthwise convolution calls: a 16-channel one of a 7×7 image, less its host dispatch")

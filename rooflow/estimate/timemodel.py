@@ -74,6 +74,12 @@ from rooflow.estimate import attention, batchnorm, dropout, kernel_calibration, 
 from rooflow.estimate.core import parse_call, parse_gemms
 from rooflow.estimate.formulas import ELEMENT_BYTES, runs_as_gemm
 
+# A CPU matrix product priced at the calibration's small_rows_efficiency for its rows (its key in the compute terms).
+SMALL_ROWS_PATH = "fp32_small_rows"
+# The rows (m) at which the CPU calibration times a matrix product of few rows: up to where the BLAS's small-m
+# kernels give way to its blocked GEMM.
+SMALL_ROWS = (1, 2, 4, 8, 16, 32, 64, 128)
+
 # The timing job marks a training step's clock after the loss, the backward and the optimizer
 # (rooflow.measure.timing.Runner.step): its "forward" phase holds the loss.
 TIMED_PHASES = {"loss": "forward"}
@@ -330,6 +336,12 @@ class Calibration:
     # from 16 to 960 channels; a call of 0.4 MB takes 0.17 ms, of 6 MB 1.0 ms): measured by the calibration
     # microbenchmarks (rooflow.ceilings.calibrate.measure_depthwise_call_seconds); none elsewhere
     depthwise_call_seconds: dict[str, float] = field(default_factory=dict)
+    # CPU: a matrix product of few rows (a linear layer at a small batch: its rows m ≤ SMALL_ROWS[-1]) of the
+    # FP32 peak, by rows ("<m>"; "cache:<m>" for a weight within half the cache): the BLAS's small-m kernels
+    # stream the weight at a rate the convolutions' efficiency does not give (MKL on a 2-core Zen VM: m = 1 at
+    # 8 GFLOP/s, m = 4 at 13, m = 16 at 52, m = 64 at 87-118 on a 151 MB weight). Measured by the calibration
+    # microbenchmarks (rooflow.ceilings.calibrate.measure_small_rows_efficiency); none elsewhere
+    small_rows_efficiency: dict[str, float] = field(default_factory=dict)
     # elements per second one block of PyTorch's per-channel BatchNorm kernels walks (rooflow.estimate.batchnorm)
     norm_block_elements_per_second: float = 1.0e9
     gemm_fill_k: float = 64.0
@@ -387,7 +399,26 @@ class Calibration:
         table = self.layout_bytes_per_byte
         return table.get(path + DIRECTIONS[backward], table.get(path, 0.0))
 
+    def small_rows_efficiency_of(self, rows: int, weight_bytes: float) -> float | None:
+        """The measured efficiency of a CPU matrix product of ``rows`` rows against a weight of ``weight_bytes``
+        (the cache's measurements for a cache-resident weight), between the measured row counts on a log scale;
+        None above the largest measured or where none was measured."""
+        prefix = "cache:" if cache_resident(weight_bytes, self.cache_bytes) else ""
+        measured = sorted((int(key.removeprefix(prefix)), value) for key, value in self.small_rows_efficiency.items()
+                          if key.startswith(prefix) and key.removeprefix(prefix).isdigit())
+        if not measured or rows > measured[-1][0]:
+            return None
+        below = [(m, value) for m, value in measured if m <= rows] or measured[:1]
+        above = [(m, value) for m, value in measured if m >= rows]
+        (low, low_value), (high, high_value) = below[-1], above[0]
+        if high == low:
+            return low_value
+        share = math.log(rows / low) / math.log(high / low)
+        return low_value * (high_value / low_value) ** share
+
     def matmul_efficiency_of(self, path: str) -> float:
+        if path == SMALL_ROWS_PATH:
+            return 1.0  # its views are priced at small_rows_efficiency already
         efficiency = self._matmul_efficiency_of(path)
         if self.tensor_core_power_fraction:
             precision = next((p for p in path.split("_") if p in self.tensor_core_power_fraction), None)
@@ -604,6 +635,11 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
             tiles = ffma_tiles if view_path in ("fp32", "fp32_fast") else None
             efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration, not forward_conv, tiles,
                                              waves=view_path in WAVE_PATHS), 1e-3)
+            small_rows = (calibration.small_rows_efficiency_of(m, 4.0 * n * k * count)
+                          if calibration.kind == "cpu" and not convolution and path == "fp32"
+                          and calibration.small_rows_efficiency else None)
+            if small_rows:  # the weight streamed by the BLAS's small-m kernels, at their measured rate
+                view_path, efficiency = SMALL_ROWS_PATH, small_rows
             seconds = 2.0 * m * run_n * run_k * count / (peak * efficiency)
             terms["compute"][view_path] = terms["compute"].get(view_path, 0.0) + seconds
             padded_view = (run_n, run_k) != (n, k)

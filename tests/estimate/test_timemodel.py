@@ -32,6 +32,7 @@ from rooflow.estimate.core import parse_gemms
 from rooflow.estimate.predict import held_workspace_threads, predict_memory
 from rooflow.estimate.timemodel import (
     INPLACE_CLASS,
+    SMALL_ROWS,
     Calibration,
     device_op_seconds,
     gemm_efficiency,
@@ -595,6 +596,48 @@ def test_cpu_calibration_microbenchmarks_run_here():
     assert any("elementwise" in note and "held at 1.0" in note for note in calibration.notes)
     assert set(calibration.depthwise_call_seconds) == {"forward", "backward"}
     assert all(0 <= value < 0.01 for value in calibration.depthwise_call_seconds.values())
+    # a linear layer of 1 … 128 rows by a 128 MiB weight (no cache size given: no "cache:" rows). One row reads
+    # 4 bytes of weight per 2 FLOPs: the memory holds it far under what 128 rows reach, on any CPU
+    rows = calibration.small_rows_efficiency
+    assert set(rows) == {str(m) for m in SMALL_ROWS}
+    assert all(0 < value < 50 for value in rows.values())
+    assert rows["1"] < rows["128"]
+
+
+def test_a_cpu_matrix_product_of_few_rows_takes_the_efficiency_measured_for_its_rows():
+    """A linear layer at a small batch runs the BLAS's small-m kernels, which stream the weight: priced at the
+    calibration's efficiency for its rows (between measured row counts on a log scale; a cache-resident weight at
+    the cache's), not at the convolutions'. A convolution, and a product of more rows than measured, keep theirs."""
+    cpu = load_device(CATALOGUE, "cpu")
+    cpu.with_measured({"peak_flops_per_second": {"fp32": 1e11}, "dram_bytes_per_second": 1e12})
+    rows = {"1": 0.04, "4": 0.16, "16": 0.3, "cache:1": 0.2, "cache:16": 0.5}
+    plain = Calibration(source="test", kind="cpu", matmul_efficiency={"fp32": 0.4, "fp32_fast": 0.9},
+                        cache_bytes=32 * 2**20, **CONSTANTS)
+    measured = replace(plain, small_rows_efficiency=rows)
+    assert measured.small_rows_efficiency_of(2, 1e9) == pytest.approx(0.08)  # halfway from 1 to 4, log scale
+    assert measured.small_rows_efficiency_of(4, 1e9) == 0.16
+    assert measured.small_rows_efficiency_of(4, 1e6) == pytest.approx(0.2 * (0.5 / 0.2) ** 0.5)
+    assert measured.small_rows_efficiency_of(17, 1e9) is None
+    assert plain.small_rows_efficiency_of(1, 1e9) is None
+
+    def compute_seconds(module, shape, calibration):
+        result = count_module(module, torch.empty(*shape, device="meta"), mode="inference", name="layer")
+        row = result.ops[result.ops["op_class"] == "matmul"].iloc[0]
+        _, _, parts = device_op_seconds(row, "fp32", "inference", cpu, calibration, 1)
+        return float(row["flops"]), parts["matmul"]
+
+    import torch
+
+    from rooflow.estimate.core import count_module
+
+    flops, seconds = compute_seconds(torch.nn.Linear(8192, 4096, bias=False), (4, 8192), measured)
+    assert seconds == pytest.approx(flops / (1e11 * 0.16))  # 128 MiB of weight: out of the cache
+    flops, seconds = compute_seconds(torch.nn.Linear(8192, 4096, bias=False), (4, 8192), plain)
+    assert seconds == pytest.approx(flops / (1e11 * 0.4))  # without the measurement: the 1×1 convolutions'
+    flops, seconds = compute_seconds(torch.nn.Linear(8192, 4096, bias=False), (64, 8192), measured)
+    assert seconds == pytest.approx(flops / (1e11 * 0.4))  # more rows than measured
+    conv = compute_seconds(torch.nn.Conv2d(512, 512, 1, bias=False), (1, 512, 2, 2), measured)
+    assert conv[1] == pytest.approx(conv[0] / (1e11 * 0.4))  # 4 output rows, but a convolution
 
 
 def test_a_training_microbenchmark_backpropagates_a_dense_gradient_as_a_network_does():
