@@ -339,7 +339,7 @@ class Calibration:
     # CPU: a matrix product of few rows (a linear layer at a small batch: its rows m ≤ SMALL_ROWS[-1]) of the
     # FP32 peak, by rows ("<m>"; "cache:<m>" for a weight within half the cache): the BLAS's small-m kernels
     # stream the weight at a rate the convolutions' efficiency does not give (MKL on a 2-core Zen VM: m = 1 at
-    # 8 GFLOP/s, m = 4 at 13, m = 16 at 52, m = 64 at 87-118 on a 151 MB weight). Measured by the calibration
+    # 8 GFLOP/s, m = 4 at 13, m = 16 at 52, m = 64 at 87-118 on weights of 67-151 MB). Measured by the calibration
     # microbenchmarks (rooflow.ceilings.calibrate.measure_small_rows_efficiency); none elsewhere
     small_rows_efficiency: dict[str, float] = field(default_factory=dict)
     # elements per second one block of PyTorch's per-channel BatchNorm kernels walks (rooflow.estimate.batchnorm)

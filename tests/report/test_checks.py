@@ -191,6 +191,29 @@ def test_forward_backward_latency_outside_its_band_is_a_warning(ratio, cause):
     assert checks.iloc[0]["severity"] == "warning" and cause in checks.iloc[0]["likely_cause"]
 
 
+def test_a_fast_backward_the_time_model_predicts_names_the_parts_it_is_short_in():
+    """A backward under half the forward's FLOP/s names its excess parts; one over twice it (ratio 0.4 against
+    [0.95, 3.8]) names where the predicted backward falls short of implied × forward, and a prediction inside the
+    band, or on the other side, or beyond 1.5x of the measurement, accounts for nothing."""
+    import json
+
+    totals, layer_tables = training_estimate(1.9)
+    parts = json.dumps({"forward": {"matmul": 0.08, "host": 0.02}, "backward": {"matmul": 0.03, "host": 0.01}})
+
+    def cause(predicted_backward):
+        run = run_row(mode="training", forward_seconds=0.1, backward_seconds=0.04, predicted_forward_seconds=0.1,
+                      predicted_backward_seconds=predicted_backward, predicted_seconds_by_phase_part=parts)
+        checks, _ = build_checks(summary(run), totals, layer_tables)
+        return checks.iloc[0]["likely_cause"]
+
+    said = cause(0.05)  # predicted 0.50: measured 0.40 is 0.80x of it
+    assert said.startswith("the time model predicts it: backward/forward 0.50 (forward 100 ms, backward 50 ms; "
+                           "measured 0.40, 0.80x of it), its backward's shortfall under 1.90 × forward in matmul "
+                           "-122 ms (81% of it); per op: the backward ran at over twice")
+    for predicted_backward in (0.1, 0.5, 0.07):  # inside the band; above it; 0.40 is 0.57x of 0.70
+        assert cause(predicted_backward).startswith("unexplained: the backward ran at over twice")
+
+
 def test_uncounted_ops_are_listed():
     totals, layer_tables = training_estimate(1.9)
     next(iter(totals.values()))["unsupported_ops"] = {"aten._fft_r2c": 2}
