@@ -82,6 +82,14 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
             print(f"{totals['model']} b{totals['batch']} {totals['precision']} {totals['mode']} on "
                   f"{totals['device']}: {totals['fit_verdict']}.", file=out)
     for totals, _ in results:
+        phases = totals.get("predicted_seconds_by_phase") or {}
+        if totals["mode"] == "training" and phases.get("forward") is not None:
+            print(f"{totals['model']} b{totals['batch']} {totals['precision']} training on {totals['device']}: "
+                  f"predicted forward {format_milliseconds(phases['forward'])} ms (the loss in it), backward "
+                  f"{format_milliseconds(phases.get('backward', 0.0))} ms, optimizer "
+                  f"{format_milliseconds(phases.get('optimizer', 0.0))} ms, as `rooflow time` splits a step.",
+                  file=out)
+    for totals, _ in results:
         if totals.get("below_roofline"):
             print(f"{totals['model']} b{totals['batch']} {totals['precision']} {totals['mode']} on "
                   f"{totals['device']}: {totals['below_roofline']}.", file=out)

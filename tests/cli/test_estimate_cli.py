@@ -33,6 +33,21 @@ def test_json_several_models_with_prediction(capsys):
         assert "not measured" in entry["calibration_source"]  # an A100 SXM4: its family's kernels
         assert entry["fits"] is True and entry["predicted_memory_bytes"] > entry["peak_memory_bytes"]
         assert "layers" not in entry
+        # the step split as the timing job's clock splits a measured one
+        phases = entry["predicted_seconds_by_phase"]
+        assert set(phases) == {"forward", "backward", "optimizer"}
+        assert sum(phases.values()) == pytest.approx(entry["predicted_seconds"], rel=1e-9)
+
+
+def test_a_training_prediction_prints_its_phases(capsys):
+    status, out, _ = run(capsys, "resnet50", "--batch", "64", "--mode", "training", "--device", "h100-sxm5-80gb")
+    assert status == 0
+    [line] = [line for line in out.splitlines() if "predicted forward" in line]
+    # the H100 recording of this step timed forward 22.3 ms and backward 49.6 ms (tests/estimate/test_timemodel.py)
+    assert line.startswith("resnet50 b64 fp32 training on h100-sxm5-80gb: predicted forward 22.")
+    assert ", backward 4" in line and "as `rooflow time` splits a step" in line
+    status, out, _ = run(capsys, "resnet50", "--batch", "64", "--device", "h100-sxm5-80gb")
+    assert "predicted forward" not in out  # inference: one phase, the step itself
 
 
 def test_json_layers(capsys):
