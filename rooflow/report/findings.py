@@ -251,11 +251,29 @@ def _miss_carriers(run: Any, limit: int = 2) -> str | None:
                 f"({difference * 1e3:+.3g} ms)" for name, difference in carriers))
 
 
+def _phase_carriers(run: Any) -> str | None:
+    """A training step's phases as the timing job's clock split it (forward with the loss, backward, optimizer)
+    against the time model's split of its prediction, the phase that departs most first. None where either
+    side was not recorded."""
+    measured = {"forward": run.get("forward_seconds"), "backward": run.get("backward_seconds")}
+    predicted = {"forward": run.get("predicted_forward_seconds"), "backward": run.get("predicted_backward_seconds")}
+    step, predicted_step = run.get("measured_seconds"), run.get("predicted_seconds")
+    if run.get("mode") != "training" or not all(_finite(v) for v in [*measured.values(), *predicted.values(),
+                                                                        step, predicted_step]):
+        return None
+    measured["optimizer"] = step - measured["forward"] - measured["backward"]
+    predicted["optimizer"] = predicted_step - predicted["forward"] - predicted["backward"]
+    order = sorted(measured, key=lambda phase: -abs(measured[phase] - predicted[phase]))
+    return "by phase, measured vs predicted: " + ", ".join(
+        f"{phase} {measured[phase] * 1e3:.3g} vs {predicted[phase] * 1e3:.3g} ms" for phase in order)
+
+
 def _predicted_time_carrier(run: Any) -> str:
-    """What carries a time prediction's miss: whether the model has the step host-bound, and the layer types
-    whose measured time departs from their prediction (:func:`_miss_carriers`), where measured; else what
-    carries most of the predicted time: the two largest op classes."""
-    carriers = _miss_carriers(run)
+    """What carries a time prediction's miss: whether the model has the step host-bound, the phases of a training
+    step against their prediction (:func:`_phase_carriers`), and the layer types whose measured time departs from
+    their prediction (:func:`_miss_carriers`), where measured; else what carries most of the predicted time: the
+    two largest op classes."""
+    carriers = "; ".join(filter(None, [_phase_carriers(run), _miss_carriers(run)])) or None
     host, device = run.get("predicted_host_seconds"), run.get("predicted_device_seconds")
     if run.get("predicted_bound") == "host" and _finite(host) and _finite(device):
         bound = (f"the step is host-bound in the model ({host * 1e3:.3g} ms of host work for {device * 1e3:.3g} ms "

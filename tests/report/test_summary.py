@@ -177,6 +177,39 @@ def test_a_missed_time_prediction_names_the_layer_types_that_carry_it():
     assert _miss_carriers({**run, "measured_seconds_by_layer_type": None}) is None
 
 
+def test_a_missed_training_prediction_names_the_phase_that_carries_it():
+    """What a missed training prediction prints, on the recorded CPU run (alexnet b1 fp32 training,
+    tests/data/recorded/cpu-rooflow, make run of 2026-12-02; at 1.12x its prediction it is inside the band): its phases as the timing job measured them against the time model's split of its
+    prediction, on the calibration the same run measured — the backward, 155 ms measured against 112 predicted,
+    departs most (the optimizer 147 against 164, the forward 25.9 against 18); inference runs and rows without
+    the split name no phase."""
+    from pathlib import Path
+
+    from rooflow.estimate import estimate
+    from rooflow.estimate.calibration import for_device
+    from rooflow.hardware.devices import load_device
+    from rooflow.io import read_json
+    from rooflow.report.findings import _phase_carriers, _predicted_time_carrier
+    from rooflow.report.summary import build_row
+
+    recorded = Path(__file__).resolve().parents[1] / "data" / "recorded" / "cpu-rooflow"
+    ceilings = recorded / "ceilings-cpu-2026-12-02.json"
+    device = load_device(Path(__file__).resolve().parents[2] / "config" / "devices.yaml", "cpu", ceilings)
+    result = estimate("alexnet", 1, "fp32", "training")
+    timing = read_json(recorded / "alexnet-b1-fp32-training-2026-12-02-timing.json")
+    row = build_row(device, result.totals, timing, ops=result.ops, calibration=for_device(device, read_json(ceilings)))
+    said = _phase_carriers(row)
+    forward, backward = timing["forward_median_seconds"], timing["backward_median_seconds"]
+    assert said.startswith(f"by phase, measured vs predicted: backward {backward * 1e3:.3g} vs "
+                           f"{row['predicted_backward_seconds'] * 1e3:.3g} ms, ")
+    assert f"forward {forward * 1e3:.3g} vs {row['predicted_forward_seconds'] * 1e3:.3g} ms" in said
+    optimizer = row["measured_seconds"] - forward - backward
+    assert f"optimizer {optimizer * 1e3:.3g} vs " in said
+    assert _predicted_time_carrier(row).startswith(said + "; by layer type")
+    assert _phase_carriers({**row, "mode": "inference"}) is None
+    assert _phase_carriers({**row, "predicted_forward_seconds": None}) is None
+
+
 def test_h100_resnet18_bf16_miss_is_read_from_its_profiled_iteration():
     """rooflow's real H100 timing job (resnet18 b32 bf16 inference, torch 2.11): measured 2.89 ms, 1.27× the
     prediction; the check says the model has the step host-bound and names the layer types whose kernels took
