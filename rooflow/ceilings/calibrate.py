@@ -142,29 +142,37 @@ def settle_allocator(torch) -> None:
     torch.empty((LARGE_ALLOCATION_BYTES - 2 * 4096) // 4)  # mapped, then freed at once
 
 
+def charged_host_seconds(torch, module, shape: tuple[int, ...], mode: str, phase: str,
+                         host: dict[str, float]) -> float:
+    """What the time model already charges one call of ``module`` on an input of ``shape`` in ``phase``: its ops'
+    host dispatch (op and library; autograd in training) at the measured ``host`` costs and, forward, the module's
+    call — the part of a microbenchmark's time that is not the work it calibrates."""
+    from rooflow.estimate.core import count_module
+    from rooflow.estimate.timemodel import host_op_seconds
+
+    calibration = Calibration(source="host", kind="cpu", **host)
+    est = count_module(module, torch.empty(*shape, device="meta", requires_grad=mode == "training"), mode=mode,
+                       name="microbenchmark")
+    rows = est.ops[est.ops["phase"] == phase]
+    module_seconds = calibration.host_module_seconds if phase == "forward" else 0.0
+    return module_seconds + sum(int(r["calls"]) * host_op_seconds(r, mode, calibration) for _, r in rows.iterrows())
+
+
 def measure_depthwise_call_seconds(torch, host: dict[str, float], timer) -> dict[str, float]:
     """A CPU's depthwise convolution costs a fixed time per call beyond its bytes (oneDNN's depthwise primitive:
     0.1-0.2 ms forward on a 2-core Xeon whether the call moves 6 KB or 0.4 MB, where a dense 1×1 convolution's
     call costs 0.02 ms): timed on a 16-channel 3×3 depthwise convolution of one 7×7 image, whose bytes take no
     time, less what the time model already charges the call (its host dispatch: op, library and module;
     autograd in training). Backward: a training step's time less its forward's. Seconds per call, by phase."""
-    from rooflow.estimate.core import count_module
-    from rooflow.estimate.timemodel import host_op_seconds
-
     def depthwise():
         return torch.nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
 
     shape = (1, 16, 7, 7)
     inference = timer(_step(torch, depthwise(), torch.randn(*shape), False))
     training = timer(_step(torch, depthwise(), torch.randn(*shape, requires_grad=True), True))
-    calibration = Calibration(source="host", kind="cpu", **host)
 
     def charged(mode: str, phase: str) -> float:
-        est = count_module(depthwise(), torch.empty(*shape, device="meta", requires_grad=mode == "training"),
-                           mode=mode, name="depthwise")
-        rows = est.ops[est.ops["phase"] == phase]
-        module = calibration.host_module_seconds if phase == "forward" else 0.0
-        return module + sum(int(r["calls"]) * host_op_seconds(r, mode, calibration) for _, r in rows.iterrows())
+        return charged_host_seconds(torch, depthwise(), shape, mode, phase, host)
 
     forward = max(inference - charged("inference", "forward"), 0.0)
     backward = max(training - charged("training", "forward") - forward - charged("training", "backward"), 0.0)
@@ -178,11 +186,7 @@ def measure_small_rows_efficiency(torch, host: dict[str, float], peak_flops_per_
     eighth of it, less the call's host dispatch. The BLAS runs such products with its small-m kernels, which
     stream the weight: MKL on a 2-core Zen VM ran m = 4 at 6-7% of the FP32 peak, where its 1×1 convolutions
     reach 37%."""
-    from rooflow.estimate.core import count_module
-    from rooflow.estimate.timemodel import host_op_seconds
-
     timer = _timer(torch, False)
-    calibration = Calibration(source="host", kind="cpu", **host)
     sizes = {"": min(4 * cache_bytes, 256e6) if cache_bytes else 128 * 2**20}
     if cache_bytes:
         sizes["cache:"] = cache_bytes / 8
@@ -196,10 +200,8 @@ def measure_small_rows_efficiency(torch, host: dict[str, float], peak_flops_per_
             x = torch.randn(rows, k)
             with torch.no_grad():
                 measured = timer(lambda layer=layer, x=x: layer(x), seconds=seconds, warmup=2)
-            est = count_module(torch.nn.Linear(k, n, bias=False), torch.empty(rows, k, device="meta"),
-                               mode="inference", name="linear")
-            charged = calibration.host_module_seconds + sum(
-                int(r["calls"]) * host_op_seconds(r, "inference", calibration) for _, r in est.ops.iterrows())
+            charged = charged_host_seconds(torch, torch.nn.Linear(k, n, bias=False), (rows, k), "inference",
+                                           "forward", host)
             ideal = 2.0 * rows * n * k / peak_flops_per_second
             out[f"{prefix}{rows}"] = round(ideal / max(measured - charged, 0.05 * measured), 4)
     return out

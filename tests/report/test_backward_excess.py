@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support import RECORDED_CPU_RUN, recorded_cpu_row
 
 from rooflow.estimate import estimate
 from rooflow.measure.optime import backward_excess, compact, from_record, op_times, seconds_by
@@ -167,24 +168,11 @@ def test_where_the_time_goes_shows_the_measured_layer_types_beside_the_predictio
     assert "measured by layer type: torch.profiler" in (tmp_path / "t.svg").read_text()
 
 
-RECORDED_RUN = CPU / "alexnet-b1-fp32-training-2026-12-02-timing.json"
-RECORDED_CEILINGS = CPU / "ceilings-cpu-2026-12-02.json"
-
-
 def recorded_checks(calibration=None):
     """The forward:backward latency check of the recorded CPU run (its timing record with its profiled
     iteration's op times), through the summary row the workflow builds from it: the time model's phases on
     the calibration measured by the same workflow run (or ``calibration``)."""
-    from rooflow.estimate.calibration import for_device
-    from rooflow.hardware.devices import load_device
-    from rooflow.io import read_json
-    from rooflow.report.summary import build_row
-
-    device = load_device(Path(__file__).resolve().parents[2] / "config" / "devices.yaml", "cpu", RECORDED_CEILINGS)
-    result = estimate("alexnet", 1, "fp32", "training")
-    timing = read_json(RECORDED_RUN)
-    calibration = calibration or for_device(device, read_json(RECORDED_CEILINGS))
-    row = build_row(device, result.totals, timing, ops=result.ops, calibration=calibration)
+    row, result, timing, calibration = recorded_cpu_row(calibration)
     frame = pd.DataFrame([row], columns=COLUMNS)
     key = ("alexnet", 1, "fp32", "training")
     checks, table = build_checks(frame, {key: result.totals}, {key: result.layers},
@@ -199,7 +187,7 @@ def test_a_ratio_the_time_model_predicts_names_the_parts_that_carry_it():
     measured, predicts a ratio outside the band too — its backward's excess is the fresh pages of the
     classifier's 151 MB weight gradient — so the check names that, then what the profiled ops show."""
     [check], table, calibration = recorded_checks()
-    timing = json.loads(RECORDED_RUN.read_text())
+    timing = json.loads(RECORDED_CPU_RUN.read_text())
     measured = timing["backward_median_seconds"] / timing["forward_median_seconds"]
     assert table["latency_ratio"] == pytest.approx(measured) and measured > table["latency_ratio_high"]
     predicted = table["predicted_latency_ratio"]

@@ -183,21 +183,11 @@ def test_a_missed_training_prediction_names_the_phase_that_carries_it():
     prediction, on the calibration the same run measured — the backward, 155 ms measured against 112 predicted,
     departs most (the optimizer 147 against 164, the forward 25.9 against 18); inference runs and rows without
     the split name no phase."""
-    from pathlib import Path
+    from support import recorded_cpu_row
 
-    from rooflow.estimate import estimate
-    from rooflow.estimate.calibration import for_device
-    from rooflow.hardware.devices import load_device
-    from rooflow.io import read_json
     from rooflow.report.findings import _phase_carriers, _predicted_time_carrier
-    from rooflow.report.summary import build_row
 
-    recorded = Path(__file__).resolve().parents[1] / "data" / "recorded" / "cpu-rooflow"
-    ceilings = recorded / "ceilings-cpu-2026-12-02.json"
-    device = load_device(Path(__file__).resolve().parents[2] / "config" / "devices.yaml", "cpu", ceilings)
-    result = estimate("alexnet", 1, "fp32", "training")
-    timing = read_json(recorded / "alexnet-b1-fp32-training-2026-12-02-timing.json")
-    row = build_row(device, result.totals, timing, ops=result.ops, calibration=for_device(device, read_json(ceilings)))
+    row, _, timing, _ = recorded_cpu_row()
     said = _phase_carriers(row)
     forward, backward = timing["forward_median_seconds"], timing["backward_median_seconds"]
     assert said.startswith(f"by phase, measured vs predicted: backward {backward * 1e3:.3g} vs "
