@@ -1170,3 +1170,15 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                           by_class_seconds=by_class, calibration_source=source, kernels=kernels_total,
                           by_layer_type_seconds=by_type, row_seconds=row_seconds, phase_seconds=phase_seconds,
                           phase_class_seconds=phase_class)
+
+
+def as_tf32(ops: pd.DataFrame, convolutions: bool = True, products: bool = True) -> pd.DataFrame:
+    """The ops of an FP32 step as PyTorch runs them where it lets cuDNN (``torch.backends.cudnn.allow_tf32``, on by
+    default) and cuBLAS (``torch.backends.cuda.matmul.allow_tf32``, on by default before PyTorch 1.12) take TF32
+    tensor cores for FP32 tensors on Ampere and newer: its ``convolutions`` and/or its other matrix ``products`` at
+    TF32, every other op as it was. A copy; what :func:`predict_step` then prices an imported FP32 profile at when
+    its kernels' names show that work (rooflow's own timing turns both flags off for fp32)."""
+    fp32_products = ops["op_class"].isin(MATMUL_OP_CLASSES) & ops["compute_precision"].eq("fp32")
+    convolution = ops["op"].astype(str).str.startswith("convolution")
+    taken = fp32_products & ((convolution & convolutions) | (~convolution & products))
+    return ops.assign(compute_precision=ops["compute_precision"].where(~taken, "tf32"))

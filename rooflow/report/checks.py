@@ -32,6 +32,9 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 - **predicted vs measured time / memory**: the measurement outside the time model's band, or the memory
   prediction off by more than 15% (a warning naming what carries most of the predicted time: an op class,
   cuDNN's layout transposes, or the host).
+- **predicted vs measured kernel time**: an imported nsys profile's kernel sum outside the predicted kernel
+  time's band (a warning naming the side of the kernels that carries the miss, or the TF32 tensor-core kernels
+  an FP32 profile ran, with the time priced as it ran).
 - **throttled**: NVML saw the GPU slow itself down (power cap, thermal slowdown) during the timed
   iterations; the value is the reading (reasons, SM clock range, temperature, power).
 - **out of memory**: a result, not a failure, listed so it is never mistaken for a missing run.

@@ -472,6 +472,17 @@ def predicted_figure(summary: pd.DataFrame, device: str, path: str | Path, flags
     if data.empty:
         _no_data(path, f"no run on {device} has both a prediction and a measurement", title)
         return data
+    what = "time per step"
+    if "timer" in data and "predicted_device_seconds" in data:
+        # an imported nsys profile's time is its kernels' sum: against the predicted kernel time, its band scaled
+        from rooflow.report.findings import KERNEL_TIMER
+
+        kernels = data["timer"].eq(KERNEL_TIMER) & data["predicted_device_seconds"].notna()
+        if kernels.any():
+            scale = (data["predicted_device_seconds"] / data["predicted_seconds"]).where(kernels, 1.0)
+            data = data.assign(**{column: data[column] * scale for column in (
+                "predicted_seconds", "predicted_seconds_low", "predicted_seconds_high") if column in data})
+            what = "kernel time per step" if kernels.all() else "time per step (imported profiles: kernel time)"
     data = data.assign(predicted_ms=data["predicted_seconds"] * 1e3, measured_ms=data["measured_seconds"] * 1e3)
     for column in ("predicted_seconds_low", "predicted_seconds_high"):
         if column in data:
@@ -483,7 +494,7 @@ def predicted_figure(summary: pd.DataFrame, device: str, path: str | Path, flags
     band = float((data["predicted_seconds_high"] / data["predicted_seconds"] - 1).median()) \
         if "predicted_seconds_high" in data and data["predicted_seconds_high"].notna().any() else 0.25
     flagged = _predicted_panel(axes[0][0], data, "predicted_ms", "measured_ms", "predicted_ms_low",
-                               "predicted_ms_high", band, markers, colours, flags, "ms", "time per step")
+                               "predicted_ms_high", band, markers, colours, flags, "ms", what)
     axes[0][0].set_title("outside the band: the Checks name what carries the predicted time", fontsize=10)
     columns = ["device", "model", "batch", "precision", "mode", "predicted_ms", "measured_ms"]
     if has_memory:

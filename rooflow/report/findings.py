@@ -34,8 +34,15 @@ SEVERITIES = ("error", "warning", "result")
 FLOPS_RATIO_BAND = (0.5, 2.0)
 # A memory prediction is flagged when the measured steady-state peak is off by more than this share.
 MEMORY_BAND = 0.15
-# How a time was taken: only a step timed here (not an imported profile's kernel time) is held to the prediction.
+# How a time was taken: a step timed here is held to the predicted step; an imported nsys profile's time is the
+# sum of its kernels (KERNEL_TIMER), held to the predicted kernel time; a step time a config entry gives ("imported")
+# to neither: how it was taken is not known.
 TIMED_HERE = ("cuda-events", "perf_counter_ns")
+KERNEL_TIMER = "nsys-kernels"
+# Time-model classes (rooflow.estimate.timemodel) whose kernels are convolutions and matrix products, beside the
+# kernel classes (rooflow.profilers.kernels) of an nsys trace; "kernel gaps" are no kernel's time
+PREDICTED_MATMUL_CLASSES = ("matmul", "depthwise", "attention")
+MEASURED_MATMUL_CLASSES = ("convolution", "gemm")
 
 
 @dataclass(frozen=True)
@@ -291,6 +298,61 @@ def _predicted_time_carrier(run: Any) -> str:
     return "most predicted time is " + " and ".join(f"{name} ({seconds * 1e3:.3g} ms)" for name, seconds in top)
 
 
+def _kernel_sides(run: Any) -> str | None:
+    """An nsys profile's kernel time against the predicted kernel time, convolution/matmul kernels and the others
+    apart; None where either split is not recorded."""
+    try:
+        measured = json.loads(run.get("measured_kernel_seconds_by_class") or "{}")
+        predicted = json.loads(run.get("predicted_seconds_by_class") or "{}")
+    except (TypeError, json.JSONDecodeError):
+        return None
+    if not measured or not predicted:
+        return None
+    sides = {"convolution/matmul kernels": (
+        sum(v for k, v in measured.items() if k in MEASURED_MATMUL_CLASSES),
+        sum(v for k, v in predicted.items() if k in PREDICTED_MATMUL_CLASSES)),
+        "other kernels": (sum(v for k, v in measured.items() if k not in MEASURED_MATMUL_CLASSES),
+                          sum(v for k, v in predicted.items() if k not in PREDICTED_MATMUL_CLASSES
+                              and k != "kernel gaps"))}
+    order = sorted(sides, key=lambda side: -abs(sides[side][0] - sides[side][1]))
+    return "by kernel class, measured vs predicted: " + ", ".join(
+        f"{side} {sides[side][0] * 1e3:.3g} vs {sides[side][1] * 1e3:.3g} ms" for side in order)
+
+
+def _kernel_time_check(run: Any) -> Check | None:
+    """An imported nsys profile's kernel time (:data:`KERNEL_TIMER`) outside the band of the predicted kernel time
+    (the step's band, scaled). Its cause, where its kernels show it, is TF32: an FP32 profile whose PyTorch ran
+    convolutions (products) on TF32 tensor cores, priced as it ran (``predicted_tf32_device_seconds``,
+    rooflow.report.summary._as_profiled); then which side of the kernels carries the miss."""
+    seconds, device = run.get("measured_seconds"), run.get("predicted_device_seconds")
+    step, low, high = (run.get(k) for k in ("predicted_seconds", "predicted_seconds_low", "predicted_seconds_high"))
+    if run.get("timer") != KERNEL_TIMER or not all(_finite(v) and v > 0 for v in (seconds, device, step, low, high)):
+        return None
+    low, high = device * low / step, device * high / step
+    if low <= seconds <= high:
+        return None
+    below, above = 100 * (1 - low / device), 100 * (high / device - 1)
+    band = f"±{above:.0f}%" if round(below) == round(above) else f"−{below:.0f}% / +{above:.0f}%"
+    causes, explained = [], False
+    as_run, names = run.get("predicted_tf32_device_seconds"), _text(run.get("tensor_core_kernels"))
+    if _finite(as_run) and as_run > 0 and names:
+        explained = inside = low * as_run / device <= seconds <= high * as_run / device
+        causes.append(f"the FP32 profile's kernels ran TF32 on tensor cores ({names}): its PyTorch let cuDNN (and "
+                      f"cuBLAS before 1.12) take TF32 for FP32 tensors, its default; priced as it ran, the kernels "
+                      f"take {as_run * 1e3:.3g} ms (measured/predicted {seconds / as_run:.2f}, "
+                      f"{'inside' if inside else 'still outside'} the band): import it as precision tf32, or "
+                      f"profile with torch.backends.cudnn.allow_tf32 = False")
+    sides = None if explained else _kernel_sides(run)  # against the prediction as configured
+    if sides:
+        causes.append(sides)
+    if not causes:
+        causes.append("unexplained: the profile's kernel time by class is not recorded")
+    return for_run(run, "warning", "predicted vs measured kernel time", f"measured/predicted {seconds / device:.2f}",
+                   f"{low * 1e3:.3g}–{high * 1e3:.3g} ms",
+                   f"kernel time of the imported profile outside the model's {band} band "
+                   f"({run.get('calibration_source')}); " + "; ".join(causes))
+
+
 def _roof_checks(run: Any) -> list[Check]:
     out = []
     percent = run.get("percent_of_roofline")
@@ -406,6 +468,9 @@ def _timing_checks(run: Any) -> list[Check]:
                            f"{low * 1e3:.3g}–{high * 1e3:.3g} ms",
                            f"outside the model's {band} band ({run.get('calibration_source')}); "
                            f"{_predicted_time_carrier(run)}"))
+    kernel_check = _kernel_time_check(run)
+    if kernel_check:
+        out.append(kernel_check)
     under = _text(run.get("below_roofline"))
     if under:  # rooflow.estimate.predict.below_roofline_flag: its rows and their causes, read from the model
         out.append(for_run(run, "error" if "unexplained" in under else "warning", "prediction under its roofline",

@@ -24,7 +24,7 @@ from rooflow.hardware.devices import Device, load_devices
 from rooflow.hardware.environment import throttle_reading
 from rooflow.hardware.roofs import attainable_flops_per_second, ridge_intensity
 from rooflow.io import read_json
-from rooflow.report.findings import render, run_checks
+from rooflow.report.findings import KERNEL_TIMER, render, run_checks
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,9 @@ COLUMNS = [
     "predicted_host_seconds", "predicted_device_seconds", "predicted_seconds_by_class",
     "predicted_seconds_by_layer_type", "measured_seconds_by_layer_type", "predicted_forward_seconds",
     "predicted_backward_seconds", "predicted_seconds_by_phase_part", "calibration_source",
+    # an FP32 profile whose kernels ran TF32 tensor cores (its PyTorch's defaults): their names, and the device
+    # time the model predicts for the step run so (rooflow.estimate.timemodel.as_tf32)
+    "tensor_core_kernels", "predicted_tf32_device_seconds", "measured_kernel_seconds_by_class",
     "top_time", "top_time_source",
     "measured_over_predicted", "roofline_seconds", "below_roofline",
     "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
@@ -139,14 +142,39 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
         row.update(values)
         row["below_roofline"] = below_roofline_flag(ops, prediction, device, row["precision"], row["roofline_seconds"],
                                                     not device.peak_flops_per_second, calibration.cache_bytes)
-        if seconds and prediction.seconds:
-            row["measured_over_predicted"] = seconds / prediction.seconds
+        # an imported profile's time is its kernels' sum: held to the kernels' predicted time, not the step's
+        compared = prediction.device_seconds if row.get("timer") == KERNEL_TIMER else prediction.seconds
+        if seconds and compared:
+            row["measured_over_predicted"] = seconds / compared
     memory = predict_memory(estimate, device)
     row.update(memory)
     measured = row.get("measured_memory_bytes")
     predicted = memory.get("predicted_memory_bytes")
     if measured and predicted and device.is_cuda:
         row["measured_over_predicted_memory"] = measured / predicted
+
+
+def _as_profiled(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFrame | None, device: Device,
+                 calibration, kernel_names) -> None:
+    """An imported FP32 profile (its time its kernels' sum) on a GPU with TF32 units whose kernels' names show
+    tensor-core work: PyTorch's defaults let cuDNN (and cuBLAS before 1.12) run FP32 convolutions (products) as TF32,
+    which rooflow's own timing turns off. Names those kernels and prices the step as it ran, with TF32 where the
+    names show it, for the kernel-time check (rooflow.report.findings) to compare."""
+    from rooflow.estimate.timemodel import as_tf32, predict_step
+    from rooflow.profilers.kernels import classify_kernel, short_kernel_name, uses_tensor_cores
+
+    if (row.get("timer") != KERNEL_TIMER or row["precision"] != "fp32" or ops is None or calibration is None
+            or not device.is_cuda or not (device.peak_flops_per_second or {}).get("tf32")):
+        return
+    tensor = {kind: sorted(name for name in kernel_names if uses_tensor_cores(name) and classify_kernel(name) == kind)
+              for kind in ("convolution", "gemm")}
+    if not any(tensor.values()):
+        return
+    row["tensor_core_kernels"] = ", ".join(
+        f"{len(names)} {kind} kernel{'s' if len(names) > 1 else ''} such as {short_kernel_name(names[0])}"
+        for kind, names in tensor.items() if names)
+    as_run = as_tf32(ops, convolutions=bool(tensor["convolution"]), products=bool(tensor["gemm"]))
+    row["predicted_tf32_device_seconds"] = predict_step(as_run, estimate, device, calibration).device_seconds
 
 
 def _top_time(row: dict[str, Any], timing: dict[str, Any] | None) -> None:
@@ -239,9 +267,13 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
         row["kernel_seconds"] = nsys.get("kernel_seconds")
         row["memcpy_seconds"] = nsys.get("memcpy_seconds")
         row["memset_seconds"] = nsys.get("memset_seconds")
+        if nsys.get("by_class"):
+            row["measured_kernel_seconds_by_class"] = json.dumps({k: round(v, 9) for k, v in sorted(
+                nsys["by_class"].items(), key=lambda kv: -kv[1])})
         if row.get("measured_seconds") is None and nsys.get("kernel_seconds"):
             # Imported profiles without an event timing: the kernel time of the one profiled iteration.
             row["measured_seconds"] = nsys["kernel_seconds"]
+            row["timer"] = KERNEL_TIMER
             row["status"] = "ok"
 
     if row.get("measured_flops"):
@@ -298,6 +330,7 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["percent_of_measured_roofline"] = percent
 
     _predictions(row, estimate, ops, device, calibration)
+    _as_profiled(row, estimate, ops, device, calibration, (ncu or {}).get("kernel_names") or ())
     _top_time(row, timing)
     # the checks as records (rooflow.report.findings); the column is their rendering, for people
     row["checks"] = render(run_checks(row))

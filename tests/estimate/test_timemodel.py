@@ -1023,3 +1023,28 @@ def test_the_optimizer_and_the_loss_are_booked_as_the_profiled_iteration_books_t
             apart = step.by_class_seconds["optimizer"] + step.by_class_seconds.get("grad scaler", 0.0)
             assert by_type["SGD update"] == pytest.approx(apart)
             assert ("grad scaler" in step.by_class_seconds) == (precision == "fp16")
+
+
+def test_as_tf32_moves_only_the_fp32_products_the_profile_showed_on_tensor_cores():
+    """An imported FP32 profile whose convolution kernels ran TF32 (cuDNN's default) but whose GEMMs did not
+    (cuBLAS's, from PyTorch 1.12): its convolutions priced at TF32, its linear layers and other ops as they were;
+    both at TF32 price the step as `--precision tf32` does."""
+    from rooflow.estimate.timemodel import as_tf32, predict_step
+
+    result = estimate("vgg11", 16, "fp32", "training")
+    ops = result.ops
+    convolutions = as_tf32(ops, convolutions=True, products=False)
+    moved = convolutions["compute_precision"].ne(ops["compute_precision"])
+    assert moved.any() and set(convolutions.loc[moved, "op"]) == {"convolution", "convolution_backward"}
+    assert set(convolutions.loc[moved, "compute_precision"]) == {"tf32"}
+    products = as_tf32(ops, convolutions=False, products=True)
+    assert set(products.loc[products["compute_precision"].ne(ops["compute_precision"]), "type"]) == {"Linear"}
+    device = load_devices(CATALOGUE)["a100-sxm4-40gb"]
+    calibration = for_device(device)
+    fp32 = predict_step(ops, dict(result.totals), device, calibration).device_seconds
+    tf32 = estimate("vgg11", 16, "tf32", "training")
+    both = predict_step(as_tf32(ops), dict(result.totals), device, calibration).device_seconds
+    assert both == pytest.approx(predict_step(tf32.ops, dict(tf32.totals), device, calibration).device_seconds,
+                                 rel=1e-9)
+    only = predict_step(convolutions, dict(result.totals), device, calibration).device_seconds
+    assert both < only < fp32

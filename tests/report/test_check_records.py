@@ -88,6 +88,36 @@ def test_a_row_without_a_timer_is_not_held_to_the_prediction():
     assert check.expected == "150–400 ms" and check.cause.startswith("outside the model's −25% / +100% band")
 
 
+def test_an_imported_profiles_kernel_time_is_held_to_the_predicted_kernel_time():
+    """An imported nsys profile's time is its kernels' sum (findings.KERNEL_TIMER): held to the predicted kernel
+    time in the step's band, scaled; the side of the kernels that carries a miss, or where its kernels ran TF32
+    on tensor cores, the prediction priced as it ran (its other sides then beside the point)."""
+    from rooflow.report.findings import KERNEL_TIMER
+
+    row = {c: math.nan for c in COLUMNS}
+    row.update(device="a100", model="vgg11", batch=16, precision="fp32", mode="training", timer=KERNEL_TIMER,
+               measured_seconds=0.02, predicted_seconds=0.044, predicted_seconds_low=0.0264,
+               predicted_seconds_high=0.0616, predicted_device_seconds=0.04, predicted_bound="gpu",
+               predicted_seconds_by_class='{"matmul": 0.032, "optimizer": 0.004, "pooling": 0.003, "kernel gaps": 0.001}',
+               measured_kernel_seconds_by_class='{"convolution": 0.009, "other": 0.006, "gemm": 0.002, "memory": 0.003}')
+    [check] = run_checks(row)
+    assert check.check == "predicted vs measured kernel time" and check.value == "measured/predicted 0.50"
+    assert check.expected == "24–56 ms"  # the step's ±40% around the 40 ms of kernels
+    assert check.cause.startswith("kernel time of the imported profile outside the model's ±40% band")
+    assert check.cause.endswith("by kernel class, measured vs predicted: convolution/matmul kernels 11 vs 32 ms, "
+                                "other kernels 9 vs 7 ms")
+    tf32 = {**row, "predicted_tf32_device_seconds": 0.022,
+            "tensor_core_kernels": "11 convolution kernels such as xmma_new_implicit_gemm_fprop_Ampere_hmma_tf32"}
+    [check] = run_checks(tf32)
+    assert "ran TF32 on tensor cores (11 convolution kernels such as xmma" in check.cause
+    assert "the kernels take 22 ms (measured/predicted 0.91, inside the band)" in check.cause
+    assert "by kernel class" not in check.cause
+    [check] = run_checks({**tf32, "predicted_tf32_device_seconds": 0.036})  # TF32 does not account for all of it
+    assert "(measured/predicted 0.56, still outside the band)" in check.cause and "by kernel class" in check.cause
+    assert run_checks({**row, "measured_seconds": 0.03}) == []  # inside 24-56 ms
+    assert run_checks({**row, "timer": "imported"}) == []  # a step time a config entry gave: how is not known
+
+
 def test_a_theoretical_cpu_roof_below_the_measured_one_is_flagged():
     """The issue's Zen 4 VM: 214 GFLOP/s measured against 2 cores × 2.6 GHz nominal × 32 FLOP/cycle."""
     from rooflow.hardware.cpu import theoretical_cpu_peak

@@ -180,3 +180,12 @@ def test_predicted_vs_measured_with_the_diagonal(tmp_path):
     assert "measured = predicted" in svg and "log scale" in svg  # 0.17 .. 24 ms: over two decades
     empty = predicted_figure(summary([row("gpu", "vgg11", 1)]), "gpu", tmp_path / "e.svg")
     assert empty.empty and "no run on gpu has both" in (tmp_path / "e.svg").read_text()
+    # an imported nsys profile's time is its kernels' sum: plotted against the predicted kernel time
+    from rooflow.report.findings import KERNEL_TIMER
+
+    kernels = row("gpu", "vgg11", 16, timer=KERNEL_TIMER, predicted_seconds=0.05, predicted_device_seconds=0.04,
+                  predicted_seconds_low=0.03, predicted_seconds_high=0.07)
+    data = predicted_figure(summary([kernels, row("gpu", "vgg11", 1, predicted_seconds=0.01)]), "gpu",
+                            tmp_path / "k.svg")
+    assert sorted(data["predicted_ms"]) == pytest.approx([10.0, 40.0])
+    assert "imported profiles: kernel time" in (tmp_path / "k.svg").read_text()
