@@ -252,10 +252,28 @@ def _miss_carriers(run: Any, limit: int = 2) -> str | None:
     if not carriers:
         return ("no layer type's measured time exceeds its prediction in the miss's direction: the miss is outside "
                 "the layers' kernels (the host, launch gaps), or unexplained")
-    return ("by layer type, measured vs predicted " + ("kernel" if run.get("device") != "cpu" else "op")
-            + " time in the profiled iteration: " + ", ".join(
-                f"{name} {measured.get(name, 0.0) * 1e3:.3g} vs {predicted.get(name, 0.0) * 1e3:.3g} ms "
-                f"({difference * 1e3:+.3g} ms)" for name, difference in carriers))
+    by_type = ("by layer type, measured vs predicted " + ("kernel" if run.get("device") != "cpu" else "op")
+               + " time in the profiled iteration: " + ", ".join(
+                   f"{name} {measured.get(name, 0.0) * 1e3:.3g} vs {predicted.get(name, 0.0) * 1e3:.3g} ms "
+                   f"({difference * 1e3:+.3g} ms)" for name, difference in carriers))
+    layers = _layer_carriers(run, slower, limit)
+    return f"{by_type}; {layers}" if layers else by_type
+
+
+def _layer_carriers(run: Any, slower: bool, limit: int) -> str | None:
+    """The layers whose measured time in the profiled iteration departs most from their prediction in the miss's
+    direction (the summary's ``layer_departures``); None where not recorded or none does."""
+    try:
+        departures = json.loads(run.get("layer_departures") or "[]")
+    except (TypeError, json.JSONDecodeError):
+        return None
+    picked = sorted(((layer, kind, measured, predicted) for layer, kind, measured, predicted in departures
+                     if (measured > predicted) == slower and measured != predicted),
+                    key=lambda d: -abs(d[2] - d[3]))[:limit]
+    if not picked:
+        return None
+    return "by layer: " + ", ".join(f"{layer} ({kind}) {measured * 1e3:.3g} vs {predicted * 1e3:.3g} ms"
+                                    for layer, kind, measured, predicted in picked)
 
 
 def _phase_carriers(run: Any) -> str | None:

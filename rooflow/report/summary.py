@@ -60,7 +60,8 @@ COLUMNS = [
     "attainable_flops_per_second_measured_roof", "percent_of_measured_roofline",
     "predicted_seconds", "predicted_seconds_low", "predicted_seconds_high", "predicted_bound",
     "predicted_host_seconds", "predicted_device_seconds", "predicted_seconds_by_class",
-    "predicted_seconds_by_layer_type", "measured_seconds_by_layer_type", "predicted_forward_seconds",
+    "predicted_seconds_by_layer_type", "measured_seconds_by_layer_type", "layer_departures",
+    "predicted_forward_seconds",
     "predicted_backward_seconds", "predicted_seconds_by_phase_part", "calibration_source",
     # an FP32 profile whose kernels ran TF32 tensor cores (its PyTorch's defaults): their names, and the device
     # time the model predicts for the step run so (rooflow.estimate.timemodel.as_tf32)
@@ -122,14 +123,15 @@ def phase_columns(prediction, mode: str) -> dict[str, Any]:
 
 
 def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFrame | None, device: Device,
-                 calibration) -> None:
+                 calibration):
     """Predicted time (rooflow.estimate.timemodel) and memory (rooflow.estimate.predict), and their ratios to
-    the measurement (rooflow.report.findings holds the checks that compare them)."""
+    the measurement (rooflow.report.findings holds the checks that compare them); the time prediction, or None."""
     from rooflow.estimate.predict import below_roofline_flag, predict_memory
     from rooflow.estimate.timemodel import predict_step
 
     row["roofline_seconds"] = _roofline_seconds(ops, device, row["precision"])
     seconds = row.get("measured_seconds")
+    prediction = None
     if ops is not None and calibration is not None:
         prediction = predict_step(ops, estimate, device, calibration)
         values = prediction.as_dict()
@@ -152,6 +154,37 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
     predicted = memory.get("predicted_memory_bytes")
     if measured and predicted and device.is_cuda:
         row["measured_over_predicted_memory"] = measured / predicted
+    return prediction
+
+
+# the layers listed in each direction: where a time prediction misses, the checks name those carrying it
+DEPARTING_LAYERS = 3
+
+
+def _layer_departures(row: dict[str, Any], timing: dict[str, Any] | None, ops: pd.DataFrame | None,
+                      prediction) -> None:
+    """The layers whose measured time (the timing job's profiled iteration, forward and backward) departs most from their
+    predicted time, each way: [layer, type, measured seconds, predicted seconds] (JSON), for the time check to
+    name the layers that carry a miss — a layer type's excess is often one layer's (MobileNetV2's 16-to-96-channel
+    1×1 convolution at 112×112 on a Zen 4 CPU: 5 ms in oneDNN's NCHW path where 32-to-96 takes 0.7)."""
+    from rooflow.measure.optime import from_record
+
+    measured = from_record(timing) if timing else None
+    if measured is None or measured.empty or prediction is None or ops is None or not prediction.row_seconds:
+        return
+    # the optimizer's update of a layer's parameters is the optimizer's time in the profiled iteration, not its layer's
+    layers = ops["layer"].fillna("").astype(str).where(ops["phase"].ne("optimizer"), "")
+    predicted = pd.Series(prediction.row_seconds).groupby(layers.reindex(list(prediction.row_seconds))).sum()
+    named = measured[measured["layer"].astype(str).ne("") & measured["phase"].ne("optimizer")]
+    types = named.groupby("layer")["layer_type"].first()
+    seconds = named.groupby("layer")["seconds"].sum()
+    common = [layer for layer in seconds.index if layer in predicted.index]
+    if not common:
+        return
+    difference = (seconds[common] - predicted[common]).sort_values()
+    picked = list(dict.fromkeys([*difference.index[::-1][:DEPARTING_LAYERS], *difference.index[:DEPARTING_LAYERS]]))
+    row["layer_departures"] = json.dumps([[layer, str(types[layer]), round(float(seconds[layer]), 9),
+                                           round(float(predicted[layer]), 9)] for layer in picked])
 
 
 def _as_profiled(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFrame | None, device: Device,
@@ -329,7 +362,8 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["attainable_flops_per_second_measured_roof"] = attainable
             row["percent_of_measured_roofline"] = percent
 
-    _predictions(row, estimate, ops, device, calibration)
+    prediction = _predictions(row, estimate, ops, device, calibration)
+    _layer_departures(row, timing, ops, prediction)
     _as_profiled(row, estimate, ops, device, calibration, (ncu or {}).get("kernel_names") or ())
     _top_time(row, timing)
     # the checks as records (rooflow.report.findings); the column is their rendering, for people

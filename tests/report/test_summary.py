@@ -200,11 +200,38 @@ def test_a_missed_training_prediction_names_the_phase_that_carries_it():
     assert _phase_carriers({**row, "predicted_forward_seconds": None}) is None
 
 
+def test_a_missed_prediction_names_the_layers_that_carry_it():
+    """The recorded CPU run (alexnet b1 fp32 training): per layer, forward and backward, its profiled iteration
+    against the time model — the classifier's first Linear (its 151 MB weight's gradient, a product of one row's
+    depth) departs most the slow way, 93.9 against 69.4 ms, then classifier.4 and classifier.6; the stem
+    convolution the fast way (2.2 against 4.1 ms). The optimizer's update of a layer's weights is the SGD update's
+    time in the iteration, so neither side counts it for the layer (with it the prediction read 178 ms)."""
+    import json
+
+    from support import recorded_cpu_row
+
+    from rooflow.report.findings import _miss_carriers
+
+    row, result, timing, _ = recorded_cpu_row()
+    departures = {layer: (kind, measured, predicted) for layer, kind, measured, predicted in
+                  json.loads(row["layer_departures"])}
+    kind, measured, predicted = departures["classifier.1"]
+    recorded = sum(op["seconds"] for op in timing["op_times"] if op["layer"] == "classifier.1")
+    assert kind == "Linear" and measured == pytest.approx(recorded) and predicted == pytest.approx(0.0694, abs=0.002)
+    assert departures["features.0"][1] < departures["features.0"][2]
+    said = _miss_carriers(row)
+    assert said.endswith("; by layer: classifier.1 (Linear) 93.9 vs 69.4 ms, classifier.4 (Linear) 39.5 vs 30.8 ms")
+    fast = _miss_carriers({**row, "measured_over_predicted": 0.7})
+    assert "; by layer: features.0 (Conv2d) 2.24 vs 4.07 ms" in fast
+    plain = _miss_carriers({**row, "layer_departures": None})
+    assert plain.startswith("by layer type") and "by layer:" not in plain
+
+
 def test_h100_resnet18_bf16_miss_is_read_from_its_profiled_iteration():
     """rooflow's real H100 timing job (resnet18 b32 bf16 inference, torch 2.11): measured 2.89 ms, 1.27× the
     prediction; the check says the model has the step host-bound and names the layer types whose kernels took
     longer than predicted in the profiled iteration, BatchNorm2d first (+0.09 ms), then Conv2d (1.03 ms against
-    0.96: +0.06 ms). That Conv2d gap is mostly the stem's: the other 19 convolutions are within 0.8-1.41× of their
+    0.96: +0.06 ms), and the layers departing most, the stem's conv1 and bn1. That Conv2d gap is mostly the stem's: the other 19 convolutions are within 0.8-1.41× of their
     recorded kernels (14 within ±5%; cuDNN's transposes by direction, at their fitted ratio used once, filters at
     their own rate: timemodel.TRANSPOSE_KERNEL_SECONDS), while the stem took 0.34 ms against 0.29 — its
     kernel, a padded 3-channel CUTLASS fprop (cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64, in the ncu
@@ -230,7 +257,8 @@ def test_h100_resnet18_bf16_miss_is_read_from_its_profiled_iteration():
     assert measured["Conv2d"] == pytest.approx(1.026e-3, rel=1e-3)
     [check] = [c for c in run_checks(row) if c.check == "predicted vs measured time"]
     assert "the step is host-bound in the model" in check.cause
-    assert check.cause.endswith("BatchNorm2d 0.298 vs 0.21 ms (+0.088 ms), Conv2d 1.03 vs 0.963 ms (+0.0624 ms)")
+    assert check.cause.endswith("BatchNorm2d 0.298 vs 0.21 ms (+0.088 ms), Conv2d 1.03 vs 0.963 ms (+0.0624 ms); "
+                                "by layer: conv1 (Conv2d) 0.342 vs 0.289 ms, bn1 (BatchNorm2d) 0.0647 vs 0.0506 ms")
     # per convolution: its recorded kernels (torch.profiler, the profiled iteration) against the model's
     recorded = {}
     op_times = record["op_times"]
