@@ -635,6 +635,10 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
             tiles = ffma_tiles if view_path in ("fp32", "fp32_fast") else None
             efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration, not forward_conv, tiles,
                                              waves=view_path in WAVE_PATHS), 1e-3)
+            if library and min(m, n) == 1:
+                # a matrix-vector product (a linear layer at batch 1, its input gradient): cuBLAS's gemv kernels
+                # stream the matrix, with no output tile for the vector to pad; its bytes price it
+                efficiency = 1.0
             small_rows = (calibration.small_rows_efficiency_of(m, 4.0 * n * k * count)
                           if calibration.kind == "cpu" and not convolution and path == "fp32"
                           and calibration.small_rows_efficiency else None)
