@@ -99,10 +99,12 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
         if not timed:  # the source says why there is no time (a TPU)
             print(f"Predicted time: {source}.", file=out)
             continue
-        print(f"Predicted time: host and GPU work per op, calibration {source}; the range is its uncertainty. "
-              f"roofline_seconds (--format json): every op at its roof (attention as its fused kernel runs it on a GPU), "
-              f"a lower bound but for Winograd/FFT convolutions, which multiply less than the FLOPs counted, and data priced "
-              f"in cache (a line above names such rows).", file=out)
+        parts = source_parts(source)
+        print("Predicted time: host and GPU work per op, the range its uncertainty; calibration:", file=out)
+        print("\n".join(f"  - {part}" for part in parts), file=out)
+        print("roofline_seconds (--format json): every op at its roof (attention as its fused kernel runs it on a GPU), "
+              "a lower bound but for Winograd/FFT convolutions, which multiply less than the FLOPs counted, and data "
+              "priced in cache (a line above names such rows).", file=out)
     if show_layers:
         for totals, layers in results:
             print(f"\n{totals['model']} — per layer (GFLOP, MB)", file=out)
@@ -114,6 +116,19 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
                 view[column] = view[column] / MEGA
             print(view.to_string(index=False, float_format=lambda v: f"{v:,.3f}"), file=out)
     return out.getvalue()
+
+
+def source_parts(source: str) -> list[str]:
+    """A calibration source's clauses, one per printed line: the text split at each "; " outside parentheses (a
+    clause's own parenthesised list keeps its semicolons)."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(source):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and source.startswith("; ", index):
+            parts.append(source[start:index])
+            start = index + 2
+    parts.append(source[start:])
+    return [part.strip() for part in parts if part.strip()]
 
 
 def _what_if(args: argparse.Namespace, specs: list) -> int:

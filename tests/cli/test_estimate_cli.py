@@ -229,3 +229,21 @@ def test_the_local_cpu_without_measured_roofs_says_how_to_measure_them(capsys):
             "ceilings.json") in out
     status, out, _ = run(capsys, "resnet18", "--device", "xeon-e5-2699-v4-2s")
     assert status == 0 and "`rooflow ceilings --device xeon-e5-2699-v4-2s --calibrate --output FILE`" in out
+
+
+def test_the_calibration_source_prints_a_clause_per_line(capsys):
+    """`rooflow estimate --device l4` (no data of its own: a calibration of a dozen clauses) prints its source as
+    a list, one clause per line, a clause's parenthesised list kept whole; JSON keeps the one string."""
+    from rooflow.cli.estimate import source_parts
+
+    assert source_parts("a (x; y); b; c (d (e; f))") == ["a (x; y)", "b", "c (d (e; f))"]
+    status, out, _ = run(capsys, "resnet50", "--batch", "64", "--device", "l4")
+    assert status == 0
+    lines = out.splitlines()
+    start = lines.index("Predicted time: host and GPU work per op, the range its uncertainty; calibration:")
+    listed = [line for line in lines[start + 1:] if line.startswith("  - ")]
+    assert listed[0] == "  - kernel calibration — NVIDIA L4: not measured" and len(listed) >= 8
+    assert any(line.startswith("  - FP32 GEMMs falling from their boost-clock rate to 0.39 of it") for line in listed)
+    status, out, _ = run(capsys, "resnet50", "--batch", "64", "--device", "l4", "--format", "json")
+    [entry] = json.loads(out)
+    assert "; ".join(part.removeprefix("  - ") for part in listed) == entry["calibration_source"]
