@@ -139,6 +139,9 @@ FAMILIES = {"sm_60": "pascal", "sm_61": "pascal", "sm_70": "volta-turing", "sm_7
 # Architecture generations within a family: one chip design and one cuBLAS heuristic. The P100 (GP100) and P4
 # (GP104) ran the same SGEMM kernel for 88% of the data set's 24,202 GEMM shapes both measured; the V100 and the
 # T4 (Turing, a generation of its own on Volta's node) for 27%.
+# The families' process nodes, oldest first (an architecture FAMILIES does not list is taken as the newest): a
+# node's FP32 FLOPs per joule bound those of a board on the same or a newer node from below, not an older one's
+FAMILY_NODES = ("pascal", "volta-turing", "ampere", "ada-hopper", "ampere+")
 GENERATIONS = {"sm_60": "pascal", "sm_61": "pascal", "sm_70": "volta", "sm_72": "volta", "sm_75": "turing",
                "sm_80": "ampere", "sm_86": "ampere", "sm_87": "ampere", "sm_89": "ada", "sm_90": "hopper"}
 # The measured GPUs: the data set's name → (catalogue key or None, architecture). The data set's
@@ -1315,21 +1318,29 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         unmeasured_family = not power and not gpu.full_power
         if unmeasured_family:
             # a power-limited board none of whose family was measured (an architecture FAMILIES does not list):
-            # every measured board's FLOPs per watt, the best of them a lower bound for a board of a newer process
-            # than theirs; without it the board would run its GEMMs at its boost clock whatever its power (the T4
-            # held out with its family: 36% of its GEMMs within ±25%, its long ones 2.6x the prediction). A
-            # full-power board holds its boost clock (FULL_POWER_WATTS) and is left so
-            power = gemm_rates(measured, roofs.values())
-        sustained = _sustained_fraction(classes["gemm"]["efficiency"], gpu, power)
+            # the measured boards' FLOPs per watt on its node or an older one (FAMILY_NODES), the best of them a
+            # lower bound for it; without it the board would run its GEMMs at its boost clock whatever its power
+            # (the T4 held out with its family: 36% of its GEMMs within ±25%, its long ones 2.6x the prediction),
+            # and with a newer node's (the A100's 7 nm for the 12 nm T4: 0.61 of its boost-clock rate, where it
+            # sustains 0.42) its long GEMMs at 1.6x the prediction. None so old: its base clock, which the board
+            # guarantees at its power limit. A full-power board holds its boost clock (FULL_POWER_WATTS)
+            node = _node(gpu)
+            power = gemm_rates([name for name in measured if _node(measured_gpus[name]) <= node],
+                               [roof for roof in roofs.values() if _node(roof.gpu) <= node])
+        sustained = (_sustained_fraction(classes["gemm"]["efficiency"], gpu, power) if power or not unmeasured_family
+                     else gpu.base_clock_fraction or 1.0)
         if sustained < 1.0:  # one board, one power limit; its GEMMs and convolutions meet it unlike (random_order_clock)
             classes["gemm"].update(sustained=sustained, boost_seconds=BOOST_TIME_CONSTANT_SECONDS)
             if "convolution" in classes:
                 classes["convolution"].update(sustained=random_order_clock(sustained), boost_seconds=0.0)
-            whose = ("the best FP32 FLOPs per joule measured on any board (none of its family measured: a lower "
-                     "bound for a newer process)" if unmeasured_family else "its family's FP32 FLOPs per joule")
+            whose = ("the best FP32 FLOPs per joule measured on a board of its process node or an older one (none "
+                     "of its family measured: a lower bound)" if unmeasured_family else "its family's FP32 FLOPs per joule")
             why = (f"its base clock's share of its boost clock: {whose} would give less"
                    if gpu.base_clock_fraction and sustained == gpu.base_clock_fraction
                    else f"its board power at {whose}")
+            if not power:
+                why = ("its base clock's share of its boost clock, which the board guarantees at its power limit: no "
+                       "board of its process node or an older one measured")
             power_note = _power_note("FP32 GEMMs", sustained, why)
             if "convolution" in classes:
                 power_note += (f"; convolutions at {classes['convolution']['sustained']:.2f} of their boost-clock "
@@ -1445,6 +1456,11 @@ def _borrowed_efficiency_note(convolution: dict[str, float]) -> str:
     """A calibration source's words for the FP32 efficiency of convolutions its architecture did not measure."""
     return (f" but its FP32 efficiency ({convolution['efficiency']:.2f}), the other architectures' full-power boards' "
             f"GEMMs', not its own")
+
+
+def _node(gpu: Gpu) -> int:
+    """Its family's process node, by age (:data:`FAMILY_NODES`)."""
+    return FAMILY_NODES.index(gpu.family) if gpu.family in FAMILY_NODES else len(FAMILY_NODES)
 
 
 def _power_note(what: str, sustained: float, why: str) -> str:
