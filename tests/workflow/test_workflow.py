@@ -61,6 +61,14 @@ def test_imported_a100_profile_is_aggregated_and_flagged(run):
     assert "tensor" in row["reconciliation"].lower()
     assert "measured/estimated FLOPs: 0.02 (expected [0.5, 2.0])" in row["checks"]
     assert (run / "results" / "plots" / "roofline" / "a100-sxm4-40gb.svg").is_file()
+    # its time is its kernels' sum, held to the predicted kernel time: half the FP32 prediction, and the check
+    # names the TF32 kernels that ran and the time priced so (0.90)
+    assert row["timer"] == "nsys-kernels" and row["measured_over_predicted"] == pytest.approx(0.50, abs=0.04)
+    checks = pd.read_csv(run / "results" / "checks" / "checks.csv")
+    [cause] = checks.loc[(checks["device"] == "a100-sxm4-40gb")
+                         & (checks["check"] == "predicted vs measured kernel time"), "likely_cause"]
+    assert "ran TF32 on tensor cores (11 convolution kernels such as xmma_new_implicit_gemm" in cause
+    assert "(measured/predicted 0.90, inside the band)" in cause
 
 
 def test_figures_and_logs_exist(run):
