@@ -1335,12 +1335,13 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 classes["convolution"].update(sustained=random_order_clock(sustained), boost_seconds=0.0)
             whose = ("the best FP32 FLOPs per joule measured on a board of its process node or an older one (none "
                      "of its family measured: a lower bound)" if unmeasured_family else "its family's FP32 FLOPs per joule")
-            why = (f"its base clock's share of its boost clock: {whose} would give less"
-                   if gpu.base_clock_fraction and sustained == gpu.base_clock_fraction
-                   else f"its board power at {whose}")
             if not power:
                 why = ("its base clock's share of its boost clock, which the board guarantees at its power limit: no "
                        "board of its process node or an older one measured")
+            elif gpu.base_clock_fraction and sustained == gpu.base_clock_fraction:
+                why = f"its base clock's share of its boost clock: {whose} would give less"
+            else:
+                why = f"its board power at {whose}"
             power_note = _power_note("FP32 GEMMs", sustained, why)
             if "convolution" in classes:
                 power_note += (f"; convolutions at {classes['convolution']['sustained']:.2f} of their boost-clock "

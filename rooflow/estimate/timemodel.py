@@ -633,12 +633,11 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
             run_n, run_k = (tensor_core_padding(n, k, k_taps, n_taps, TENSOR_PATHS[path])
                             if path in TENSOR_PATHS and count == 1 else (n, k))
             tiles = ffma_tiles if view_path in ("fp32", "fp32_fast") else None
-            efficiency = max(gemm_efficiency(m, run_n, run_k, count, sm_count, calibration, not forward_conv, tiles,
-                                             waves=view_path in WAVE_PATHS), 1e-3)
-            if library and min(m, n) == 1:
-                # a matrix-vector product (a linear layer at batch 1, its input gradient): cuBLAS's gemv kernels
-                # stream the matrix, with no output tile for the vector to pad; its bytes price it
-                efficiency = 1.0
+            # a matrix-vector product (a linear layer at batch 1, its input gradient): cuBLAS's gemv kernels
+            # stream the matrix, with no output tile for the vector to pad; its bytes price it
+            efficiency = 1.0 if library and min(m, n) == 1 else max(gemm_efficiency(
+                m, run_n, run_k, count, sm_count, calibration, not forward_conv, tiles,
+                waves=view_path in WAVE_PATHS), 1e-3)
             small_rows = (calibration.small_rows_efficiency_of(m, 4.0 * n * k * count)
                           if calibration.kind == "cpu" and not convolution and path == "fp32"
                           and calibration.small_rows_efficiency else None)

@@ -475,13 +475,13 @@ def predicted_figure(summary: pd.DataFrame, device: str, path: str | Path, flags
     what = "time per step"
     if "timer" in data and "predicted_device_seconds" in data:
         # an imported nsys profile's time is its kernels' sum: against the predicted kernel time, its band scaled
-        from rooflow.report.findings import KERNEL_TIMER
+        from rooflow.report.findings import KERNEL_TIMER, held_prediction
 
         kernels = data["timer"].eq(KERNEL_TIMER) & data["predicted_device_seconds"].notna()
         if kernels.any():
-            scale = (data["predicted_device_seconds"] / data["predicted_seconds"]).where(kernels, 1.0)
-            data = data.assign(**{column: data[column] * scale for column in (
-                "predicted_seconds", "predicted_seconds_low", "predicted_seconds_high") if column in data})
+            columns = ["predicted_seconds", "predicted_seconds_low", "predicted_seconds_high"]
+            held = data.apply(lambda run: pd.Series(held_prediction(run), index=columns), axis=1)
+            data = data.assign(**{column: held[column] for column in columns})
             what = "kernel time per step" if kernels.all() else "time per step (imported profiles: kernel time)"
     data = data.assign(predicted_ms=data["predicted_seconds"] * 1e3, measured_ms=data["measured_seconds"] * 1e3)
     for column in ("predicted_seconds_low", "predicted_seconds_high"):

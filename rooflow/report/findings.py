@@ -316,14 +316,17 @@ def _predicted_time_carrier(run: Any) -> str:
     return "most predicted time is " + " and ".join(f"{name} ({seconds * 1e3:.3g} ms)" for name, seconds in top)
 
 
+def _band_words(low: float, high: float, predicted: float) -> str:
+    """A prediction's band as a check says it: ±x%, or −x% / +y% where the model names a doubt that widens one
+    side (the calibration source says which)."""
+    below, above = 100 * (1 - low / predicted), 100 * (high / predicted - 1)
+    return f"±{above:.0f}%" if round(below) == round(above) else f"−{below:.0f}% / +{above:.0f}%"
+
+
 def _kernel_sides(run: Any) -> str | None:
     """An nsys profile's kernel time against the predicted kernel time, convolution/matmul kernels and the others
     apart; None where either split is not recorded."""
-    try:
-        measured = json.loads(run.get("measured_kernel_seconds_by_class") or "{}")
-        predicted = json.loads(run.get("predicted_seconds_by_class") or "{}")
-    except (TypeError, json.JSONDecodeError):
-        return None
+    measured, predicted = _json(run, "measured_kernel_seconds_by_class"), _json(run, "predicted_seconds_by_class")
     if not measured or not predicted:
         return None
     sides = {"convolution/matmul kernels": (
@@ -337,20 +340,29 @@ def _kernel_sides(run: Any) -> str | None:
         f"{side} {sides[side][0] * 1e3:.3g} vs {sides[side][1] * 1e3:.3g} ms" for side in order)
 
 
+def held_prediction(run: Any) -> tuple[Any, Any, Any]:
+    """The predicted seconds a run's measured time is held to, with the low and high ends of its band: the step's,
+    or for an imported profile's kernel sum (:data:`KERNEL_TIMER`) the predicted kernel time, the step's band
+    scaled to it."""
+    step, low, high = (run.get(k) for k in ("predicted_seconds", "predicted_seconds_low", "predicted_seconds_high"))
+    device = run.get("predicted_device_seconds")
+    if run.get("timer") == KERNEL_TIMER and _finite(device) and _finite(step) and step > 0:
+        return device, *(end * device / step if _finite(end) else end for end in (low, high))
+    return step, low, high
+
+
 def _kernel_time_check(run: Any) -> Check | None:
     """An imported nsys profile's kernel time (:data:`KERNEL_TIMER`) outside the band of the predicted kernel time
     (the step's band, scaled). Its cause, where its kernels show it, is TF32: an FP32 profile whose PyTorch ran
     convolutions (products) on TF32 tensor cores, priced as it ran (``predicted_tf32_device_seconds``,
     rooflow.report.summary._as_profiled); then which side of the kernels carries the miss."""
-    seconds, device = run.get("measured_seconds"), run.get("predicted_device_seconds")
-    step, low, high = (run.get(k) for k in ("predicted_seconds", "predicted_seconds_low", "predicted_seconds_high"))
-    if run.get("timer") != KERNEL_TIMER or not all(_finite(v) and v > 0 for v in (seconds, device, step, low, high)):
+    seconds = run.get("measured_seconds")
+    device, low, high = held_prediction(run)
+    if run.get("timer") != KERNEL_TIMER or not all(_finite(v) and v > 0 for v in (seconds, device, low, high)):
         return None
-    low, high = device * low / step, device * high / step
     if low <= seconds <= high:
         return None
-    below, above = 100 * (1 - low / device), 100 * (high / device - 1)
-    band = f"±{above:.0f}%" if round(below) == round(above) else f"−{below:.0f}% / +{above:.0f}%"
+    band = _band_words(low, high, device)
     causes, explained = [], False
     as_run, names = run.get("predicted_tf32_device_seconds"), _text(run.get("tensor_core_kernels"))
     if _finite(as_run) and as_run > 0 and names:
@@ -479,9 +491,7 @@ def _timing_checks(run: Any) -> list[Check]:
                                                   "predicted_seconds"))
     if run.get("timer") in TIMED_HERE and all(_finite(v) for v in (ratio, seconds, low, high, predicted)) \
             and not low <= seconds <= high:
-        below, above = 100 * (1 - low / predicted), 100 * (high / predicted - 1)
-        # the range is symmetric unless the model names a doubt that widens one side (the source says which)
-        band = f"±{above:.0f}%" if round(below) == round(above) else f"−{below:.0f}% / +{above:.0f}%"
+        band = _band_words(low, high, predicted)
         out.append(for_run(run, "warning", "predicted vs measured time", f"measured/predicted {ratio:.2f}",
                            f"{low * 1e3:.3g}–{high * 1e3:.3g} ms",
                            f"outside the model's {band} band ({run.get('calibration_source')}); "

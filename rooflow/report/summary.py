@@ -161,16 +161,12 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
 DEPARTING_LAYERS = 3
 
 
-def _layer_departures(row: dict[str, Any], timing: dict[str, Any] | None, ops: pd.DataFrame | None,
-                      prediction) -> None:
+def _layer_departures(row: dict[str, Any], measured: pd.DataFrame, ops: pd.DataFrame | None, prediction) -> None:
     """The layers whose measured time (the timing job's profiled iteration, forward and backward) departs most from their
     predicted time, each way: [layer, type, measured seconds, predicted seconds] (JSON), for the time check to
     name the layers that carry a miss — a layer type's excess is often one layer's (MobileNetV2's 16-to-96-channel
     1×1 convolution at 112×112 on a Zen 4 CPU: 5 ms in oneDNN's NCHW path where 32-to-96 takes 0.7)."""
-    from rooflow.measure.optime import from_record
-
-    measured = from_record(timing) if timing else None
-    if measured is None or measured.empty or prediction is None or ops is None or not prediction.row_seconds:
+    if measured.empty or prediction is None or ops is None or not prediction.row_seconds:
         return
     # the optimizer's update of a layer's parameters is the optimizer's time in the profiled iteration, not its layer's
     layers = ops["layer"].fillna("").astype(str).where(ops["phase"].ne("optimizer"), "")
@@ -210,12 +206,12 @@ def _as_profiled(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
     row["predicted_tf32_device_seconds"] = predict_step(as_run, estimate, device, calibration).device_seconds
 
 
-def _top_time(row: dict[str, Any], timing: dict[str, Any] | None) -> None:
+def _top_time(row: dict[str, Any], op_times: pd.DataFrame) -> None:
     """What takes most of the step's time, and its share: the layer type, measured (the timing job's profiled
     iteration) where it was recorded, else the op class the time model predicts."""
-    from rooflow.measure.optime import from_record, seconds_by
+    from rooflow.measure.optime import seconds_by
 
-    source, seconds = "measured", seconds_by(from_record(timing)) if timing else {}
+    source, seconds = "measured", seconds_by(op_times)
     if seconds:
         row["measured_seconds_by_layer_type"] = json.dumps({k: round(v, 9) for k, v in seconds.items()})
     if not seconds:
@@ -362,10 +358,13 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["attainable_flops_per_second_measured_roof"] = attainable
             row["percent_of_measured_roofline"] = percent
 
+    from rooflow.measure.optime import from_record
+
     prediction = _predictions(row, estimate, ops, device, calibration)
-    _layer_departures(row, timing, ops, prediction)
+    op_times = from_record(timing)  # the profiled iteration's time per layer (empty where none was recorded)
+    _layer_departures(row, op_times, ops, prediction)
     _as_profiled(row, estimate, ops, device, calibration, (ncu or {}).get("kernel_names") or ())
-    _top_time(row, timing)
+    _top_time(row, op_times)
     # the checks as records (rooflow.report.findings); the column is their rendering, for people
     row["checks"] = render(run_checks(row))
     return row
