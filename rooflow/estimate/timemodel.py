@@ -248,6 +248,29 @@ DEPTHWISE_CHANNELS_LAST_FORWARD = 0.1068
 DEPTHWISE_CHANNELS_LAST_BACKWARD = 0.0156
 CUDNN_DEPTHWISE_TAPS = (9, 25)
 CUDNN_DEPTHWISE_MIN_CHANNELS = 32
+# A host-bound step's time is its host's, and a host's speed moves between runs of the same work: in rooflow's
+# sweeps an FP32 run and its TF32 twin (the same ops and host calls: TF32 changes only the kernels) measured
+# 0.63-1.96x apart where both were host-bound — a per-run scatter (log) of 0.22 on the H100's host (16 pairs) and
+# 0.16 on the H200's (9): 0.20 together (tests/estimate/test_step_model_gpus.py recomputes it). So a host-bound
+# prediction's range adds that scatter, at HOST_RANGE_Z (a 90% range), to its calibration's, in quadrature.
+HOST_RUN_SCATTER = 0.20
+HOST_RANGE_Z = 1.645
+
+
+def step_spread(spread: float, bound: str) -> float:
+    """The relative half-width of a step prediction's range: its calibration's ``spread``, and for a step the host
+    binds (``bound`` "host") the host's run-to-run scatter with it (:data:`HOST_RUN_SCATTER`)."""
+    return math.hypot(spread, HOST_RANGE_Z * HOST_RUN_SCATTER) if bound == "host" else spread
+
+
+def _host_range_note(bound: str) -> str:
+    """The calibration source's words for a host-bound step's wider range; nothing for another."""
+    if bound != "host":
+        return ""
+    return (f"; host-bound: its range adds the host's run-to-run scatter (±{HOST_RUN_SCATTER:.0%}, 1σ: the same "
+            f"host work measured 0.63-1.96x apart between runs on one machine)")
+
+
 # Max-pooling runs PyTorch's own NCHW kernels in every dtype (max_pool_forward_nchw, max_pool_backward_nchw in
 # aten/src/ATen/native/cuda/DilatedMaxPool2d.cu): one output (forward) or input (backward) element per thread, the
 # window's values and int64 indices loaded one at a time, so their time follows elements, not bytes. Measured on the
@@ -958,11 +981,12 @@ def _single_call(body: pd.DataFrame, single: pd.DataFrame, precision: str, mode:
     seconds, device_seconds = float(single.at[row.name, "seconds"]), float(single.at[row.name, "device_seconds"])
     _, kernels, parts = device_op_seconds(row, precision, mode, device, calibration, sm_count)
     found = kernel_calibration.for_gpu(device)
-    source = f"one call alone, by the kernel model — {found[0].source}" if found else calibration.source
-    spread = max(calibration.relative_uncertainty, found[0].relative_uncertainty if found else 0.0)
+    bound = "gpu" if device_seconds >= 0.8 * seconds else "host"
+    source = (f"one call alone, by the kernel model — {found[0].source}" if found else calibration.source) \
+        + _host_range_note(bound)
+    spread = step_spread(max(calibration.relative_uncertainty, found[0].relative_uncertainty if found else 0.0), bound)
     return StepPrediction(seconds=seconds, low_seconds=seconds * (1 - spread), high_seconds=seconds * (1 + spread),
-                          device_seconds=device_seconds, host_seconds=seconds - device_seconds,
-                          bound="gpu" if device_seconds >= 0.8 * seconds else "host",
+                          device_seconds=device_seconds, host_seconds=seconds - device_seconds, bound=bound,
                           by_class_seconds={next(iter(parts)): device_seconds}, calibration_source=source,
                           kernels=kernels, by_layer_type_seconds={str(row.get("type") or row["op"]): device_seconds})
 
@@ -1153,8 +1177,8 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
         phase_class["optimizer"] = {part: by_class[part] for part in ("grad scaler", "optimizer") if part in by_class}
     seconds = max(device_clock, host_clock)
     bound = "cpu" if cpu else ("host" if device_busy < 0.8 * seconds else "gpu")
-    spread = calibration.relative_uncertainty
-    source = calibration.source + precision_note
+    spread = step_spread(calibration.relative_uncertainty, bound)
+    source = calibration.source + precision_note + _host_range_note(bound)
     if own_priced:
         source += (f"; its {own_priced} FP32 forward convolution call(s) by the kernel model of its architecture's "
                    f"single ops (bias adds the time model's) — {kernel_calibration.for_gpu(device)[0].source}")

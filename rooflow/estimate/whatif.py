@@ -28,7 +28,7 @@ from rooflow.conventions import VARIANTS, bytes_model
 from rooflow.errors import RooflowError
 from rooflow.estimate.calibration import for_device
 from rooflow.estimate.predict import predict_memory, predict_seconds
-from rooflow.estimate.timemodel import predict_step
+from rooflow.estimate.timemodel import predict_step, step_spread
 from rooflow.hardware.devices import unknown_device_error
 
 CHANGES = ("precision", "batch", "variant", "device")
@@ -163,7 +163,7 @@ def what_if(estimator: Estimator, batch: int, precision: str, mode: str, device_
             same = (key, b, p, variant) == (anchor["device"], batch, precision, "eager")
             factor = 1.0 if same else anchor["scale"]
             seconds = anchor["measured_seconds"] if same else row["predicted_seconds"] * factor
-            spread = 0.0 if same else calibration(key).relative_uncertainty
+            spread = 0.0 if same else step_spread(calibration(key).relative_uncertainty, row.get("predicted_bound"))
             row.update(predicted_seconds=seconds, predicted_seconds_low=seconds * (1 - spread),
                        predicted_seconds_high=seconds * (1 + spread),
                        basis="measured" if same else

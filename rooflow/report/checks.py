@@ -32,6 +32,9 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 - **predicted vs measured time / memory**: the measurement outside the time model's band, or the memory
   prediction off by more than 15% (a warning naming what carries most of the predicted time: an op class,
   cuDNN's layout transposes, or the host).
+- **host-bound step off its prediction**: a result, not a warning: a step the model has host-bound outside ±25%
+  of its prediction but inside its range, which adds the host's run-to-run scatter
+  (``rooflow.estimate.timemodel.step_spread``); its cause names what carries the difference, as the warning's.
 - **predicted vs measured kernel time**: an imported nsys profile's kernel sum outside the predicted kernel
   time's band (a warning naming the side of the kernels that carries the miss, or the TF32 tensor-core kernels
   an FP32 profile ran, with the time priced as it ran).

@@ -229,7 +229,8 @@ def test_a_missed_prediction_names_the_layers_that_carry_it():
 
 def test_h100_resnet18_bf16_miss_is_read_from_its_profiled_iteration():
     """rooflow's real H100 timing job (resnet18 b32 bf16 inference, torch 2.11): measured 2.89 ms, 1.27× the
-    prediction; the check says the model has the step host-bound and names the layer types whose kernels took
+    prediction, inside the range of a host-bound step (±41%) but outside ±25%: a noted result, which says the model
+    has the step host-bound and names the layer types whose kernels took
     longer than predicted in the profiled iteration, BatchNorm2d first (+0.09 ms), then Conv2d (1.03 ms against
     0.96: +0.06 ms), and the layers departing most, the stem's conv1 and bn1. That Conv2d gap is mostly the stem's: the other 19 convolutions are within 0.8-1.41× of their
     recorded kernels (14 within ±5%; cuDNN's transposes by direction, at their fitted ratio used once, filters at
@@ -255,7 +256,10 @@ def test_h100_resnet18_bf16_miss_is_read_from_its_profiled_iteration():
     assert row["measured_over_predicted"] == pytest.approx(1.27, abs=0.05)
     measured = json.loads(row["measured_seconds_by_layer_type"])
     assert measured["Conv2d"] == pytest.approx(1.026e-3, rel=1e-3)
-    [check] = [c for c in run_checks(row) if c.check == "predicted vs measured time"]
+    # inside the host-bound range (±41%: timemodel.step_spread), so a noted result, not a warning
+    assert not [c for c in run_checks(row) if c.check == "predicted vs measured time"]
+    [check] = [c for c in run_checks(row) if c.check == "host-bound step off its prediction"]
+    assert check.severity == "result" and "inside the model's ±41% band for a host-bound step" in check.cause
     assert "the step is host-bound in the model" in check.cause
     assert check.cause.endswith("BatchNorm2d 0.298 vs 0.21 ms (+0.088 ms), Conv2d 1.03 vs 0.963 ms (+0.0624 ms); "
                                 "by layer: conv1 (Conv2d) 0.342 vs 0.289 ms, bn1 (BatchNorm2d) 0.0647 vs 0.0506 ms")
