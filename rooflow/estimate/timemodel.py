@@ -1178,7 +1178,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     seconds = max(device_clock, host_clock)
     bound = "cpu" if cpu else ("host" if device_busy < 0.8 * seconds else "gpu")
     spread = step_spread(calibration.relative_uncertainty, bound)
-    source = calibration.source + precision_note + _host_range_note(bound)
+    source = calibration.source + precision_note
     if own_priced:
         source += (f"; its {own_priced} FP32 forward convolution call(s) by the kernel model of its architecture's "
                    f"single ops (bias adds the time model's) — {kernel_calibration.for_gpu(device)[0].source}")
@@ -1187,6 +1187,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                    f"Winograd/FFT path, which rooflow's H100 recordings show for batch ≥ {FAST_PATH_SEEN_BATCH} and "
                    f"≥ {FAST_PATH_SEEN_CHANNELS} input channels only (elsewhere implicit GEMM, at half the rate): the "
                    f"range's high end adds {doubt_seconds * 1e3:.3g} ms for them")
+    source += _host_range_note(bound)
     low_seconds, high_seconds = seconds * (1 - spread), seconds * (1 + spread) + doubt_seconds
     if persistent:  # the persistent calls' kernels at what that algorithm measured against the standard one
         rnn_seconds = sum(row_seconds.get(label, 0.0) for label in persistent)
