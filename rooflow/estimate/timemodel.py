@@ -251,7 +251,7 @@ CUDNN_DEPTHWISE_MIN_CHANNELS = 32
 # A host-bound step's time is its host's, and a host's speed moves between runs of the same work: in rooflow's
 # sweeps an FP32 run and its TF32 twin (the same ops and host calls: TF32 changes only the kernels) measured
 # 0.63-1.96x apart where both were host-bound — a per-run scatter (log) of 0.22 on the H100's host (16 pairs) and
-# 0.16 on the H200's (9): 0.20 together (tests/estimate/test_step_model_gpus.py recomputes it). So a host-bound
+# 0.16 on the H200's (9): 0.20 together (tests/estimate/test_sweep_7_models.py recomputes it). So a host-bound
 # prediction's range adds that scatter, at HOST_RANGE_Z (a 90% range), to its calibration's, in quadrature.
 HOST_RUN_SCATTER = 0.20
 HOST_RANGE_Z = 1.645

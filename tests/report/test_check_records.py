@@ -88,6 +88,30 @@ def test_a_row_without_a_timer_is_not_held_to_the_prediction():
     assert check.expected == "150–400 ms" and check.cause.startswith("outside the model's −25% / +100% band")
 
 
+def test_a_host_bound_step_inside_its_range_but_off_its_point_is_a_noted_result():
+    """A host-bound step's range adds its host's run-to-run scatter (±41% on a ±25% calibration): measured 1.3x
+    its prediction, inside that range, it is a result naming the host-bound model, not a warning; a GPU-bound step
+    inside its band is nothing, and one outside it the warning, host-bound or not."""
+    row = {c: math.nan for c in COLUMNS}
+    row.update(device="h100-sxm5-80gb", model="resnet18", batch=32, precision="bf16", mode="inference",
+               timer="cuda-events", predicted_seconds=0.002, predicted_seconds_low=0.002 * 0.59,
+               predicted_seconds_high=0.002 * 1.41, predicted_bound="host", predicted_host_seconds=0.002,
+               predicted_device_seconds=0.0012)
+
+    def checks(ratio: float, **changes) -> list:
+        return run_checks({**row, "measured_seconds": 0.002 * ratio, "measured_over_predicted": ratio, **changes})
+
+    [check] = checks(1.3)
+    assert (check.severity, check.check, check.expected) == ("result", "host-bound step off its prediction",
+                                                             "within ±25%")
+    assert check.cause.startswith("inside the model's ±41% band for a host-bound step") and \
+        "the step is host-bound in the model (2 ms of host work for 1.2 ms of kernels)" in check.cause
+    assert checks(1.2) == [] and checks(0.8) == []
+    [check] = checks(1.5)
+    assert (check.severity, check.check) == ("warning", "predicted vs measured time")
+    assert checks(1.3, predicted_bound="gpu") == []  # its band is its band: inside, nothing to say
+
+
 def test_an_imported_profiles_kernel_time_is_held_to_the_predicted_kernel_time():
     """An imported nsys profile's time is its kernels' sum (findings.KERNEL_TIMER): held to the predicted kernel
     time in the step's band, scaled; the side of the kernels that carries a miss, or where its kernels ran TF32
