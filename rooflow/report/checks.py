@@ -34,7 +34,9 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   cuDNN's layout transposes, or the host).
 - **host-bound step off its prediction**: a result, not a warning: a step the model has host-bound outside ±25%
   of its prediction but inside its range, which adds the host's run-to-run scatter
-  (``rooflow.estimate.timemodel.step_spread``); its cause names what carries the difference, as the warning's.
+  (``rooflow.estimate.timemodel.step_spread``); its cause names what carries the difference, as the warning's,
+  and either names the step's FP32/TF32 twin where it was timed host-bound too (the same host work timed again:
+  ``rooflow.report.summary._host_twins``).
 - **predicted vs measured kernel time**: an imported nsys profile's kernel sum outside the predicted kernel
   time's band (a warning naming the side of the kernels that carries the miss, or the TF32 tensor-core kernels
   an FP32 profile ran, with the time priced as it ran).

@@ -279,6 +279,16 @@ def _layer_carriers(run: Any, slower: bool, limit: int) -> str | None:
                                     for layer, kind, measured, predicted in picked)
 
 
+def _host_twin(run: Any) -> str:
+    """A host-bound step's twin as evidence (rooflow.report.summary._host_twins): its FP32/TF32 twin dispatches the
+    same ops, so their measured ratio is its host's spread between runs; nothing where none was timed."""
+    twin, seconds = run.get("host_twin_seconds"), run.get("measured_seconds")
+    if not _finite(twin) or not _finite(seconds) or seconds <= 0:
+        return ""
+    return (f"; its {run.get('host_twin_precision')} twin, the same host work (TF32 changes only the kernels) and "
+            f"host-bound too, measured {twin * 1e3:.3g} ms: {twin / seconds:.2f}x this step on the same machine")
+
+
 def _phase_carriers(run: Any) -> str | None:
     """A training step's phases as the timing job's clock split it (forward with the loss, backward, optimizer)
     against the time model's split of its prediction, the phase that departs most first. None where either
@@ -305,7 +315,7 @@ def _predicted_time_carrier(run: Any) -> str:
     host, device = run.get("predicted_host_seconds"), run.get("predicted_device_seconds")
     if run.get("predicted_bound") == "host" and _finite(host) and _finite(device):
         bound = (f"the step is host-bound in the model ({host * 1e3:.3g} ms of host work for {device * 1e3:.3g} ms "
-                 f"of kernels)")
+                 f"of kernels)") + _host_twin(run)
         return f"{bound}; {carriers}" if carriers else bound
     if carriers:
         return carriers

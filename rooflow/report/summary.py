@@ -24,7 +24,7 @@ from rooflow.hardware.devices import Device, load_devices
 from rooflow.hardware.environment import throttle_reading
 from rooflow.hardware.roofs import attainable_flops_per_second, ridge_intensity
 from rooflow.io import read_json
-from rooflow.report.findings import KERNEL_TIMER, render, run_checks
+from rooflow.report.findings import KERNEL_TIMER, TIMED_HERE, render, run_checks
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,9 @@ COLUMNS = [
     "tensor_core_kernels", "predicted_tf32_device_seconds", "measured_kernel_seconds_by_class",
     "top_time", "top_time_source",
     "measured_over_predicted", "roofline_seconds", "below_roofline",
+    # a host-bound step's FP32/TF32 twin on the same device, also host-bound: the same host work timed again
+    # (TF32 changes only the kernels), the measured spread of its host between runs (_host_twins)
+    "host_twin_precision", "host_twin_seconds",
     "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
     "measured_memory_bytes", "warmup_memory_bytes", "measured_reserved_bytes", "measured_over_predicted_memory",
     "flops_ratio", "bytes_ratio", "reconciliation", "bytes_reconciliation",
@@ -418,8 +421,30 @@ def build_summary(devices: dict[str, Device], estimates: list[dict], timings: li
         rows.append(build_row(device, by_run[run], timing_by_key.get(key), ncu_by_key.get(key),
                               nsys_by_key.get(key), (ops or {}).get(run), reconciliation_by_key.get(key),
                               calibration))
+    _host_twins(rows)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     return frame
+
+
+HOST_TWINS = {"fp32": "tf32", "tf32": "fp32"}  # precisions whose steps dispatch the same ops: only kernels differ
+
+
+def _host_twins(rows: list[dict[str, Any]]) -> None:
+    """Give each host-bound step timed here its FP32/TF32 twin where that was timed and host-bound too (the same
+    model, batch, mode and variant on the same device): the same host work measured again, so their ratio is the
+    host's own spread between runs, which a host-bound step's miss can be read against (findings). Re-renders the
+    checks of the rows it gives one. In place."""
+    def host_bound(row: dict[str, Any]) -> bool:
+        return (row.get("predicted_bound") == "host" and row.get("timer") in TIMED_HERE
+                and float(row.get("measured_seconds") or 0.0) > 0)  # NaN and None are not
+
+    timed = {(r["device"], r["model"], r["batch"], r["mode"], r["variant"], r["precision"]): r
+             for r in rows if host_bound(r)}
+    for (*run, precision), row in timed.items():
+        twin = timed.get((*run, HOST_TWINS.get(precision)))
+        if twin is not None:
+            row["host_twin_precision"], row["host_twin_seconds"] = twin["precision"], twin["measured_seconds"]
+            row["checks"] = render(run_checks(row))
 
 
 def imported_timings(imports: list[dict]) -> list[dict]:

@@ -1,5 +1,6 @@
 """Summary math on hand-built inputs: every derived column is checked against its closed form."""
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -225,6 +226,42 @@ def test_a_missed_prediction_names_the_layers_that_carry_it():
     assert "; by layer: features.0 (Conv2d) 2.24 vs 4.07 ms" in fast
     plain = _miss_carriers({**row, "layer_departures": None})
     assert plain.startswith("by layer type") and "by layer:" not in plain
+
+
+def test_a_host_bound_miss_names_its_twin_the_same_host_work_timed_again():
+    """rooflow's H100 sweep timed ResNet-50 b1 inference at 3.05 ms in FP32 and 5.99 ms in TF32: the same ops
+    dispatched (TF32 changes only the kernels), both host-bound in the model (5.24 ms). The FP32 step, 0.58 of the
+    prediction, is outside even a host-bound range (±41%); its warning names its TF32 twin, 1.96x it on the same
+    machine — the host's own spread, read from the user's data. The TF32 step (1.14) needs no check, and a twin
+    not timed (or GPU-bound) gives no clause."""
+    from support import cached_estimate
+
+    sweep = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "real" / "h100-rooflow" / \
+        "h100-sweep-7-models.jsonl"
+    if not sweep.is_file():
+        pytest.skip("shared fixtures (../shared) not present")
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    devices = load_devices(default_catalogue_path())
+    runs = [r for r in map(json.loads, sweep.read_text().splitlines())
+            if (r["model"], r["batch"], r["mode"]) == ("resnet50", 1, "inference") and r["precision"] in ("fp32", "tf32")]
+    timings = [{**r, "device": "h100-sxm5-80gb", "timer": "cuda-events"} for r in runs]
+    estimates = {r["precision"]: cached_estimate("resnet50", 1, r["precision"], "inference") for r in runs}
+    summary = build_summary(devices, [e.totals for e in estimates.values()], timings,
+                            ops={("resnet50", 1, p, "inference"): e.ops for p, e in estimates.items()})
+    rows = summary.set_index("precision")
+    assert list(rows["predicted_bound"]) == ["host", "host"]
+    assert rows.loc["fp32", "host_twin_precision"] == "tf32"
+    assert rows.loc["fp32", "host_twin_seconds"] == pytest.approx(5.99e-3, abs=5e-5)
+    [check] = [c for c in run_checks(rows.loc["fp32"].to_dict() | {"precision": "fp32"})
+               if c.check == "predicted vs measured time"]
+    assert "its tf32 twin, the same host work (TF32 changes only the kernels) and host-bound too, measured " \
+           "5.99 ms: 1.96x this step on the same machine" in check.cause
+    assert "tf32 twin" in rows.loc["fp32", "checks"]  # the rendered column re-rendered with it
+    assert run_checks(rows.loc["tf32"].to_dict() | {"precision": "tf32"}) == []
+    alone = build_summary(devices, [estimates["fp32"].totals], timings[:1],
+                          ops={("resnet50", 1, "fp32", "inference"): estimates["fp32"].ops})
+    assert alone["host_twin_seconds"].isna().all() and "twin" not in alone["checks"].iloc[0]
 
 
 def test_h100_resnet18_bf16_miss_is_read_from_its_profiled_iteration():
