@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from bench_memory_prediction import SWEEPS as MEMORY_SWEEPS
@@ -138,7 +139,29 @@ def main() -> int:
             at = [r for r in rows if r["batch"] == batch]
             if any(r["bound"] == "host" for r in at):
                 print(summary_line(f"{gpu} b{batch}", at, bound="host"))
+    # What bounds them: the host's own scatter between runs of the same host work (timemodel.HOST_RUN_SCATTER,
+    # the range a host-bound prediction adds), beside the model's error on the same runs
+    print("\n| sweep | FP32/TF32 pairs host-bound in both | per-run scatter (log, 1σ) | model's log error (rms) on "
+          "its host-bound runs |")
+    print("|---|---:|---:|---:|")
+    for gpu, rows in swept.items():
+        if SWEEPS[gpu][1] and any(r["bound"] == "host" for r in rows):
+            print(host_scatter_line(gpu, rows))
     return 0
+
+
+def host_scatter_line(label: str, rows: list[dict]) -> str:
+    """The sweep's FP32 runs and their TF32 twins (the same ops dispatched: TF32 changes only the kernels) that the
+    model has host-bound in both: how many, the log of their measured ratio as one run's scatter (rms over √2), and
+    the model's rms log error on all the sweep's host-bound runs."""
+    by_run = {(r["model"], r["batch"], r["mode"], r["precision"]): r for r in rows}
+    logs = [math.log(by_run[(*run, "tf32")]["measured_seconds"] / r["measured_seconds"])
+            for (*run, precision), r in by_run.items()
+            if precision == "fp32" and (*run, "tf32") in by_run and r["bound"] == by_run[(*run, "tf32")]["bound"] == "host"]
+    host = [math.log(r["ratio"]) for r in rows if r["bound"] == "host"]
+    scatter = f"{math.sqrt(sum(x * x for x in logs) / len(logs) / 2):.3f}" if logs else "–"
+    return (f"| {label} | {len(logs)} | {scatter} | {math.sqrt(sum(x * x for x in host) / len(host)):.3f} "
+            f"({len(host)} runs) |")
 
 
 if __name__ == "__main__":

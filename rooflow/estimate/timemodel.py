@@ -254,6 +254,7 @@ CUDNN_DEPTHWISE_MIN_CHANNELS = 32
 # 0.16 on the H200's (9): 0.20 together (tests/estimate/test_sweep_7_models.py recomputes it). So a host-bound
 # prediction's range adds that scatter, at HOST_RANGE_Z (a 90% range), to its calibration's, in quadrature.
 HOST_RUN_SCATTER = 0.20
+HOST_PAIRS_APART = (0.63, 1.96)  # the least and the most TF32/FP32 measured ratio of those pairs
 HOST_RANGE_Z = 1.645
 
 
@@ -268,7 +269,7 @@ def _host_range_note(bound: str) -> str:
     if bound != "host":
         return ""
     return (f"; host-bound: its range adds the host's run-to-run scatter (±{HOST_RUN_SCATTER:.0%}, 1σ: the same "
-            f"host work measured 0.63-1.96x apart between runs on one machine)")
+            f"host work measured {HOST_PAIRS_APART[0]:.2f}-{HOST_PAIRS_APART[1]:.2f}x apart between runs on one machine)")
 
 
 # Max-pooling runs PyTorch's own NCHW kernels in every dtype (max_pool_forward_nchw, max_pool_backward_nchw in

@@ -26,7 +26,13 @@ from support import cached_estimate
 
 from rooflow.estimate.calibration import for_device, shipped_calibration
 from rooflow.estimate.predict import held_workspace_threads, predict_memory
-from rooflow.estimate.timemodel import HOST_RANGE_Z, HOST_RUN_SCATTER, predict_step, step_spread
+from rooflow.estimate.timemodel import (
+    HOST_PAIRS_APART,
+    HOST_RANGE_Z,
+    HOST_RUN_SCATTER,
+    predict_step,
+    step_spread,
+)
 from rooflow.hardware.devices import load_device
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,7 +248,7 @@ def test_the_hosts_run_to_run_scatter_is_read_from_the_sweeps_pairs():
     pooled = math.sqrt(statistics.fmean(x * x for values in logs.values() for x in values) / 2)
     assert pooled == pytest.approx(HOST_RUN_SCATTER, abs=0.01)
     ratios = [math.exp(x) for values in logs.values() for x in values]
-    assert min(ratios) == pytest.approx(0.63, abs=0.01) and max(ratios) == pytest.approx(1.96, abs=0.01)
+    assert (min(ratios), max(ratios)) == pytest.approx(HOST_PAIRS_APART, abs=0.005)
 
 
 def test_only_a_host_bound_step_widens_its_range():
