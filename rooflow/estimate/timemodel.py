@@ -264,12 +264,17 @@ def step_spread(spread: float, bound: str) -> float:
     return math.hypot(spread, HOST_RANGE_Z * HOST_RUN_SCATTER) if bound == "host" else spread
 
 
+def host_scatter_words() -> str:
+    """The evidence for a host-bound step's wider range, in words (the calibration source's, the report's check)."""
+    return (f"the same host work measured {HOST_PAIRS_APART[0]:.2f}-{HOST_PAIRS_APART[1]:.2f}x apart between runs "
+            f"on one machine")
+
+
 def _host_range_note(bound: str) -> str:
     """The calibration source's words for a host-bound step's wider range; nothing for another."""
     if bound != "host":
         return ""
-    return (f"; host-bound: its range adds the host's run-to-run scatter (±{HOST_RUN_SCATTER:.0%}, 1σ: the same "
-            f"host work measured {HOST_PAIRS_APART[0]:.2f}-{HOST_PAIRS_APART[1]:.2f}x apart between runs on one machine)")
+    return f"; host-bound: its range adds the host's run-to-run scatter (±{HOST_RUN_SCATTER:.0%}, 1σ: {host_scatter_words()})"
 
 
 # Max-pooling runs PyTorch's own NCHW kernels in every dtype (max_pool_forward_nchw, max_pool_backward_nchw in

@@ -510,12 +510,12 @@ def _timing_checks(run: Any) -> list[Check]:
                                f"outside the model's {band} band ({run.get('calibration_source')}); "
                                f"{_predicted_time_carrier(run)}"))
         elif run.get("predicted_bound") == "host" and abs(ratio - 1) > HOST_BOUND_NOTE_BAND:
-            from rooflow.estimate.timemodel import HOST_PAIRS_APART as APART
+            from rooflow.estimate.timemodel import host_scatter_words
 
             out.append(for_run(run, "result", "host-bound step off its prediction", f"measured/predicted {ratio:.2f}",
                                f"within ±{100 * HOST_BOUND_NOTE_BAND:.0f}%",
                                f"inside the model's {band} band for a host-bound step, whose time moves with its "
-                               f"host between runs of the same work (rooflow's sweeps: {APART[0]:.2f}-{APART[1]:.2f}x), outside "
+                               f"host ({host_scatter_words()} in rooflow's sweeps), outside "
                                f"±{100 * HOST_BOUND_NOTE_BAND:.0f}%; {_predicted_time_carrier(run)}"))
     kernel_check = _kernel_time_check(run)
     if kernel_check:
