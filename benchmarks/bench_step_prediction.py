@@ -10,6 +10,9 @@ predicted seconds by class. The sweeps: the H100's 7 models (../shared/fixtures/
 models and 10 H100 runs of models not in the H100 sweep (tests/data/real/gpu-2026-11-25/); ``published``: steps
 of GPUs rooflow never recorded a step on, from published tables (tests/data/published/). Estimates are shared
 with benchmarks/bench_memory_prediction.py through its pickled cache.
+
+After the GPU-bound table: the host-bound runs, the host's run-to-run scatter beside the model's error on them, and
+the host-bound training runs whose sweep timed the forward and backward phases apart, measured / predicted per phase.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 from pathlib import Path
 
 from bench_memory_prediction import SWEEPS as MEMORY_SWEEPS
@@ -75,6 +79,7 @@ def compare(gpu: str, cache: Path, batches: tuple[int, ...] | None = None) -> li
                      "in_range": prediction.low_seconds <= run["median_seconds"] <= prediction.high_seconds,
                      "forward_seconds": run.get("forward_median_seconds"),
                      "backward_seconds": run.get("backward_median_seconds"),
+                     "predicted_phases": prediction.phase_seconds,
                      "by_class": prediction.by_class_seconds,
                      "group": (key if device_key is None else
                                "H100-sweep models" if run["model"] in H100_SWEEP_MODELS else "new models")})
@@ -147,7 +152,30 @@ def main() -> int:
     for gpu, rows in swept.items():
         if SWEEPS[gpu][1] and any(r["bound"] == "host" for r in rows):
             print(host_scatter_line(gpu, rows))
+    # How the model splits a host-bound training step between its phases, against the phases the sweep timed apart
+    # (the timing job's CUDA events at the forward/backward marks): the host's own costs per phase
+    phased = {gpu: [r for r in rows if r["bound"] == "host" and r["mode"] == "training" and r["forward_seconds"]
+                    and r["backward_seconds"] and r["predicted_phases"].get("backward")] for gpu, rows in swept.items()}
+    if any(phased.values()):
+        print("\n| sweep | host-bound training runs timed by phase | forward measured / predicted (median, rms log) | "
+              "backward measured / predicted (median, rms log) | step (median, rms log) |")
+        print("|---|---:|---:|---:|---:|")
+        for gpu, rows in phased.items():
+            if rows:
+                print(phase_line(gpu, rows))
     return 0
+
+
+def phase_line(label: str, rows: list[dict]) -> str:
+    """The median and rms of log(measured / predicted) of the forward phase, the backward phase and the whole
+    step of host-bound training runs timed by phase."""
+    def stats(logs: list[float]) -> str:
+        return f"{math.exp(statistics.median(logs)):.2f}, {math.sqrt(sum(x * x for x in logs) / len(logs)):.3f}"
+
+    forward = [math.log(r["forward_seconds"] / r["predicted_phases"]["forward"]) for r in rows]
+    backward = [math.log(r["backward_seconds"] / r["predicted_phases"]["backward"]) for r in rows]
+    step = [math.log(r["ratio"]) for r in rows]
+    return f"| {label} | {len(rows)} | {stats(forward)} | {stats(backward)} | {stats(step)} |"
 
 
 def host_scatter_line(label: str, rows: list[dict]) -> str:
