@@ -170,7 +170,7 @@ def phase_line(label: str, rows: list[dict]) -> str:
     """The median and rms of log(measured / predicted) of the forward phase, the backward phase and the whole
     step of host-bound training runs timed by phase."""
     def stats(logs: list[float]) -> str:
-        return f"{math.exp(statistics.median(logs)):.2f}, {math.sqrt(sum(x * x for x in logs) / len(logs)):.3f}"
+        return f"{math.exp(statistics.median(logs)):.2f}, {_rms(logs):.3f}"
 
     forward = [math.log(r["forward_seconds"] / r["predicted_phases"]["forward"]) for r in rows]
     backward = [math.log(r["backward_seconds"] / r["predicted_phases"]["backward"]) for r in rows]
@@ -187,9 +187,13 @@ def host_scatter_line(label: str, rows: list[dict]) -> str:
             for (*run, precision), r in by_run.items()
             if precision == "fp32" and (*run, "tf32") in by_run and r["bound"] == by_run[(*run, "tf32")]["bound"] == "host"]
     host = [math.log(r["ratio"]) for r in rows if r["bound"] == "host"]
-    scatter = f"{math.sqrt(sum(x * x for x in logs) / len(logs) / 2):.3f}" if logs else "–"
-    return (f"| {label} | {len(logs)} | {scatter} | {math.sqrt(sum(x * x for x in host) / len(host)):.3f} "
-            f"({len(host)} runs) |")
+    scatter = f"{_rms(logs) / math.sqrt(2):.3f}" if logs else "–"
+    return f"| {label} | {len(logs)} | {scatter} | {_rms(host):.3f} ({len(host)} runs) |"
+
+
+def _rms(logs: list[float]) -> float:
+    """The root mean square of logs of ratios (their spread about 1, bias included)."""
+    return math.sqrt(sum(x * x for x in logs) / len(logs))
 
 
 if __name__ == "__main__":
