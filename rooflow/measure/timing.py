@@ -24,6 +24,7 @@ from rooflow.arguments import non_negative_int, positive_int
 from rooflow.conventions import MODES, NOISY_SPREAD, PRECISIONS, VARIANTS
 from rooflow.errors import RooflowError
 from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
+from rooflow.measure.faults import minor_faults, page_bytes, seconds_per_fault
 from rooflow.measure.oom import cpu_memory_limit, is_out_of_memory, oom_details
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,8 @@ def timed_rounds(runner: Any, spec: RunSpec, monitor: GpuMonitor | None = None,
     """Time rounds of `spec.timed_iterations` iterations: a round whose spread exceeds NOISY_SPREAD is
     repeated while rounds are left (`spec.max_timing_rounds`) and the rounds so far plus one more fit in
     `spec.noise_budget_seconds` of timed iterations. Returns the per-iteration phase intervals of the
-    quietest round and {timing_rounds, rounds (median, spread, seconds of each), chosen_round, noisy}.
+    quietest round and {timing_rounds, rounds (median, spread, seconds of each), chosen_round, noisy,
+    minor_faults (the quietest round's, per iteration: rooflow.measure.faults), median_minor_faults}.
     `monitor` is sampled after every iteration (outside the timed interval); `clock_class` replaces the
     clock in tests."""
     clock_class = clock_class or _Clock
@@ -97,10 +99,13 @@ def timed_rounds(runner: Any, spec: RunSpec, monitor: GpuMonitor | None = None,
     max_rounds = max(1, spec.max_timing_rounds)
     for number in range(1, max_rounds + 1):
         phases: list[list[float]] = []
+        faults: list[int] = []  # minor page faults of each iteration (rooflow.measure.faults)
         for i in range(spec.timed_iterations):
             clock = clock_class(runner.cuda)
+            before = minor_faults()
             runner.step(clock)
             intervals = clock.intervals_seconds()
+            faults.append(minor_faults() - before)
             phases.append(intervals)
             if monitor is not None:
                 monitor.sample()
@@ -111,7 +116,7 @@ def timed_rounds(runner: Any, spec: RunSpec, monitor: GpuMonitor | None = None,
         rounds.append({"round": number, "iterations": len(seconds), "median_seconds": stats["median_seconds"],
                        "spread": stats["spread"], "seconds_total": sum(seconds)})
         if best is None or stats["spread"] < best[0]:
-            best = (stats["spread"], number, phases)
+            best = (stats["spread"], number, phases, faults)
         if stats["spread"] <= NOISY_SPREAD or number == max_rounds:
             break
         spent = sum(r["seconds_total"] for r in rounds)
@@ -121,9 +126,10 @@ def timed_rounds(runner: Any, spec: RunSpec, monitor: GpuMonitor | None = None,
             break
         log.info("round %d: spread %.1f%% over %.0f%%: timing another round", number, 100 * stats["spread"],
                  100 * NOISY_SPREAD)
-    spread, chosen, phases = best
+    spread, chosen, phases, faults = best
     return phases, {"timing_rounds": len(rounds), "rounds": rounds, "chosen_round": chosen,
-                    "noisy": spread > NOISY_SPREAD}
+                    "noisy": spread > NOISY_SPREAD, "minor_faults": faults,
+                    "median_minor_faults": statistics.median(faults)}
 
 
 class _Clock:
@@ -385,6 +391,14 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
         if monitor is not None:
             record["gpu_during_timing"] = monitor.summary()
             record["throttled"] = record["gpu_during_timing"].get("throttled")
+    if record.get("median_minor_faults"):
+        # pages the step maps afresh every iteration (the allocator's, not the ops'): what one costs here
+        record["page_bytes"] = page_bytes()
+        record["seconds_per_minor_fault"] = seconds_per_fault()
+        log.info("%g minor page faults per timed iteration (%.3g MB mapped afresh), %s each",
+                 record["median_minor_faults"], record["median_minor_faults"] * record["page_bytes"] / 1e6,
+                 "not measurable (the allocator kept the probe's pages)" if record["seconds_per_minor_fault"] is None
+                 else f"{record['seconds_per_minor_fault'] * 1e6:.2f} µs")
     seconds = [sum(p) for p in phases]
     record["seconds"] = seconds
     record.update(summarize_seconds(seconds))

@@ -306,12 +306,33 @@ def _phase_carriers(run: Any) -> str | None:
         f"{phase} {measured[phase] * 1e3:.3g} vs {predicted[phase] * 1e3:.3g} ms" for phase in order)
 
 
+def _page_faults(run: Any) -> str | None:
+    """A step measured slower than its prediction that mapped pages afresh in every timed iteration (the summary's
+    ``minor_faults``, rooflow.measure.faults): how many, their seconds at the cost of one the timing job measured,
+    and their share of the excess — the allocator's time, which the time model does not price, and how to remove it.
+    None where the step was not slower, took none, or the cost of one was not measured."""
+    faults, seconds = run.get("minor_faults"), run.get("minor_fault_seconds")
+    measured, predicted = run.get("measured_seconds"), run.get("predicted_seconds")
+    if not all(_finite(v) for v in (faults, seconds, measured, predicted)) or faults <= 0 or measured <= predicted:
+        return None
+    size = run.get("minor_fault_bytes")
+    mapped = f" ({size / 1e6:.3g} MB of pages mapped afresh)" if _finite(size) else ""
+    excess = measured - predicted
+    return (f"each timed iteration took {faults:,.0f} minor page faults{mapped}, {seconds * 1e3:.3g} ms at the cost "
+            f"of one measured in the timing job: {min(seconds / excess, 1.0):.0%} of the {excess * 1e3:.3g} ms over "
+            f"the prediction, without them {(measured - seconds) / predicted:.2f}x it — glibc's malloc returning "
+            f"freed tensors' memory to the OS and faulting it back, the allocator's time, not the ops' (a caching "
+            f"allocator removes it: LD_PRELOAD jemalloc or tcmalloc, or raise MALLOC_MMAP_THRESHOLD_ and "
+            f"MALLOC_TRIM_THRESHOLD_)")
+
+
 def _predicted_time_carrier(run: Any) -> str:
-    """What carries a time prediction's miss: whether the model has the step host-bound, the phases of a training
-    step against their prediction (:func:`_phase_carriers`), and the layer types whose measured time departs from
-    their prediction (:func:`_miss_carriers`), where measured; else what carries most of the predicted time: the
-    two largest op classes."""
-    carriers = "; ".join(filter(None, [_phase_carriers(run), _miss_carriers(run)])) or None
+    """What carries a time prediction's miss: whether the model has the step host-bound, the page faults of a step
+    measured slower (:func:`_page_faults`), the phases of a training step against their prediction
+    (:func:`_phase_carriers`), and the layer types whose measured time departs from their prediction
+    (:func:`_miss_carriers`), where measured; else what carries most of the predicted time: the two largest op
+    classes."""
+    carriers = "; ".join(filter(None, [_page_faults(run), _phase_carriers(run), _miss_carriers(run)])) or None
     host, device = run.get("predicted_host_seconds"), run.get("predicted_device_seconds")
     if run.get("predicted_bound") == "host" and _finite(host) and _finite(device):
         bound = (f"the step is host-bound in the model ({host * 1e3:.3g} ms of host work for {device * 1e3:.3g} ms "

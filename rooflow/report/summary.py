@@ -51,6 +51,9 @@ COLUMNS = [
     "estimated_bytes", "estimated_arithmetic_intensity", "estimated_peak_memory_bytes", "forward_backward_flops_ratio",
     "measured_seconds", "seconds_spread", "forward_seconds", "backward_seconds", "images_per_second",
     "compile_seconds",
+    # pages each timed step mapped afresh (rooflow.measure.faults): their count, bytes and seconds at the cost of one
+    # measured in the same job
+    "minor_faults", "minor_fault_bytes", "minor_fault_seconds",
     "timing_rounds", "throttle", "memory_requested_bytes", "memory_available_bytes",
     "measured_flops", "measured_dram_bytes", "measured_tensor_flops", "kernel_seconds", "memcpy_seconds",
     "memset_seconds", "flops", "flops_source", "bytes", "bytes_source", "arithmetic_intensity",
@@ -279,6 +282,12 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["warmup_memory_bytes"] = timing.get("warmup_peak_allocated_bytes")
             row["measured_reserved_bytes"] = timing.get("steady_peak_reserved_bytes")
             row["timing_rounds"] = timing.get("timing_rounds")
+            faults = timing.get("median_minor_faults")
+            row["minor_faults"] = faults
+            if faults is not None and timing.get("page_bytes"):
+                row["minor_fault_bytes"] = faults * timing["page_bytes"]
+            if faults is not None and timing.get("seconds_per_minor_fault") is not None:
+                row["minor_fault_seconds"] = faults * timing["seconds_per_minor_fault"]
             if timing.get("throttled"):
                 row["throttle"] = throttle_reading(timing.get("gpu_during_timing"))
         else:
