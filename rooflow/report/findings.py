@@ -308,22 +308,26 @@ def _phase_carriers(run: Any) -> str | None:
 
 def _page_faults(run: Any) -> str | None:
     """A step measured slower than its prediction that mapped pages afresh in every timed iteration (the summary's
-    ``minor_faults``, rooflow.measure.faults): how many, their seconds at the cost of one the timing job measured,
-    and their share of the excess — the allocator's time, which the time model does not price, and how to remove it.
-    None where the step was not slower, took none, or the cost of one was not measured."""
-    faults, seconds = run.get("minor_faults"), run.get("minor_fault_seconds")
+    ``minor_faults``, rooflow.measure.faults): how many, their seconds at the cost per byte its calibration measured,
+    less those the model prices (its tensors of 32 MiB or more: the ``page faults`` part), and that rest's share of
+    the excess — the allocator's time, not the ops' — with how to remove it. None where the step was not slower,
+    took none, or no cost was measured (a GPU)."""
+    faults, seconds, size = run.get("minor_faults"), run.get("minor_fault_seconds"), run.get("minor_fault_bytes")
     measured, predicted = run.get("measured_seconds"), run.get("predicted_seconds")
-    if not all(_finite(v) for v in (faults, seconds, measured, predicted)) or faults <= 0 or measured <= predicted:
+    if not all(_finite(v) for v in (faults, seconds, size, measured, predicted)) or faults <= 0 \
+            or measured <= predicted:
         return None
-    size = run.get("minor_fault_bytes")
-    mapped = f" ({size / 1e6:.3g} MB of pages mapped afresh)" if _finite(size) else ""
-    excess = measured - predicted
-    return (f"each timed iteration took {faults:,.0f} minor page faults{mapped}, {seconds * 1e3:.3g} ms at the cost "
-            f"of one measured in the timing job: {min(seconds / excess, 1.0):.0%} of the {excess * 1e3:.3g} ms over "
-            f"the prediction, without them {(measured - seconds) / predicted:.2f}x it — glibc's malloc returning "
-            f"freed tensors' memory to the OS and faulting it back, the allocator's time, not the ops' (a caching "
-            f"allocator removes it: LD_PRELOAD jemalloc or tcmalloc, or raise MALLOC_MMAP_THRESHOLD_ and "
-            f"MALLOC_TRIM_THRESHOLD_)")
+    priced = _json(run, "predicted_seconds_by_class").get("page faults", 0.0)
+    unpriced, excess = max(seconds - priced, 0.0), measured - predicted
+    of_which = f", {priced * 1e3:.3g} ms of them priced (its tensors of 32 MiB or more)" if priced else ""
+    return (f"each timed iteration took {faults:,.0f} minor page faults ({size / 1e6:.3g} MB mapped afresh): "
+            f"{seconds * 1e3:.3g} ms at the cost per byte its calibration measured{of_which}, the "
+            f"{unpriced * 1e3:.3g} ms the model does not price {min(unpriced / excess, 1.0):.0%} of the "
+            f"{excess * 1e3:.3g} ms over the prediction (without them {(measured - unpriced) / predicted:.2f}x it) — "
+            f"glibc's malloc giving freed tensors' memory back to the OS and faulting it in again, the allocator's "
+            f"time, not the ops'; a caching allocator removes it (LD_PRELOAD jemalloc or tcmalloc, or "
+            f"MALLOC_MMAP_THRESHOLD_ past the largest tensor together with MALLOC_TRIM_THRESHOLD_: the trim "
+            f"threshold alone makes more)")
 
 
 def _predicted_time_carrier(run: Any) -> str:

@@ -51,8 +51,8 @@ COLUMNS = [
     "estimated_bytes", "estimated_arithmetic_intensity", "estimated_peak_memory_bytes", "forward_backward_flops_ratio",
     "measured_seconds", "seconds_spread", "forward_seconds", "backward_seconds", "images_per_second",
     "compile_seconds",
-    # pages each timed step mapped afresh (rooflow.measure.faults): their count, bytes and seconds at the cost of one
-    # measured in the same job
+    # pages each timed step mapped afresh (rooflow.measure.faults): their count, bytes, and seconds at the cost per
+    # byte the device's calibration measured
     "minor_faults", "minor_fault_bytes", "minor_fault_seconds",
     "timing_rounds", "throttle", "memory_requested_bytes", "memory_available_bytes",
     "measured_flops", "measured_dram_bytes", "measured_tensor_flops", "kernel_seconds", "memcpy_seconds",
@@ -148,6 +148,9 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
         values.pop("predicted_seconds_by_phase", None)
         values.update(phase_columns(prediction, row["mode"]))
         row.update(values)
+        if row.get("minor_fault_bytes") and calibration.page_fault_seconds_per_byte:
+            # the step's measured page faults at the cost per byte its calibration measured (a CPU's)
+            row["minor_fault_seconds"] = row["minor_fault_bytes"] * calibration.page_fault_seconds_per_byte
         row["below_roofline"] = below_roofline_flag(ops, prediction, device, row["precision"], row["roofline_seconds"],
                                                     not device.peak_flops_per_second, calibration.cache_bytes)
         # an imported profile's time is its kernels' sum: held to the kernels' predicted time, not the step's
@@ -171,7 +174,8 @@ def _layer_departures(row: dict[str, Any], measured: pd.DataFrame, ops: pd.DataF
     """The layers whose measured time (the timing job's profiled iteration, forward and backward) departs most from their
     predicted time, each way: [layer, type, measured seconds, predicted seconds] (JSON), for the time check to
     name the layers that carry a miss — a layer type's excess is often one layer's (MobileNetV2's 16-to-96-channel
-    1×1 convolution at 112×112 on a Zen 4 CPU: 5 ms in oneDNN's NCHW path where 32-to-96 takes 0.7)."""
+    1×1 convolution at 112×112 on a 2-core VM: 19-21 ms at batch 4 where glibc faulted its output's pages in afresh
+    at every call, 2.6-3.3 ms where the allocator kept them: rooflow.measure.faults)."""
     if measured.empty or prediction is None or ops is None or not prediction.row_seconds:
         return
     # the optimizer's update of a layer's parameters is the optimizer's time in the profiled iteration, not its layer's
@@ -282,12 +286,9 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["warmup_memory_bytes"] = timing.get("warmup_peak_allocated_bytes")
             row["measured_reserved_bytes"] = timing.get("steady_peak_reserved_bytes")
             row["timing_rounds"] = timing.get("timing_rounds")
-            faults = timing.get("median_minor_faults")
-            row["minor_faults"] = faults
-            if faults is not None and timing.get("page_bytes"):
-                row["minor_fault_bytes"] = faults * timing["page_bytes"]
-            if faults is not None and timing.get("seconds_per_minor_fault") is not None:
-                row["minor_fault_seconds"] = faults * timing["seconds_per_minor_fault"]
+            row["minor_faults"] = timing.get("median_minor_faults")
+            if row["minor_faults"] is not None and timing.get("page_bytes"):
+                row["minor_fault_bytes"] = row["minor_faults"] * timing["page_bytes"]
             if timing.get("throttled"):
                 row["throttle"] = throttle_reading(timing.get("gpu_during_timing"))
         else:
