@@ -416,20 +416,23 @@ def product_matmul_seconds(n: int, precision: str, device: str) -> float:
 RECORDED_CPU = DATA / "recorded" / "cpu-rooflow"
 RECORDED_CPU_RUN = RECORDED_CPU / "alexnet-b1-fp32-training-2026-12-02-timing.json"
 RECORDED_CPU_CEILINGS = RECORDED_CPU / "ceilings-cpu-2026-12-02.json"
+# a later make run's, whose timing records count their page faults (rooflow.measure.faults)
+RECORDED_CPU_FAULTS_RUN = RECORDED_CPU / "mobilenet_v2-b4-fp32-inference-2026-12-02-faults-timing.json"
+RECORDED_CPU_FAULTS_CEILINGS = RECORDED_CPU / "ceilings-cpu-2026-12-02-faults.json"
 
 
-def recorded_cpu_row(calibration=None):
-    """The recorded CPU run (alexnet b1 fp32 training from one `make run`, tests/data/README.md) as the workflow
-    summarises it: (its summary row, the estimate, the timing record, the calibration) — the time model on the
-    calibration the same run measured, or ``calibration``."""
+def recorded_cpu_row(calibration=None, run=RECORDED_CPU_RUN, ceilings=RECORDED_CPU_CEILINGS):
+    """A recorded CPU run from one `make run` (alexnet b1 fp32 training, or ``run``: tests/data/README.md) as the
+    workflow summarises it: (its summary row, the estimate, the timing record, the calibration) — the time model on
+    the calibration the same run measured (``ceilings``), or ``calibration``."""
     from rooflow.estimate import estimate
     from rooflow.estimate.calibration import for_device
     from rooflow.hardware.devices import load_device
     from rooflow.io import read_json
     from rooflow.report.summary import build_row
 
-    device = load_device(ROOT / "config" / "devices.yaml", "cpu", RECORDED_CPU_CEILINGS)
-    result = estimate("alexnet", 1, "fp32", "training")
-    timing = read_json(RECORDED_CPU_RUN)
-    calibration = calibration or for_device(device, read_json(RECORDED_CPU_CEILINGS))
+    device = load_device(ROOT / "config" / "devices.yaml", "cpu", ceilings)
+    timing = read_json(run)
+    result = estimate(timing["model"], timing["batch"], timing["precision"], timing["mode"])
+    calibration = calibration or for_device(device, read_json(ceilings))
     return build_row(device, result.totals, timing, ops=result.ops, calibration=calibration), result, timing, calibration

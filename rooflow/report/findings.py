@@ -319,15 +319,15 @@ def _page_faults(run: Any) -> str | None:
         return None
     priced = _json(run, "predicted_seconds_by_class").get("page faults", 0.0)
     unpriced, excess = max(seconds - priced, 0.0), measured - predicted
-    of_which = f", {priced * 1e3:.3g} ms of them priced (its tensors of 32 MiB or more)" if priced else ""
-    return (f"each timed iteration took {faults:,.0f} minor page faults ({size / 1e6:.3g} MB mapped afresh): "
-            f"{seconds * 1e3:.3g} ms at the cost per byte its calibration measured{of_which}, the "
-            f"{unpriced * 1e3:.3g} ms the model does not price {min(unpriced / excess, 1.0):.0%} of the "
-            f"{excess * 1e3:.3g} ms over the prediction (without them {(measured - unpriced) / predicted:.2f}x it) — "
-            f"glibc's malloc giving freed tensors' memory back to the OS and faulting it in again, the allocator's "
-            f"time, not the ops'; a caching allocator removes it (LD_PRELOAD jemalloc or tcmalloc, or "
-            f"MALLOC_MMAP_THRESHOLD_ past the largest tensor together with MALLOC_TRIM_THRESHOLD_: the trim "
-            f"threshold alone makes more)")
+    in_model = (f"{priced * 1e3:.3g} ms of it in the prediction (its tensors of 32 MiB or more), the other "
+                f"{unpriced * 1e3:.3g} ms" if priced else "none of it in the prediction")
+    return (f"each timed iteration took {faults:,.0f} minor page faults ({size / 1e6:.3g} MB mapped afresh), "
+            f"{seconds * 1e3:.3g} ms at the cost per byte its calibration measured, {in_model}: "
+            f"{min(unpriced / excess, 1.0):.0%} of the {excess * 1e3:.3g} ms over the prediction (without them "
+            f"{(measured - unpriced) / predicted:.2f}x it) — glibc's malloc giving freed tensors' memory back to the "
+            f"OS and faulting it in again, the allocator's time, not the ops'; a caching allocator removes it "
+            f"(LD_PRELOAD jemalloc or tcmalloc, or MALLOC_MMAP_THRESHOLD_ past the largest tensor together with "
+            f"MALLOC_TRIM_THRESHOLD_: the trim threshold alone makes more)")
 
 
 def _predicted_time_carrier(run: Any) -> str:
