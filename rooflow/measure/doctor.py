@@ -371,7 +371,7 @@ def profiled_timeline(spec, subset: Path):
     runner = Runner(spec, load_subset(subset))
     for _ in range(3):
         runner.step()
-    timeline, _seconds, _ops = capture_iteration(runner)
+    timeline, _seconds, _ops, _faults = capture_iteration(runner)
     return timeline
 
 

@@ -57,37 +57,46 @@ _LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
 
 
 @contextlib.contextmanager
-def module_ranges(model: Any) -> Iterator[None]:
+def module_ranges(model: Any) -> Iterator[dict[str, int]]:
     """Push a ``module:<name>:<type>`` profiler range around every module's forward (the model itself aside),
     so the trace names each op's layer: the innermost range, a leaf module's for its ops, a block's (a
-    residual add, squeezenet's concatenation) for the ops it runs itself."""
+    residual add, squeezenet's concatenation) for the ops it runs itself. Yields the minor page faults each leaf
+    module's forward takes (rooflow.measure.faults), by layer name, filled as the model runs: a layer whose output
+    the allocator maps afresh says so."""
     import torch
 
-    open_ranges: list[Any] = []
+    from rooflow.measure.faults import minor_faults
+
+    open_ranges: list[tuple[Any, str, int]] = []
     handles = []
+    faults_by_layer: dict[str, int] = {}
+    leaves = {name for name, module in model.named_modules() if name and next(module.children(), None) is None}
 
     def enter(name: str, kind: str):
         def hook(module, args):
             scope = torch.profiler.record_function(f"{MODULE_PREFIX}{name}:{kind}")
             scope.__enter__()
-            open_ranges.append(scope)
+            open_ranges.append((scope, name, minor_faults()))
         return hook
 
     def leave(module, args, output):
         if open_ranges:
-            open_ranges.pop().__exit__(None, None, None)
+            scope, name, before = open_ranges.pop()
+            scope.__exit__(None, None, None)
+            if name in leaves:
+                faults_by_layer[name] = faults_by_layer.get(name, 0) + minor_faults() - before
 
     for name, module in model.named_modules():
         if name:
             handles.append(module.register_forward_pre_hook(enter(name, type(module).__name__)))
             handles.append(module.register_forward_hook(leave))
     try:
-        yield
+        yield faults_by_layer
     finally:
         for handle in handles:
             handle.remove()
         while open_ranges:
-            open_ranges.pop().__exit__(None, None, None)
+            open_ranges.pop()[0].__exit__(None, None, None)
 
 
 def _node_type(name: str) -> str:

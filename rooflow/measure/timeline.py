@@ -171,12 +171,12 @@ class _PhaseRanges:
             self.open.__enter__()
 
 
-def capture_iteration(runner: Any) -> tuple[pd.DataFrame, float, pd.DataFrame]:
+def capture_iteration(runner: Any) -> tuple[pd.DataFrame, float, pd.DataFrame, dict[str, int]]:
     """Run ONE iteration of ``runner`` (rooflow.measure.timing.Runner) under torch.profiler (CPU activity, and
     CUDA on a GPU), every module in a ``module:`` range, and return (its GPU timeline — empty on a CPU —,
-    the capture's wall-clock cost in seconds: profiling, export and parsing, and the measured time per op
-    and layer: rooflow.measure.optime). Call it after the timed iterations: the profiler's overhead never
-    touches the timing."""
+    the capture's wall-clock cost in seconds: profiling, export and parsing, the measured time per op
+    and layer: rooflow.measure.optime, and the minor page faults of each leaf layer's forward). Call it after the
+    timed iterations: the profiler's overhead never touches the timing."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -190,7 +190,7 @@ def capture_iteration(runner: Any) -> tuple[pd.DataFrame, float, pd.DataFrame]:
     phases = ["forward"] if runner.spec.mode == "inference" else ["forward", "backward", "optimizer"]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if runner.cuda else [])
     runner.synchronize()
-    with module_ranges(runner.model), profile(activities=activities) as profiler:
+    with module_ranges(runner.model) as faults_by_layer, profile(activities=activities) as profiler:
         runner.step(_PhaseRanges(phases))
         runner.synchronize()
     with tempfile.TemporaryDirectory(prefix="rooflow-trace-") as folder:
@@ -199,7 +199,7 @@ def capture_iteration(runner: Any) -> tuple[pd.DataFrame, float, pd.DataFrame]:
         trace = json.loads(path.read_text())
     timeline, ops = parse_trace(trace), op_times(trace)
     del torch  # imported for its side effect of loading the CUDA profiler
-    return timeline, time.perf_counter() - started, ops
+    return timeline, time.perf_counter() - started, ops, faults_by_layer
 
 
 def kernels_only(frame: pd.DataFrame) -> pd.DataFrame:

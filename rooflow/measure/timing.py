@@ -440,12 +440,14 @@ def _record_timeline(runner: Runner, path: str | Path, record: dict[str, Any]) -
     from rooflow.measure.timeline import capture_iteration
 
     try:
-        timeline, seconds, ops = capture_iteration(runner)
+        timeline, seconds, ops, faults_by_layer = capture_iteration(runner)
     except Exception as error:  # noqa: BLE001 - a diagnostic: the timing stands without it
         log.warning("profiled iteration not recorded: %s", error)
         _write_timeline(path, None, record, f"failed: {str(error).splitlines()[0][:200] if str(error) else error!r}")
         return
     record["op_times"] = compact(ops)
+    # each leaf layer's forward faults in that iteration (rooflow.measure.faults): where the allocator's time went
+    record["forward_faults_by_layer"] = {layer: count for layer, count in faults_by_layer.items() if count > 0}
     record["op_times_source"] = "torch.profiler: " + ("GPU time of the kernels each op launched" if runner.cuda
                                                       else "CPU time of each op")
     record["timeline_capture_seconds"] = seconds

@@ -265,7 +265,8 @@ def _miss_carriers(run: Any, limit: int = 2) -> str | None:
 
 def _layer_carriers(run: Any, slower: bool, limit: int) -> str | None:
     """The layers whose measured time in the profiled iteration departs most from their prediction in the miss's
-    direction (the summary's ``layer_departures``); None where not recorded or none does."""
+    direction (the summary's ``layer_departures``), a slower one with the page faults its forward took there
+    (``forward_faults_by_layer``); None where not recorded or none does."""
     try:
         departures = json.loads(run.get("layer_departures") or "[]")
     except (TypeError, json.JSONDecodeError):
@@ -275,8 +276,12 @@ def _layer_carriers(run: Any, slower: bool, limit: int) -> str | None:
                     key=lambda d: -abs(d[2] - d[3]))[:limit]
     if not picked:
         return None
-    return "by layer: " + ", ".join(f"{layer} ({kind}) {measured * 1e3:.3g} vs {predicted * 1e3:.3g} ms"
-                                    for layer, kind, measured, predicted in picked)
+    # a slower layer's page faults in that iteration's forward (rooflow.measure.optime.module_ranges)
+    faults = _json(run, "forward_faults_by_layer") if slower else {}
+    return "by layer: " + ", ".join(
+        f"{layer} ({kind}) {measured * 1e3:.3g} vs {predicted * 1e3:.3g} ms"
+        + (f" ({faults[layer]:,.0f} page faults in its forward)" if faults.get(layer) else "")
+        for layer, kind, measured, predicted in picked)
 
 
 def _host_twin(run: Any) -> str:

@@ -53,7 +53,7 @@ COLUMNS = [
     "compile_seconds",
     # pages each timed step mapped afresh (rooflow.measure.faults): their count, bytes, and seconds at the cost per
     # byte the device's calibration measured
-    "minor_faults", "minor_fault_bytes", "minor_fault_seconds",
+    "minor_faults", "minor_fault_bytes", "minor_fault_seconds", "forward_faults_by_layer",
     "timing_rounds", "throttle", "memory_requested_bytes", "memory_available_bytes",
     "measured_flops", "measured_dram_bytes", "measured_tensor_flops", "kernel_seconds", "memcpy_seconds",
     "memset_seconds", "flops", "flops_source", "bytes", "bytes_source", "arithmetic_intensity",
@@ -289,6 +289,8 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["minor_faults"] = timing.get("median_minor_faults")
             if row["minor_faults"] is not None and timing.get("page_bytes"):
                 row["minor_fault_bytes"] = row["minor_faults"] * timing["page_bytes"]
+            if timing.get("forward_faults_by_layer"):  # the profiled iteration's, per leaf layer
+                row["forward_faults_by_layer"] = json.dumps(timing["forward_faults_by_layer"])
             if timing.get("throttled"):
                 row["throttle"] = throttle_reading(timing.get("gpu_during_timing"))
         else:

@@ -99,3 +99,23 @@ def test_timed_rounds_count_each_iterations_faults(fresh):
         assert info["median_minor_faults"] >= 0.9 * PROBE_PAGES
     else:
         assert info["median_minor_faults"] < 0.01 * PROBE_PAGES
+
+
+class _Fresh(torch.nn.Module):
+    """A layer whose output is a fresh 64 MiB tensor: glibc maps it afresh at every call."""
+
+    def forward(self, x):
+        return torch.empty(PROBE_BYTES // 4).fill_(1.0)[: x.numel()].view_as(x)
+
+
+def test_the_profiled_iteration_counts_each_leaf_layers_forward_faults():
+    """rooflow.measure.optime.module_ranges yields each leaf layer's forward faults as the model runs: the layer
+    that maps 64 MiB afresh takes its pages' worth, a small Linear none; a block (the Sequential) is not counted
+    apart from its leaves."""
+    from rooflow.measure.optime import module_ranges
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Sequential(_Fresh(), torch.nn.ReLU()))
+    with torch.no_grad(), module_ranges(model) as faults_by_layer:
+        model(torch.ones(2, 8))
+    assert set(faults_by_layer) == {"0", "1.0", "1.1"}
+    assert faults_by_layer["1.0"] >= 0.9 * PROBE_PAGES and faults_by_layer["0"] < 0.01 * PROBE_PAGES

@@ -426,3 +426,26 @@ def test_the_faults_the_time_model_prices_are_the_ones_a_training_step_takes():
     assert ", 190 ms of it in the prediction (its tensors of 32 MiB or more), the other 14.3 ms: 33% of the 43.2 ms " \
            "over the prediction (without them 1.09x it)" in _page_faults(row)
 
+
+
+def test_a_slower_layer_names_the_page_faults_its_forward_took():
+    """A timing job run alone the same day (MobileNetV2 b4 fp32 inference, rooflow.measure.timing.measure as the
+    workflow calls it, tests/data/README.md), priced on the make run's calibration: 1.58x its prediction, 10,552
+    faults a timed step; in its profiled iteration the layers that depart most are
+    the 16-to-96 expansion of features.2 (14.1 ms against 1.82) and its BatchNorm (7.43 against 1.67), whose
+    forwards took 6,272 and 4,704 page faults — the pages of their 19 MB outputs, 4,704 pages each, mapped afresh
+    (the convolution's also its reordered copy). The check's layers say so; a faster miss's layers say nothing of
+    faults."""
+    from support import RECORDED_CPU, RECORDED_CPU_FAULTS_CEILINGS, recorded_cpu_row
+
+    from rooflow.report.findings import _layer_carriers
+
+    run = RECORDED_CPU / "mobilenet_v2-b4-fp32-inference-2026-12-02-layer-faults-timing.json"
+    row, _, timing, _ = recorded_cpu_row(run=run, ceilings=RECORDED_CPU_FAULTS_CEILINGS)
+    assert timing["median_minor_faults"] == 10552 and row["measured_over_predicted"] == pytest.approx(1.58, abs=0.01)
+    assert 4 * 96 * 112 * 112 * 4 // 4096 == timing["forward_faults_by_layer"]["features.2.conv.0.1"] == 4704
+    [check] = [c for c in run_checks(row) if c.check == "predicted vs measured time"]
+    assert check.cause.endswith("by layer: features.2.conv.0.0 (Conv2d) 14.1 vs 1.82 ms (6,272 page faults in its "
+                                "forward), features.2.conv.0.1 (BatchNorm2d) 7.43 vs 1.67 ms (4,704 page faults in "
+                                "its forward)")
+    assert "page faults" not in _layer_carriers(row, slower=False, limit=2)
