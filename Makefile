@@ -40,6 +40,7 @@ lint: install
 
 bench: install  ## benchmarks: estimator speed, CPU ceilings, ncu aggregation and its CSV tokenizers, workflow DAG time, ncu distinct-mode op counts
 	$(BIN)/python benchmarks/bench_estimate.py
+	$(BIN)/python benchmarks/bench_estimate.py --module
 	$(BIN)/python benchmarks/bench_ceilings.py
 	$(BIN)/python benchmarks/bench_ncu_aggregate.py
 	$(BIN)/python benchmarks/bench_csv_tokenizers.py

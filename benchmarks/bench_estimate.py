@@ -4,6 +4,7 @@ allocated, so batch 256 should cost what batch 1 costs).
     .venv/bin/python benchmarks/bench_estimate.py                       # a few models, b1 and b256
     .venv/bin/python benchmarks/bench_estimate.py --all --batch 256 --mode training   # the whole zoo
     .venv/bin/python benchmarks/bench_estimate.py --matrix --batch 2    # every model × precision × mode
+    .venv/bin/python benchmarks/bench_estimate.py --module              # one user's layer on a device
 
 Prints one row per model × batch: seconds to estimate (model construction on meta included), the
 process's resident memory after it and its peak so far (VmRSS/VmHWM), and the FLOPs for reference.
@@ -25,6 +26,37 @@ def _rss_mb() -> tuple[float, float]:
     return fields.get("VmRSS", float("nan")), fields.get("VmHWM", float("nan"))
 
 
+# A user's own layer predicted on a device (rooflow.estimate_module, issue "Your own model"): the target, once
+# imports and the device's calibration are loaded, is under a second a call
+MODULE_TARGET_SECONDS = 1.0
+
+
+def module_table(repeats: int = 5) -> int:
+    """Seconds of ``rooflow.estimate_module`` on one nn.Conv2d(64, 128, 3) at batch 32, 56×56, on the T4 (meta
+    device), after one call that loads the imports and the device's calibration: each repeat and their median
+    against MODULE_TARGET_SECONDS. Returns 1 where the median misses it."""
+    import statistics
+
+    import torch
+
+    import rooflow
+
+    conv = torch.nn.Conv2d(64, 128, 3, padding=1).to("meta")
+    x = torch.empty(32, 64, 56, 56, device="meta")
+    rooflow.estimate_module(conv, (x,), device="t4")
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        rooflow.estimate_module(conv, (x,), device="t4")
+        seconds.append(time.perf_counter() - start)
+    median = statistics.median(seconds)
+    print("| call | seconds |\n|---|---:|")
+    for number, value in enumerate(seconds, 1):
+        print(f"| {number} | {value:.3f} |")
+    print(f"| median | {median:.3f} (target < {MODULE_TARGET_SECONDS:g}: {'met' if median < MODULE_TARGET_SECONDS else 'MISSED'}) |")
+    return 0 if median < MODULE_TARGET_SECONDS else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=["resnet18", "resnet50", "vgg16", "mobilenet_v2",
@@ -37,7 +69,11 @@ def main() -> int:
     parser.add_argument("--matrix", action="store_true",
                         help="every model × fp32/tf32/fp16/bf16 × inference/training at --batch (issue: no "
                              "combination may crash); prints one row per run and the failures")
+    parser.add_argument("--module", action="store_true",
+                        help="time rooflow.estimate_module on one nn.Conv2d on the T4 against its 1 s target")
     args = parser.parse_args()
+    if args.module:
+        return module_table()
     if args.matrix:
         args.all, args.precision, args.mode = True, ["fp32", "tf32", "fp16", "bf16"], ["inference", "training"]
 
