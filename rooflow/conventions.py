@@ -36,6 +36,10 @@ def bytes_model(variant: str | None) -> str:
 # (rooflow.estimate.timemodel), so the two compare type for type
 PHASE_LAYER_TYPES = {"optimizer": "SGD update", "loss": "loss"}
 
+# The time model's part for the page faults of a CPU tensor mapped afresh (rooflow.estimate.timemodel), which the
+# calibration leaves out of an op's work and the checks read back against the faults a step took
+PAGE_FAULT_PART = "page faults"
+
 # The estimator's op classes (rooflow.estimate.formulas registers each aten op under one of them).
 OP_CLASSES = ("matmul", "attention", "elementwise", "normalization", "pooling", "softmax", "memory", "other")
 # The classes that run as GEMMs/convolutions on tensor cores or at the matmul roof.

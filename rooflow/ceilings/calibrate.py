@@ -9,6 +9,7 @@ import collections
 import math
 from typing import Any
 
+from rooflow.conventions import PAGE_FAULT_PART
 from rooflow.estimate.timemodel import INPLACE_CLASS, RANDOM_CLASS, SMALL_ROWS, Calibration
 
 
@@ -276,7 +277,7 @@ def measure_calibration(device_entry, ceilings: dict[str, Any], batch: int | Non
             for _, row in ops.iterrows():
                 _, _, parts = device_op_seconds(row, "fp32", mode, device_entry, unity,
                                                 int(device_entry.sm_count or 1))
-                work += int(row["calls"]) * sum(v for k, v in parts.items() if k != "page faults")
+                work += int(row["calls"]) * sum(v for k, v in parts.items() if k != PAGE_FAULT_PART)
                 if "depthwise" in parts:  # its primitive's per-call cost, priced apart
                     host_seconds += int(row["calls"]) * depthwise_calls.get(
                         "backward" if row["phase"] == "backward" else "forward", 0.0)

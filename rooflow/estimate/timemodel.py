@@ -69,7 +69,7 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.conventions import MATMUL_OP_CLASSES, PHASE_LAYER_TYPES
+from rooflow.conventions import MATMUL_OP_CLASSES, PAGE_FAULT_PART, PHASE_LAYER_TYPES
 from rooflow.estimate import attention, batchnorm, dropout, kernel_calibration, kernel_ops, recurrent
 from rooflow.estimate.core import parse_call, parse_gemms
 from rooflow.estimate.formulas import ELEMENT_BYTES, runs_as_gemm
@@ -897,7 +897,7 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
     parts = {memory_class: main}
     parts["layout"] = parts.get("layout", 0.0) + layout
     parts["elementwise"] = parts.get("elementwise", 0.0) + epilogue
-    parts["page faults"] = faults
+    parts[PAGE_FAULT_PART] = faults
     parts[BIAS_GRADIENT_PART] = parts.get(BIAS_GRADIENT_PART, 0.0) + bias_gradient
     return main + layout + epilogue + faults + bias_gradient, int(round(kernels)), parts
 

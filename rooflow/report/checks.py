@@ -58,6 +58,7 @@ from typing import Any
 
 import pandas as pd
 
+from rooflow.conventions import PAGE_FAULT_PART
 from rooflow.io import read_json
 from rooflow.report.findings import (  # CHECK_COLUMNS and run_label: also importable from here
     CHECK_COLUMNS,  # noqa: F401
@@ -89,7 +90,7 @@ FB_PREDICTED_FACTOR = 1.5
 # How much of the predicted backward's excess over implied × forward the named parts must carry.
 FB_CARRIED_SHARE = 0.8
 # Words for the time model's parts (rooflow.estimate.timemodel) a reader would not know by name.
-PART_WORDS = {"page faults": "page faults (a CPU tensor of 32 MiB or more is freshly mapped at each allocation: "
+PART_WORDS = {PAGE_FAULT_PART: "page faults (a CPU tensor of 32 MiB or more is freshly mapped at each allocation: "
                              "a page fault per page)"}
 
 FORWARD_BACKWARD_COLUMNS = [

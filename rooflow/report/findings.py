@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from rooflow.conventions import NOISY_SPREAD, bytes_model
+from rooflow.conventions import NOISY_SPREAD, PAGE_FAULT_PART, bytes_model
 from rooflow.errors import RooflowError
 from rooflow.io import read_json, write_json
 from rooflow.profilers.reconcile import DEFAULT_TOLERANCE, UNEXPLAINED
@@ -322,7 +322,7 @@ def _page_faults(run: Any) -> str | None:
     if not all(_finite(v) for v in (faults, seconds, size, measured, predicted)) or faults <= 0 \
             or measured <= predicted:
         return None
-    priced = _json(run, "predicted_seconds_by_class").get("page faults", 0.0)
+    priced = _json(run, "predicted_seconds_by_class").get(PAGE_FAULT_PART, 0.0)
     unpriced, excess = max(seconds - priced, 0.0), measured - predicted
     in_model = (f"{priced * 1e3:.3g} ms of it in the prediction (its tensors of 32 MiB or more), the other "
                 f"{unpriced * 1e3:.3g} ms" if priced else "none of it in the prediction")
