@@ -280,3 +280,40 @@ def test_a_real_traces_kernels_are_the_timelines():
     timeline = parse_trace(trace)
     assert len(kernels) > 50
     assert [name for name, _ in kernels] == list(timeline.loc[timeline["kind"] == "kernel", "name"])
+
+
+def test_a_short_call_timed_in_a_slow_stretch_of_its_host_keeps_its_fastest_pass(tmp_path, monkeypatch):
+    """A call under RETIME_BELOW_SECONDS is timed again in later passes and keeps its fastest (every pass in
+    `Pass_Latencies`, ms); a longer call, and every convolution (whose place in its run the drift fit reads), keep
+    their first. The host here: a first pass in a stretch 1.6x slow, as the lent H200's repeat run read its
+    softmax, tanh and powu blocks (0.58-0.60x the first run's), and fast ever after."""
+    shapes = {"conv": [{"B": 1, "Input_Channel": 3, "Output_Channel": 3, "Input_Size": 5}],
+              "relu": [{"B": 1, "H": 8}, {"B": 2, "H": 8}], "softmax": [{"B": 3, "H": 8}, {"B": 4, "H": 8}]}
+    monkeypatch.setattr(single_ops, "plan", lambda counts, seed=0: shapes)
+    fast = {("conv", 1): 30e-6, ("relu", 1): 20e-6, ("relu", 2): 2e-3, ("softmax", 3): 15e-6, ("softmax", 4): 16e-6}
+    timed: list[tuple[str, int]] = []
+    monkeypatch.setattr(single_ops, "build_call", lambda torch_, operator, shape, device: (operator, shape["B"]))
+
+    def time_call(torch_, call, cuda, calls=single_ops.CALLS, fastest=single_ops.FASTEST):
+        timed.append(call)
+        return fast[call] * (1.6 if len(timed) <= 5 else 1.0)  # the first pass's five calls: a slow stretch
+
+    monkeypatch.setattr(single_ops, "time_call", time_call)
+    said: list[str] = []
+    single_ops.collect(torch, DEVICES["l4"], tmp_path, 2, torch_device="cpu", log=said.append)
+    assert timed[5:] == [("relu", 1), ("softmax", 3), ("softmax", 4)] * (single_ops.PASSES - 1)
+    relu, softmax = pd.read_csv(tmp_path / "relu" / "NVIDIA_L4.csv"), pd.read_csv(tmp_path / "softmax" / "NVIDIA_L4.csv")
+    conv = pd.read_csv(tmp_path / "conv" / "NVIDIA_L4.csv")
+    assert relu["Latency"].tolist() == pytest.approx([0.020, 3.2])  # ms: the short call's fast pass, the long one's first
+    assert softmax["Latency"].tolist() == pytest.approx([0.015, 0.016])
+    assert conv["Latency"].tolist() == pytest.approx([0.048])  # a convolution keeps its place in the run
+    assert relu.loc[0, "Pass_Latencies"] == "0.032;0.02;0.02" and pd.isna(relu.loc[1, "Pass_Latencies"])
+    assert "Pass_Latencies" not in conv.columns
+    assert any("3 calls under 1 ms timed in 2 more passes" in line and "3 ran over 10% faster" in line
+               for line in said)
+    provenance = json.loads((tmp_path / kc.SINGLE_OPS_PROVENANCE).read_text())
+    assert provenance["passes"] == 3 and provenance["retimed_below_seconds"] == 1e-3
+    assert provenance["not_retimed"] == ["conv"]
+    # and the fit reads the file with its extra column, the fastest passes as the latencies
+    rows = kc.load_measurements(tmp_path)
+    assert sorted(rows.loc[rows["operator"] == "softmax", "seconds"]) == pytest.approx([15e-6, 16e-6])
