@@ -268,6 +268,24 @@ def _retime(torch, measured: dict[str, list[tuple[dict[str, int], dict[str, Any]
         f"(the host's launch floor in another state)")
 
 
+def stretches(rows) -> str | None:
+    """What the re-timing passes found in measured rows (:func:`kernel_calibration.load_measurements`'s frame,
+    ``Pass_Latencies`` where :func:`_retime` wrote them), per GPU, in one line each; None where no row was
+    re-timed (the data set's files, or a run before the passes)."""
+    if "Pass_Latencies" not in rows.columns:
+        return None
+    lines = []
+    for gpu, frame in rows[rows["Pass_Latencies"].notna()].groupby("gpu"):
+        passes = [[float(ms) for ms in str(text).split(";")] for text in frame["Pass_Latencies"]]
+        slower = sorted(first[0] / min(first) for first in passes)
+        moved = sum(ratio > 1.1 for ratio in slower)
+        lines.append(f"{gpu}: {len(passes)} calls under {RETIME_BELOW_SECONDS * 1e3:g} ms timed in "
+                     f"{max(len(p) for p in passes)} passes; {moved} took over 10% longer in their first pass than in "
+                     f"their fastest (median {slower[len(slower) // 2]:.2f}x, the most {slower[-1]:.2f}x; slow "
+                     f"stretches of the host's dispatch do this); the fastest pass is the latency scored")
+    return "\n".join(lines) or None
+
+
 def collect(torch, device, folder: str | Path, counts: dict[str, int] | int | None = None, seed: int = 0,
             torch_device: str = "cuda", log: Callable[[str], None] = print) -> Path:
     """Measure :func:`plan`'s shapes on ``torch_device`` and write them under ``folder`` in the data set's layout

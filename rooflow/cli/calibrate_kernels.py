@@ -42,6 +42,7 @@ def _cmd(args) -> int:
         held_one_out,
         held_out_shapes,
         load_folders,
+        load_measurements,
         write_shipped,
     )
 
@@ -56,6 +57,11 @@ def _cmd(args) -> int:
         if skipped:  # scored nothing there: say so rather than let a table look complete
             print(f"not scored (no model of these operators): {', '.join(skipped)}/ — rooflow models "
                   f"{', '.join(OPERATORS)}")
+        from rooflow.ceilings.single_ops import stretches
+
+        said = stretches(load_measurements(args.check))
+        if said:  # how far the host's slow stretches moved the first pass: what the re-timing took out
+            print(said)
         print(format_table(check_shipped(args.check), "GPU (shipped calibration)"))
         print("\n" + format_table(check_shipped(args.check, host_floors=True), "with its host's floors"))
         print("\nThe second table takes each operator's launch floor from the files' fastest calls: a floor is the "

@@ -77,6 +77,9 @@ def test_single_ops_fitted_and_used_round_trip(tmp_path, monkeypatch, capsys, ad
     provenance = json.loads((folder / kc.SINGLE_OPS_PROVENANCE).read_text())
     assert provenance["device_key"] == "l4" and provenance["calls"] == 25 and provenance["fastest"] == 5
 
+    capsys.readouterr()
+    assert cli.main(["calibrate-kernels", "--check", str(folder)]) == 0
+    assert "NVIDIA L4: " in capsys.readouterr().out.splitlines()[0]  # the re-timing passes' line, then the tables
     output = tmp_path / "kernels-l4.json"
     assert cli.main(["calibrate-kernels", "--data", str(folder), "-o", str(output)]) == 0
     entry = json.loads(output.read_text())["measured"]["NVIDIA L4"]
@@ -318,3 +321,9 @@ def test_a_short_call_timed_in_a_slow_stretch_of_its_host_keeps_its_fastest_pass
     # and the fit reads the file with its extra column, the fastest passes as the latencies
     rows = kc.load_measurements(tmp_path)
     assert sorted(rows.loc[rows["operator"] == "softmax", "seconds"]) == pytest.approx([15e-6, 16e-6])
+    # which `calibrate-kernels --check` says of them: the first pass 1.6x each call's fastest
+    assert single_ops.stretches(rows) == (
+        "NVIDIA L4: 3 calls under 1 ms timed in 3 passes; 3 took over 10% longer in their first pass than in their "
+        "fastest (median 1.60x, the most 1.60x; slow stretches of the host's dispatch do this); the fastest pass is "
+        "the latency scored")
+    assert single_ops.stretches(rows.drop(columns="Pass_Latencies")) is None  # the data set's files
