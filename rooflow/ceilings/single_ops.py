@@ -233,13 +233,13 @@ def _name_kernels(torch, measured: dict[str, list[tuple[dict[str, int], dict[str
 
 
 def _retime(torch, measured: dict[str, list[tuple[dict[str, int], dict[str, Any]]]], torch_device: str,
-            cuda: bool, folder: Path, file_name: str, log: Callable[[str], None], passes: int | None = None) -> None:
-    """Time again, in ``passes`` − 1 more passes over the operators (default :data:`PASSES`), each shape whose
+            cuda: bool, folder: Path, file_name: str, log: Callable[[str], None]) -> None:
+    """Time again, in :data:`PASSES` − 1 more passes over the operators, each shape whose
     first pass took under :data:`RETIME_BELOW_SECONDS` (but the operators of :data:`RETIMED_OPERATORS_EXCLUDE`),
     keep its fastest pass as ``Latency`` and every pass in ``Pass_Latencies`` (milliseconds, in order), and
     rewrite the files whose rows moved. Each pass builds the call afresh: holding every shape's tensors between
     passes would hold gigabytes."""
-    passes = PASSES if passes is None else passes
+    passes = PASSES
     short = {operator: [(shape, row) for shape, row in rows if row["Latency"] * 1e-3 < RETIME_BELOW_SECONDS]
              for operator, rows in measured.items() if operator not in RETIMED_OPERATORS_EXCLUDE}
     short = {operator: rows for operator, rows in short.items() if rows}
@@ -252,20 +252,20 @@ def _retime(torch, measured: dict[str, list[tuple[dict[str, int], dict[str, Any]
                 try:
                     times[id(row)].append(time_call(torch, build_call(torch, operator, shape, torch_device), cuda)
                                           * 1e3)
-                except torch.cuda.OutOfMemoryError:  # fitted the first time; another pass keeps what it has
+                except torch.cuda.OutOfMemoryError:  # it ran in the first pass: keep the passes it has
                     torch.cuda.empty_cache()
     moved = 0
     for rows in short.values():
         for _, row in rows:
             row["Latency"] = min(times[id(row)])
             row["Pass_Latencies"] = ";".join(f"{ms:.6g}" for ms in times[id(row)])
-            moved += row["Latency"] < 0.9 * times[id(row)][0]
+            moved += times[id(row)][0] > 1.1 * row["Latency"]
     for operator in short:
         _write_rows(folder / operator / f"{file_name}.csv", measured[operator])
     calls = sum(len(rows) for rows in short.values())
     log(f"single ops: {calls} calls under {RETIME_BELOW_SECONDS * 1e3:g} ms timed in {passes - 1} more passes in "
-        f"{time.monotonic() - began:.1f} s, the fastest pass kept: {moved} ran over 10% faster than in the first "
-        f"(the host's launch floor in another state)")
+        f"{time.monotonic() - began:.1f} s, the fastest pass kept: {moved} took over 10% longer in their first pass "
+        f"(slow stretches of the host's dispatch do this)")
 
 
 def stretches(rows) -> str | None:
