@@ -77,21 +77,22 @@ def batch_colours(batches) -> dict[int, tuple]:
 
 def fill_handles(modes, size: float = 8) -> list[Line2D]:
     """Legend entries for the fill encoding of the modes drawn: filled = training, hollow = inference."""
-    handles = []
-    if "training" in set(modes):
+    handles, modes = [], set(modes)
+    if "training" in modes:
         handles.append(Line2D([], [], linestyle="", marker="o", color="#444444", markersize=size,
                               label="filled: training step"))
-    if "inference" in set(modes):
+    if "inference" in modes:
         handles.append(Line2D([], [], linestyle="", marker="o", color="#444444", markerfacecolor="white",
                               markersize=size, label="hollow: inference"))
     return handles
 
 
 def ring_handles(severities) -> list[Line2D]:
-    """Legend entries for the self-check rings drawn, worst first."""
+    """Legend entries for the self-check rings drawn, worst first (``severities``: any iterable, read once)."""
+    drawn = set(severities)  # once: a generator read per entry left every ring but the first out of the legend
     return [Line2D([], [], linestyle="", marker="o", markersize=13, markerfacecolor="none",
                    markeredgecolor=FLAG_STYLES[s]["color"], markeredgewidth=2, label=FLAG_STYLES[s]["label"])
-            for s in ("error", "warning", "result") if s in set(severities)]
+            for s in ("error", "warning", "result") if s in drawn]
 
 
 def point_label(row) -> str:

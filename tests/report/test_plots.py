@@ -117,6 +117,24 @@ def test_points_ai_lines_and_the_wrong_point_flagged(tmp_path):
     assert path.stat().st_size < 400_000
 
 
+def test_every_kind_of_ring_drawn_is_in_the_roofline_legend(tmp_path):
+    """A warning's ring beside an error's: each kind drawn has its legend entry (the roofline's legend read the
+    rings from a generator once per kind, so a warning's ring went unexplained: the default run's CPU roofline
+    ringed 14 of its 16 points orange with no entry saying what orange meant)."""
+    summary = hand_summary()
+    checks, _ = build_checks(summary)
+    warning = checks.iloc[[0]].assign(model="resnet18", batch=8, severity="warning", check="noisy timing")
+    path = tmp_path / "roofline.svg"
+    drawn = roofline_figure(summary, gpu(), path, flags=flagged_runs(pd.concat([checks, warning])))
+    assert sorted(f["severity"] for f in drawn["flagged"]) == ["error", "warning"]
+    svg = path.read_text()
+    assert "ring: failed a self-check (error)" in svg and "ring: self-check warning" in svg
+    # warnings alone: the entry is there too
+    roofline_figure(summary, gpu(), path, flags=flagged_runs(warning))
+    svg = path.read_text()
+    assert "ring: self-check warning" in svg and "ring: failed a self-check (error)" not in svg
+
+
 def test_hierarchical_and_estimate_points_beside_a_measured_one(tmp_path):
     row = run("resnet50", 64, "training", 1e12, 40e9, 0.2, flops_source="ncu", bytes_source="ncu-dram",
               estimated_flops=0.9e12, estimated_fused_bytes=60e9)
