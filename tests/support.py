@@ -418,6 +418,8 @@ RECORDED_CPU_RUN = RECORDED_CPU / "alexnet-b1-fp32-training-2026-12-02-timing.js
 RECORDED_CPU_CEILINGS = RECORDED_CPU / "ceilings-cpu-2026-12-02.json"
 # a later make run's, whose timing records count their page faults (rooflow.measure.faults)
 RECORDED_CPU_FAULTS_RUN = RECORDED_CPU / "mobilenet_v2-b4-fp32-inference-2026-12-02-faults-timing.json"
+# a timing with the test suite running beside it: the machine's load beside each timed iteration
+RECORDED_CPU_LOADED_RUN = RECORDED_CPU / "resnet18-b1-fp32-inference-2026-12-02-loaded-timing.json"
 RECORDED_CPU_FAULTS_CEILINGS = RECORDED_CPU / "ceilings-cpu-2026-12-02-faults.json"
 
 

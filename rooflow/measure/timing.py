@@ -25,6 +25,7 @@ from rooflow.conventions import MODES, NOISY_SPREAD, PRECISIONS, VARIANTS
 from rooflow.errors import RooflowError
 from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
 from rooflow.measure.faults import minor_faults, page_bytes
+from rooflow.measure.load import LoadSampler, other_cores
 from rooflow.measure.oom import cpu_memory_limit, is_out_of_memory, oom_details
 
 log = logging.getLogger(__name__)
@@ -90,21 +91,25 @@ def timed_rounds(runner: Any, spec: RunSpec, monitor: GpuMonitor | None = None,
     repeated while rounds are left (`spec.max_timing_rounds`) and the rounds so far plus one more fit in
     `spec.noise_budget_seconds` of timed iterations. Returns the per-iteration phase intervals of the
     quietest round and {timing_rounds, rounds (median, spread, seconds of each), chosen_round, noisy,
-    minor_faults (the quietest round's, per iteration: rooflow.measure.faults), median_minor_faults}.
+    minor_faults (the quietest round's, per iteration: rooflow.measure.faults), median_minor_faults,
+    load_during_timing (every round's: rooflow.measure.load; None without /proc/stat)}.
     `monitor` is sampled after every iteration (outside the timed interval); `clock_class` replaces the
     clock in tests."""
     clock_class = clock_class or _Clock
     rounds: list[dict[str, Any]] = []
     best: tuple[float, int, list[list[float]]] | None = None
     max_rounds = max(1, spec.max_timing_rounds)
+    load = LoadSampler()  # the machine's other load beside each iteration, for the noisy check's cause
     for number in range(1, max_rounds + 1):
         phases: list[list[float]] = []
         faults: list[int] = []  # minor page faults of each iteration (rooflow.measure.faults)
         for i in range(spec.timed_iterations):
             clock = clock_class(runner.cuda)
             before = minor_faults()
+            load.start()
             runner.step(clock)
             intervals = clock.intervals_seconds()
+            load.stop(sum(intervals))
             faults.append(minor_faults() - before)
             phases.append(intervals)
             if monitor is not None:
@@ -129,7 +134,7 @@ def timed_rounds(runner: Any, spec: RunSpec, monitor: GpuMonitor | None = None,
     spread, chosen, phases, faults = best
     return phases, {"timing_rounds": len(rounds), "rounds": rounds, "chosen_round": chosen,
                     "noisy": spread > NOISY_SPREAD, "minor_faults": faults,
-                    "median_minor_faults": statistics.median(faults)}
+                    "median_minor_faults": statistics.median(faults), "load_during_timing": load.summary()}
 
 
 class _Clock:
@@ -396,6 +401,10 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
     if record.get("median_minor_faults"):
         log.info("%g minor page faults per timed iteration: %.3g MB mapped afresh", record["median_minor_faults"],
                  record["median_minor_faults"] * record["page_bytes"] / 1e6)
+    if record.get("load_during_timing"):
+        load = record["load_during_timing"]
+        log.info("other processes beside the timed iterations: %.2f of %d cores (slowest quarter %.2f, fastest %.2f)",
+                 other_cores(load), load["cores"], other_cores(load["slowest"]), other_cores(load["fastest"]))
     seconds = [sum(p) for p in phases]
     record["seconds"] = seconds
     record.update(summarize_seconds(seconds))

@@ -28,7 +28,9 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   predicted backward that carry the excess where the model predicts the ratio too (FB_PREDICTED_FACTOR), and
   the layers whose measured backward carries it (the timing job's profiled iteration, rooflow.measure.optime),
   or says "unexplained".
-- **noisy**: interquartile range over ``rooflow.conventions.NOISY_SPREAD`` of the median time.
+- **noisy**: interquartile range over ``rooflow.conventions.NOISY_SPREAD`` of the median time; its cause read
+  from the other processes' work and a hypervisor's steal beside the slowest and the fastest timed iterations
+  (rooflow.measure.load), or "unexplained" where they had no more beside the slow ones.
 - **predicted vs measured time / memory**: the measurement outside the time model's band, or the memory
   prediction off by more than 15% (a warning naming what carries most of the predicted time: an op class,
   cuDNN's layout transposes, or the host).

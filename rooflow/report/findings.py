@@ -513,6 +513,50 @@ def _flop_checks(run: Any) -> list[Check]:
     return out
 
 
+# Beside its slowest iterations against its fastest, other processes' work that names the machine's load as a noisy
+# timing's cause (cores' worth), or a hypervisor's steal (share of the machine's CPU time); and the mean load that
+# names it where the iterations are too short to tell slow from fast (a tick is 10 ms)
+NOISE_LOAD_CORES = 0.25
+NOISE_STEAL_SHARE = 0.05
+
+
+def _noise_cause(run: Any) -> str:
+    """A noisy timing's cause, read from the machine's load beside its iterations (the timing job's
+    ``load_during_timing``: rooflow.measure.load), or "unexplained" where that load does not account for it."""
+    from rooflow.measure.load import other_cores, steal_share
+
+    fix = "rerun on an idle node (on SLURM, an exclusive one)"
+    try:
+        load = json.loads(run.get("load_during_timing") or "null")
+    except (TypeError, json.JSONDecodeError):
+        load = None
+    if not isinstance(load, dict) or not load.get("wall_seconds"):
+        return (f"unexplained: the machine's load while it was timed was not recorded (no /proc/stat, or a timing "
+                f"from before rooflow recorded it); {fix}")
+    cores = int(load.get("cores") or 1)
+    mean = f"{other_cores(load):.2f} of its {cores} cores"
+    stolen = steal_share(load, cores)
+    steal = f", a hypervisor {100 * stolen:.0f}% of its CPU time" if stolen >= 0.005 else ""
+    if load.get("readable"):
+        slow, fast = load["slowest"], load["fastest"]
+        more = other_cores(slow) - other_cores(fast)
+        more_steal = steal_share(slow, cores) - steal_share(fast, cores)
+        split = (f"other processes ran on {other_cores(slow):.2f} cores beside its slowest {slow['iterations']} "
+                 f"iterations and {other_cores(fast):.2f} beside its fastest {fast['iterations']}"
+                 + (f", a hypervisor took {100 * steal_share(slow, cores):.0f}% and "
+                    f"{100 * steal_share(fast, cores):.0f}% of the machine's CPU time"
+                    if max(steal_share(slow, cores), steal_share(fast, cores)) >= 0.005 else ""))
+        if more >= NOISE_LOAD_CORES or more_steal >= NOISE_STEAL_SHARE:
+            return f"other load on the machine: {split}; {fix}"
+        return (f"unexplained: the machine's load does not account for it ({split}: no more beside the slow "
+                f"ones); a GPU's clocks show in the throttled check, the host's own stalls are not recorded")
+    if other_cores(load) >= NOISE_LOAD_CORES or stolen >= NOISE_STEAL_SHARE:
+        return (f"other load on the machine: other processes ran on {mean} on average while it was timed{steal} "
+                f"(its iterations too short to tell whether the slow ones had more); {fix}")
+    return (f"unexplained: other processes ran on only {mean} on average while it was timed{steal}, and its "
+            f"iterations are too short to tell whether the slow ones had more")
+
+
 def _timing_checks(run: Any) -> list[Check]:
     out = []
     spread = run.get("seconds_spread")
@@ -520,9 +564,7 @@ def _timing_checks(run: Any) -> list[Check]:
         rounds = run.get("timing_rounds")
         after = f" after {int(rounds)} round{'s' if int(rounds) > 1 else ''}" if _finite(rounds) else ""
         out.append(for_run(run, "warning", "noisy", f"spread {100 * spread:.1f}% of the median{after}",
-                           f"≤ {100 * NOISY_SPREAD:.0f}%",
-                           "other load on the machine, too few iterations, or clock changes; rerun on an idle node "
-                           "or raise profiling.timed_iterations"))
+                           f"≤ {100 * NOISY_SPREAD:.0f}%", _noise_cause(run)))
     throttle = _text(run.get("throttle"))
     if throttle:
         out.append(for_run(run, "warning", "throttled", throttle, "no clock slowdown while timed",

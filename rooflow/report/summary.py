@@ -54,7 +54,9 @@ COLUMNS = [
     # pages each timed step mapped afresh (rooflow.measure.faults): their count, bytes, and seconds at the cost per
     # byte the device's calibration measured
     "minor_faults", "minor_fault_bytes", "minor_fault_seconds", "forward_faults_by_layer",
-    "timing_rounds", "throttle", "memory_requested_bytes", "memory_available_bytes",
+    # the machine's other processes' CPU time and a hypervisor's steal beside the timed iterations (JSON:
+    # rooflow.measure.load), what the noisy check reads its cause from
+    "timing_rounds", "load_during_timing", "throttle", "memory_requested_bytes", "memory_available_bytes",
     "measured_flops", "measured_dram_bytes", "measured_tensor_flops", "kernel_seconds", "memcpy_seconds",
     "memset_seconds", "flops", "flops_source", "bytes", "bytes_source", "arithmetic_intensity",
     "achieved_flops_per_second", "peak_flops_per_second", "bandwidth_bytes_per_second", "roof_source",
@@ -286,6 +288,8 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["warmup_memory_bytes"] = timing.get("warmup_peak_allocated_bytes")
             row["measured_reserved_bytes"] = timing.get("steady_peak_reserved_bytes")
             row["timing_rounds"] = timing.get("timing_rounds")
+            if timing.get("load_during_timing"):
+                row["load_during_timing"] = json.dumps(timing["load_during_timing"])
             row["minor_faults"] = timing.get("median_minor_faults")
             if row["minor_faults"] is not None and timing.get("page_bytes"):
                 row["minor_fault_bytes"] = row["minor_faults"] * timing["page_bytes"]

@@ -150,6 +150,12 @@ def test_still_noisy_after_every_round_is_flagged_with_the_rounds():
     assert info["timing_rounds"] == 3 and info["noisy"] and info["chosen_round"] == 2
     assert seconds == slightly
     assert [r["round"] for r in info["rounds"]] == [1, 2, 3]
+    # the machine's load is sampled beside every iteration of every round, its quarters ranked by timed seconds
+    # (rooflow.measure.load; none without /proc/stat)
+    load = info["load_during_timing"]
+    if load is not None:
+        assert load["iterations"] == 24 and load["slowest"]["iterations"] == load["fastest"]["iterations"] == 6
+        assert load["slowest"]["timed_seconds"] == pytest.approx(12.0) and load["fastest"]["timed_seconds"] == 6.0
 
 
 def test_the_noise_budget_stops_repeating():

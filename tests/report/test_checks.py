@@ -77,7 +77,9 @@ def test_noisy_oom_and_flop_ratio_checks_with_their_severities():
     by_model = {r["model"]: r for _, r in checks.iterrows()}
     assert set(by_model) == {"alexnet", "vgg16", "resnet50", "resnet18"}
     assert by_model["alexnet"]["check"] == "noisy" and by_model["alexnet"]["severity"] == "warning"
-    assert by_model["alexnet"]["likely_cause"].endswith("raise profiling.timed_iterations")
+    # no load recorded beside its iterations (a row without load_during_timing): its cause is not guessed
+    assert by_model["alexnet"]["likely_cause"].startswith("unexplained: the machine's load while it was timed was "
+                                                          "not recorded")
     assert by_model["vgg16"]["severity"] == "result" and "Tried to allocate" in by_model["vgg16"]["likely_cause"]
     assert by_model["resnet50"]["severity"] == "error" and "no explanation" in by_model["resnet50"]["likely_cause"]
     assert by_model["resnet18"]["severity"] == "warning" and "Winograd" in by_model["resnet18"]["likely_cause"]
