@@ -105,12 +105,12 @@ def timed_rounds(runner: Any, spec: RunSpec, monitor: GpuMonitor | None = None,
         faults: list[int] = []  # minor page faults of each iteration (rooflow.measure.faults)
         for i in range(spec.timed_iterations):
             clock = clock_class(runner.cuda)
+            load.start()  # outside the faults' window: reading /proc/stat allocates, and its faults are not the step's
             before = minor_faults()
-            load.start()
             runner.step(clock)
             intervals = clock.intervals_seconds()
-            load.stop(sum(intervals))
             faults.append(minor_faults() - before)
+            load.stop(sum(intervals))
             phases.append(intervals)
             if monitor is not None:
                 monitor.sample()
