@@ -526,6 +526,11 @@ def _noise_cause(run: Any) -> str:
     from rooflow.measure.load import other_cores, steal_share
 
     fix = "rerun on an idle node (on SLURM, an exclusive one)"
+    # what the timing job does not record, and what the spread means for the number reported
+    unrecorded = ("the CPU's clock and the memory and caches another guest of the same host shares are not "
+                  "recorded" if run.get("device_kind") == "cpu" else
+                  "a GPU's clock changes show in the throttled check, the host's own stalls are not recorded")
+    unrecorded += "; the median stands, but runs that differ by less than the spread differ by noise"
     try:
         load = json.loads(run.get("load_during_timing") or "null")
     except (TypeError, json.JSONDecodeError):
@@ -549,12 +554,12 @@ def _noise_cause(run: Any) -> str:
         if more >= NOISE_LOAD_CORES or more_steal >= NOISE_STEAL_SHARE:
             return f"other load on the machine: {split}; {fix}"
         return (f"unexplained: the machine's load does not account for it ({split}: no more beside the slow "
-                f"ones); a GPU's clocks show in the throttled check, the host's own stalls are not recorded")
+                f"ones); {unrecorded}")
     if other_cores(load) >= NOISE_LOAD_CORES or stolen >= NOISE_STEAL_SHARE:
         return (f"other load on the machine: other processes ran on {mean} on average while it was timed{steal} "
                 f"(its iterations too short to tell whether the slow ones had more); {fix}")
     return (f"unexplained: other processes ran on only {mean} on average while it was timed{steal}, and its "
-            f"iterations are too short to tell whether the slow ones had more")
+            f"iterations are too short to tell whether the slow ones had more; {unrecorded}")
 
 
 def _timing_checks(run: Any) -> list[Check]:

@@ -428,9 +428,13 @@ def test_a_noisy_timing_names_the_load_beside_its_slowest_iterations():
                            "exclusive one)")
     # the same spread with as much load beside the fast iterations as the slow: no cause named
     even = {**load, "fastest": {**load["fastest"], "other_cpu_seconds": load["fastest"]["wall_seconds"] * 0.82}}
-    assert _noise_cause({**row, "load_during_timing": json.dumps(even)}).startswith(
+    assert _noise_cause({**row, "load_during_timing": json.dumps(even)}) == (
         "unexplained: the machine's load does not account for it (other processes ran on 0.82 cores beside its "
-        "slowest 22 iterations and 0.82 beside its fastest 22: no more beside the slow ones)")
+        "slowest 22 iterations and 0.82 beside its fastest 22: no more beside the slow ones); the CPU's clock and "
+        "the memory and caches another guest of the same host shares are not recorded; the median stands, but runs "
+        "that differ by less than the spread differ by noise")
+    assert "a GPU's clock changes show in the throttled check" in _noise_cause(
+        {**row, "device_kind": "cuda", "load_during_timing": json.dumps(even)})
     # iterations too short to split: the mean load, said as such
     short = {**load, "readable": False}
     assert _noise_cause({**row, "load_during_timing": json.dumps(short)}).startswith(
