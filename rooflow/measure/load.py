@@ -10,6 +10,13 @@ test suite running beside it, ResNet-18's batch-1 forward took 67 ms in its fast
 ``/proc/stat`` counts in clock ticks (``SC_CLK_TCK``, 100 per second on Linux), so a slow quarter of iterations
 is told from a fast one only where each lasts long enough (:data:`READABLE_SECONDS`); a timing's mean load is
 read whatever its length. No ``/proc/stat`` (macOS): nothing recorded, and the check says the load is unknown.
+
+The process's own CPU time beside each iteration tells the rest apart on a CPU: where the slow iterations' threads
+were on the CPU for their extra time (the same work took more CPU seconds), the processor ran it slower — its clock,
+caches and memory another guest shares, or a hypervisor pausing a virtual CPU without reporting steal; where they
+were not, the step waited off the CPU. On the same VM with nothing beside it, VGG11's batch-4 training step on 2
+threads took 1.96 s in its fastest quarter of 20 iterations and 2.93 s in its slowest, 3.64 and 5.03 s of CPU time
+each (1.86 and 1.72 cores busy): 77% of the extra time on the CPU (tests/data/recorded/cpu-rooflow).
 """
 
 from __future__ import annotations
@@ -51,8 +58,9 @@ class LoadSampler:
     def __init__(self, path: Path = PROC_STAT):
         self.path = path
         self.readable = machine_cpu_seconds(path) is not None
-        # per iteration: (its timed seconds, the sampled window's wall seconds, other processes' CPU, steal)
-        self.iterations: list[tuple[float, float, float, float]] = []
+        # per iteration: (its timed seconds, the sampled window's wall seconds, other processes' CPU, steal,
+        # this process's own CPU seconds, all its threads)
+        self.iterations: list[tuple[float, float, float, float, float]] = []
         self._before: tuple[float, float, float, float] | None = None
 
     def start(self) -> None:
@@ -71,12 +79,13 @@ class LoadSampler:
         own = own_cpu_seconds() - self._before[2]
         # clamped: ticks count a core's time in whole ticks, so a short iteration can read less than its own
         other = max(0.0, reading[0] - self._before[0] - own)
-        self.iterations.append((timed_seconds, wall, other, max(0.0, reading[1] - self._before[1])))
+        self.iterations.append((timed_seconds, wall, other, max(0.0, reading[1] - self._before[1]), own))
         self._before = None
 
     def summary(self) -> dict[str, Any] | None:
         """The timing's load: ``cores``, over all its iterations ``wall_seconds`` (of the sampled windows),
-        ``other_cpu_seconds`` (other processes'), ``steal_seconds``; and the same for its ``slowest`` and
+        ``other_cpu_seconds`` (other processes'), ``steal_seconds``, ``own_cpu_seconds`` (this process's, all
+        its threads); and the same for its ``slowest`` and
         ``fastest`` quarter of iterations by timed seconds, with ``readable`` saying whether each quarter lasts
         :data:`READABLE_SECONDS`."""
         if not self.readable or not self.iterations:
@@ -87,7 +96,7 @@ class LoadSampler:
         def part(rows):
             return {"iterations": len(rows), "timed_seconds": sum(r[0] for r in rows),
                     "wall_seconds": sum(r[1] for r in rows), "other_cpu_seconds": sum(r[2] for r in rows),
-                    "steal_seconds": sum(r[3] for r in rows)}
+                    "steal_seconds": sum(r[3] for r in rows), "own_cpu_seconds": sum(r[4] for r in rows)}
 
         fastest, slowest = part(ranked[:quarter]), part(ranked[-quarter:])
         return {**part(ranked), "cores": os.cpu_count() or 1, "slowest": slowest, "fastest": fastest,
@@ -102,3 +111,23 @@ def other_cores(part: dict[str, Any]) -> float:
 def steal_share(part: dict[str, Any], cores: int) -> float:
     """The share of the machine's CPU time a hypervisor took beside ``part``."""
     return part["steal_seconds"] / (part["wall_seconds"] * cores) if part["wall_seconds"] > 0 else 0.0
+
+
+def own_cores(part: dict[str, Any]) -> float:
+    """Cores' worth of this process's own threads busy beside ``part``."""
+    return part["own_cpu_seconds"] / part["wall_seconds"] if part["wall_seconds"] > 0 else 0.0
+
+
+def on_cpu_share(slowest: dict[str, Any], fastest: dict[str, Any]) -> float | None:
+    """The share of the slowest quarter's extra wall time per iteration (over the fastest quarter's) that its
+    threads spent on the CPU: its extra CPU seconds per iteration over the cores the fast iterations kept busy.
+    1: the same work took that much more CPU time; 0: the step waited off the CPU. None where the parts carry no
+    own CPU time (a timing recorded before rooflow sampled it) or the slow quarter is no slower."""
+    if "own_cpu_seconds" not in slowest or "own_cpu_seconds" not in fastest:
+        return None
+    extra_wall = slowest["wall_seconds"] / slowest["iterations"] - fastest["wall_seconds"] / fastest["iterations"]
+    cores = own_cores(fastest)
+    if extra_wall <= 0 or cores <= 0:
+        return None
+    extra_cpu = slowest["own_cpu_seconds"] / slowest["iterations"] - fastest["own_cpu_seconds"] / fastest["iterations"]
+    return min(1.0, max(0.0, extra_cpu / cores / extra_wall))

@@ -25,7 +25,7 @@ from rooflow.conventions import MODES, NOISY_SPREAD, PRECISIONS, VARIANTS
 from rooflow.errors import RooflowError
 from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
 from rooflow.measure.faults import minor_faults, page_bytes
-from rooflow.measure.load import LoadSampler, other_cores
+from rooflow.measure.load import LoadSampler, other_cores, own_cores
 from rooflow.measure.oom import cpu_memory_limit, is_out_of_memory, oom_details
 
 log = logging.getLogger(__name__)
@@ -403,8 +403,10 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
                  record["median_minor_faults"] * record["page_bytes"] / 1e6)
     if record.get("load_during_timing"):
         load = record["load_during_timing"]
-        log.info("other processes beside the timed iterations: %.2f of %d cores (slowest quarter %.2f, fastest %.2f)",
-                 other_cores(load), load["cores"], other_cores(load["slowest"]), other_cores(load["fastest"]))
+        log.info("other processes beside the timed iterations: %.2f of %d cores (slowest quarter %.2f, fastest %.2f); "
+                 "this job's threads busy on %.2f cores (slowest quarter %.2f, fastest %.2f)",
+                 other_cores(load), load["cores"], other_cores(load["slowest"]), other_cores(load["fastest"]),
+                 own_cores(load), own_cores(load["slowest"]), own_cores(load["fastest"]))
     seconds = [sum(p) for p in phases]
     record["seconds"] = seconds
     record.update(summarize_seconds(seconds))

@@ -518,6 +518,9 @@ def _flop_checks(run: Any) -> list[Check]:
 # names it where the iterations are too short to tell slow from fast (a tick is 10 ms)
 NOISE_LOAD_CORES = 0.25
 NOISE_STEAL_SHARE = 0.05
+# On a CPU, the share of the slow iterations' extra time their threads spent on the CPU above which the same work
+# ran slower there (rather than waited off it)
+ON_CPU_SHARE = 0.5
 
 
 def _noise_cause(run: Any) -> str:
@@ -527,8 +530,8 @@ def _noise_cause(run: Any) -> str:
 
     fix = "rerun on an idle node (on SLURM, an exclusive one)"
     # what the timing job does not record, and what the spread means for the number reported
-    unrecorded = ("the CPU's clock and the memory and caches another guest of the same host shares are not "
-                  "recorded" if run.get("device_kind") == "cpu" else
+    unrecorded = ("not recorded: the CPU's clock, the caches and memory another guest of the same host shares, a "
+                  "hypervisor's pauses it does not report as steal" if run.get("device_kind") == "cpu" else
                   "a GPU's clock changes show in the throttled check, the host's own stalls are not recorded")
     unrecorded += "; the median stands, but runs that differ by less than the spread differ by noise"
     try:
@@ -553,13 +556,40 @@ def _noise_cause(run: Any) -> str:
                     if max(steal_share(slow, cores), steal_share(fast, cores)) >= 0.005 else ""))
         if more >= NOISE_LOAD_CORES or more_steal >= NOISE_STEAL_SHARE:
             return f"other load on the machine: {split}; {fix}"
-        return (f"unexplained: the machine's load does not account for it ({split}: no more beside the slow "
-                f"ones); {unrecorded}")
+        # what "does not account for it" means: under the thresholds, not necessarily nothing
+        split += (": no more beside the slow ones" if more < 0.05 and more_steal < 0.005 else
+                  f": less than {NOISE_LOAD_CORES:g} core of other work and {100 * NOISE_STEAL_SHARE:.0f}% steal "
+                  f"more beside the slow ones")
+        where = _on_or_off_cpu(run, slow, fast)
+        if where:
+            return f"{where}; other load does not account for it ({split}); {unrecorded}"
+        return f"unexplained: the machine's load does not account for it ({split}); {unrecorded}"
     if other_cores(load) >= NOISE_LOAD_CORES or stolen >= NOISE_STEAL_SHARE:
         return (f"other load on the machine: other processes ran on {mean} on average while it was timed{steal} "
                 f"(its iterations too short to tell whether the slow ones had more); {fix}")
     return (f"unexplained: other processes ran on only {mean} on average while it was timed{steal}, and its "
             f"iterations are too short to tell whether the slow ones had more; {unrecorded}")
+
+
+def _on_or_off_cpu(run: Any, slow: dict[str, Any], fast: dict[str, Any]) -> str | None:
+    """On a CPU, where the slow iterations' extra time went, read from the process's own CPU time beside them
+    (rooflow.measure.load.on_cpu_share): the same work taking more CPU seconds, or waiting off the CPU. None on a
+    GPU (the host's CPU time is not the kernels') or where the timing did not record it."""
+    from rooflow.measure.load import on_cpu_share, own_cores
+
+    share = on_cpu_share(slow, fast) if run.get("device_kind") == "cpu" else None
+    if share is None:
+        return None
+    def each(part):
+        milliseconds = 1e3 * part["own_cpu_seconds"] / part["iterations"]
+        return f"{milliseconds:,.0f}" if milliseconds >= 100 else f"{milliseconds:.3g}"
+
+    per = (f"its slowest {slow['iterations']} iterations took {each(slow)} ms of CPU time each against {each(fast)} ms "
+           f"in its fastest {fast['iterations']}, its threads busy on {own_cores(slow):.2f} and {own_cores(fast):.2f} "
+           f"cores: {100 * share:.0f}% of their extra time on the CPU")
+    if share >= ON_CPU_SHARE:
+        return f"unexplained slowness on the CPU: {per}, so the step ran the same work slower rather than waiting"
+    return f"unexplained waiting: {per}, so the step waited off the CPU for most of it"
 
 
 def _timing_checks(run: Any) -> list[Check]:

@@ -1,5 +1,6 @@
 """The machine's load beside timed iterations (rooflow.measure.load): /proc/stat read as the kernel writes it, other
-processes' CPU time apart from this process's, and a real busy neighbour seen beside the iterations it slowed."""
+processes' CPU time apart from this process's, and a real busy neighbour seen beside the iterations it slowed;
+this process's own CPU time, which tells slow iterations that ran slower on the CPU from ones that waited."""
 
 from __future__ import annotations
 
@@ -67,10 +68,73 @@ def test_other_processes_work_is_the_machines_busy_time_less_this_processs(tmp_p
     assert load.other_cores(summary) == pytest.approx(0.5)
 
 
+def test_where_the_slow_iterations_extra_time_went_on_the_cpu_or_off_it(tmp_path, monkeypatch):
+    """The slow quarter's extra wall time per iteration against its extra own CPU time, over the cores the fast
+    iterations kept busy: 1 where the same work took that much more CPU time, 0 where the step waited; None for a
+    timing recorded before rooflow kept its own CPU time, or one whose slow quarter is no slower. Set counters."""
+    path, now = tmp_path / "stat", {"wall": 0.0, "own": 0.0}
+    path.write_text("cpu  0 0 0 100 0 0 0 0 0 0\n")
+    monkeypatch.setattr(load, "own_cpu_seconds", lambda: now["own"])
+    monkeypatch.setattr(load.time, "perf_counter", lambda: now["wall"])
+
+    def quarters(slow_wall, slow_own):
+        """Eight iterations on 2 threads: four of 1 s with 2 CPU-seconds, four slow ones as given."""
+        sampler = load.LoadSampler(path)
+        for i in range(8):
+            wall, own = (slow_wall, slow_own) if i % 2 else (1.0, 2.0)
+            sampler.start()
+            now["wall"] += wall
+            now["own"] += own
+            sampler.stop(wall)
+        summary = sampler.summary()
+        return summary["slowest"], summary["fastest"]
+
+    slow, fast = quarters(1.5, 3.0)  # half as long again, both threads busy throughout: slower on the CPU
+    assert load.own_cores(slow) == pytest.approx(2.0) and load.own_cores(fast) == pytest.approx(2.0)
+    assert load.on_cpu_share(slow, fast) == pytest.approx(1.0)
+    slow, fast = quarters(1.5, 2.0)  # the same CPU time over half as long again: waiting off the CPU
+    assert load.on_cpu_share(slow, fast) == pytest.approx(0.0)
+    assert load.own_cores(slow) == pytest.approx(4 / 3)
+    slow, fast = quarters(1.5, 2.5)  # half of each
+    assert load.on_cpu_share(slow, fast) == pytest.approx(0.5)
+    assert load.on_cpu_share(*quarters(1.0, 2.0)) is None  # no slower
+    old = {k: v for k, v in slow.items() if k != "own_cpu_seconds"}
+    assert load.on_cpu_share(old, fast) is None
+
+
 def _spin(seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         pass
+
+
+def _spin_cpu(seconds: float) -> None:
+    """Spin until this thread has had ``seconds`` of CPU time, however long the scheduler makes that take."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+@pytest.mark.skipif(not load.PROC_STAT.exists(), reason="needs Linux's /proc/stat")
+def test_real_iterations_that_compute_longer_or_sleep_read_as_on_or_off_the_cpu():
+    """On the real counters: slow iterations that do twice the work read as time on the CPU, slow iterations that
+    do the same work and then sleep as time off it, with this suite's other worker beside them (the work is counted
+    in this thread's CPU seconds, not in wall time)."""
+    def share(slow):
+        sampler = load.LoadSampler()
+        for i in range(8):
+            sampler.start()
+            start = time.perf_counter()
+            _spin_cpu(0.02)
+            if i % 2:
+                slow()
+            sampler.stop(time.perf_counter() - start)
+        summary = sampler.summary()
+        return load.on_cpu_share(summary["slowest"], summary["fastest"])
+
+    # more than half of the extra time on the CPU alone; a neighbour taking part of this core lowers it
+    assert share(lambda: _spin_cpu(0.1)) > 0.4
+    assert share(lambda: time.sleep(0.1)) < 0.2
 
 
 @pytest.mark.skipif(not load.PROC_STAT.exists(), reason="needs Linux's /proc/stat")

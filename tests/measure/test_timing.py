@@ -42,6 +42,9 @@ def test_cpu_training_measurement_records_phases_and_environment(subset):
                               record["optimizer_seconds"]):
         assert total == pytest.approx(f + b + o)
     assert record["threads"] == 1
+    load = record["load_during_timing"]
+    if load is not None:  # Linux: the job's own CPU time beside its iterations, one thread's worth at most
+        assert 0 < load["own_cpu_seconds"] <= 1.2 * load["wall_seconds"] + 0.05
     assert record["images_per_second"] == pytest.approx(2 / record["median_seconds"])
     assert record["environment"]["torch"] == torch.__version__
     assert record["params"] == 1_248_424  # squeezenet1_0, 1000 classes
