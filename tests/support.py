@@ -422,8 +422,12 @@ RECORDED_CPU_FAULTS_RUN = RECORDED_CPU / "mobilenet_v2-b4-fp32-inference-2026-12
 RECORDED_CPU_LOADED_RUN = RECORDED_CPU / "resnet18-b1-fp32-inference-2026-12-02-loaded-timing.json"
 # a make run's timing, nothing else running, still noisy after its rounds
 RECORDED_CPU_QUIET_NOISY_RUN = RECORDED_CPU / "vgg11-b4-fp32-training-2026-12-02-quiet-noisy-timing.json"
-# a timing run alone, nothing else running, whose record has its own CPU time beside each iteration
-RECORDED_CPU_ON_CPU_RUN = RECORDED_CPU / "vgg11-b4-fp32-training-2026-12-03-on-cpu-timing.json"
+# timings run alone, nothing else running, whose records have their own CPU time (and its kernel part, and their
+# page faults) beside each iteration: one whose slow iterations' extra kernel time is its page faults', the same
+# step with a caching allocator's settings, and one whose slow iterations ran slower in user time
+RECORDED_CPU_FAULTS_NOISY_RUN = RECORDED_CPU / "vgg11-b4-fp32-training-2026-12-03-faults-noisy-timing.json"
+RECORDED_CPU_CACHING_RUN = RECORDED_CPU / "vgg11-b4-fp32-training-2026-12-03-caching-allocator-timing.json"
+RECORDED_CPU_ON_CPU_RUN = RECORDED_CPU / "mobilenet_v2-b1-fp32-training-2026-12-03-on-cpu-timing.json"
 RECORDED_CPU_FAULTS_CEILINGS = RECORDED_CPU / "ceilings-cpu-2026-12-02-faults.json"
 
 

@@ -11,12 +11,15 @@ test suite running beside it, ResNet-18's batch-1 forward took 67 ms in its fast
 is told from a fast one only where each lasts long enough (:data:`READABLE_SECONDS`); a timing's mean load is
 read whatever its length. No ``/proc/stat`` (macOS): nothing recorded, and the check says the load is unknown.
 
-The process's own CPU time beside each iteration tells the rest apart on a CPU: where the slow iterations' threads
-were on the CPU for their extra time (the same work took more CPU seconds), the processor ran it slower — its clock,
-caches and memory another guest shares, or a hypervisor pausing a virtual CPU without reporting steal; where they
-were not, the step waited off the CPU. On the same VM with nothing beside it, VGG11's batch-4 training step on 2
-threads took 1.96 s in its fastest quarter of 20 iterations and 2.93 s in its slowest, 3.64 and 5.03 s of CPU time
-each (1.86 and 1.72 cores busy): 77% of the extra time on the CPU (tests/data/recorded/cpu-rooflow).
+The process's own CPU time beside each iteration (``getrusage``: counted to the microsecond, so it splits short
+iterations too), its kernel part and the iteration's page faults tell the rest apart on a CPU: where the slow
+iterations' threads were not on the CPU for their extra time, the step waited; where they were, either the kernel
+carries the extra CPU time, beside the page faults it handled, or the processor ran the step slower — its clock,
+caches and memory another guest shares, or a hypervisor pausing a virtual CPU without reporting steal, none of
+them recorded. On the same VM with nothing beside it (tests/data/recorded/cpu-rooflow), VGG11's batch-4 training
+step on 2 threads spent 1,349 ms of CPU time in the kernel in its slowest 5 of 20 iterations against 712 ms in its
+fastest 5, beside 324,123 and 304,250 page faults: 72% of their extra CPU time; MobileNetV2's batch-1 step 212 ms
+of CPU time against 168, 18.8 and 8.08 ms of it in the kernel: slower in its own code.
 """
 
 from __future__ import annotations
@@ -46,57 +49,70 @@ def machine_cpu_seconds(path: Path = PROC_STAT) -> tuple[float, float] | None:
     return (user + nice + system + irq + softirq) / tick, steal / tick
 
 
+def own_cpu_times() -> tuple[float, float]:
+    """(user, system) CPU seconds of this process so far, all its threads; system: the kernel's work for it (page
+    faults among it)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime, usage.ru_stime
+
+
 def own_cpu_seconds() -> float:
     """User and system CPU seconds of this process so far, all its threads."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return sum(own_cpu_times())
 
 
 class LoadSampler:
-    """Around each timed iteration: ``start()`` before, ``stop(wall_seconds)`` after; ``summary()`` at the end."""
+    """Around each timed iteration: ``start()`` before, ``stop(timed_seconds, minor_faults)`` after; ``summary()``
+    at the end."""
 
     def __init__(self, path: Path = PROC_STAT):
         self.path = path
         self.readable = machine_cpu_seconds(path) is not None
         # per iteration: (its timed seconds, the sampled window's wall seconds, other processes' CPU, steal,
-        # this process's own CPU seconds, all its threads)
-        self.iterations: list[tuple[float, float, float, float, float]] = []
-        self._before: tuple[float, float, float, float] | None = None
+        # this process's own CPU seconds (all its threads) and of them its system seconds, its minor page faults)
+        self.iterations: list[tuple[float, float, float, float, float, float, int | None]] = []
+        self._before: tuple[float, float, float, float, float] | None = None
 
     def start(self) -> None:
         if self.readable:
             busy, steal = machine_cpu_seconds(self.path) or (0.0, 0.0)
-            self._before = (busy, steal, own_cpu_seconds(), time.perf_counter())
+            user, system = own_cpu_times()
+            self._before = (busy, steal, user, system, time.perf_counter())
 
-    def stop(self, timed_seconds: float) -> None:
+    def stop(self, timed_seconds: float, minor_faults: int | None = None) -> None:
         if not self.readable or self._before is None:
             return
-        wall = time.perf_counter() - self._before[3]
+        wall = time.perf_counter() - self._before[4]
         reading = machine_cpu_seconds(self.path)
         if reading is None:
             self.readable = False
             return
-        own = own_cpu_seconds() - self._before[2]
+        user, system = own_cpu_times()
+        own, own_system = user + system - self._before[2] - self._before[3], system - self._before[3]
         # clamped: ticks count a core's time in whole ticks, so a short iteration can read less than its own
         other = max(0.0, reading[0] - self._before[0] - own)
-        self.iterations.append((timed_seconds, wall, other, max(0.0, reading[1] - self._before[1]), own))
+        self.iterations.append((timed_seconds, wall, other, max(0.0, reading[1] - self._before[1]), own, own_system,
+                                minor_faults))
         self._before = None
 
     def summary(self) -> dict[str, Any] | None:
         """The timing's load: ``cores``, over all its iterations ``wall_seconds`` (of the sampled windows),
         ``other_cpu_seconds`` (other processes'), ``steal_seconds``, ``own_cpu_seconds`` (this process's, all
-        its threads); and the same for its ``slowest`` and
+        its threads), ``own_system_seconds`` (of it, the kernel's), ``minor_faults`` (where every iteration gave
+        its count); and the same for its ``slowest`` and
         ``fastest`` quarter of iterations by timed seconds, with ``readable`` saying whether each quarter lasts
         :data:`READABLE_SECONDS`."""
         if not self.readable or not self.iterations:
             return None
-        ranked = sorted(self.iterations)
+        ranked = sorted(self.iterations, key=lambda r: r[0])
         quarter = max(1, len(ranked) // 4)
 
         def part(rows):
             return {"iterations": len(rows), "timed_seconds": sum(r[0] for r in rows),
                     "wall_seconds": sum(r[1] for r in rows), "other_cpu_seconds": sum(r[2] for r in rows),
-                    "steal_seconds": sum(r[3] for r in rows), "own_cpu_seconds": sum(r[4] for r in rows)}
+                    "steal_seconds": sum(r[3] for r in rows), "own_cpu_seconds": sum(r[4] for r in rows),
+                    "own_system_seconds": sum(r[5] for r in rows),
+                    **({"minor_faults": sum(r[6] for r in rows)} if all(r[6] is not None for r in rows) else {})}
 
         fastest, slowest = part(ranked[:quarter]), part(ranked[-quarter:])
         return {**part(ranked), "cores": os.cpu_count() or 1, "slowest": slowest, "fastest": fastest,

@@ -110,7 +110,7 @@ def timed_rounds(runner: Any, spec: RunSpec, monitor: GpuMonitor | None = None,
             runner.step(clock)
             intervals = clock.intervals_seconds()
             faults.append(minor_faults() - before)
-            load.stop(sum(intervals))
+            load.stop(sum(intervals), faults[-1])
             phases.append(intervals)
             if monitor is not None:
                 monitor.sample()

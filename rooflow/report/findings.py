@@ -311,6 +311,12 @@ def _phase_carriers(run: Any) -> str | None:
         f"{phase} {measured[phase] * 1e3:.3g} vs {predicted[phase] * 1e3:.3g} ms" for phase in order)
 
 
+# How to stop a CPU step's page faults (tests/measure/test_faults.py checks each on a real network)
+CACHING_ALLOCATOR_FIX = ("a caching allocator removes them (LD_PRELOAD jemalloc or tcmalloc, or MALLOC_MMAP_THRESHOLD_ "
+                         "past the largest tensor together with MALLOC_TRIM_THRESHOLD_: the trim threshold alone "
+                         "makes more)")
+
+
 def _page_faults(run: Any) -> str | None:
     """A step measured slower than its prediction that mapped pages afresh in every timed iteration (the summary's
     ``minor_faults``, rooflow.measure.faults): how many, their seconds at the cost per byte its calibration measured,
@@ -330,9 +336,7 @@ def _page_faults(run: Any) -> str | None:
             f"{seconds * 1e3:.3g} ms at the cost per byte its calibration measured, {in_model}: "
             f"{min(unpriced / excess, 1.0):.0%} of the {excess * 1e3:.3g} ms over the prediction (without them "
             f"{(measured - unpriced) / predicted:.2f}x it) — glibc's malloc giving freed tensors' memory back to the "
-            f"OS and faulting it in again, the allocator's time, not the ops'; a caching allocator removes it "
-            f"(LD_PRELOAD jemalloc or tcmalloc, or MALLOC_MMAP_THRESHOLD_ past the largest tensor together with "
-            f"MALLOC_TRIM_THRESHOLD_: the trim threshold alone makes more)")
+            f"OS and faulting it in again, the allocator's time, not the ops'; {CACHING_ALLOCATOR_FIX}")
 
 
 def _predicted_time_carrier(run: Any) -> str:
@@ -521,6 +525,10 @@ NOISE_STEAL_SHARE = 0.05
 # On a CPU, the share of the slow iterations' extra time their threads spent on the CPU above which the same work
 # ran slower there (rather than waited off it)
 ON_CPU_SHARE = 0.5
+# ...and the share of their extra CPU time in the kernel, beside this many times the fast ones' page faults, above
+# which the faults carry it
+KERNEL_SHARE = 0.5
+FAULTS_RISE = 1.25
 
 
 def _noise_cause(run: Any) -> str:
@@ -567,29 +575,57 @@ def _noise_cause(run: Any) -> str:
     if other_cores(load) >= NOISE_LOAD_CORES or stolen >= NOISE_STEAL_SHARE:
         return (f"other load on the machine: other processes ran on {mean} on average while it was timed{steal} "
                 f"(its iterations too short to tell whether the slow ones had more); {fix}")
-    return (f"unexplained: other processes ran on only {mean} on average while it was timed{steal}, and its "
-            f"iterations are too short to tell whether the slow ones had more; {unrecorded}")
+    short = (f"other processes ran on only {mean} on average while it was timed{steal}, and its iterations are too "
+             f"short to tell whether the slow ones had more")
+    # the job's own CPU time is counted to the microsecond, not in ticks: it splits short iterations too
+    where = _on_or_off_cpu(run, load["slowest"], load["fastest"]) if "slowest" in load else None
+    if where:
+        return f"{where}; {short}; {unrecorded}"
+    return f"unexplained: {short}; {unrecorded}"
 
 
 def _on_or_off_cpu(run: Any, slow: dict[str, Any], fast: dict[str, Any]) -> str | None:
     """On a CPU, where the slow iterations' extra time went, read from the process's own CPU time beside them
-    (rooflow.measure.load.on_cpu_share): the same work taking more CPU seconds, or waiting off the CPU. None on a
-    GPU (the host's CPU time is not the kernels') or where the timing did not record it."""
+    (rooflow.measure.load.on_cpu_share): waiting off the CPU, or more CPU time — and of that, the kernel's
+    share with the page faults beside it, which names the faults where they carry most of it. None on a GPU (the
+    host's CPU time is not the kernels') or where the timing did not record it."""
     from rooflow.measure.load import on_cpu_share, own_cores
 
     share = on_cpu_share(slow, fast) if run.get("device_kind") == "cpu" else None
     if share is None:
         return None
-    def each(part):
-        milliseconds = 1e3 * part["own_cpu_seconds"] / part["iterations"]
-        return f"{milliseconds:,.0f}" if milliseconds >= 100 else f"{milliseconds:.3g}"
 
-    per = (f"its slowest {slow['iterations']} iterations took {each(slow)} ms of CPU time each against {each(fast)} ms "
-           f"in its fastest {fast['iterations']}, its threads busy on {own_cores(slow):.2f} and {own_cores(fast):.2f} "
-           f"cores: {100 * share:.0f}% of their extra time on the CPU")
-    if share >= ON_CPU_SHARE:
-        return f"unexplained slowness on the CPU: {per}, so the step ran the same work slower rather than waiting"
-    return f"unexplained waiting: {per}, so the step waited off the CPU for most of it"
+    def each(part, key):
+        return part[key] / part["iterations"]
+
+    def ms(seconds):
+        return f"{1e3 * seconds:,.0f}" if seconds >= 0.1 else f"{1e3 * seconds:.3g}"
+
+    cpu = each(slow, "own_cpu_seconds"), each(fast, "own_cpu_seconds")
+    kernel, faults, kernel_share = "", None, 0.0
+    if "own_system_seconds" in slow and "own_system_seconds" in fast:
+        system = each(slow, "own_system_seconds"), each(fast, "own_system_seconds")
+        if "minor_faults" in slow and "minor_faults" in fast:
+            faults = each(slow, "minor_faults"), each(fast, "minor_faults")
+        kernel = (f" ({ms(system[0])} and {ms(system[1])} ms of it in the kernel"
+                  + (f", beside {faults[0]:,.0f} and {faults[1]:,.0f} page faults" if faults else "") + ")")
+        kernel_share = (system[0] - system[1]) / (cpu[0] - cpu[1]) if cpu[0] > cpu[1] else 0.0
+    per = (f"its slowest {slow['iterations']} iterations took {ms(cpu[0])} ms of CPU time each against {ms(cpu[1])} "
+           f"ms in its fastest {fast['iterations']}{kernel}, its threads busy on {own_cores(slow):.2f} and "
+           f"{own_cores(fast):.2f} cores: {100 * share:.0f}% of their extra time on the CPU")
+    if share < ON_CPU_SHARE:
+        return f"unexplained waiting: {per}, so the step waited off the CPU for most of it"
+    if faults and faults[0] > 0 and kernel_share >= KERNEL_SHARE:
+        if faults[0] >= FAULTS_RISE * faults[1]:
+            which = (f"with {faults[0] / faults[1]:.2f}x the page faults — the allocator mapping memory afresh in "
+                     f"some iterations more than in others")
+        else:
+            which = (f"at {1e6 * system[0] / faults[0]:.3g} µs of it a page fault against "
+                     f"{1e6 * system[1] / faults[1]:.3g} — much the same faults, each slower (what slowed them is "
+                     f"not recorded)")
+        return (f"page faults: {per}; {100 * kernel_share:.0f}% of the extra CPU time in the kernel, {which}; "
+                f"{CACHING_ALLOCATOR_FIX}, and the time they vary by")
+    return f"unexplained slowness on the CPU: {per}, so the step ran slower rather than waiting"
 
 
 def _timing_checks(run: Any) -> list[Check]:

@@ -44,7 +44,7 @@ def test_other_processes_work_is_the_machines_busy_time_less_this_processs(tmp_p
     def write():
         path.write_text(f"cpu  {now['busy']} 0 0 100 0 0 0 {now['steal']} 0 0\n")
 
-    monkeypatch.setattr(load, "own_cpu_seconds", lambda: now["own"])
+    monkeypatch.setattr(load, "own_cpu_times", lambda: (now["own"], 0.0))
     monkeypatch.setattr(load.time, "perf_counter", lambda: now["wall"])
     write()
     sampler = load.LoadSampler(path)
@@ -71,27 +71,34 @@ def test_other_processes_work_is_the_machines_busy_time_less_this_processs(tmp_p
 def test_where_the_slow_iterations_extra_time_went_on_the_cpu_or_off_it(tmp_path, monkeypatch):
     """The slow quarter's extra wall time per iteration against its extra own CPU time, over the cores the fast
     iterations kept busy: 1 where the same work took that much more CPU time, 0 where the step waited; None for a
-    timing recorded before rooflow kept its own CPU time, or one whose slow quarter is no slower. Set counters."""
-    path, now = tmp_path / "stat", {"wall": 0.0, "own": 0.0}
+    timing recorded before rooflow kept its own CPU time, or one whose slow quarter is no slower. Each part also
+    sums the kernel's share of that CPU time and the iterations' page faults, where every one gave its count. Set
+    counters."""
+    path, now = tmp_path / "stat", {"wall": 0.0, "own": 0.0, "system": 0.0}
     path.write_text("cpu  0 0 0 100 0 0 0 0 0 0\n")
-    monkeypatch.setattr(load, "own_cpu_seconds", lambda: now["own"])
+    monkeypatch.setattr(load, "own_cpu_times", lambda: (now["own"] - now["system"], now["system"]))
     monkeypatch.setattr(load.time, "perf_counter", lambda: now["wall"])
 
-    def quarters(slow_wall, slow_own):
-        """Eight iterations on 2 threads: four of 1 s with 2 CPU-seconds, four slow ones as given."""
+    def quarters(slow_wall, slow_own, faults=True):
+        """Eight iterations on 2 threads: four of 1 s with 2 CPU-seconds (0.1 in the kernel, 40 page faults),
+        four slow ones as given (0.4 s in the kernel, 100 faults)."""
         sampler = load.LoadSampler(path)
         for i in range(8):
-            wall, own = (slow_wall, slow_own) if i % 2 else (1.0, 2.0)
+            wall, own, system, count = (slow_wall, slow_own, 0.4, 100) if i % 2 else (1.0, 2.0, 0.1, 40)
             sampler.start()
             now["wall"] += wall
             now["own"] += own
-            sampler.stop(wall)
+            now["system"] += system
+            sampler.stop(wall, count if faults else None)
         summary = sampler.summary()
         return summary["slowest"], summary["fastest"]
 
     slow, fast = quarters(1.5, 3.0)  # half as long again, both threads busy throughout: slower on the CPU
     assert load.own_cores(slow) == pytest.approx(2.0) and load.own_cores(fast) == pytest.approx(2.0)
     assert load.on_cpu_share(slow, fast) == pytest.approx(1.0)
+    assert slow["own_system_seconds"] == pytest.approx(0.8) and fast["own_system_seconds"] == pytest.approx(0.2)
+    assert slow["minor_faults"] == 200 and fast["minor_faults"] == 80
+    assert "minor_faults" not in quarters(1.5, 3.0, faults=False)[0]
     slow, fast = quarters(1.5, 2.0)  # the same CPU time over half as long again: waiting off the CPU
     assert load.on_cpu_share(slow, fast) == pytest.approx(0.0)
     assert load.own_cores(slow) == pytest.approx(4 / 3)
