@@ -31,9 +31,9 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 - **noisy**: interquartile range over ``rooflow.conventions.NOISY_SPREAD`` of the median time; its cause read
   from the other processes' work and a hypervisor's steal beside the slowest and the fastest timed iterations
   (rooflow.measure.load), or "unexplained" where they had no more beside the slow ones — on a CPU then said
-  further from the process's own CPU time beside them: the step waiting off the CPU, the kernel's page faults
-  carrying the extra CPU time (named, with the caching allocator that removes them), or the step running slower
-  on the CPU, whose cause is not recorded.
+  further from the process's own CPU time beside them: the step waiting off the CPU, the kernel carrying the
+  extra CPU time beside page faults (its memory mapping, named with the caching allocator that removes it), or
+  the step running slower on the CPU, whose cause is not recorded.
 - **predicted vs measured time / memory**: the measurement outside the time model's band, or the memory
   prediction off by more than 15% (a warning naming what carries most of the predicted time: an op class,
   cuDNN's layout transposes, or the host).

@@ -599,7 +599,8 @@ def _on_or_off_cpu(run: Any, slow: dict[str, Any], fast: dict[str, Any]) -> str 
         return part[key] / part["iterations"]
 
     def ms(seconds):
-        return f"{1e3 * seconds:,.0f}" if seconds >= 0.1 else f"{1e3 * seconds:.3g}"
+        return (f"{1e3 * seconds:,.0f}" if seconds >= 0.1 else f"{1e3 * seconds:.3g}" if seconds >= 1e-4
+                else "under 0.1")
 
     cpu = each(slow, "own_cpu_seconds"), each(fast, "own_cpu_seconds")
     kernel, faults, kernel_share = "", None, 0.0
@@ -620,11 +621,11 @@ def _on_or_off_cpu(run: Any, slow: dict[str, Any], fast: dict[str, Any]) -> str 
             which = (f"with {faults[0] / faults[1]:.2f}x the page faults — the allocator mapping memory afresh in "
                      f"some iterations more than in others")
         else:
-            which = (f"at {1e6 * system[0] / faults[0]:.3g} µs of it a page fault against "
-                     f"{1e6 * system[1] / faults[1]:.3g} — much the same faults, each slower (what slowed them is "
-                     f"not recorded)")
-        return (f"page faults: {per}; {100 * kernel_share:.0f}% of the extra CPU time in the kernel, {which}; "
-                f"{CACHING_ALLOCATOR_FIX}, and the time they vary by")
+            which = (f"beside much the same page faults, {1e6 * system[0] / faults[0]:.3g} µs of kernel time a "
+                     f"fault against {1e6 * system[1] / faults[1]:.3g} (what slowed the kernel's work is not "
+                     f"recorded)")
+        return (f"the kernel's memory mapping: {per}; {100 * kernel_share:.0f}% of the extra CPU time in the kernel, "
+                f"{which}; {CACHING_ALLOCATOR_FIX}, with the mapping behind them and the time it varies by")
     return f"unexplained slowness on the CPU: {per}, so the step ran slower rather than waiting"
 
 
