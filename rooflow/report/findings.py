@@ -522,8 +522,8 @@ def _flop_checks(run: Any) -> list[Check]:
 # names it where the iterations are too short to tell slow from fast (a tick is 10 ms)
 NOISE_LOAD_CORES = 0.25
 NOISE_STEAL_SHARE = 0.05
-# On a CPU, the share of the slow iterations' extra time their threads spent on the CPU above which the same work
-# ran slower there (rather than waited off it)
+# On a CPU, the share of the slow iterations' extra time their threads spent on the CPU above which the step ran
+# slower there (rather than waited off it)
 ON_CPU_SHARE = 0.5
 # ...and the share of their extra CPU time in the kernel, beside this many times the fast ones' page faults, above
 # which the faults carry it
