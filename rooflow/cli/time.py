@@ -10,7 +10,7 @@ from rooflow.arguments import positive_int
 from rooflow.io import write_json
 from rooflow.measure.driver import profile_one_iteration
 from rooflow.measure.timing import RunSpec, add_run_arguments, measure, model_fields
-from rooflow.workload.dataset import load_subset
+from rooflow.workload.dataset import SubsetSpec, load_subset, subset_data
 
 
 def _spec_from_args(args: argparse.Namespace) -> RunSpec:
@@ -21,10 +21,9 @@ def _spec_from_args(args: argparse.Namespace) -> RunSpec:
 
 
 def _cmd_time(args: argparse.Namespace) -> int:
-
-
     spec = _spec_from_args(args)
-    subset = load_subset(args.subset)
+    # without a subset file, the workflow's default: the generated stand-in, made in memory (deterministic)
+    subset = load_subset(args.subset) if args.subset else subset_data(SubsetSpec())[0]
     record = profile_one_iteration(spec, subset) if args.one_iteration else measure(spec, subset, args.timeline)
     if args.output:
         write_json(args.output, record)
@@ -47,7 +46,9 @@ def register(subparsers) -> None:
                         help="seconds of timed iterations for repeated rounds (default: %(default)s)")
     parser.add_argument("--cpu-memory-limit", type=positive_int, default=None,
                         help="bytes a CPU run may map beyond what the process holds; more ends as status oom")
-    parser.add_argument("--subset", required=True, help="subset .pt written by `rooflow subset`")
+    parser.add_argument("--subset", help="subset .pt written by `rooflow subset` (default: the generated stand-in "
+                                         f"the workflow uses without a dataset, {SubsetSpec.classes} classes × "
+                                         f"{SubsetSpec.images_per_class} images, made in memory)")
     parser.add_argument("--one-iteration", action="store_true",
                         help="profile exactly one iteration between cudaProfilerStart/Stop (for ncu/nsys)")
     parser.add_argument("--output", help="timing JSON to write (default: print)")

@@ -86,9 +86,9 @@ def _generated_image(label: int, index: int, spec: SubsetSpec):
     return ((smooth + noise).clamp(0, 1) * 255).to(torch.uint8)
 
 
-def build_subset(spec: SubsetSpec, tensor_path: str | Path, manifest_path: str | Path) -> dict:
-    """Pick, transform and write the subset; return a short description for logs and the report."""
-    import pandas as pd
+def subset_data(spec: SubsetSpec) -> tuple[dict, list[dict]]:
+    """Pick and transform the subset (or generate the stand-in, when ``spec.root`` is None): the data a subset file
+    holds, and its manifest's rows."""
     import torch
 
     rows, images, labels = [], [], []
@@ -122,12 +122,21 @@ def build_subset(spec: SubsetSpec, tensor_path: str | Path, manifest_path: str |
         "generated": spec.root is None,
         "spec": vars(spec),
     }
+    return data, rows
+
+
+def build_subset(spec: SubsetSpec, tensor_path: str | Path, manifest_path: str | Path) -> dict:
+    """Pick, transform and write the subset; return a short description for logs and the report."""
+    import pandas as pd
+    import torch
+
+    data, rows = subset_data(spec)
     with atomic_path(tensor_path) as tmp:
         torch.save(data, tmp)
     manifest = pd.DataFrame(rows)
     manifest.insert(0, "index", range(len(manifest)))
     write_csv(manifest_path, manifest)
-    summary = {"images": len(rows), "classes": len(class_names), "generated": spec.root is None,
+    summary = {"images": len(rows), "classes": len(data["classes"]), "generated": spec.root is None,
                "shape": list(data["images"].shape)}
     log.info("subset written: %s", summary)
     return summary

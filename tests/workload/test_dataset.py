@@ -121,3 +121,27 @@ def test_rooflow_subset_refuses_a_size_or_count_of_zero(tmp_path, capsys, option
     assert exited.value.code == 2
     assert f"rooflow subset: error: argument {option}: 0 is not a positive integer (1 or more)" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_the_stand_in_made_in_memory_is_the_workflows_default_subset_file(tmp_path):
+    """`rooflow time` without --subset times the generated stand-in made in memory (subset_data): the same images
+    and labels the workflow's default subset step writes (SubsetSpec's defaults: config/config.yaml's dataset)."""
+    from rooflow.workload.dataset import subset_data
+
+    written, _ = _build(tmp_path, SubsetSpec())
+    in_memory, rows = subset_data(SubsetSpec())
+    assert in_memory["images"].shape == (32, 3, 224, 224) and len(rows) == 32
+    assert torch.equal(in_memory["images"], written["images"]) and torch.equal(in_memory["labels"], written["labels"])
+
+
+def test_rooflow_time_runs_without_a_subset_file(tmp_path):
+    """A user times a model in one command: no `rooflow subset` first."""
+    import json
+
+    from rooflow.cli import main
+
+    output = tmp_path / "timing.json"
+    assert main(["time", "--model", "squeezenet1_1", "--batch", "1", "--warmup", "0", "--iterations", "2",
+                 "--rounds", "1", "--threads", "1", "--output", str(output)]) == 0
+    record = json.loads(output.read_text())
+    assert record["status"] == "ok" and len(record["seconds"]) == 2 and record["model"] == "squeezenet1_1"
