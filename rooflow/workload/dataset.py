@@ -147,7 +147,7 @@ def load_subset(path: str | Path) -> dict:
 
     path = Path(path)
     if not path.is_file():
-        raise RooflowError(f"dataset subset '{path}' does not exist: run the subset_dataset step first")
+        raise RooflowError(f"dataset subset '{path}' does not exist: run the subset_dataset step (or `rooflow subset`) first")
     try:
         data = torch.load(path, weights_only=True)
     except Exception as error:  # torch.load's errors for a truncated or foreign file are of many types

@@ -134,7 +134,7 @@ def test_the_stand_in_made_in_memory_is_the_workflows_default_subset_file(tmp_pa
     assert torch.equal(in_memory["images"], written["images"]) and torch.equal(in_memory["labels"], written["labels"])
 
 
-def test_rooflow_time_runs_without_a_subset_file(tmp_path):
+def test_rooflow_time_runs_without_a_subset_file(tmp_path, capsys):
     """A user times a model in one command: no `rooflow subset` first."""
     import json
 
@@ -145,3 +145,7 @@ def test_rooflow_time_runs_without_a_subset_file(tmp_path):
                  "--rounds", "1", "--threads", "1", "--output", str(output)]) == 0
     record = json.loads(output.read_text())
     assert record["status"] == "ok" and len(record["seconds"]) == 2 and record["model"] == "squeezenet1_1"
+    capsys.readouterr()
+    assert main(["time", "--model", "squeezenet1_1", "--batch", "1", "--subset", str(tmp_path / "absent.pt")]) != 0
+    assert "absent.pt' does not exist: run the subset_dataset step (or `rooflow subset`) first" in \
+        capsys.readouterr().err
