@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import re
 import resource
 import statistics
 import time
@@ -200,6 +201,11 @@ class Runner:
 
         if spec.mode not in MODES:
             raise RooflowError(f"mode '{spec.mode}' is unknown: use one of {', '.join(MODES)}")
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", spec.device):
+            raise RooflowError(
+                f"device '{spec.device}' is not one a step can be timed on: use cpu or cuda[:N] (a catalogue key "
+                f"such as a100-sxm4-40gb names a device for `rooflow estimate` and the workflow's devices:, and a "
+                f"job timed on cuda is matched to it there)")
         self.spec = spec
         self.cuda = spec.device.startswith("cuda")
         if self.cuda and not torch.cuda.is_available():

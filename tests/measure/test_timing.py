@@ -463,3 +463,15 @@ def test_a_cpu_timing_job_logs_no_kineto_gpu_error(tmp_path):
 def test_unknown_variant_is_one_sentence():
     with pytest.raises(RooflowError, match=r"^variant 'nhwc' is unknown: use one of eager, channels_last, compile$"):
         Runner(_tiny("nhwc", "inference"), {})
+
+
+@pytest.mark.parametrize("device", ["a100-sxm4-40gb", "meta", "cuda0"])
+def test_rooflow_time_on_a_device_it_cannot_time_is_one_sentence(device, capsys):
+    """A catalogue key (what `rooflow estimate --device` takes) or a torch device that times nothing was a
+    traceback (torch: 'Invalid device string') or, for meta, a bogus timing labelled cpu."""
+    from rooflow.cli import main
+
+    assert main(["time", "--model", "squeezenet1_1", "--batch", "1", "--device", device]) == 2
+    err = capsys.readouterr().err
+    assert f"device '{device}' is not one a step can be timed on: use cpu or cuda[:N]" in err
+    assert "Traceback" not in err

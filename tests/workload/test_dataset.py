@@ -149,3 +149,4 @@ def test_rooflow_time_runs_without_a_subset_file(tmp_path, capsys):
     assert main(["time", "--model", "squeezenet1_1", "--batch", "1", "--subset", str(tmp_path / "absent.pt")]) != 0
     assert "absent.pt' does not exist: run the subset_dataset step (or `rooflow subset`) first" in \
         capsys.readouterr().err
+
