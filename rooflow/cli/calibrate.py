@@ -6,16 +6,21 @@ import argparse
 import json
 from pathlib import Path
 
-from rooflow.hardware.devices import default_catalogue_path, load_device
-from rooflow.io import read_json, write_json
+from rooflow.errors import RooflowError
+from rooflow.hardware.devices import CEILINGS_FILE, check_ceilings, default_catalogue_path, load_device
+from rooflow.io import read_json_object, write_json
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     # imported here: rooflow.estimate imports torch, which no other `rooflow` command should wait for
     from rooflow.estimate.calibration import derive_from_recordings, load_recordings, read_trace
 
+    if not Path(args.ceilings).is_file():
+        raise RooflowError(f"--ceilings {args.ceilings}: no such file: give the JSON `rooflow ceilings --device "
+                           f"{args.device} --output FILE` wrote on that device")
     device = load_device(args.devices_file, args.device, args.ceilings)
-    ceilings = read_json(args.ceilings)
+    ceilings = read_json_object(args.ceilings, CEILINGS_FILE)
+    check_ceilings(ceilings, device, args.ceilings, same_model=True)
     folder = Path(args.from_recordings)
     recordings = load_recordings(folder)
     traces = {}

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from rooflow.errors import RooflowError
-from rooflow.hardware.devices import default_catalogue_path, load_devices
+from rooflow.hardware.devices import check_ceilings, default_catalogue_path, load_devices
 from rooflow.io import read_json
 
 # rooflow.estimate's modules are imported by the commands themselves: importing any of them imports torch
@@ -27,7 +27,10 @@ def _roofs(specs: list[str]) -> dict:
                                f"(`rooflow devices` lists them) and FILE a `rooflow ceilings` JSON")
         if not Path(path).is_file():
             raise RooflowError(f"--ceilings {spec!r}: {path} does not exist")
-        roofs[key] = roof_from_ceilings(read_json(path), devices[key])
+        ceilings = read_json(path)
+        if isinstance(ceilings, dict):  # anything else: roof_from_ceilings says it holds no FP32 rate
+            check_ceilings(ceilings, devices[key], path, same_model=True)
+        roofs[key] = roof_from_ceilings(ceilings, devices[key])
     return roofs
 
 

@@ -197,6 +197,11 @@ def load_recordings(folder: str | Path) -> list[Recording]:
         if key is None or key in found or "nvtx" in path.name:
             continue
         kernels = aggregate_ncu(path).kernels
+        timeless = int(kernels["seconds"].isna().sum())
+        if timeless:  # a log of other metrics: its step would be priced at NaN seconds
+            raise RooflowError(f"{path}: {timeless} of its {len(kernels)} kernels have no duration "
+                               f"(gpu__time_duration.sum): record the step with that metric (rooflow's ncu "
+                               f"command line has it) and give that file")
         found[key] = Recording(*key, kernels[["name", "kernel_class", "seconds"]].copy(), "ncu", str(path),
                                _step_seconds(folder, key))
     if not found:

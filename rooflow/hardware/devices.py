@@ -345,13 +345,39 @@ def unknown_device_error(key: str, devices: dict[str, Device], where: str | Path
                         f"{', '.join(sorted(devices))} (`rooflow devices` lists them)")
 
 
+def ceilings_mismatch(ceilings: dict[str, Any], device: Device, same_model: bool = False) -> str | None:
+    """Why a ceilings JSON was not measured on ``device``, in words; None where it may have been. A CPU's roofs
+    for a GPU (or a GPU's for a CPU) never are; with ``same_model``, nor a GPU of another model than the device's
+    (a T4's roofs for a V100): what derives a calibration from the roofs asks that. Files that do not say what they
+    measured (written before `device_kind`) pass."""
+    kind = ceilings.get("device_kind")
+    name = ceilings.get("device_name") or "?"
+    if kind and kind != device.kind:
+        return f"it holds the roofs of a {kind.upper()} ({name}), and {device.key} is a {device.kind.upper()}"
+    measured, catalogued = gpu_model(str(name)), gpu_model(device.name)
+    if same_model and device.is_cuda and measured and catalogued and measured != catalogued:
+        return f"it holds the roofs of a {measured} ({name}), and {device.key} is a {catalogued} ({device.name})"
+    return None
+
+
+def check_ceilings(ceilings: dict[str, Any], device: Device, path: str | Path, same_model: bool = False) -> None:
+    """Refuse, in one sentence naming the file and the fix, ceilings :func:`ceilings_mismatch` says are another
+    device's."""
+    why = ceilings_mismatch(ceilings, device, same_model)
+    if why:
+        raise RooflowError(f"ceilings file {path}: {why}: give the JSON `rooflow ceilings --device {device.key} "
+                           f"--output FILE` wrote on that device")
+
+
 def load_device(path: str | Path, key: str, ceilings_path: str | Path | None = None) -> Device:
     devices = load_devices(path)
     if key not in devices:
         raise unknown_device_error(key, devices, path)
     device = devices[key]
     if ceilings_path and Path(ceilings_path).is_file():
-        device.with_measured(read_json_object(ceilings_path, CEILINGS_FILE))
+        ceilings = read_json_object(ceilings_path, CEILINGS_FILE)
+        check_ceilings(ceilings, device, ceilings_path)
+        device.with_measured(ceilings)
     return device
 
 

@@ -16,6 +16,7 @@ from rooflow.ceilings import single_ops
 from rooflow.errors import RooflowError
 from rooflow.estimate import kernel_calibration as kc
 from rooflow.hardware.devices import default_catalogue_path, load_devices
+from tests.support import REAL, RECORDED_CPU_CEILINGS
 
 DEVICES = load_devices(default_catalogue_path())
 
@@ -327,3 +328,18 @@ def test_a_short_call_timed_in_a_slow_stretch_of_its_host_keeps_its_fastest_pass
         "fastest (median 1.60x, the most 1.60x; slow stretches of the host's dispatch do this); the fastest pass is "
         "the latency scored")
     assert single_ops.stretches(rows.drop(columns="Pass_Latencies")) is None  # the data set's files
+
+
+def test_another_devices_ceilings_are_refused(tmp_path, capsys):
+    """A CPU's ceilings given for a T4 made a calibration with an elementwise efficiency of 96 and a GEMM efficiency
+    of 0.016, exit 0 (a new user's pass); an H100's for a T4 would fit the T4 to the H100's rates. Both: one
+    sentence naming the file, what it holds and the fix, nothing written."""
+    cpu, h100 = RECORDED_CPU_CEILINGS, REAL / "h100-rooflow" / "ceilings-h100.json"
+    output = tmp_path / "kernels-t4.json"
+    for path, holds in ((cpu, "it holds the roofs of a CPU (AMD EPYC), and t4 is a CUDA"),
+                        (h100, "it holds the roofs of a H100 (NVIDIA H100 80GB HBM3), and t4 is a T4 (Tesla T4)")):
+        assert cli.main(["calibrate-kernels", "--data", str(tmp_path), "--ceilings", f"t4={path}",
+                         "-o", str(output)]) == 2
+        error = capsys.readouterr().err.strip()
+        assert f"ceilings file {path}: {holds}: give the JSON `rooflow ceilings --device t4" in error
+        assert "\n" not in error and not output.exists()

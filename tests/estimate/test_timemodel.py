@@ -41,6 +41,7 @@ from rooflow.estimate.timemodel import (
     tensor_core_padding,
 )
 from rooflow.hardware.devices import load_device, load_devices
+from tests.support import RECORDED_CPU_CEILINGS
 
 H100 = Path(__file__).resolve().parents[1] / "data" / "real" / "h100-rooflow"
 CATALOGUE = Path(__file__).resolve().parents[2] / "config" / "devices.yaml"
@@ -759,6 +760,9 @@ def test_dram_sized_efficiencies_above_the_roof_are_held_at_it():
      "torch-profiler-resnet50-b32-fp32-training.json: not a readable torch.profiler trace (JSONDecodeError"),
     ({"torch-profiler-resnet50-b32-fp32-training.json": b'{"schema": 1}'},
      "torch-profiler-resnet50-b32-fp32-training.json: no traceEvents: not a torch.profiler trace"),
+    # a real ncu log of FLOP and DRAM counters (anoushka21-cloudml's A100 VGG-11): it calibrated kernel_seconds NaN
+    ({"vgg11-b32-fp32-training-ncu.csv": (H100.parent / "anoushka21-cloudml/proj1/a100/vgg11/ncu-log-vgg11.txt")},
+     "vgg11-b32-fp32-training-ncu.csv: 170 of its 170 kernels have no duration (gpu__time_duration.sum): record"),
 ])
 def test_calibrate_refuses_a_folder_without_readable_recordings(tmp_path, capsys, layout, says):
     """`rooflow calibrate --from-recordings` of a missing folder, one with no recordings (it printed a calibration
@@ -770,12 +774,31 @@ def test_calibrate_refuses_a_folder_without_readable_recordings(tmp_path, capsys
     if layout is not None:
         folder.mkdir()
         for name, content in layout.items():
-            (folder / name).write_bytes(content)
+            (folder / name).write_bytes(content if isinstance(content, bytes) else content.read_bytes())
     output = tmp_path / "calibration.json"
     assert cli.main(["calibrate", "--from-recordings", str(folder), "--device", "h100-sxm5-80gb",
                      "--ceilings", str(H100 / "ceilings-h100.json"), "-o", str(output)]) == 2
     captured = capsys.readouterr()
     assert says in captured.err and "\n" not in captured.err.strip() and captured.out == ""
+    assert not output.exists()
+
+
+def test_calibrate_and_estimate_refuse_another_devices_ceilings(tmp_path, capsys):
+    """A CPU's ceilings given for the H100: `rooflow calibrate` derived efficiencies against the CPU's roofs, and
+    `rooflow estimate --ceilings` drew the CPU's measured roofs beside the H100's datasheet. One sentence naming
+    the file and what it holds, exit 2, nothing written."""
+    from rooflow import cli
+
+    output = tmp_path / "calibration.json"
+    says = (f"ceilings file {RECORDED_CPU_CEILINGS}: it holds the roofs of a CPU (AMD EPYC), and h100-sxm5-80gb is "
+            "a CUDA: give the JSON `rooflow ceilings --device h100-sxm5-80gb --output FILE` wrote on that device")
+    for argv in (["calibrate", "--from-recordings", str(H100), "--device", "h100-sxm5-80gb",
+                  "--ceilings", str(RECORDED_CPU_CEILINGS), "-o", str(output)],
+                 ["estimate", "resnet18", "--device", "h100-sxm5-80gb",
+                  "--ceilings", str(RECORDED_CPU_CEILINGS)]):
+        assert cli.main(argv) == 2
+        captured = capsys.readouterr()
+        assert says in captured.err and "\n" not in captured.err.strip() and captured.out == ""
     assert not output.exists()
 
 
