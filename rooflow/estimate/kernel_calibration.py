@@ -336,6 +336,9 @@ def _read_measurement_file(path: Path, operator: str) -> pd.DataFrame:
     if missing:
         raise RooflowError(f"{path}: no column {', '.join(missing)}: not a file of {operator} measurements (expected "
                            f"{layout})")
+    if frame.empty:  # a header alone: a fit would hold nothing of this GPU, and a check nothing to score
+        raise RooflowError(f"{path}: no measurements in it, only its header: the run that wrote it stopped before "
+                           f"its first call; measure it again with `rooflow ceilings --single-ops`, or remove it")
     numbers = frame[list(needed[1:])].apply(pd.to_numeric, errors="coerce")
     bad = ~np.isfinite(numbers.to_numpy(float)).all(axis=1) | (numbers["Latency"].to_numpy(float) <= 0) \
         | frame["Device"].isna().to_numpy()
@@ -1858,10 +1861,14 @@ def read_calibrations(path: str | Path) -> tuple:
         raise RooflowError(f"{path}: no such kernel calibrations file: make one with `rooflow calibrate-kernels "
                            f"--data DIR -o {path}` (DIR: single ops from `rooflow ceilings --device KEY --single-ops DIR` on that GPU)")
     try:
-        return load_shipped(path)
+        loaded = load_shipped(path)
     except (KeyError, TypeError, ValueError) as error:
         raise RooflowError(f"{path}: not a kernel calibrations file ({type(error).__name__}: {error}): make one "
                            f"with `rooflow calibrate-kernels --data DIR -o {path}`") from None
+    if not loaded[0]:  # it would change no prediction, silently
+        raise RooflowError(f"{path}: no GPU's calibration in it (its \"measured\" is empty): make it again with "
+                           f"`rooflow calibrate-kernels --data DIR -o {path}` from a folder of single ops")
+    return loaded
 
 
 def add_calibrations(*paths: str | Path) -> list[str]:

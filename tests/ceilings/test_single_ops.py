@@ -138,6 +138,12 @@ def test_a_missing_or_foreign_calibrations_file_is_one_sentence(tmp_path, capsys
     assert cli.main(["estimate", "resnet18", "--device", "l4", "--kernel-calibrations", str(foreign)]) == 2
     error = capsys.readouterr().err.strip()
     assert "foreign.json" in error and "\n" not in error
+    # one of no GPU (written by an older calibrate-kernels from header-only files) changed nothing, silently
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"measured": {}, "roofs": {}}))
+    assert cli.main(["estimate", "resnet18", "--device", "l4", "--kernel-calibrations", str(empty)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert f"{empty}: no GPU's calibration in it" in error and "\n" not in error
 
 
 def test_single_ops_need_a_catalogue_gpu(monkeypatch, tmp_path, capsys):
@@ -180,12 +186,14 @@ def _thirty_adds() -> str:
     ("foreign", "Tesla_T4.csv.gz: no column Device, Latency, B, H: not a file of add measurements"),
     ("cut-gzip", "Tesla_T4.csv.gz: not a readable file of add measurements (EOFError"),
     ("cut-rows", "Tesla_T4.csv.gz: 1 of 30 rows lack a number or a positive Latency (the first at line 31)"),
+    ("header-only", "Tesla_T4.csv.gz: no measurements in it, only its header: the run that wrote it stopped"),
     ("no-config", "device_configs: no config of 'Tesla T4', whose single ops are measured there"),
     ("bare-config", "Tesla_T4.json: no Num_Sm, SingleFLOPs, Mem_Bw, L2Cache in this device config"),
 ])
 def test_a_damaged_single_ops_folder_is_one_sentence(tmp_path, capsys, damage, says):
-    """A foreign or truncated measurements file, or a GPU without its device config, ends calibrate-kernels in
-    one sentence naming the file and what it lacks — before any fit, and with no calibrations file written."""
+    """A foreign, truncated or header-only measurements file, or a GPU without its device config, ends
+    calibrate-kernels (--data and --check) in one sentence naming the file and what it lacks — before any fit, and
+    with no calibrations file written."""
     import gzip
 
     (tmp_path / "add").mkdir()
@@ -196,6 +204,8 @@ def test_a_damaged_single_ops_folder_is_one_sentence(tmp_path, capsys, damage, s
         text = "name,ms\nadd,0.03\n"
     elif damage == "cut-rows":
         text = text[: text.rindex(",")] + "\n"  # the last row cut after its batch: no H
+    elif damage == "header-only":  # --check ended in a KeyError traceback, --data wrote an empty calibration
+        text = text.splitlines()[0] + "\n"
     data = gzip.compress(text.encode())
     if damage == "cut-gzip":
         data = data[: len(data) // 2]
@@ -205,9 +215,10 @@ def test_a_damaged_single_ops_folder_is_one_sentence(tmp_path, capsys, damage, s
     if damage != "no-config":
         (tmp_path / "device_configs" / "Tesla_T4.json").write_text(json.dumps(config))
     output = tmp_path / "kernels.json"
-    assert cli.main(["calibrate-kernels", "--data", str(tmp_path), "-o", str(output)]) == 2
-    error = capsys.readouterr().err.strip()
-    assert says in error and "\n" not in error and "Traceback" not in error
+    for command in (["--data", str(tmp_path), "-o", str(output)], ["--check", str(tmp_path)]):
+        assert cli.main(["calibrate-kernels", *command]) == 2
+        error = capsys.readouterr().err.strip()
+        assert says in error and "\n" not in error and "Traceback" not in error
     assert not output.exists()
 
 
