@@ -32,7 +32,9 @@ _TIME = {"nsecond": Decimal("1e-9"), "usecond": Decimal("1e-6"), "msecond": Deci
 _COUNT_BASES = ("byte", "inst", "sector", "cycle", "warp", "thread", "block", "request", "wavefront",
                 "instruction", "transaction", "op", "flop", "register", "pass", "hz")
 _PREFIXED = re.compile(r"^(Ki|Mi|Gi|Ti|K|M|G|T|P)?(" + "|".join(_COUNT_BASES) + r")$", re.IGNORECASE)
-_WORD = re.compile(r"^[A-Za-z][A-Za-z_]*$")
+# Count units ncu prints without a prefix (Launch Statistics' "# SMs", a cluster's size): with _COUNT_BASES the
+# words it is known to print; another word ("Furlong") is not guessed to be a count
+_COUNT_WORDS = {"SM", "SMSP", "TPC", "GPC", "cluster", "context"}
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?$")
 # rooflow.measure.launch logs "running: <executable> profile ..." before each nsys profile.
@@ -260,8 +262,9 @@ def unit_factor(unit: str) -> Decimal | None:
     """Factor taking a value in `unit` to SI base units (bytes, seconds, counts, per-second rates).
 
     "Mbyte" -> 1e6, "usecond" -> 1e-6, "Gbyte/second" -> 1e9, "cycle/nsecond" -> 1e9, "%" -> 1 (a percent
-    stays a percent). None when the unit is not understood, so that a metric rooflow relies on never goes
-    through with a wrong scale.
+    stays a percent), "warp" -> 1. None when the unit is not understood (also a word ncu does not print, such as
+    "Furlong": it was taken for a count, and a byte counter in it summed as bytes), so that a metric rooflow relies
+    on never goes through with a wrong scale.
     """
     unit = unit.strip()
     if unit in ("", "%"):
@@ -278,11 +281,9 @@ def unit_factor(unit: str) -> Decimal | None:
     if match:
         # Prefixes are case-sensitive ("Kbyte", "Ghz"): "kbyte" is not something ncu prints, so reject it.
         return _PREFIXES.get(match.group(1) or "")
-    if _WORD.match(unit):
-        if len(unit) > 1 and unit[0] in "KMGTP" and unit[1].islower():
-            return None  # looks like a prefixed unit rooflow does not know: never guess its scale
-        return Decimal(1)  # an unscaled count unit: "warp", "SM", "cluster"
-    return None
+    if unit in _COUNT_WORDS:
+        return Decimal(1)  # an unscaled count unit: "SM", "cluster"
+    return None  # a unit rooflow does not know ("Furlong", "Kfoo"): never guess its scale
 
 
 def to_si(value: str, unit: str) -> float | None:

@@ -902,6 +902,24 @@ def _check_separate_runs(runs: list[_Run], notes: list[str]) -> None:
                          f"counted once.")
 
 
+def _check_signs(parsed: _File) -> None:
+    """A counter or duration rooflow adds up is never negative: one that is ends in a sentence naming the file,
+    the kernel and the metric (it was summed, lowering a step's bytes and FLOPs)."""
+    for metric in parsed.wide.columns:
+        if not m.is_used_metric(metric):
+            continue
+        values = parsed.wide[metric].to_numpy(dtype=np.float64, na_value=np.nan)
+        negative = np.flatnonzero(values < 0)
+        if len(negative):
+            kernel = parsed.wide.index[negative[0]]
+            line = parsed.info["line"].get(kernel) if "line" in parsed.info else None
+            where = f" (from line {line})" if line is not None and line == line else ""
+            count = f"{len(negative)} kernels have" if len(negative) > 1 else "1 kernel has"
+            raise ParseError(f"{parsed.path}: kernel ID {kernel}{where}: {metric} is {values[negative[0]]:,.0f}, and "
+                             f"no counter or duration is negative ({count} such a value): the file was edited or "
+                             f"damaged; profile again or copy the file as ncu wrote it.")
+
+
 def _check_units(bad_units: dict[str, tuple[str, int, Path]]) -> None:
     for metric, (unit, number, path) in bad_units.items():
         if m.is_used_metric(metric):
@@ -986,6 +1004,8 @@ def aggregate_ncu(paths: list[str | Path] | str | Path, required_metrics: Iterab
     if not paths:
         raise ParseError("no ncu output file was given; pass the file(s) ncu wrote for one run.")
     files = [_parse_file(path) for path in paths]
+    for parsed in files:
+        _check_signs(parsed)
     if required_metrics is not None:
         _check_required(files, required_metrics)
     bad: dict[str, tuple[str, int, Path]] = {}

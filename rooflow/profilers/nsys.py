@@ -188,6 +188,10 @@ def _read_rows(path: Path, lines: list[str], start: int, header: list[str], tabl
             except ValueError:
                 raise ParseError(f"{path}: line {index + 1}: {header[position]!r} is {value!r}, not a number; "
                                  f"the report is damaged, so run nsys stats again.") from None
+            if number is not None and number < 0:  # it was summed: a step's kernel time fell by it
+                raise ParseError(f"{path}: line {index + 1}: {header[position]!r} is {value}, and no time nsys "
+                                 f"reports is negative: the report was edited or damaged; run nsys stats again "
+                                 f"and give its output unchanged.")
             row[timed[0]] = None if number is None else float(number * timed[1])
         if "Instances" in column:
             try:

@@ -768,6 +768,24 @@ def test_unknown_unit_of_a_used_metric_is_refused(tmp_path):
     path.write_text(NEW_HEADER + "\n" + _new_row(0, "k", "dram__bytes.sum", "Kibibyte", "4") + "\n")
     with pytest.raises(ParseError, match=r"line 2: dram__bytes.sum is in unit 'Kibibyte'"):
         aggregate_ncu(path)
+    # a word ncu never prints was taken for a count, and the bytes summed as if it were one (a new user's pass)
+    path.write_text(NEW_HEADER + "\n" + _new_row(0, "k", "dram__bytes.sum", "Furlong", "4") + "\n")
+    with pytest.raises(ParseError, match=r"line 2: dram__bytes.sum is in unit 'Furlong', which rooflow cannot"):
+        aggregate_ncu(path)
+
+
+def test_a_negative_counter_is_refused(tmp_path):
+    """ncu counters and durations are never negative; one that was (an edited file) lowered the step's sums."""
+    path = tmp_path / "negative.csv"
+    rows = [_new_row(0, "k", "dram__bytes.sum", "byte", "4,096"), _new_row(1, "k", "dram__bytes.sum", "byte", "8"),
+            _new_row(1, "k", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "inst", "-12")]
+    path.write_text(NEW_HEADER + "\n" + "\n".join(rows) + "\n")
+    with pytest.raises(ParseError) as error:
+        aggregate_ncu(path)
+    assert str(error.value) == (
+        f"{path}: kernel ID 1 (from line 3): smsp__sass_thread_inst_executed_op_ffma_pred_on.sum is -12, and no "
+        f"counter or duration is negative (1 kernel has such a value): the file was edited or damaged; profile "
+        f"again or copy the file as ncu wrote it.")
 
 
 # ---------------------------------------------------------------------------------------------------

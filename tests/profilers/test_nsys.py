@@ -280,3 +280,16 @@ def test_a_row_missing_fields_mid_file(tmp_path):
     lines[2] = "1853298721,48543,1215"
     with pytest.raises(ParseError, match=r"line 3: a row with 3 of the header's 21 fields"):
         aggregate_nsys(write(tmp_path, "bad.csv", "\n".join(lines) + "\n"))
+
+
+def test_a_negative_time_names_its_line(tmp_path):
+    """A negative Duration was summed (a new user's pass): the step's kernel time fell by it, silently."""
+    lines = CUDA_GPU_TRACE_2024.splitlines()
+    lines[2] = lines[2].replace("1853298721,48543,", "1853298721,-48543,", 1)
+    with pytest.raises(ParseError, match=r"line 3: 'Duration \(ns\)' is -48543, and no time nsys reports is "
+                                         r"negative: the report was edited or damaged") as error:
+        aggregate_nsys(write(tmp_path, "negative.csv", "\n".join(lines) + "\n"))
+    assert "\n" not in str(error.value)
+    summary = KERN_SUM.replace("26.1,20001,1,", "26.1,-20001,1,")
+    with pytest.raises(ParseError, match=r"line 3: 'Total Time \(ns\)' is -20001"):
+        aggregate_nsys(write(tmp_path, "negative-sum.csv", summary))
