@@ -15,6 +15,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+# The largest batch rooflow takes: it counts every tensor's bytes in int64, and a batch of 10^12 images overflowed
+# them (negative megabytes) long before any device could hold it; 2^24 samples of a 100-million-element
+# activation is still 6.7e15 bytes, far inside int64
+MAX_BATCH = 2**24
+
+
+def batch_size(text: str) -> int:
+    """A batch: a whole number from 1 to :data:`MAX_BATCH`."""
+    value = positive_int(text)
+    if value > MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"{text} is more than {MAX_BATCH:,} (2^24) samples, the largest batch "
+                                         f"rooflow counts the bytes of without overflowing; give a smaller batch")
+    return value
+
+
 def non_negative_int(text: str) -> int:
     """A whole number of at least 0 (warm-up iterations)."""
     value = _whole(text)

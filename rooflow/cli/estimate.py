@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from rooflow.arguments import positive_int
+from rooflow.arguments import batch_size
 from rooflow.conventions import MODES, PRECISIONS
 from rooflow.units import format_milliseconds, format_scaled
 
@@ -218,7 +218,7 @@ def register(subparsers) -> None:
                         help="training loss of a factory model: loss(output) -> scalar tensor (default: the sum "
                              "of the floating outputs)")
     parser.add_argument("--name", help="run name of a factory model (default: derived from its path)")
-    parser.add_argument("--batch", type=positive_int, default=1, help="batch size (default: %(default)s)")
+    parser.add_argument("--batch", type=batch_size, default=1, help="batch size (default: %(default)s)")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
                         help="fp32; tf32 (fp32 tensors, TF32 matmuls); fp16/bf16 (torch.autocast semantics)")
     parser.add_argument("--mode", choices=MODES, default="inference",

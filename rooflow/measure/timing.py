@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rooflow.arguments import non_negative_int, positive_int
+from rooflow.arguments import batch_size, non_negative_int, positive_int
 from rooflow.conventions import MODES, NOISY_SPREAD, PRECISIONS, VARIANTS
 from rooflow.errors import RooflowError
 from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
@@ -514,7 +514,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help:
                              "colon where it is not float32 (35:int64: token ids); one per input")
     parser.add_argument("--loss", metavar="package.module:callable", help="a factory model's training loss")
     parser.add_argument("--name", help="a factory model's run name (default: derived from its path)")
-    parser.add_argument("--batch", type=positive_int, required=True)
+    parser.add_argument("--batch", type=batch_size, required=True)
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
     parser.add_argument("--mode", choices=MODES, default="inference")
     parser.add_argument("--device", default=device, help=device_help)

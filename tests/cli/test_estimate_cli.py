@@ -247,3 +247,22 @@ def test_the_calibration_source_prints_a_clause_per_line(capsys):
     status, out, _ = run(capsys, "resnet50", "--batch", "64", "--device", "l4", "--format", "json")
     [entry] = json.loads(out)
     assert "; ".join(part.removeprefix("  - ") for part in listed) == entry["calibration_source"]
+
+
+def test_a_batch_past_int64_bytes_is_refused(capsys):
+    """--batch 10^12 printed negative megabytes (int64 byte counts overflowed) and 10^20 ended in a traceback; the
+    largest batch rooflow takes, 2^24, estimates with every count positive."""
+    for batch in ("1000000000000", "100000000000000000000"):
+        with pytest.raises(SystemExit) as exited:
+            run(capsys, "resnet18", "--batch", batch)
+        assert exited.value.code == 2
+        assert f"argument --batch: {batch} is more than 16,777,216 (2^24) samples" in capsys.readouterr().err
+    status, out, _ = run(capsys, "resnet18", "--batch", "16777216", "--format", "json")
+    assert status == 0
+    row = json.loads(out)[0]
+    assert row["batch"] == 16777216
+    assert all(value >= 0 for key, value in row.items() if key.endswith("_bytes") and isinstance(value, (int, float)))
+    # a part per sample and a fixed part: exactly the line through batches 1 and 2, no overflow
+    one, two = (json.loads(run(capsys, "resnet18", "--batch", b, "--format", "json")[1])[0]["activation_bytes"]
+                for b in ("1", "2"))
+    assert row["activation_bytes"] == one + (16777216 - 1) * (two - one)

@@ -68,6 +68,8 @@ FAULTS = [
      ["'profiling/ceilings_quick'", "not true or false"]),
     ("zero batch size", {"batch_sizes": [0]}, ["'batch_sizes/0'", "at least 1"]),
     ("negative batch size", {"batch_sizes": [-8]}, ["'batch_sizes/0'", "at least 1"]),
+    ("a batch past int64 byte counts", {"batch_sizes": [1, 16777217]},
+     ["'batch_sizes/1' is 16777217, but must be at most 16777216", "1 to 16,777,216 (2^24)"]),
     ("negative per-model batch size", {"model_batch_sizes": {"resnet18": [-2]}},
      ["'model_batch_sizes/resnet18/0'", "at least 1"]),
     ("zero timed iterations", {"profiling": {"timed_iterations": 0}}, ["'profiling/timed_iterations'", "at least 1"]),

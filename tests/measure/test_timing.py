@@ -429,6 +429,8 @@ def test_rooflow_time_runs_the_variant_it_is_given(tmp_path):
     (["--batch", "2", "--iterations", "0"], "argument --iterations: 0 is not a positive integer (1 or more)"),
     (["--batch", "2", "--warmup", "-1"], "argument --warmup: -1 is not a whole number of 0 or more"),
     (["--batch", "two"], "argument --batch: 'two' is not a whole number"),
+    (["--batch", "16777217"], "argument --batch: 16777217 is more than 16,777,216 (2^24) samples, the largest batch "
+                              "rooflow counts the bytes of without overflowing; give a smaller batch"),
 ])
 def test_rooflow_time_refuses_a_count_that_is_not_positive_before_it_runs(tmp_path, capsys, argv, says):
     """--batch 0 had timed an empty batch and written it with status ok; --iterations 0 ended in a KeyError
