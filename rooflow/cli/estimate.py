@@ -244,8 +244,10 @@ def register(subparsers) -> None:
                              "torch.compile) and every catalogue GPU, each with its predicted time range, memory, "
                              "fit and (where the catalogue prices it) cost per 1,000 images")
     parser.add_argument("--from-measured", metavar="TIMING.json",
-                        help="with --what-if: a timing record of the same run (results/timing/...json) on a catalogue "
-                             "device; every alternative is then the measured step x its predicted ratio to it")
+                        help="with --what-if: a timing record of the same run on a catalogue device (the "
+                             "workflow's results/profile/DEVICE/MODEL/bBATCH-PRECISION-MODE/timing.json, or `rooflow "
+                             "time --output`'s on --device); every alternative is then the measured step x its "
+                             "predicted ratio to it")
     parser.add_argument("--layers", action="store_true", help="add the per-layer table")
     parser.add_argument("--format", choices=["table", "json", "csv"], default="table")
     parser.set_defaults(func=run)

@@ -178,14 +178,17 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
 def _what_if(estimator, batch: int, precision: str, mode: str, device: str, devices_file: str | None,
              ceilings: str | None, measured) -> dict[str, Any]:
     from rooflow.estimate.whatif import what_if
-    from rooflow.hardware.devices import CEILINGS_FILE, default_catalogue_path, load_devices
+    from rooflow.hardware.devices import CEILINGS_FILE, check_ceilings, default_catalogue_path, load_devices
     from rooflow.io import read_json_object
 
     record = measured
     if isinstance(measured, (str, bytes)) or hasattr(measured, "__fspath__"):
         record = {"source": str(measured), **read_json_object(measured, "a timing record (`rooflow time --output`)")}
-    return what_if(estimator, batch, precision, mode, device, load_devices(devices_file or default_catalogue_path()),
-                   ceilings=read_json_object(ceilings, CEILINGS_FILE) if ceilings else None, measured=record)
+    devices = load_devices(devices_file or default_catalogue_path())
+    roofs = read_json_object(ceilings, CEILINGS_FILE) if ceilings else None
+    if roofs is not None and device in devices:
+        check_ceilings(roofs, devices[device], ceilings)
+    return what_if(estimator, batch, precision, mode, device, devices, ceilings=roofs, measured=record)
 
 
 def what_if_run(spec, batch: int, precision: str, mode: str, device: str, input_size: int | None = None, *,

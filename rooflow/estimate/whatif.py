@@ -21,6 +21,7 @@ listed with its fused-traffic roofline bound.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -82,7 +83,7 @@ def _prediction(estimate, device, calibration, variant: str = "eager") -> dict[s
 
 
 def _measured_anchor(measured: dict[str, Any], base: dict[str, Any], devices: dict, estimate,
-                     calibrations: dict) -> dict[str, Any]:
+                     calibrations: dict, device_key: str) -> dict[str, Any]:
     """The scale every prediction is multiplied by: measured seconds / predicted seconds of the measured run."""
     source = measured.get("source", "the timing record")
     different = [k for k in RUN_KEYS if measured.get(k) != base[k]]
@@ -91,6 +92,13 @@ def _measured_anchor(measured: dict[str, Any], base: dict[str, Any], devices: di
                            f"{', '.join(f'{k} ({measured.get(k)} vs {base[k]})' for k in different)}: "
                            f"pass a timing record of the same model, batch, precision and mode")
     key = measured.get("device")
+    if key is None and measured.get("device_type") == devices[device_key].kind:
+        # `rooflow time` names the torch device it ran on, not a catalogue key: the what-if's device is the one
+        key = device_key
+    if key is None:
+        raise RooflowError(f"{source}: it names no catalogue device, and it ran on a {measured.get('device_type')}, "
+                           f"not on {device_key} ({devices[device_key].kind}): give --device the device it ran on, "
+                           f"or a timing record of {device_key}")
     if key not in devices:
         raise RooflowError(f"{source}: its device '{key}' is not in the catalogue: pass a timing record "
                            f"written by rooflow's timing job on a catalogue device")
@@ -121,6 +129,8 @@ def what_if(estimator: Estimator, batch: int, precision: str, mode: str, device_
     and, priced, ``cost_per_1000_images_usd``."""
     if device_key not in devices:
         raise unknown_device_error(device_key, devices, "the catalogue")
+    if ceilings:  # its measured roofs: a CPU has no others (its what-if predicted nothing with them given)
+        devices = {**devices, device_key: copy.copy(devices[device_key]).with_measured(ceilings)}
     device = devices[device_key]
     cache: dict[tuple[int, str], Any] = {}
 
@@ -142,7 +152,7 @@ def what_if(estimator: Estimator, batch: int, precision: str, mode: str, device_
     gpus = [k for k, d in devices.items() if d.is_cuda]
     for key in {device_key, *gpus, *([measured.get("device")] if measured else [])} & set(devices):
         calibration(key)
-    anchor = _measured_anchor(measured, base, devices, base_estimate, calibrations) if measured else None
+    anchor = _measured_anchor(measured, base, devices, base_estimate, calibrations, device_key) if measured else None
 
     candidates: list[tuple[str, str, int, str, str]] = [("run", device_key, batch, precision, "eager")]
     candidates += [("precision", device_key, batch, p, "eager") for p in supported_precisions(device) if p != precision]

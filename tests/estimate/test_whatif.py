@@ -118,3 +118,32 @@ def test_price_gives_cost_per_1000_images(tmp_path):
         else:
             assert row["cost_per_1000_images_usd"] is None
     json.dumps(result)  # a record: JSON as it is
+
+
+def test_a_cpu_what_if_uses_its_ceilings_and_a_rooflow_time_record(tmp_path, capsys):
+    """`--what-if --device cpu --ceilings` predicted no CPU row ("no roofs": the ceilings went to the calibration
+    but not to the device), and `rooflow time --output`'s record (it names the torch device it ran on, not a
+    catalogue key) was refused as of device 'None'. The CPU row is now `rooflow estimate --device cpu`'s own
+    prediction, and the record anchors the what-if on --device; given for a GPU, one sentence."""
+    from rooflow import cli
+    from tests.support import RECORDED_CPU_CEILINGS, RECORDED_CPU_RUN
+
+    ceilings = ["--device", "cpu", "--ceilings", str(RECORDED_CPU_CEILINGS)]
+    run = ["alexnet", "--mode", "training", "--format", "json"]
+    assert cli.main(["estimate", *run, *ceilings]) == 0
+    predicted = json.loads(capsys.readouterr().out)[0]["predicted_seconds"]
+    assert cli.main(["estimate", *run, *ceilings, "--what-if"]) == 0
+    rows = {r["change"]: r for r in json.loads(capsys.readouterr().out)["alternatives"]}
+    assert rows["run"]["predicted_seconds"] == pytest.approx(predicted, rel=1e-12)
+    record = {k: v for k, v in read_json(RECORDED_CPU_RUN).items() if k != "device"}  # as `rooflow time` writes it
+    assert record["device_type"] == "cpu"
+    path = tmp_path / "timing.json"
+    path.write_text(json.dumps(record))
+    assert cli.main(["estimate", *run, *ceilings, "--what-if", "--from-measured", str(path)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["measured_from"]["device"] == "cpu"
+    assert result["measured_from"]["measured_seconds"] == record["median_seconds"]
+    assert cli.main(["estimate", *run, "--device", "t4", "--what-if", "--from-measured", str(path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.endswith(f"{path}: it names no catalogue device, and it ran on a cpu, not on t4 (cuda): give "
+                          f"--device the device it ran on, or a timing record of t4")
