@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     from rooflow.estimate.api import estimate_run, predict
     from rooflow.workload.spec import refuse_factory_options, refuse_input_size, spec_from_options
 
-    refuse_factory_options(args.models, args.input, args.loss, args.name)
+    refuse_factory_options(args.models, args.input, args.loss, args.name, mode=args.mode)
     refuse_input_size(args.models, args.input_size)
     specs = [spec_from_options(model, args.input, args.loss, args.name if len(args.models) == 1 else None)
              for model in args.models]

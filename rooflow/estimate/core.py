@@ -438,9 +438,14 @@ def count_module(module, inputs, precision: str = "fp32", mode: str = "inference
     ``loss_fn(output)`` (default: the sum of the output)."""
     import torch
 
+    from rooflow.workload.spec import materialize_lazy, refuse_untrainable
+
     start = time.perf_counter()
     module = module.to("meta")
     inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    materialize_lazy(module, inputs)
+    if mode == "training":
+        refuse_untrainable(module, name, inputs)
     params = sum(p.numel() for p in module.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
     weight_bytes = param_bytes + sum(b.numel() * b.element_size() for b in module.buffers())

@@ -655,7 +655,7 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
                     logits = first_tensor(out)
                     trace.output_bytes = logits.numel() * logits.element_size()
                     recorder.enter_loss()
-                    loss = loss_fn(out)
+                    loss = step.scalar_loss(loss_fn(out), loss_fn)
                     if scaled:  # GradScaler.scale(loss): outside autocast in a training loop, same op
                         loss = loss * step.GRAD_SCALE
                     recorder.exit_loss()

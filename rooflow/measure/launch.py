@@ -28,7 +28,7 @@ def driver_argv(model, batch: int, precision: str, mode: str, subset: str, warmu
     with the ``plan`` JSON to write (profiling.ncu.mode). ``model``: a torchvision name, or a
     rooflow.workload.spec.ModelSpec (a custom model travels as its factory, inputs and loss); ``variant``: how
     the step runs (an eager one adds no argument)."""
-    model_argv = ["--model", model] if isinstance(model, str) else model.argv()
+    model_argv = ["--model", model] if isinstance(model, str) else model.argv(mode)
     argv = [sys.executable, "-m", "rooflow.measure.driver", "--device", "cuda", *model_argv,
             "--batch", str(batch), "--precision", precision, "--mode", mode,
             "--subset", str(subset), "--warmup", str(max(warmup, 1))]

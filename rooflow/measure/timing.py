@@ -197,7 +197,13 @@ class Runner:
         from rooflow.workload import step
         from rooflow.workload.dataset import make_batch
         from rooflow.workload.models import build_model, input_shapes, input_size, task
-        from rooflow.workload.spec import build_custom, example_inputs, load_loss, random_inputs
+        from rooflow.workload.spec import (
+            build_custom,
+            example_inputs,
+            load_loss,
+            random_inputs,
+            refuse_untrainable,
+        )
 
         if spec.mode not in MODES:
             raise RooflowError(f"mode '{spec.mode}' is unknown: use one of {', '.join(MODES)}")
@@ -250,6 +256,7 @@ class Runner:
         self.params = sum(p.numel() for p in self.model.parameters())
         if spec.mode == "training":
             # the step of rooflow.workload.step: its loss, SGD with momentum, GradScaler for fp16
+            refuse_untrainable(self.model, spec.model, self.inputs)
             self.model.train()
             self.loss_fn = step.make_loss(spec.model, target, user_loss, classification)
             self.optimizer = step.make_optimizer(self.model.parameters())
@@ -499,7 +506,7 @@ def model_fields(args: argparse.Namespace) -> dict[str, Any]:
     from rooflow.workload.spec import refuse_factory_options, spec_from_options
 
     refuse_factory_options([args.model], args.input, args.loss, args.name,
-                           "the subset's image size: `rooflow subset --image-size`")
+                           "the subset's image size: `rooflow subset --image-size`", args.mode)
     model = spec_from_options(args.model, args.input, args.loss, args.name, "--model")
     return {"model": model.name, "factory": model.factory, "inputs": model.inputs, "loss": model.loss,
             "input_dtypes": model.input_dtypes}

@@ -162,7 +162,10 @@ def parameters_on_meta():
     def register_parameter_on_meta(module, name, param):
         register_parameter(module, name, param)
         param = module._parameters.get(name)
-        if param is not None and param.device.type != "meta":
+        if isinstance(param, nn.parameter.UninitializedParameter):
+            # a lazy module's (nn.LazyLinear): no data yet, and its first forward makes it here, on meta
+            module._parameters[name] = nn.parameter.UninitializedParameter(param.requires_grad, "meta", param.dtype)
+        elif param is not None and param.device.type != "meta":
             module._parameters[name] = type(param)(param.to("meta"), requires_grad=param.requires_grad)
 
     def register_buffer_on_meta(module, name, tensor, persistent=True):

@@ -74,14 +74,15 @@ class ModelSpec:
             entry["loss"] = self.loss
         return entry
 
-    def argv(self) -> list[str]:
-        """The command-line options that give this model to `rooflow time` and the profiling driver."""
+    def argv(self, mode: str = "training") -> list[str]:
+        """The command-line options that give this model's ``mode`` run to `rooflow time` and the profiling
+        driver (an inference run has no loss, and refuses one)."""
         if not self.custom:
             return ["--model", self.name]
         argv = ["--model", self.factory, "--name", self.name]
         for written in self.written_inputs():
             argv += ["--input", written]
-        if self.loss:
+        if self.loss and mode == "training":
             argv += ["--loss", self.loss]
         return argv
 
@@ -162,9 +163,13 @@ def spec_from_entry(entry: Any, where: str = "model") -> ModelSpec:
 
 
 def refuse_factory_options(models: list[str], inputs=None, loss=None, name=None,
-                           size_option: str = "--input-size, e.g. --input-size 32") -> None:
+                           size_option: str = "--input-size, e.g. --input-size 32", mode: str | None = None) -> None:
     """--input, --loss and --name describe a package.module:factory model: given with torchvision models only,
-    they would be ignored without a word (resnet18 --input 3x32x32 ran at 224×224); one sentence instead."""
+    they would be ignored without a word (resnet18 --input 3x32x32 ran at 224×224); one sentence instead. So is
+    --loss with --mode inference, which computes no loss."""
+    if loss and mode == "inference":
+        raise RooflowError(f"--loss {loss} is the training step's loss, and an inference run computes none: add "
+                           f"--mode training, or leave --loss out")
     options = [flag for flag, given in (("--input", inputs), ("--loss", loss), ("--name", name)) if given]
     if not options or any(is_factory_path(model) for model in models):
         return
@@ -270,6 +275,31 @@ def build_custom(spec: ModelSpec, meta: bool = False):
         raise RooflowError(f"model '{spec.name}': its factory {spec.factory}() returned {type(module).__name__}, "
                            f"not a torch.nn.Module: return the model itself (e.g. `return MyNet()`)")
     return module
+
+
+def materialize_lazy(module, inputs: tuple) -> None:
+    """Give a lazy module's parameters (nn.LazyLinear, nn.LazyConv2d) their shapes: one forward without
+    gradients on ``inputs``, as PyTorch asks before counting, moving or optimising them. Nothing where every
+    parameter already has one."""
+    import torch
+    from torch.nn.modules.lazy import LazyModuleMixin
+
+    if any(isinstance(m, LazyModuleMixin) and m.has_uninitialized_params() for m in module.modules()):
+        with torch.no_grad():
+            module(*inputs)
+
+
+def refuse_untrainable(module, name: str, inputs: tuple = ()) -> None:
+    """A training step where nothing takes gradients (no parameter, no input that requires them) has no backward
+    pass: one sentence (autograd said "element 0 of tensors does not require grad", which rooflow read as a wrong
+    input shape). A parameterless layer on inputs that require gradients has one: their gradients."""
+    import torch
+
+    if not any(p.requires_grad for p in module.parameters()) and not any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in inputs):
+        raise RooflowError(f"model '{name}' has no parameter that takes gradients (requires_grad), nor an input, "
+                           f"so its training step has no backward pass and nothing for the optimizer: measure it in "
+                           f"mode inference")
 
 
 def load_loss(spec: ModelSpec):

@@ -94,6 +94,23 @@ def main_output(output):
     return tensors[0] if tensors else None
 
 
+def scalar_loss(loss: Any, loss_fn: Any, name: str = "") -> Any:
+    """``loss``, what the user's ``loss_fn`` returned, if backward() can start from it (a tensor of one number);
+    anything else is one sentence naming the loss (autograd's "grad can be implicitly created only for scalar
+    outputs" was read as a wrong input shape)."""
+    import torch
+
+    from rooflow.errors import RooflowError
+
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        return loss
+    shape = (f"a tensor of shape {'x'.join(map(str, loss.shape))}" if isinstance(loss, torch.Tensor)
+             else f"a {type(loss).__name__}")
+    where = f"{getattr(loss_fn, '__module__', '?')}:{getattr(loss_fn, '__qualname__', loss_fn)}"
+    raise RooflowError(f"{f'model {name!r}: ' if name else ''}the loss {where} returned {shape}, not a scalar "
+                       f"tensor: reduce it to one number (e.g. .mean() or .sum())")
+
+
 def make_loss(name: str = "", target=None, user_loss=None, classification: bool = False):
     """The step's loss as a module (the profiling driver marks its phase with forward hooks on it)."""
     import torch
@@ -103,7 +120,7 @@ def make_loss(name: str = "", target=None, user_loss=None, classification: bool 
 
         def forward(self, output):
             if user_loss is not None:
-                return user_loss(output)
+                return scalar_loss(user_loss(output), user_loss, name)
             if classification and target is not None:
                 return classification_loss(name, output, target)
             return default_loss(output)

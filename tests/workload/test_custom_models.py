@@ -148,6 +148,15 @@ def user_models(tmp_path, monkeypatch):
 
         def loss(output):
             return (output ** 2).mean()
+
+        def per_sample_loss(output):  # one loss per sample: backward() needs one number
+            return (output ** 2).mean(1)
+
+        def lazy():  # in_features from the first forward
+            return nn.Sequential(nn.Flatten(), nn.LazyLinear(10))
+
+        def parameterless():
+            return nn.Sequential(nn.ReLU())
     """))
     (package / "broken.py").write_text("import does_not_exist_anywhere\n")
     monkeypatch.chdir(tmp_path)
@@ -179,14 +188,39 @@ def test_a_factory_model_of_two_inputs_from_the_command_line(user_models):
                                                "--input 12:int64 on the command line", "inputs: [12:int64]"]),
     (["mynets.nets:tokens", "--input", "12:float16"], ["input '12:float16' names dtype 'float16'",
                                                        "float32, int64, int32"]),
+    # autograd's errors had been read as wrong input shapes ("fix its input shapes"), --loss in inference ignored
+    (["mynets.nets:build", "--input", "3x8x8", "--input", "6", "--batch", "2", "--mode", "training", "--loss",
+      "mynets.nets:per_sample_loss"], ["the loss mynets.nets:per_sample_loss returned a tensor of shape 2, not a scalar "
+                                       "tensor: reduce it to one number"]),
+    (["mynets.nets:parameterless", "--input", "6", "--mode", "training"],
+     ["model 'mynets_nets_parameterless' has no parameter that takes gradients", "measure it in mode inference"]),
+    (["mynets.nets:build", "--input", "3x8x8", "--input", "6", "--loss", "mynets.nets:loss"],
+     ["--loss mynets.nets:loss is the training step's loss, and an inference run computes none: add --mode training"]),
 ], ids=["import-error", "no-such-callable", "not-a-module", "wrong-shape", "bad-shape", "no-inputs", "wrong-dtype",
-        "unknown-dtype"])
+        "unknown-dtype", "non-scalar-loss", "nothing-to-train", "loss-in-inference"])
 def test_each_custom_model_fault_is_one_sentence(user_models, argv, words):
     status, out, err = cli("estimate", *argv)
     assert status == 2 and not out
     assert err.count("\n") == 1 and "Traceback" not in err, err
     for word in words:
         assert word in err, (word, err)
+
+
+def test_a_lazy_module_is_counted_and_timed_after_its_first_forward(user_models, tmp_path):
+    """nn.LazyLinear's parameter could not be moved to meta ("its factory raised TypeError ...: fix the
+    factory"): it takes its shape from one forward, as in PyTorch, and is counted as the Linear it becomes."""
+    status, out, err = cli("estimate", "mynets.nets:lazy", "--input", "3x4x4", "--batch", "2", "--mode", "training",
+                           "--format", "json")
+    assert status == 0, err
+    totals = json.loads(out)[0]
+    assert totals["params"] == 48 * 10 + 10
+    assert totals["forward_matmul_flops"] == 2 * 2 * 48 * 10 + 2 * 10
+    status, _, err = cli("time", "--model", "mynets.nets:lazy", "--input", "3x4x4", "--batch", "2", "--mode",
+                         "training", "--iterations", "2", "--rounds", "1", "--warmup", "1",
+                         "--output", str(tmp_path / "t.json"))
+    assert status == 0, err
+    record = json.loads((tmp_path / "t.json").read_text())
+    assert (record["status"], record["params"]) == ("ok", 490)
 
 
 def test_a_token_model_takes_integer_ids_below_its_smallest_embedding(user_models):
@@ -290,6 +324,9 @@ def test_a_custom_model_travels_to_the_profiling_driver_as_its_factory_inputs_an
     assert model_fields(parser.parse_args(argv[3:])) == {
         "model": "two_input", "factory": "examples.two_input.model:build", "inputs": ((3, 32, 32), (8,)),
         "loss": "examples.two_input.model:loss", "input_dtypes": ()}
+    # an inference run gets no --loss (the driver refuses one: it computes none)
+    argv = driver_argv(spec, 4, "fp16", "inference", "subset.pt", 3, None, ncu_mode="distinct", plan="plan.json")
+    assert "--loss" not in argv and model_fields(parser.parse_args(argv[3:]))["loss"] is None
     tokens = spec_from_options("mynets.lm:build", ["32:int64", "32:int32"], name="lm")
     argv = driver_argv(tokens, 4, "fp32", "training", "subset.pt", 3, None, ncu_mode="distinct", plan="plan.json")
     assert model_fields(parser.parse_args(argv[3:]))["input_dtypes"] == ("int64", "int32")
