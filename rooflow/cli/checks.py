@@ -5,25 +5,36 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rooflow.errors import RooflowError
 from rooflow.report.checks import check_file_records, records_path
 from rooflow.report.findings import read_checks
+
+# the folders the checks read (given, or when no checks file is newer than the summary): by default the workflow's,
+# beside its results/summary.csv
+FOLDERS = {"estimates": "estimate", "ceilings": "ceilings", "profiles": "profile"}
 
 
 def _cmd_checks(args: argparse.Namespace) -> int:
     records_file = Path(args.records) if args.records else records_path(args.summary)
     summary = Path(args.summary)
-    if records_file.is_file() and (args.records or not summary.is_file()
-                                   or records_file.stat().st_mtime >= summary.stat().st_mtime):
+    given = {option: getattr(args, option) for option in FOLDERS if getattr(args, option) is not None}
+    if records_file.is_file() and (args.records or not given and (
+            not summary.is_file() or records_file.stat().st_mtime >= summary.stat().st_mtime)):
         # the records the workflow's check_runs step wrote: exactly what the report shows
         records = read_checks(records_file)
     else:
-        root = Path(args.estimates)
-        totals_paths = sorted(root.glob("*/*/totals.json"))
+        folders = {}
+        for option, name in FOLDERS.items():
+            if option in given and not Path(given[option]).is_dir():  # missing, its checks would all pass
+                raise RooflowError(f"--{option} {given[option]}: no such folder: give the workflow's results/{name}/ "
+                                   f"(or leave --{option} out: the one beside the summary)")
+            folders[option] = Path(given.get(option) or summary.parent / name)
+        totals_paths = sorted(folders["estimates"].glob("*/*/totals.json"))
         layers_paths = [p.with_name("layers.csv") for p in totals_paths]
         records, _ = check_file_records(args.summary, totals_paths,
                                         [p if p.is_file() else None for p in layers_paths],
-                                        sorted(Path(args.ceilings).glob("*.json")), args.devices_file,
-                                        sorted(Path(args.profiles).glob("*/*/*/timing.json")))
+                                        sorted(folders["ceilings"].glob("*.json")), args.devices_file,
+                                        sorted(folders["profiles"].glob("*/*/*/timing.json")))
     if not records:
         print("all self-checks passed")
         return 0
@@ -40,17 +51,19 @@ def register(subparsers) -> None:
                     "unexplained measured/estimated FLOP ratios, forward:backward ratios outside what the "
                     "layers imply, noisy measurements, out-of-memory runs, measured cache roofs at or below DRAM. "
                     "Exit status 1 when any is an error.")
-    parser.add_argument("summary", nargs="?", default="results/summary.csv")
-    parser.add_argument("--estimates", default="results/estimate",
-                        help="the estimate folder (MODEL/bBATCH-PRECISION-MODE/{totals.json,layers.csv})")
-    parser.add_argument("--ceilings", default="results/ceilings",
-                        help="the measured ceilings folder ({device}.json): cache roofs at or below DRAM")
-    parser.add_argument("--profiles", default="results/profile",
-                        help="the timing records (DEVICE/MODEL/bBATCH-PRECISION-MODE/timing.json): the measured "
-                             "time per layer that explains a forward:backward latency ratio")
+    parser.add_argument("summary", nargs="?", default="results/summary.csv",
+                        help="the workflow's summary table (default: %(default)s)")
+    parser.add_argument("--estimates", help="the estimate folder (MODEL/bBATCH-PRECISION-MODE/{totals.json,"
+                                            "layers.csv}; default: estimate/ beside the summary)")
+    parser.add_argument("--ceilings", help="the measured ceilings folder ({device}.json): cache roofs at or below DRAM "
+                                           "(default: ceilings/ beside the summary)")
+    parser.add_argument("--profiles", help="the timing records (DEVICE/MODEL/bBATCH-PRECISION-MODE/timing.json): the "
+                                           "measured time per layer that explains a forward:backward latency ratio "
+                                           "(default: profile/ beside the summary)")
     parser.add_argument("--records", default=None,
                         help="a checks file written by the workflow (results/checks/checks.json, read by default "
-                             "when it is newer than the summary); without one, the checks are computed")
+                             "when it is newer than the summary and no folder is given); without one, the checks "
+                             "are computed")
     parser.add_argument("--devices-file", default=None,
                         help="device catalogue, to compare measured cache roofs with the datasheet DRAM roof too")
     parser.set_defaults(func=_cmd_checks)

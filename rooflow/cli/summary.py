@@ -17,5 +17,6 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("summary", help="print results/summary.csv with display units",
                                    description="Print a workflow's summary table (SI units in the file) "
                                                "with display units: GFLOP, ms, GFLOP/s, % of roofline.")
-    parser.add_argument("summary", nargs="?", default="results/summary.csv")
+    parser.add_argument("summary", nargs="?", default="results/summary.csv",
+                        help="the workflow's summary table (default: %(default)s)")
     parser.set_defaults(func=_cmd_summarize)

@@ -10,6 +10,8 @@ so fusion moves a compiled point right). `flops_source`/`bytes_source` say which
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import logging
 import math
@@ -37,11 +39,18 @@ def read_summary(path: str | Path) -> pd.DataFrame:
     fix = "give the results/summary.csv the workflow writes (`snakemake --cores all` makes it)"
     try:
         frame = pd.read_csv(path)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        records = list(csv.reader(io.StringIO(Path(path).read_text())))
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, csv.Error) as error:
         raise RooflowError(f"{path}: not a readable summary table ({type(error).__name__}): {fix}") from None
     missing = [key for key in KEYS if key not in frame.columns]
     if missing:
         raise RooflowError(f"{path}: not a rooflow summary table (no column {', '.join(missing)}): {fix}")
+    if frame.empty:  # the workflow writes a row per run: a header alone is a write cut short
+        raise RooflowError(f"{path}: a summary table without a row (only its header): {fix}")
+    short = [number for number, record in enumerate(records[1:], 1) if record and len(record) < len(records[0])]
+    if short:  # pandas fills a row cut short with NaN: its measured numbers would read as not collected
+        raise RooflowError(f"{path}: its row {short[0]} has {len(records[short[0]])} of the header's "
+                           f"{len(records[0])} fields, so the table is cut short: {fix}")
     return frame
 
 COLUMNS = [
@@ -498,8 +507,14 @@ def summarize_files(devices_file: str | Path, estimates: list[str], timings: lis
                          [read_json(p) for p in reconciliations], calibrations)
 
 
+# the columns format_table shows (a summary of an older rooflow may lack some: they show as "-")
+TABLE_COLUMNS = ("status", "flops", "measured_seconds", "achieved_flops_per_second", "arithmetic_intensity",
+                 "percent_of_roofline", "bound")
+
+
 def format_table(frame: pd.DataFrame) -> str:
     """A terminal view of the summary with display units (the CSV keeps SI base units)."""
+    frame = frame.reindex(columns=list(dict.fromkeys([*frame.columns, *TABLE_COLUMNS])))  # an older summary's
     view = pd.DataFrame({
         "device": frame["device"], "model": frame["model"], "batch": frame["batch"],
         "prec": frame["precision"], "mode": frame["mode"], "status": frame["status"],

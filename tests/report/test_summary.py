@@ -366,10 +366,15 @@ def test_an_imported_profiles_kernel_time_is_held_to_the_predicted_kernel_time(g
 @pytest.mark.parametrize("content, says", [
     ("", "not a readable summary table (EmptyDataError)"),
     ("a,b\n1,2\n", "not a rooflow summary table (no column device, model, batch, precision, mode)"),
+    # a header alone printed pandas' "Empty DataFrame" repr and "all self-checks passed"; a row cut short read as
+    # a run whose numbers were not collected
+    ("device,model,batch,precision,mode,status\n", "a summary table without a row (only its header)"),
+    ("device,model,batch,precision,mode,status\ncpu,resnet18,1,fp32,inference,ok\ncpu,resnet18,8\n",
+     "its row 2 has 3 of the header's 6 fields, so the table is cut short"),
 ])
 def test_rooflow_summary_and_checks_refuse_a_foreign_summary_in_one_sentence(tmp_path, capsys, content, says):
-    """An empty or foreign results/summary.csv ended `rooflow summary` and `rooflow checks` in a pandas
-    EmptyDataError or KeyError traceback."""
+    """An empty, foreign, header-only or cut results/summary.csv ended `rooflow summary` and `rooflow checks` in
+    a pandas EmptyDataError or KeyError traceback, or in a table and checks of nothing."""
     from rooflow.cli import main
 
     path = tmp_path / "summary.csv"
@@ -580,3 +585,36 @@ def test_a_noisy_timing_whose_extra_time_is_the_kernels_memory_mapping_names_it_
     more = {**load, "slowest": {**load["slowest"], "minor_faults": 1.5 * load["fastest"]["minor_faults"]}}
     assert "72% of the extra CPU time in the kernel, with 1.50x the page faults — the allocator mapping memory " \
            "afresh in some iterations more than in others" in _noise_cause({**row, "load_during_timing": json.dumps(more)})
+
+
+def test_rooflow_checks_reads_the_folders_beside_the_summary_and_refuses_a_missing_one(tmp_path, capsys,
+                                                                                       monkeypatch):
+    """`rooflow checks DIR/summary.csv` read results/estimate of the working directory, not DIR's, and a folder
+    given that does not exist (--estimates /nope) was read as empty: every check of it passed. A checks file the
+    workflow wrote is not read when folders are given: they were ignored."""
+    from rooflow.cli import main
+
+    results = tmp_path / "results"
+    (results / "checks").mkdir(parents=True)
+    summary = results / "summary.csv"
+    summary.write_text("device,model,batch,precision,mode,status\ncpu,resnet18,1,fp32,inference,ok\n")
+    (results / "checks" / "checks.json").write_text("[]")
+    assert main(["checks", str(summary), "--estimates", str(tmp_path / "nope")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == (f"rooflow checks: error: --estimates {tmp_path / 'nope'}: no such folder: give the workflow's "
+                     f"results/estimate/ (or leave --estimates out: the one beside the summary)")
+    calls = []
+
+    def spy(summary_path, totals_paths, layers_paths, ceilings_paths, devices_file, timings_paths):
+        calls.append([summary_path, list(totals_paths), list(ceilings_paths)])
+        return [], None
+
+    estimate = results / "estimate" / "resnet18" / "b1-fp32-inference"
+    estimate.mkdir(parents=True)
+    (estimate / "totals.json").write_text("{}")
+    (results / "ceilings").mkdir()
+    (results / "ceilings" / "cpu.json").write_text("{}")
+    monkeypatch.setattr("rooflow.cli.checks.check_file_records", spy)
+    assert main(["checks", str(summary), "--ceilings", str(results / "ceilings")]) == 0
+    assert calls == [[str(summary), [estimate / "totals.json"], [results / "ceilings" / "cpu.json"]]]
+    assert capsys.readouterr().out.strip() == "all self-checks passed"
