@@ -28,11 +28,30 @@ def temporary_prefix(path: str | Path) -> str:
     return f".{Path(path).name}."
 
 
+def _output_folder(path: Path) -> None:
+    """Make the folder of output `path`; a part of it that is a file, or a folder rooflow may not write in, is
+    one sentence naming the output (not the temporary beside it, nor "did the step that writes it run?")."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocking = next((p for p in (path.parent, *path.parent.parents) if p.is_file()), path.parent)
+        raise RooflowError(f"{path}: cannot write it: {blocking} is a file, not a folder; give an output path in "
+                           f"a folder (or move that file)") from None
+    except PermissionError:
+        raise RooflowError(f"{path}: cannot make its folder {path.parent}: permission denied; write it somewhere "
+                           f"you may") from None
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise RooflowError(f"{path}: cannot write in its folder {path.parent}: permission denied; write it "
+                           f"somewhere you may") from None
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _output_folder(path)
+    if path.is_dir():
+        raise RooflowError(f"{path}: cannot write it: it is a folder; give the path of a file (in it, or elsewhere)")
     fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=TEMPORARY_SUFFIX, dir=path.parent)
     os.close(fd)
     try:
@@ -53,7 +72,7 @@ def scratch_directory(path: str | Path) -> Iterator[Path]:
     """A scratch folder beside output `path`, named like its temporaries (``.<name>.<random>.tmp``) so that
     :func:`remove_stale_temporaries` finds it when a SIGKILL leaves it behind; removed on exit."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _output_folder(path)
     scratch = Path(tempfile.mkdtemp(prefix=temporary_prefix(path), suffix=TEMPORARY_SUFFIX, dir=path.parent))
     try:
         yield scratch

@@ -34,9 +34,17 @@ def _intensity(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
 
 
+def _scaled(value: float | None, scale: float, digits: int = 2) -> str:
+    """:func:`format_scaled`, but a value it would round to 0 (a small model's GFLOP) with 2 significant digits."""
+    if value and abs(value / scale) < 0.5 * 10 ** -digits:
+        return f"{value / scale:.2g}"
+    return format_scaled(value, scale, digits)
+
+
 def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
     out = io.StringIO()
-    header = (f"{'model':22} {'batch':>5} {'prec':4} {'mode':9} {'fwd GFLOP':>10} {'bwd GFLOP':>10} "
+    width = max([22, *(len(totals["model"]) for totals, _ in results)])  # a long factory name keeps its columns
+    header = (f"{'model':{width}} {'batch':>5} {'prec':4} {'mode':9} {'fwd GFLOP':>10} {'bwd GFLOP':>10} "
               f"{'total GFLOP':>11} {'params M':>8} {'floor MB':>9} {'fused MB':>10} {'unfused MB':>11} "
               f"{'eager AI':>8} {'fused AI':>8} {'floor AI':>8} {'peak GB':>8} {'bwd/fwd':>7}")
     has_time = any("predicted_seconds" in totals for totals, _ in results)
@@ -46,14 +54,14 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
     print("-" * len(header), file=out)
     for totals, _ in results:
         ratio = totals["forward_backward_ratio"]
-        line = (f"{totals['model']:22} {totals['batch']:>5} {totals['precision']:4} {totals['mode']:9} "
-                f"{format_scaled(totals['forward_flops'], GIGA):>10} {format_scaled(totals['backward_flops'], GIGA):>10} "
-                f"{format_scaled(totals['total_flops'], GIGA):>11} {totals['params'] / MEGA:>8.2f} "
-                f"{format_scaled(totals['min_bytes'], MEGA, 0):>9} {format_scaled(totals['fused_bytes'], MEGA, 0):>10} "
-                f"{format_scaled(totals['unfused_bytes'], MEGA, 0):>11} "
+        line = (f"{totals['model']:{width}} {totals['batch']:>5} {totals['precision']:4} {totals['mode']:9} "
+                f"{_scaled(totals['forward_flops'], GIGA):>10} {_scaled(totals['backward_flops'], GIGA):>10} "
+                f"{_scaled(totals['total_flops'], GIGA):>11} {_scaled(totals['params'], MEGA):>8} "
+                f"{_scaled(totals['min_bytes'], MEGA, 0):>9} {_scaled(totals['fused_bytes'], MEGA, 0):>10} "
+                f"{_scaled(totals['unfused_bytes'], MEGA, 0):>11} "
                 f"{_intensity(totals.get('arithmetic_intensity_unfused')):>8} "
                 f"{_intensity(totals.get('arithmetic_intensity_fused')):>8} "
-                f"{_intensity(totals.get('arithmetic_intensity')):>8} {format_scaled(totals['peak_memory_bytes'], GIGA):>8} "
+                f"{_intensity(totals.get('arithmetic_intensity')):>8} {_scaled(totals['peak_memory_bytes'], GIGA):>8} "
                 f"{'-' if ratio is None else f'{ratio:.3f}':>7}")
         if has_time:
             seconds = totals.get("predicted_seconds")

@@ -55,6 +55,9 @@ def _pick_files(spec: SubsetSpec) -> list[tuple[str, Path]]:
     picked = []
     for class_dir in chosen:
         images = sorted(p for p in class_dir.rglob("*") if p.suffix.lower() in IMAGE_EXTENSIONS)
+        if not images:  # no number of images per class helps
+            raise RooflowError(f"class folder '{class_dir}' holds no image ({', '.join(sorted(IMAGE_EXTENSIONS))}): "
+                               f"remove it from '{root}', or put its class's images in it")
         if len(images) < spec.images_per_class:
             raise RooflowError(
                 f"class folder '{class_dir}' holds {len(images)} image(s), fewer than dataset.images_per_class="
@@ -131,11 +134,11 @@ def build_subset(spec: SubsetSpec, tensor_path: str | Path, manifest_path: str |
     import torch
 
     data, rows = subset_data(spec)
-    with atomic_path(tensor_path) as tmp:
-        torch.save(data, tmp)
     manifest = pd.DataFrame(rows)
     manifest.insert(0, "index", range(len(manifest)))
-    write_csv(manifest_path, manifest)
+    with atomic_path(tensor_path) as tmp:
+        torch.save(data, tmp)
+        write_csv(manifest_path, manifest)  # within: a manifest that cannot be written leaves no subset either
     summary = {"images": len(rows), "classes": len(data["classes"]), "generated": spec.root is None,
                "shape": list(data["images"].shape)}
     log.info("subset written: %s", summary)

@@ -266,3 +266,18 @@ def test_a_batch_past_int64_bytes_is_refused(capsys):
     one, two = (json.loads(run(capsys, "resnet18", "--batch", b, "--format", "json")[1])[0]["activation_bytes"]
                 for b in ("1", "2"))
     assert row["activation_bytes"] == one + (16777216 - 1) * (two - one)
+
+
+def test_a_small_model_shows_its_digits_and_a_long_name_keeps_the_columns(capsys):
+    """A tiny factory model printed 0.00 GFLOP, 0.00 M parameters and 0 MB everywhere, and a name longer than 22
+    characters pushed its row's columns right of the header's."""
+    name = "a_factory_model_named_at_length"
+    status, out, _ = run(capsys, "tests.support:Tiny", "--input", "3x8x8", "--name", name)
+    assert status == 0
+    header, _, row = out.splitlines()[:3]
+    assert row.startswith(name) and header.index("batch") + len("batch") == row.index(" 1 fp32") + 2
+    status, json_out, _ = run(capsys, "tests.support:Tiny", "--input", "3x8x8", "--name", name, "--format", "json")
+    totals = json.loads(json_out)[0]
+    cells = row.split()
+    assert cells[4] == f"{totals['forward_flops'] / 1e9:.2g}" != "0.00"  # fwd GFLOP
+    assert cells[7] == f"{totals['params'] / 1e6:.2g}" != "0.00"  # params M

@@ -38,6 +38,27 @@ def test_atomic_path_names_its_temporary_after_the_output_and_cleans_up_on_error
     assert not out.exists() and stale_temporaries([out]) == []
 
 
+def test_an_output_under_a_file_or_onto_a_folder_is_one_sentence_naming_it(tmp_path):
+    """An output whose folder path runs through a file said "<that file>: file exists; check the path", and one
+    onto a folder named a temporary; now one sentence names the output and the part in the way."""
+    from rooflow.errors import RooflowError
+
+    (tmp_path / "file").write_text("")
+    output = tmp_path / "file" / "deeper" / "out.json"
+    with pytest.raises(RooflowError) as error:
+        with atomic_path(output):
+            pytest.fail("the block ran")
+    assert str(error.value) == (f"{output}: cannot write it: {tmp_path / 'file'} is a file, not a folder; give an "
+                                f"output path in a folder (or move that file)")
+    with pytest.raises(RooflowError, match=f"^{tmp_path}: cannot write it: it is a folder; give the path of a file"):
+        with atomic_path(tmp_path):
+            pytest.fail("the block ran")
+    with pytest.raises(RooflowError, match="is a file, not a folder"):
+        with scratch_directory(output):
+            pytest.fail("the block ran")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
 def test_an_output_gets_the_mode_open_gives_not_mkstemps_0600(tmp_path):
     """results/summary.csv and every other output were 0600 (mkstemp's temporary, renamed): unreadable to the
     project's group on a shared cluster file system. An output now gets 0666 less the umask, as open() gives."""

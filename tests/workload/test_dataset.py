@@ -62,6 +62,34 @@ def test_too_few_classes_is_one_clear_error(tmp_path):
     assert not (tmp_path / "x.pt").exists()
 
 
+def test_an_empty_class_folder_is_named(tmp_path):
+    """It said "lower images_per_class", which no number fixes."""
+    root = _image_folder(tmp_path / "tree", classes=2, per_class=2)
+    (root / "empty").mkdir()
+    with pytest.raises(RooflowError, match=r"class folder '.*empty' holds no image \(.bmp, .jpeg.*: remove it from"):
+        build_subset(SubsetSpec(str(root), classes=3, images_per_class=1), tmp_path / "x.pt", tmp_path / "x.csv")
+
+
+def test_rooflow_subset_says_what_it_wrote_and_writes_nothing_when_the_manifest_cannot_be(tmp_path, capsys):
+    """It printed a dict's repr; a manifest path under a file failed after the subset was written, leaving it
+    for a re-run to trust; an output under a file named the error 'file exists'."""
+    from rooflow.cli import main
+
+    tensor, manifest = tmp_path / "s.pt", tmp_path / "m.csv"
+    assert main(["subset", "--classes", "2", "--images-per-class", "2", "--output", str(tensor),
+                 "--manifest", str(manifest)]) == 0
+    assert capsys.readouterr().out.strip() == (f"4 images of 2 classes (generated stand-in, 3x224x224 uint8) in "
+                                               f"{tensor}; their manifest in {manifest}")
+    (tmp_path / "file").write_text("")
+    again = tmp_path / "t.pt"
+    assert main(["subset", "--classes", "2", "--images-per-class", "2", "--output", str(again),
+                 "--manifest", str(tmp_path / "file" / "m.csv")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"rooflow subset: error: {tmp_path / 'file' / 'm.csv'}: cannot write it: {tmp_path / 'file'} is a file, not "
+        f"a folder; give an output path in a folder (or move that file)")
+    assert not again.exists() and not list(tmp_path.glob(".t.pt.*"))
+
+
 def test_missing_root_is_one_clear_error(tmp_path):
     with pytest.raises(RooflowError, match="not a directory"):
         build_subset(SubsetSpec(str(tmp_path / "nope")), tmp_path / "x.pt", tmp_path / "x.csv")
