@@ -167,11 +167,13 @@ def refuse_factory_options(models: list[str], inputs=None, loss=None, name=None,
     """--input, --loss and --name describe a package.module:factory model: given with torchvision models only,
     they would be ignored without a word (resnet18 --input 3x32x32 ran at 224×224); one sentence instead. So is
     --loss with --mode inference, which computes no loss."""
-    if loss and mode == "inference":
-        raise RooflowError(f"--loss {loss} is the training step's loss, and an inference run computes none: add "
-                           f"--mode training, or leave --loss out")
     options = [flag for flag, given in (("--input", inputs), ("--loss", loss), ("--name", name)) if given]
-    if not options or any(is_factory_path(model) for model in models):
+    if any(is_factory_path(model) for model in models):
+        if loss and mode == "inference":
+            raise RooflowError(f"--loss {loss} is the training step's loss, and an inference run computes none: "
+                               f"add --mode training, or leave --loss out")
+        return
+    if not options:
         return
     which = (f"{models[0]} is a torchvision model" if len(models) == 1
              else f"{', '.join(models)} are torchvision models")
