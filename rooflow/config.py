@@ -6,6 +6,7 @@ the fix, raised before any job starts."""
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,10 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
         raise RooflowError(f"{source} is empty: start from config/config.yaml")
     schema = load_schema("config.schema.yaml")
     coerce_command_line(config, schema)  # `snakemake --config batch_sizes=[1,8]`: YAML's BaseLoader gives strings
+    if isinstance(config.get("models"), list):
+        # a mistyped name (resnet5O, Resnet50) before the schema, whose name pattern would hide the closest name;
+        # one with other characters (a path, a shell command) is the pattern's to refuse
+        check_models([m for m in config["models"] if isinstance(m, str) and re.fullmatch(r"\w+", m)], "models", source)
     validate(config, schema, source)
     specs = model_specs(config, source)
     stray = sorted(set(config["model_batch_sizes"]) - set(specs))

@@ -214,8 +214,9 @@ def register(subparsers) -> None:
                     "time (host and GPU work per op, from the device's calibration), its steady-state memory "
                     "and whether it fits the device.")
     parser.add_argument("models", nargs="+", metavar="MODEL",
-                        help="torchvision model names (classification, segmentation, detection), or your own "
-                             "model as package.module:factory (a callable returning the nn.Module, importable "
+                        help="torchvision model names (classification, segmentation, video, optical flow; not "
+                             "detection: its box filtering's shapes depend on the data, which the meta device does "
+                             "not have: `rooflow time` measures it), or your own model as package.module:factory (a callable returning the nn.Module, importable "
                              "from the working directory or PYTHONPATH) with --input")
     parser.add_argument("--input", action="append", metavar="SHAPE",
                         help="one input's shape without the batch, e.g. 3x224x224, for a package.module:factory "

@@ -419,9 +419,11 @@ def run_doctor(device_key: str | None = None, devices_file: str | Path | None = 
                folder: str | Path = "results/doctor/files", ncu: str = "ncu", nsys: str = "nsys",
                gpu: dict[str, Any] | None | bool = True) -> list[dict[str, str]]:
     """Every check, in the table's order. ``gpu``: True = ask torch; None = as on a machine without a GPU."""
-    from rooflow.hardware.devices import default_catalogue_path, load_devices
+    from rooflow.hardware.devices import default_catalogue_path, load_devices, unknown_device_error
 
     devices = load_devices(devices_file or default_catalogue_path())
+    if device_key and device_key not in devices:  # without a GPU its check is skipped: the typo went unsaid
+        raise unknown_device_error(device_key, devices, devices_file or default_catalogue_path())
     device = devices.get(device_key) if device_key else None
     rows = software_checks()
     if gpu is True:

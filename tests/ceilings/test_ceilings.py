@@ -598,6 +598,7 @@ def test_the_h100_l2_roof_below_hbm_is_an_error_row_of_the_checks(tmp_path, caps
     checks, _ = check_files(summary_path, ceilings_paths=[ceilings_dir / "h100-sxm5-80gb.json"],
                             devices_file=default_catalogue_path())
     assert "h100-sxm5-80gb L2 ceiling" in set(checks["run"])
+    (tmp_path / "none").mkdir()  # no estimates (a folder given that does not exist is refused)
     status = cli.main(["checks", str(summary_path), "--estimates", str(tmp_path / "none"),
                        "--ceilings", str(ceilings_dir)])
     assert status == 1 and "cache roof at or below DRAM" in capsys.readouterr().out

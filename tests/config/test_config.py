@@ -80,6 +80,10 @@ FAULTS = [
     ("model name with shell syntax", {"models": ["resnet18; rm -rf ~"]},
      ["'models/0'", "'resnet18; rm -rf ~'", "lowercase letters and digits"]),
     ("model name with a path", {"models": ["../../etc"]}, ["'models/0'", "lowercase letters and digits"]),
+    # the name pattern had refused these without the closest name
+    ("mistyped model name", {"models": ["resnet18", "resnet5O"]},
+     ["names unknown model 'resnet5O' (closest: resnet50"]),
+    ("capitalised model name", {"models": ["Resnet50"]}, ["names unknown model 'Resnet50' (closest: resnet50"]),
     ("unknown device", {"devices": ["a100"]}, ["'devices/0'", "'a100'", "rooflow devices"]),
     ("device key with shell syntax", {"devices": ["cpu && reboot"]}, ["'devices/0'", "dashes"]),
     ("unknown precision", {"precisions": ["fp64"]}, ["'precisions/0'", "fp32, tf32, fp16, bf16"]),

@@ -90,6 +90,16 @@ def test_doctor_on_this_cpu_only_machine_prints_its_table_and_exits_0(tmp_path):
     report_line(f"rooflow doctor without a GPU: {seconds:.1f} s")
 
 
+def test_an_unknown_device_key_is_refused_before_any_check(tmp_path, capsys):
+    """On a machine without a GPU the catalogue check is skipped, and `--device h100` (no such key) passed."""
+    from rooflow import cli
+
+    assert cli.main(["doctor", "--device", "h100", "--json", str(tmp_path / "doctor.json")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "device 'h100' is not in" in error and "(its H100 boards: h100-pcie-80gb, h100-sxm5-80gb)" in error
+    assert "\n" not in error and not (tmp_path / "doctor.json").exists()
+
+
 def test_the_gpu_vs_catalogue_check():
     assert catalogue_check(None, DEVICES, "h100-sxm5-80gb")["result"] == NO_GPU
     ok = catalogue_check(H100_SEEN, DEVICES, "h100-sxm5-80gb")
