@@ -49,7 +49,8 @@ def register(subparsers) -> None:
                              "torch-profiler-<...>.json(.gz) files")
     parser.add_argument("--device", required=True, help="catalogue key of the recorded device")
     parser.add_argument("--ceilings", required=True, help="the device's measured ceilings JSON")
-    parser.add_argument("--devices-file", default=str(default_catalogue_path()))
+    parser.add_argument("--devices-file", default=str(default_catalogue_path()),
+                        help="device catalogue (default: %(default)s)")
     parser.add_argument("--source", help="the calibration's source text")
     parser.add_argument("-o", "--output", help="write the calibration JSON here (default: print)")
     parser.set_defaults(func=_cmd_calibrate)

@@ -258,5 +258,7 @@ def register(subparsers) -> None:
                              "time --output`'s on --device); every alternative is then the measured step x its "
                              "predicted ratio to it")
     parser.add_argument("--layers", action="store_true", help="add the per-layer table")
-    parser.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    parser.add_argument("--format", choices=["table", "json", "csv"], default="table",
+                        help="table (display units: GFLOP, MB, ms), or json / csv (SI units: flops, bytes, seconds; "
+                             "every field) (default: %(default)s)")
     parser.set_defaults(func=run)

@@ -521,9 +521,14 @@ def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help:
                              "colon where it is not float32 (35:int64: token ids); one per input")
     parser.add_argument("--loss", metavar="package.module:callable", help="a factory model's training loss")
     parser.add_argument("--name", help="a factory model's run name (default: derived from its path)")
-    parser.add_argument("--batch", type=batch_size, required=True)
-    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
-    parser.add_argument("--mode", choices=MODES, default="inference")
+    parser.add_argument("--batch", type=batch_size, required=True,
+                        help="batch size: images (or samples) per step, 1 to 16,777,216")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="fp32; tf32 (fp32 tensors, TF32 matmuls); fp16/bf16 (torch.autocast) "
+                             "(default: %(default)s)")
+    parser.add_argument("--mode", choices=MODES, default="inference",
+                        help="inference (eval, no_grad) or training (forward, loss, backward, SGD step) "
+                             "(default: %(default)s)")
     parser.add_argument("--device", default=device, help=device_help)
     parser.add_argument("--warmup", type=non_negative_int, default=10, help="untimed iterations first (default: %(default)s)")
     parser.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: torch's)")
