@@ -126,7 +126,9 @@ def describe_error(error: jsonschema.ValidationError, schema: dict[str, Any], so
                 f"allowed {where}: {', '.join(allowed)}")
     subject = f"key '{key}'" if key else "the file"
     shown = _show(value)
-    if kind == "type":
+    if kind == "type" and value is None and not key:  # an empty file: YAML reads it as null
+        problem = "is empty"
+    elif kind == "type":
         types = expected if isinstance(expected, list) else [expected]
         wanted = " or ".join(_TYPE_NAMES.get(t, t) for t in types)
         problem = f"is {shown} ({_type_of(value)}), not {wanted}"

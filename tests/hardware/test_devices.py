@@ -174,6 +174,16 @@ def test_catalogue_rejects_a_base_clock_above_its_boost_clock(tmp_path):
     assert "give both" in message
 
 
+def test_an_empty_catalogue_file_says_so(tmp_path, capsys):
+    """YAML reads an empty file as null: it said "the file is null (null), not a mapping (key: value)"."""
+    from rooflow import cli
+
+    empty = tmp_path / "devices.yaml"
+    empty.write_text("")
+    assert cli.main(["devices", "--catalogue", str(empty)]) == 2
+    assert capsys.readouterr().err.strip() == f"rooflow devices: error: {empty}: the file is empty: see config/README.md"
+
+
 def test_every_gpu_has_its_base_and_boost_clocks(devices):
     for key, d in devices.items():
         if d.is_cuda:
