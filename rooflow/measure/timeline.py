@@ -184,8 +184,10 @@ def capture_iteration(runner: Any) -> tuple[pd.DataFrame, float, pd.DataFrame, d
 
     if not runner.cuda:
         # without a GPU, Kineto logs "ERROR: ... gpuGetDeviceCount failed with code 35" to the job's log at every
-        # capture: not an error of the run. Its log level is read when the first capture starts; a GPU's stay.
-        os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+        # capture, and (torch 2.14) "USDT: ... profiler_start"/"profiler_stop": not messages of the run. Its log
+        # level is read when the first capture starts; 6 is past its last level (VERBOSE 0 … ERROR 4, USDT 5).
+        # A GPU's stay.
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     started = time.perf_counter()
     phases = ["forward"] if runner.spec.mode == "inference" else ["forward", "backward", "optimizer"]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if runner.cuda else [])

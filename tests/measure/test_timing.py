@@ -460,6 +460,7 @@ def test_a_cpu_timing_job_logs_no_kineto_gpu_error(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads((tmp_path / "t.json").read_text())["op_times"]  # the profiled iteration ran
     assert "gpuGetDeviceCount" not in done.stdout + done.stderr
+    assert "USDT:" not in done.stdout + done.stderr  # "profiler_start"/"profiler_stop" of every capture
 
 
 def test_unknown_variant_is_one_sentence():
