@@ -216,8 +216,9 @@ def register(subparsers) -> None:
     parser.add_argument("models", nargs="+", metavar="MODEL",
                         help="torchvision model names (classification, segmentation, video, optical flow; not "
                              "detection: its box filtering's shapes depend on the data, which the meta device does "
-                             "not have: `rooflow time` measures it), or your own model as package.module:factory (a callable returning the nn.Module, importable "
-                             "from the working directory or PYTHONPATH) with --input")
+                             "not have: `rooflow time` measures it), or your own model as package.module:factory "
+                             "(a callable returning the nn.Module, importable from the working directory or "
+                             "PYTHONPATH) with --input")
     parser.add_argument("--input", action="append", metavar="SHAPE",
                         help="one input's shape without the batch, e.g. 3x224x224, for a package.module:factory "
                              "model; repeat for a model of several inputs (the batch prepended; float32, or the "
