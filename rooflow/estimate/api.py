@@ -54,10 +54,15 @@ def _meta_module(module, name: str):
     warnings.warn(f"estimate_module: {name}'s parameters are on {', '.join(real)}; counting a copy of it on "
                   f"the meta device (the module itself is not changed)", stacklevel=3)
     memo: dict[int, Any] = {}
+    lazy = (torch.nn.parameter.UninitializedParameter, torch.nn.parameter.UninitializedBuffer)
     for p in module.parameters():
-        memo[id(p)] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
+        # a lazy module's parameter has no shape yet: the copy's takes one on meta at its first forward
+        memo[id(p)] = (torch.nn.parameter.UninitializedParameter(p.requires_grad, "meta", p.dtype)
+                       if isinstance(p, lazy) else
+                       torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad))
     for b in module.buffers():
-        memo[id(b)] = torch.empty_like(b, device="meta")
+        memo[id(b)] = (torch.nn.parameter.UninitializedBuffer(b.requires_grad, "meta", b.dtype) if isinstance(b, lazy)
+                       else torch.empty_like(b, device="meta"))
     return copy.deepcopy(module, memo)
 
 

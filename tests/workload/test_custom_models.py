@@ -100,6 +100,15 @@ class TwoHeads(nn.Module):
         return {"a": self.a(x), "b": (self.b(x), torch.zeros(1, dtype=torch.long, device=x.device))}
 
 
+def test_a_lazy_module_on_the_cpu_is_counted_through_its_meta_copy_and_left_lazy():
+    """Its uninitialised parameters could not be copied to meta (a ValueError from torch.empty_like)."""
+    module = nn.Sequential(nn.LazyLinear(4), nn.LazyBatchNorm1d())
+    with pytest.warns(UserWarning, match="counting a copy of it on the meta device"):
+        result = rooflow.estimate_module(module, torch.randn(2, 10), mode="training")
+    assert result["params"] == 10 * 4 + 4 + 2 * 4  # the Linear and the BatchNorm they become
+    assert type(module[0]) is nn.LazyLinear  # the user's module is not materialised
+
+
 def test_default_loss_sums_every_floating_output_so_backward_reaches_every_head():
     result = rooflow.estimate_module(TwoHeads().to("meta"), meta(5, 8), mode="training")
     layers = result.layers.set_index("layer")
