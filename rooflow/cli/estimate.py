@@ -256,8 +256,8 @@ def register(subparsers) -> None:
     parser.add_argument("--from-measured", metavar="TIMING.json",
                         help="with --what-if: a timing record of the same run on a catalogue device (the "
                              "workflow's results/profile/DEVICE/MODEL/bBATCH-PRECISION-MODE/timing.json, or `rooflow "
-                             "time --output`'s on --device); every alternative is then the measured step x its "
-                             "predicted ratio to it")
+                             "time --output`'s on --device); every alternative on a device of its kind (GPU, "
+                             "CPU) is then the measured step x its predicted ratio to it")
     parser.add_argument("--layers", action="store_true", help="add the per-layer table")
     parser.add_argument("--format", choices=["table", "json", "csv"], default="table",
                         help="table (display units: GFLOP, MB, ms), or json / csv (SI units: flops, bytes, seconds; "

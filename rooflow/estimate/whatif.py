@@ -110,8 +110,8 @@ def _measured_anchor(measured: dict[str, Any], base: dict[str, Any], devices: di
     if not predicted:
         raise RooflowError(f"{source}: rooflow cannot predict the run on '{key}' (no roofs), so it cannot scale "
                            f"from it: measure the device's ceilings first")
-    return {"device": key, "measured_seconds": float(seconds), "predicted_seconds": predicted,
-            "scale": float(seconds) / predicted}
+    return {"device": key, "kind": devices[key].kind, "measured_seconds": float(seconds),
+            "predicted_seconds": predicted, "scale": float(seconds) / predicted}
 
 
 def what_if(estimator: Estimator, batch: int, precision: str, mode: str, device_key: str, devices: dict, *,
@@ -169,7 +169,9 @@ def what_if(estimator: Estimator, batch: int, precision: str, mode: str, device_
         if p not in supported_precisions(target):
             row["note"] = f"{target.key} has no {p} roof: its matmuls run at its fp32 roof"
         row["basis"] = "time model"
-        if anchor and row["predicted_seconds"]:
+        # a measurement scales the predictions of its own device, and a GPU's those of the other GPUs (Habitat):
+        # a CPU's miss says nothing of a GPU's, nor a GPU's of a CPU's
+        if anchor and row["predicted_seconds"] and target.kind == devices[anchor["device"]].kind:
             same = (key, b, p, variant) == (anchor["device"], batch, precision, "eager")
             factor = 1.0 if same else anchor["scale"]
             seconds = anchor["measured_seconds"] if same else row["predicted_seconds"] * factor
@@ -217,8 +219,9 @@ def format_table(result: dict[str, Any]) -> str:
     anchor = result.get("measured_from")
     if anchor:
         lines.append(f"Times start from the measured {anchor['device']} run ({anchor['measured_seconds'] * 1e3:.2f} ms; "
-                     f"the time model predicted {anchor['predicted_seconds'] * 1e3:.2f} ms): each is the measured step "
-                     f"× its predicted ratio to that run.")
+                     f"the time model predicted {anchor['predicted_seconds'] * 1e3:.2f} ms): each on a "
+                     f"{'GPU' if anchor.get('kind') == 'cuda' else anchor.get('kind', 'device').upper()} is the "
+                     f"measured step × its predicted ratio to that run, the others the time model's.")
     for source in sorted({row["calibration_source"] for row in result["alternatives"]}):
         lines.append(f"Calibration: {source}")
     for row in result["alternatives"]:

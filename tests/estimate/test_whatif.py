@@ -133,7 +133,8 @@ def test_a_cpu_what_if_uses_its_ceilings_and_a_rooflow_time_record(tmp_path, cap
     assert cli.main(["estimate", *run, *ceilings]) == 0
     predicted = json.loads(capsys.readouterr().out)[0]["predicted_seconds"]
     assert cli.main(["estimate", *run, *ceilings, "--what-if"]) == 0
-    rows = {r["change"]: r for r in json.loads(capsys.readouterr().out)["alternatives"]}
+    rows_of_unanchored = json.loads(capsys.readouterr().out)["alternatives"]
+    rows = {r["change"]: r for r in rows_of_unanchored}
     assert rows["run"]["predicted_seconds"] == pytest.approx(predicted, rel=1e-12)
     record = {k: v for k, v in read_json(RECORDED_CPU_RUN).items() if k != "device"}  # as `rooflow time` writes it
     assert record["device_type"] == "cpu"
@@ -143,6 +144,13 @@ def test_a_cpu_what_if_uses_its_ceilings_and_a_rooflow_time_record(tmp_path, cap
     result = json.loads(capsys.readouterr().out)
     assert result["measured_from"]["device"] == "cpu"
     assert result["measured_from"]["measured_seconds"] == record["median_seconds"]
+    # the CPU's measurement scales its own alternatives, not the GPUs' (its miss says nothing of theirs)
+    bases = {(r["change"], r["device"] == "cpu"): r["basis"] for r in result["alternatives"]}
+    assert bases[("run", True)] == "measured"
+    assert bases[("batch", True)] == "from the measured cpu run × predicted ratio"
+    assert bases[("device", False)] == "time model"
+    assert {r["predicted_seconds"] for r in result["alternatives"] if r["change"] == "device"} == {
+        r["predicted_seconds"] for r in rows_of_unanchored if r["change"] == "device"}
     assert cli.main(["estimate", *run, "--device", "t4", "--what-if", "--from-measured", str(path)]) == 2
     error = capsys.readouterr().err.strip()
     assert error.endswith(f"{path}: it names no catalogue device, and it ran on a cpu, not on t4 (cuda): give "
