@@ -234,7 +234,8 @@ def register(subparsers) -> None:
     parser.add_argument("--mode", choices=MODES, default="inference",
                         help="inference (eval, no_grad) or training (forward, loss, backward, SGD step)")
     parser.add_argument("--input-size", type=int, default=None,
-                        help="square input side (default: the size the model's weights were evaluated at)")
+                        help="square input side in pixels, of an image or of a video clip's frames (default: the size the "
+                             "model's weights were evaluated at; optical-flow models take their fixed 520×960 frames)")
     parser.add_argument("--device", help="predict the step's time and memory on this device, and whether it fits "
                                          "(a key of --devices-file; `rooflow devices` lists them)")
     parser.add_argument("--devices-file", default=str(default_catalogue_path()),

@@ -389,6 +389,12 @@ def estimate(model: str, batch: int, precision: str = "fp32", mode: str = "infer
         raise RooflowError(f"estimate: {model} is a detection model, which trains on box targets that rooflow "
                            f"does not generate: estimate it in mode inference")
     default = int(default_input_size(model))
+    if task(model) == "optical_flow" and size != default:  # its two frames are 520×960, not a square
+        from rooflow.workload.models import OPTICAL_FLOW_SIZE
+
+        height, width = OPTICAL_FLOW_SIZE
+        raise RooflowError(f"estimate: {model} is an optical-flow model, which rooflow runs on two {height}×{width} "
+                           f"frames, and --input-size sets a square image's side: leave --input-size out")
     resize = f"give the --input-size it takes (the default, {default}, does)" if size != default else ""
     try:
         trace = run_step(net, model, batch, size, precision, mode)

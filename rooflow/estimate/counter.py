@@ -590,10 +590,7 @@ def run_step(model: torch.nn.Module, name: str, batch: int, input_size: int, pre
     from rooflow.workload.models import input_shapes, task
 
     kind = task(name)
-    if kind in ("video", "optical_flow"):
-        inputs = tuple(torch.empty(batch, *shape, device="meta") for shape in input_shapes(name))
-    else:
-        inputs = (torch.empty(batch, 3, input_size, input_size, device="meta"),)
+    inputs = tuple(torch.empty(batch, *shape, device="meta") for shape in input_shapes(name, input_size))
     target = torch.empty(batch, dtype=torch.long, device="meta")
     loss = step.make_loss(name, target, classification=kind in ("classification", "video"))
     return trace_step(model, inputs, precision, mode, loss_fn=loss, extra_inputs=(target,) if mode == "training" else ())

@@ -73,13 +73,14 @@ def task(name: str) -> str:
     return "classification"
 
 
-def input_shapes(name: str) -> tuple[tuple[int, ...], ...]:
+def input_shapes(name: str, side: int | None = None) -> tuple[tuple[int, ...], ...]:
     """Per-sample input shapes (the batch prepended): one image (3, S, S) for most models, a clip
-    (3, VIDEO_FRAMES, S, S) for video, two images for optical flow."""
+    (3, VIDEO_FRAMES, S, S) for video, two images for optical flow (always OPTICAL_FLOW_SIZE). ``side``: S,
+    the model's own input_size where None."""
     kind = task(name)
     if kind == "optical_flow":
         return ((3, *OPTICAL_FLOW_SIZE),) * 2
-    side = input_size(name)
+    side = side or input_size(name)
     return ((3, VIDEO_FRAMES, side, side),) if kind == "video" else ((3, side, side),)
 
 

@@ -398,6 +398,20 @@ def test_a_video_model_counts_torchvisions_published_multiply_adds_on_a_16_frame
     assert totals["forward_macs"] / 1e9 == pytest.approx(weights_meta("r3d_18")["_ops"], rel=2e-3)
 
 
+def test_input_size_sets_a_video_clips_side_and_is_refused_for_optical_flow():
+    """--input-size was ignored for a clip (r3d_18 at 56 counted its 112×112 FLOPs) yet written to the record
+    as the size used; RAFT's frames are 520×960, not a square side."""
+    from rooflow.errors import RooflowError
+    from rooflow.estimate import estimate
+
+    full, half = estimate("r3d_18", 1).totals, estimate("r3d_18", 1, input_size=56).totals
+    assert half["input_size"] == 56
+    # the 3-D convs scale with the frame's area: a quarter, give or take the stem's borders
+    assert half["forward_macs"] / full["forward_macs"] == pytest.approx(0.25, rel=0.05)
+    with pytest.raises(RooflowError, match="two 520×960 frames.*leave --input-size out"):
+        estimate("raft_small", 1, input_size=64)
+
+
 def test_estimate_module_faults_are_one_sentence_with_the_fix_that_applies():
     """Not a module (it was an AttributeError), and a module its inputs do not fit: the fix names the inputs,
     not the data-dependent shapes of a detector (which the old sentence offered for every failing op)."""
