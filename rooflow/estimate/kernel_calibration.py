@@ -433,8 +433,27 @@ def _device_configs(root: str | Path) -> dict[str, tuple[Path, dict[str, Any]]]:
         if missing:
             raise RooflowError(f"{path}: no {', '.join(missing)} in this device config: give {', '.join(CONFIG_KEYS)} "
                                f"(SMs, FP32 GFLOP/s, DRAM GB/s, L2 MB)")
+        _check_config_numbers(path, data)
         configs[data["Device"]] = (path, data)
     return configs
+
+
+# What each number of a device config is, for the sentence that refuses a wrong one.
+CONFIG_NUMBERS = {"Num_Sm": "SM count, a positive whole number", "SingleFLOPs": "FP32 GFLOP/s, a positive number",
+                  "Mem_Bw": "DRAM GB/s, a positive number", "L2Cache": "L2 size in MB, a positive number"}
+
+
+def _check_config_numbers(path: Path, data: dict[str, Any]) -> None:
+    """A device config's SMs, GFLOP/s, GB/s and MB are positive finite numbers (the SM count whole): a zero or
+    negative one calibrated NaN efficiencies that estimate then used, without a word."""
+    if not isinstance(data["Device"], str) or not data["Device"].strip():
+        raise RooflowError(f"{path}: its Device is {data['Device']!r}: give the GPU's name, e.g. \"Tesla T4\"")
+    for key, meaning in CONFIG_NUMBERS.items():
+        value = data[key]
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        whole = key != "Num_Sm" or (number is not None and float(number).is_integer())
+        if number is None or not math.isfinite(number) or number <= 0 or not whole:
+            raise RooflowError(f"{path}: its {key} is {value!r}: give the GPU's {meaning} (from its datasheet)")
 
 
 def _catalogue_gpu(name: str, config: dict[str, Any] | None = None):

@@ -1546,6 +1546,19 @@ def test_check_scores_shipped_calibrations_on_other_gpus(tmp_path):
         kc.check_shipped(tmp_path / "device_configs")
 
 
+@pytest.mark.parametrize("key, value", [("Num_Sm", 0), ("Num_Sm", 40.5), ("Mem_Bw", -320), ("SingleFLOPs", "8.1 TF"),
+                                        ("L2Cache", float("inf"))])
+def test_a_device_config_of_zero_or_negative_numbers_is_refused(tmp_path, key, value):
+    """Num_Sm 0 or a negative Mem_Bw calibrated NaN efficiencies that estimate then used (exit 0): one sentence
+    that names the file, the key and what it holds."""
+    config = {"Device": "Tesla T4", "Dev_Mem": 15, "Mem_Bw": 320, "Num_Sm": 40, "Core_Per_SM": 64, "Freq": 1590,
+              "SingleFLOPs": 8141, "L2Cache": 4}
+    (tmp_path / "device_configs").mkdir()
+    (tmp_path / "device_configs" / "Tesla_T4.json").write_text(json.dumps({**config, key: value}).replace("Infinity", "1e999"))
+    with pytest.raises(RooflowError, match=rf"Tesla_T4.json: its {key} is .*: give the GPU's"):
+        kc.load_dataset_gpus(tmp_path)
+
+
 def test_convolution_algorithm_read_from_its_kernels():
     """The algorithm of a measured convolution is the one its kernels name (the data set's Kernels column)."""
     assert kc.convolution_algorithm(
