@@ -10,3 +10,15 @@ class RooflowError(Exception):
 
 class ParseError(RooflowError):
     """A profiler output file that is not in any accepted shape, truncated, or reports a profiler error."""
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """An allocator's failure (torch's CUDA OutOfMemoryError, Python's MemoryError, a CPU allocator's "can't
+    allocate memory"): a result to record, never the user's input to blame."""
+    import torch
+
+    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text
+                                                or "failed to allocate" in text or "bad_alloc" in text)

@@ -8,18 +8,8 @@ import re
 import resource
 from typing import Any
 
+from rooflow.errors import is_out_of_memory  # noqa: F401 - measure.oom is where the timing job reads it
 from rooflow.units import format_bytes
-
-
-def is_out_of_memory(error: BaseException) -> bool:
-    import torch
-
-    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
-        return True
-    text = str(error).lower()
-    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text
-                                                or "failed to allocate" in text or "bad_alloc" in text)
-
 
 _UNITS = {"": 1, "b": 1, "bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
           "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}

@@ -111,6 +111,24 @@ def scalar_loss(loss: Any, loss_fn: Any, name: str = "") -> Any:
                        f"tensor: reduce it to one number (e.g. .mean() or .sum())")
 
 
+def call_loss(loss_fn: Any, output: Any, name: str = "") -> Any:
+    """``loss_fn(output)``; what the user's loss raises is one sentence naming the loss (a TypeError in it was
+    read as the model rejecting its input shapes). Out of memory passes: a result, not the loss's fault."""
+    from rooflow.errors import RooflowError, is_out_of_memory
+
+    try:
+        return loss_fn(output)
+    except RooflowError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the user's loss: any failure in it is theirs to fix
+        if is_out_of_memory(error):
+            raise
+        where = f"{getattr(loss_fn, '__module__', '?')}:{getattr(loss_fn, '__qualname__', loss_fn)}"
+        raise RooflowError(f"{f'model {name!r}: ' if name else ''}the loss {where} raised {type(error).__name__}: "
+                           f"{str(error).splitlines()[0][:200] if str(error) else ''}: fix the loss (rooflow calls it "
+                           f"as loss(output), on the model's output alone)") from error
+
+
 def make_loss(name: str = "", target=None, user_loss=None, classification: bool = False):
     """The step's loss as a module (the profiling driver marks its phase with forward hooks on it)."""
     import torch
@@ -120,7 +138,7 @@ def make_loss(name: str = "", target=None, user_loss=None, classification: bool 
 
         def forward(self, output):
             if user_loss is not None:
-                return scalar_loss(user_loss(output), user_loss, name)
+                return scalar_loss(call_loss(user_loss, output, name), user_loss, name)
             if classification and target is not None:
                 return classification_loss(name, output, target)
             return default_loss(output)

@@ -158,6 +158,9 @@ def user_models(tmp_path, monkeypatch):
         def loss(output):
             return (output ** 2).mean()
 
+        def target_loss(output, target):  # a loss of two arguments: rooflow calls loss(output)
+            return ((output - target) ** 2).mean()
+
         def per_sample_loss(output):  # one loss per sample: backward() needs one number
             return (output ** 2).mean(1)
 
@@ -201,12 +204,15 @@ def test_a_factory_model_of_two_inputs_from_the_command_line(user_models):
     (["mynets.nets:build", "--input", "3x8x8", "--input", "6", "--batch", "2", "--mode", "training", "--loss",
       "mynets.nets:per_sample_loss"], ["the loss mynets.nets:per_sample_loss returned a tensor of shape 2, not a scalar "
                                        "tensor: reduce it to one number"]),
+    (["mynets.nets:build", "--input", "3x8x8", "--input", "6", "--mode", "training", "--loss",
+      "mynets.nets:target_loss"], ["the loss mynets.nets:target_loss raised TypeError", "missing 1 required positional",
+                                   "fix the loss (rooflow calls it as loss(output)"]),
     (["mynets.nets:parameterless", "--input", "6", "--mode", "training"],
      ["model 'mynets_nets_parameterless' has no parameter that takes gradients", "measure it in mode inference"]),
     (["mynets.nets:build", "--input", "3x8x8", "--input", "6", "--loss", "mynets.nets:loss"],
      ["--loss mynets.nets:loss is the training step's loss, and an inference run computes none: add --mode training"]),
 ], ids=["import-error", "no-such-callable", "not-a-module", "wrong-shape", "bad-shape", "no-inputs", "wrong-dtype",
-        "unknown-dtype", "non-scalar-loss", "nothing-to-train", "loss-in-inference"])
+        "unknown-dtype", "non-scalar-loss", "raising-loss", "nothing-to-train", "loss-in-inference"])
 def test_each_custom_model_fault_is_one_sentence(user_models, argv, words):
     status, out, err = cli("estimate", *argv)
     assert status == 2 and not out
