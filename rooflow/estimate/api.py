@@ -93,21 +93,54 @@ def estimate_module(module, example_inputs, device: str | None = None, precision
     inputs = _meta_inputs(example_inputs)
     batch = int(inputs[0].shape[0]) if inputs and inputs[0].dim() else 1
     check_run(precision, mode, batch, "estimate_module")
+    _check_device_key(device, "estimate_module", optional=True)
     was_training = module.training
     counted = _meta_module(module, name)
     try:
         result = count_module(counted, inputs, precision, mode, loss_fn=loss_fn, name=name)
-    except (NotImplementedError, RuntimeError) as error:
+    except (NotImplementedError, RuntimeError, ValueError, TypeError, IndexError) as error:
         countable = not_countable(name, error, "check the example inputs' shapes and dtypes against what the module "
                                                 "takes (the batch first)")
-        if countable is error:
+        if countable is not error:
+            raise countable from error
+        rejected = _rejected_inputs(counted, inputs, name)
+        if rejected is None:  # the module runs them: the failure is the counter's, not the user's
             raise
-        raise countable from error
+        raise rejected from error
     finally:
         module.train(was_training)
-    if device:
+    if device is not None:
         predict(result, device, devices_file, ceilings, measured)
     return result
+
+
+def _check_device_key(device, where: str, optional: bool = False) -> None:
+    """``device`` is a catalogue key (a non-empty string): 0 or "" skipped the prediction without a word, and
+    None in what_if_module raised an AttributeError."""
+    if optional and device is None:
+        return
+    if not isinstance(device, str) or not device.strip():
+        raise RooflowError(f"{where}: device is {device!r}, not a key of the device catalogue: name one, e.g. "
+                           f"device='a100-sxm4-40gb' (`rooflow devices` lists them; cuda:0 is not one)"
+                           f"{'' if not optional else ', or leave device out to count without predicting'}")
+
+
+def _rejected_inputs(module, inputs: tuple, name: str) -> RooflowError | None:
+    """Where ``module`` itself refuses ``inputs`` (one plain forward on meta, outside the counter): one sentence
+    naming their shapes and dtypes and what it said; None where it runs them."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            module.eval()(*inputs)
+    except Exception as error:  # noqa: BLE001 - the user's module: whatever it raises on these inputs
+        given = ", ".join(f"{'x'.join(map(str, t.shape)) or 'a scalar'} {str(t.dtype).removeprefix('torch.')}"
+                          for t in inputs) or "none"
+        said = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+        return RooflowError(f"estimate_module: {name} rejects its example inputs ({given}) with {type(error).__name__}"
+                            f"{f': {said}' if said else ''}: pass the inputs it takes, the batch first (float32 for a "
+                            f"float32 module: precision='fp16' or 'bf16' runs it under autocast)")
+    return None
 
 
 def estimate_run(spec, batch: int, precision: str = "fp32", mode: str = "inference",
@@ -212,6 +245,7 @@ def what_if_module(module, example_inputs, device: str, precision: str = "fp32",
     predicted throughput (rooflow.estimate.whatif.what_if)."""
     import torch
 
+    _check_device_key(device, "what_if_module")
     name = name or _snake(type(module).__name__)
     inputs = _meta_inputs(example_inputs)
     batch = int(inputs[0].shape[0]) if inputs and inputs[0].dim() else 1

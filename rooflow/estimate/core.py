@@ -445,8 +445,9 @@ def count_module(module, inputs, precision: str = "fp32", mode: str = "inference
     import torch
 
     from rooflow.workload import step
-    from rooflow.workload.spec import materialize_lazy, refuse_untrainable
+    from rooflow.workload.spec import materialize_lazy, refuse_cast_parameters, refuse_untrainable
 
+    refuse_cast_parameters(module, name)
     start = time.perf_counter()
     module = module.to("meta")
     inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)

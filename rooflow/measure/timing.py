@@ -202,6 +202,7 @@ class Runner:
             example_inputs,
             load_loss,
             random_inputs,
+            refuse_cast_parameters,
             refuse_untrainable,
         )
 
@@ -235,7 +236,9 @@ class Runner:
         model_spec = spec.model_spec()
         user_loss = None
         if model_spec.custom:
-            self.model = build_custom(model_spec).to(self.device)
+            self.model = build_custom(model_spec)
+            refuse_cast_parameters(self.model, model_spec.name)
+            self.model = self.model.to(self.device)
             self.inputs = example_inputs(model_spec, spec.batch, self.device, self.model)
             self.input_size = model_spec.inputs[0][-1]
             target, classification = None, False

@@ -304,6 +304,20 @@ def refuse_untrainable(module, name: str, inputs: tuple = ()) -> None:
                            f"mode inference")
 
 
+def refuse_cast_parameters(module, name: str) -> None:
+    """rooflow's precisions are autocast over float32 parameters (rooflow.workload.step): a module cast to half
+    (``.half()``, ``.to(torch.bfloat16)``) was counted and labelled fp32, its time predicted at fp32's rates;
+    one sentence instead."""
+    import torch
+
+    cast = sorted({str(t.dtype).removeprefix("torch.") for t in (*module.parameters(), *module.buffers())
+                   if t.is_floating_point() and t.dtype != torch.float32})
+    if cast:
+        raise RooflowError(f"model '{name}' has {', '.join(cast)} parameters, but rooflow runs each precision as "
+                           f"autocast over float32 ones (fp16 and bf16 included): pass the float32 module (without "
+                           f".half() or .to(dtype)) with precision fp16 or bf16")
+
+
 def load_loss(spec: ModelSpec):
     """The user's loss callable, or None (the step's default)."""
     return import_object(spec.loss, "loss", spec.name) if spec.loss else None

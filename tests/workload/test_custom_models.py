@@ -169,6 +169,9 @@ def user_models(tmp_path, monkeypatch):
 
         def parameterless():
             return nn.Sequential(nn.ReLU())
+
+        def halved():  # cast by hand: rooflow's fp16 is autocast over float32 parameters
+            return nn.Linear(6, 4).half()
     """))
     (package / "broken.py").write_text("import does_not_exist_anywhere\n")
     monkeypatch.chdir(tmp_path)
@@ -219,6 +222,17 @@ def test_each_custom_model_fault_is_one_sentence(user_models, argv, words):
     assert err.count("\n") == 1 and "Traceback" not in err, err
     for word in words:
         assert word in err, (word, err)
+
+
+def test_a_factory_model_cast_to_half_is_refused_by_estimate_and_time(user_models, tmp_path):
+    """Counted and timed as fp32 before (its precision label and its predicted rates fp32's)."""
+    for argv in (["estimate", "mynets.nets:halved", "--input", "6"],
+                 ["time", "--model", "mynets.nets:halved", "--input", "6", "--batch", "2", "--iterations", "2",
+                  "--rounds", "1", "--warmup", "1", "--output", str(tmp_path / "t.json")]):
+        status, _, err = cli(*argv)
+        assert status == 2 and "model 'mynets_nets_halved' has float16 parameters" in err, err
+        assert err.count("\n") == 1
+    assert not (tmp_path / "t.json").exists()
 
 
 def test_a_lazy_module_is_counted_and_timed_after_its_first_forward(user_models, tmp_path):
@@ -429,6 +443,42 @@ def test_estimate_module_faults_are_one_sentence_with_the_fix_that_applies():
     assert str(caught.value).endswith("check the example inputs' shapes and dtypes against what the module takes "
                                       "(the batch first)")
     assert "detector" not in str(caught.value)
+
+
+@pytest.mark.parametrize("inputs, given", [
+    ((torch.randn(2, 3, 8, 8).half(),), "2x3x8x8 float16"),
+    ((torch.zeros(2, 3, 8, 8, dtype=torch.long),), "2x3x8x8 int64"),
+    ((), "none"),
+], ids=["fp16", "int64", "empty"])
+def test_estimate_module_on_inputs_the_module_rejects_names_them(inputs, given):
+    """Half or integer inputs to a float32 conv, and no inputs at all, ended in torch's own RuntimeError or
+    TypeError: the sentence names the inputs, what the module said, and the autocast way to fp16."""
+    with pytest.raises(RooflowError) as caught:
+        rooflow.estimate_module(nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU()), inputs)
+    said = str(caught.value)
+    assert said.startswith(f"estimate_module: sequential rejects its example inputs ({given}) with ")
+    assert said.endswith("precision='fp16' or 'bf16' runs it under autocast)") and "\n" not in said
+
+
+@pytest.mark.parametrize("device", [0, "", "  "])
+def test_a_device_that_is_no_catalogue_key_is_refused_not_skipped(device):
+    """device=0 or "" skipped the prediction without a word; what_if_module(m, x, None) raised AttributeError."""
+    net, x = nn.Linear(4, 2), torch.randn(3, 4)
+    with pytest.raises(RooflowError, match=r"^estimate_module: device is .*, not a key of the device catalogue"):
+        rooflow.estimate_module(net, x, device=device)
+    from rooflow.estimate.api import what_if_module
+
+    with pytest.raises(RooflowError, match=r"^what_if_module: device is None, not a key of the device catalogue"):
+        what_if_module(net, x, None)
+
+
+@pytest.mark.parametrize("cast", [torch.float16, torch.bfloat16])
+def test_a_module_cast_to_half_is_refused_not_labelled_fp32(cast):
+    """A .half() module was counted as precision fp32 and timed at fp32's rates; rooflow's precisions are
+    autocast over float32 parameters, and the sentence says how to ask for fp16."""
+    with pytest.raises(RooflowError, match=rf"has {str(cast)[6:]} parameters, .*with precision fp16 or bf16"):
+        rooflow.estimate_module(nn.Linear(4, 2).to(cast), torch.randn(3, 4).to(cast))
+    assert rooflow.estimate_module(nn.Linear(4, 2), torch.randn(3, 4), precision="fp16")["precision"] == "fp16"
 
 
 @pytest.mark.parametrize("argv, says", [
