@@ -105,7 +105,8 @@ class Trace:
     layer_weight_bytes: dict[str, int] = field(default_factory=dict)
     layer_gradient_bytes: dict[str, int] = field(default_factory=dict)
     gradient_keys: set[int] = field(default_factory=set)
-    param_keys: set[int] = field(default_factory=set)
+    param_keys: set[int] = field(default_factory=set)  # parameters and buffers
+    buffer_keys: set[int] = field(default_factory=set)  # the buffers among them
     input_bytes: int = 0
     output_bytes: int = 0
     target_bytes: int = 0
@@ -275,9 +276,12 @@ class OpRecorder(TorchDispatchMode):
         self.trace.storages[key].free_index = self._index
 
     def mark_params(self, model: torch.nn.Module) -> None:
+        buffers = {id(b) for b in model.buffers()}
         for p in itertools.chain(model.parameters(), model.buffers()):
             key = self.register(p, "params")
             self.trace.param_keys.add(key)
+            if id(p) in buffers:
+                self.trace.buffer_keys.add(key)
             self._param_tensors[key] = p
 
     # ------------------------------------------------------------------ attribution

@@ -160,6 +160,27 @@ def test_input_size_override():
     assert small["forward_matmul_flops"] < full["forward_matmul_flops"] / 3
 
 
+def test_the_floor_counts_only_the_weights_the_step_reads():
+    """GoogLeNet's two auxiliary heads run in training only: their weights were in the inference floor, which
+    then exceeded the fused traffic at --input-size 75 (a floor AI below the fused AI, no upper bound)."""
+    from rooflow.workload.models import build_meta_model
+
+    net = build_meta_model("googlenet")
+    aux_bytes = sum(p.numel() * 4 for head in (net.aux1, net.aux2) for p in head.parameters())
+    aux_bytes += sum(b.numel() * b.element_size() for head in (net.aux1, net.aux2) for b in head.buffers()
+                     if b.is_floating_point())
+    # nor does inference read a BatchNorm's num_batches_tracked (an int64 each; training increments it)
+    counters = sum(b.numel() * 8 for n, b in net.named_buffers() if n.endswith("num_batches_tracked"))
+    inference = estimate("googlenet", 1, input_size=75).totals
+    assert inference["min_bytes"] == (inference["input_bytes"] + inference["weight_bytes"] - aux_bytes - counters
+                                      + inference["output_bytes"])
+    assert inference["min_bytes"] <= inference["fused_bytes"]
+    training = estimate("googlenet", 2, mode="training").totals  # every head reads its weights
+    params = sum(p.numel() * 4 for p in net.parameters())
+    assert training["min_bytes"] == (training["input_bytes"] + training["output_bytes"] + 2 * 8
+                                     + training["weight_bytes"] + 4 * params)
+
+
 # ------------------------------------------------------------------------------------------ precisions
 def _rows(est, layer, op, phase="forward"):
     ops = est.ops
