@@ -154,6 +154,10 @@ def check_dataset(dataset: dict[str, Any], workdir: Path, source: str = "config"
     Cheap on ImageNet-sized trees: it stops at the first image of each class folder."""
     from rooflow.workload.dataset import IMAGE_EXTENSIONS
 
+    if dataset["resize"] < dataset["image_size"]:
+        raise RooflowError(f"{source}: key 'dataset/resize' is {dataset['resize']}, below dataset.image_size "
+                           f"{dataset['image_size']}: the center crop would pad the images with black borders; "
+                           f"resize to image_size or more (the evaluation transform: 256 for a 224 crop)")
     root = dataset["root"]
     if root is None:
         return

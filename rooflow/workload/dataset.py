@@ -32,6 +32,13 @@ class SubsetSpec:
     image_size: int = 224
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        # a crop larger than the resized image is zero-padded: black borders no model was evaluated on
+        if self.resize < self.image_size:
+            raise RooflowError(f"resize {self.resize} is below image_size {self.image_size}: the center crop would pad "
+                               f"the images with black borders; resize to image_size or more (the evaluation "
+                               f"transform: 256 for a 224 crop)")
+
 
 def _evaluation_transform(image, spec: SubsetSpec):
     """Resize the shorter side to `resize`, center crop `image_size` (torchvision's evaluation preset)."""

@@ -108,6 +108,8 @@ FAULTS = [
                                                    "precision": "fp32", "mode": "training",
                                                    "ncu": ["nowhere/ncu.csv"]}]},
      ["'nowhere/ncu.csv'", "fix the path"]),
+    ("resize below the crop", {"dataset": {"resize": 200, "image_size": 224}},
+     ["'dataset/resize' is 200, below dataset.image_size 224", "black borders", "256 for a 224 crop"]),
     ("kernel calibrations file that is missing", {"kernel_calibrations": ["nowhere/kernels-l4.json"]},
      ["'kernel_calibrations/0'", "nowhere/kernels-l4.json", "no such kernel calibrations file",
       "rooflow calibrate-kernels --data DIR -o", "or remove it"]),

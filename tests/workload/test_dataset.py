@@ -151,6 +151,18 @@ def test_rooflow_subset_refuses_a_size_or_count_of_zero(tmp_path, capsys, option
     assert not list(tmp_path.iterdir())
 
 
+def test_rooflow_subset_refuses_a_resize_below_the_crop(tmp_path, capsys):
+    """--resize 100 with a 224 crop wrote images with black borders (the crop zero-pads); one sentence, nothing
+    written."""
+    from rooflow.cli import main
+
+    assert main(["subset", "--resize", "100", "--image-size", "224", "--output", str(tmp_path / "s.pt"),
+                 "--manifest", str(tmp_path / "m.csv")]) == 2
+    assert ("resize 100 is below image_size 224: the center crop would pad the images with black borders"
+            in capsys.readouterr().err)
+    assert not list(tmp_path.iterdir())
+
+
 def test_the_stand_in_made_in_memory_is_the_workflows_default_subset_file(tmp_path):
     """`rooflow time` without --subset times the generated stand-in made in memory (subset_data): the same images
     and labels the workflow's default subset step writes (SubsetSpec's defaults: config/config.yaml's dataset)."""
