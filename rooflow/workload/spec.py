@@ -175,6 +175,9 @@ def refuse_factory_options(models: list[str], inputs=None, loss=None, name=None,
         return
     if not options:
         return
+    from rooflow.workload.models import check_model_names
+
+    check_model_names(models, "MODEL")  # a name it is not (examples.tiny_cnn.model) is not "a torchvision model"
     which = (f"{models[0]} is a torchvision model" if len(models) == 1
              else f"{', '.join(models)} are torchvision models")
     size = f" (a torchvision model's square input side is {size_option})" if inputs else ""

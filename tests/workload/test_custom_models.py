@@ -210,12 +210,15 @@ def test_a_factory_model_of_two_inputs_from_the_command_line(user_models):
     (["mynets.nets:build", "--input", "3x8x8", "--input", "6", "--mode", "training", "--loss",
       "mynets.nets:target_loss"], ["the loss mynets.nets:target_loss raised TypeError", "missing 1 required positional",
                                    "fix the loss (rooflow calls it as loss(output)"]),
+    (["mynets.nets", "--input", "6"], ["'mynets.nets' is a Python path, not a torchvision model, and names no "
+                                       "callable", "(e.g. mynets.nets:FACTORY)"]),
+    (["mynets.nets.build", "--input", "6"], ["(e.g. mynets.nets:build)"]),
     (["mynets.nets:parameterless", "--input", "6", "--mode", "training"],
      ["model 'mynets_nets_parameterless' has no parameter that takes gradients", "measure it in mode inference"]),
     (["mynets.nets:build", "--input", "3x8x8", "--input", "6", "--loss", "mynets.nets:loss"],
      ["--loss mynets.nets:loss is the training step's loss, and an inference run computes none: add --mode training"]),
 ], ids=["import-error", "no-such-callable", "not-a-module", "wrong-shape", "bad-shape", "no-inputs", "wrong-dtype",
-        "unknown-dtype", "non-scalar-loss", "raising-loss", "nothing-to-train", "loss-in-inference"])
+        "unknown-dtype", "non-scalar-loss", "raising-loss", "module-path", "dotted-callable", "nothing-to-train", "loss-in-inference"])
 def test_each_custom_model_fault_is_one_sentence(user_models, argv, words):
     status, out, err = cli("estimate", *argv)
     assert status == 2 and not out
