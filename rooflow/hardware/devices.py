@@ -363,6 +363,11 @@ def ceilings_mismatch(ceilings: dict[str, Any], device: Device, same_model: bool
 def check_ceilings(ceilings: dict[str, Any], device: Device, path: str | Path, same_model: bool = False) -> None:
     """Refuse, in one sentence naming the file and the fix, ceilings :func:`ceilings_mismatch` says are another
     device's."""
+    if not ceilings.get("peak_flops_per_second") and not ceilings.get("dram_bytes_per_second"):
+        # `{}` or another JSON: it was ignored without a word, and the advice then said to pass --ceilings
+        raise RooflowError(f"ceilings file {path} holds no measured roof (no peak_flops_per_second, no "
+                           f"dram_bytes_per_second): give the JSON `rooflow ceilings --device {device.key} --output "
+                           f"FILE` wrote on that device")
     why = ceilings_mismatch(ceilings, device, same_model)
     if why:
         raise RooflowError(f"ceilings file {path}: {why}: give the JSON `rooflow ceilings --device {device.key} "

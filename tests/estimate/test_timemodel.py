@@ -802,6 +802,25 @@ def test_calibrate_and_estimate_refuse_another_devices_ceilings(tmp_path, capsys
     assert not output.exists()
 
 
+@pytest.mark.parametrize("text", ["{}", '{"device_kind": "cuda", "notes": []}'])
+def test_a_ceilings_file_without_roofs_is_refused(tmp_path, capsys, text):
+    """`--ceilings` of a JSON with no measured roof was ignored without a word (the rows then advised passing
+    --ceilings); estimate, what-if and calibrate now say the file holds none."""
+    from rooflow import cli
+
+    empty = tmp_path / "ceilings.json"
+    empty.write_text(text)
+    for argv in (["estimate", "resnet18", "--device", "t4", "--ceilings", str(empty)],
+                 ["estimate", "resnet18", "--device", "t4", "--what-if", "--ceilings", str(empty)],
+                 ["calibrate", "--from-recordings", str(H100), "--device", "h100-sxm5-80gb", "--ceilings", str(empty),
+                  "-o", str(tmp_path / "calibration.json")]):
+        assert cli.main(argv) == 2
+        captured = capsys.readouterr()
+        assert f"ceilings file {empty} holds no measured roof" in captured.err, captured.err
+        assert "\n" not in captured.err.strip() and captured.out == ""
+    assert not (tmp_path / "calibration.json").exists()
+
+
 def test_tf32_before_ampere_is_the_fp32_run():
     """allow_tf32 changes no kernel on a V100, T4 or P100 (no TF32 units): their tf32 step is their fp32 step, which
     the source says (it was priced at the fp32 roof with the H100's TF32 efficiencies: 2.2x the fp32 step on the
