@@ -39,6 +39,7 @@ def _cmd(args) -> int:
         OPERATORS,
         calibrate_measured,
         check_shipped,
+        config_disagreements,
         dataset_gpu_keys,
         fit_each,
         format_table,
@@ -51,10 +52,14 @@ def _cmd(args) -> int:
 
     if args.check:
         devices = load_devices(default_catalogue_path())
+        disagreements = config_disagreements(args.check)
         for name, key in dataset_gpu_keys(args.check).items():
-            if key and devices[key].name != name:  # a name the catalogue spells otherwise: say which board it is
+            if key and devices[key].name != name and not any(f": {name} is predicted" in line for line in disagreements):
+                # a name the catalogue spells otherwise: say which board it is
                 print(f"{name}: predicted as the catalogue's {key} ({devices[key].name}), the board of its model "
                       f"that its device config's SMs and bandwidth match")
+        for line in disagreements:
+            print(line)
         skipped = sorted(path.name for path in Path(args.check).iterdir()
                          if path.is_dir() and path.name not in (*OPERATORS, "device_configs"))
         if skipped:  # scored nothing there: say so rather than let a table look complete

@@ -424,6 +424,29 @@ def dataset_gpu_keys(root: str | Path) -> dict[str, str | None]:
     return {name: dataset_gpu_identity(name, path, data)[0] for name, (path, data) in _device_configs(root).items()}
 
 
+def config_disagreements(root: str | Path, bandwidth_tolerance: float = 0.15) -> list[str]:
+    """A line for each GPU of ``root``'s ``device_configs`` whose SMs or DRAM bandwidth are not those of the
+    catalogue board it is predicted as (a config named "Tesla V100" holding a T4's 40 SMs and 320 GB/s was said
+    to match the V100): the prediction takes the config's numbers with that board's architecture and clocks."""
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    devices = load_devices(default_catalogue_path())
+    lines = []
+    for name, (path, data) in _device_configs(root).items():
+        key = dataset_gpu_identity(name, path, data)[0]
+        device = devices.get(key) if key else None
+        if device is None or not device.sm_count or not device.dram_bytes_per_second:
+            continue
+        sms, bandwidth = int(data["Num_Sm"]), float(data["Mem_Bw"]) * 1e9
+        off = abs(bandwidth / device.dram_bytes_per_second - 1) > bandwidth_tolerance
+        if sms != device.sm_count or off:
+            lines.append(f"{path}: {name} is predicted as the catalogue's {key} ({device.name}: {device.sm_count} "
+                         f"SMs, {device.dram_bytes_per_second / 1e9:.0f} GB/s), but its config gives {sms} SMs and "
+                         f"{bandwidth / 1e9:.0f} GB/s: check that the config is this GPU's (its prediction takes "
+                         f"the config's numbers with {key}'s architecture and clocks)")
+    return lines
+
+
 def _device_configs(root: str | Path) -> dict[str, tuple[Path, dict[str, Any]]]:
     """``device_configs/*.json`` under ``root`` by the GPU name each gives: (its path, its content)."""
     configs = {}

@@ -1559,6 +1559,26 @@ def test_a_device_config_of_zero_or_negative_numbers_is_refused(tmp_path, key, v
         kc.load_dataset_gpus(tmp_path)
 
 
+@needs_data
+def test_check_says_when_a_device_config_is_not_the_board_it_is_predicted_as(tmp_path, capsys):
+    """A T4's config renamed "Tesla V100-SXM2-32GB" (40 SMs, 320 GB/s) was said to be predicted as the V100 board
+    "that its device config's SMs and bandwidth match"; the data set's own configs agree with their boards."""
+    from rooflow import cli
+
+    assert kc.config_disagreements(KERNELS) == []
+    (tmp_path / "add").mkdir()
+    rows = pd.read_csv(KERNELS / "add" / "Tesla_T4.csv.gz").head(30)
+    rows.assign(Device="Tesla V100-SXM2-32GB").to_csv(tmp_path / "add" / "V100.csv.gz", index=False)
+    (tmp_path / "device_configs").mkdir()
+    config = json.loads((KERNELS / "device_configs" / "Tesla_T4.json").read_text())
+    (tmp_path / "device_configs" / "V100.json").write_text(json.dumps({**config, "Device": "Tesla V100-SXM2-32GB"}))
+    assert cli.main(["calibrate-kernels", "--check", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "match" not in out.split("GPU (shipped calibration)")[0]
+    assert ("Tesla V100-SXM2-32GB is predicted as the catalogue's v100-sxm2-16gb (Tesla V100-SXM2-16GB: 80 SMs, "
+            "900 GB/s), but its config gives 40 SMs and 320 GB/s: check that the config is this GPU's") in out
+
+
 def test_convolution_algorithm_read_from_its_kernels():
     """The algorithm of a measured convolution is the one its kernels name (the data set's Kernels column)."""
     assert kc.convolution_algorithm(
