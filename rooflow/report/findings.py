@@ -424,8 +424,8 @@ def _kernel_time_check(run: Any) -> Check | None:
         causes.append(sides)
     if not causes:
         causes.append("unexplained: the profile's kernel time by class is not recorded")
-    return for_run(run, "warning", "predicted vs measured kernel time", f"measured/predicted {seconds / device:.2f}",
-                   f"{low * 1e3:.3g}–{high * 1e3:.3g} ms",
+    return for_run(run, "warning", "predicted vs measured kernel time",
+                   f"{seconds * 1e3:.3g} ms (measured/predicted {seconds / device:.2f})", f"{low * 1e3:.3g}–{high * 1e3:.3g} ms",
                    f"kernel time of the imported profile outside the model's {band} band "
                    f"({run.get('calibration_source')}); " + "; ".join(causes))
 
@@ -629,13 +629,23 @@ def _on_or_off_cpu(run: Any, slow: dict[str, Any], fast: dict[str, Any]) -> str 
     return f"unexplained slowness on the CPU: {per}, so the step ran slower rather than waiting"
 
 
+def _percent_beyond(value: float, limit: float) -> str:
+    """``value`` as a percentage with the digits that show it beyond ``limit`` (5.006% against a 5% limit printed
+    as "5.0%", which read as inside it)."""
+    for digits in range(1, 5):
+        shown = f"{100 * value:.{digits}f}"
+        if float(shown) != round(100 * limit, digits):
+            return f"{shown}%"
+    return f"{100 * value:.4g}%"
+
+
 def _timing_checks(run: Any) -> list[Check]:
     out = []
     spread = run.get("seconds_spread")
     if _finite(spread) and spread > NOISY_SPREAD:
         rounds = run.get("timing_rounds")
         after = f" after {int(rounds)} round{'s' if int(rounds) > 1 else ''}" if _finite(rounds) else ""
-        out.append(for_run(run, "warning", "noisy", f"spread {100 * spread:.1f}% of the median{after}",
+        out.append(for_run(run, "warning", "noisy", f"spread {_percent_beyond(spread, NOISY_SPREAD)} of the median{after}",
                            f"≤ {100 * NOISY_SPREAD:.0f}%", _noise_cause(run)))
     throttle = _text(run.get("throttle"))
     if throttle:
@@ -649,7 +659,8 @@ def _timing_checks(run: Any) -> list[Check]:
     if run.get("timer") in TIMED_HERE and all(_finite(v) for v in (ratio, seconds, low, high, predicted)):
         band = _band_words(low, high, predicted)
         if not low <= seconds <= high:
-            out.append(for_run(run, "warning", "predicted vs measured time", f"measured/predicted {ratio:.2f}",
+            out.append(for_run(run, "warning", "predicted vs measured time",
+                               f"{seconds * 1e3:.3g} ms (measured/predicted {ratio:.2f})",
                                f"{low * 1e3:.3g}–{high * 1e3:.3g} ms",
                                f"outside the model's {band} band ({run.get('calibration_source')}); "
                                f"{_predicted_time_carrier(run)}"))

@@ -109,7 +109,17 @@ def test_a_host_bound_step_inside_its_range_but_off_its_point_is_a_noted_result(
     assert checks(1.2) == [] and checks(0.8) == []
     [check] = checks(1.5)
     assert (check.severity, check.check) == ("warning", "predicted vs measured time")
+    # the value in the expected range's unit, beside the ratio (a bare ratio against "1.18–2.82 ms" read as a time)
+    assert (check.value, check.expected) == ("3 ms (measured/predicted 1.50)", "1.18–2.82 ms")
     assert checks(1.3, predicted_bound="gpu") == []  # its band is its band: inside, nothing to say
+
+
+@pytest.mark.parametrize("spread, shown", [(0.05006, "5.01%"), (0.050004, "5.0004%"), (0.0512, "5.1%")])
+def test_a_noisy_spread_just_past_the_budget_is_printed_past_it(spread, shown):
+    """A spread of 5.006% printed as "5.0%" against "≤ 5%": the digits that show it past the budget."""
+    from rooflow.report.findings import NOISY_SPREAD, _percent_beyond
+
+    assert NOISY_SPREAD == 0.05 and _percent_beyond(spread, NOISY_SPREAD) == shown
 
 
 def test_an_imported_profiles_kernel_time_is_held_to_the_predicted_kernel_time():
@@ -125,7 +135,7 @@ def test_an_imported_profiles_kernel_time_is_held_to_the_predicted_kernel_time()
                predicted_seconds_by_class='{"matmul": 0.032, "optimizer": 0.004, "pooling": 0.003, "kernel gaps": 0.001}',
                measured_kernel_seconds_by_class='{"convolution": 0.009, "other": 0.006, "gemm": 0.002, "memory": 0.003}')
     [check] = run_checks(row)
-    assert check.check == "predicted vs measured kernel time" and check.value == "measured/predicted 0.50"
+    assert check.check == "predicted vs measured kernel time" and check.value == "20 ms (measured/predicted 0.50)"
     assert check.expected == "24–56 ms"  # the step's ±40% around the 40 ms of kernels
     assert check.cause.startswith("kernel time of the imported profile outside the model's ±40% band")
     assert check.cause.endswith("by kernel class, measured vs predicted: convolution/matmul kernels 11 vs 32 ms, "
