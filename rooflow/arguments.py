@@ -38,6 +38,19 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def non_negative_seconds(text: str) -> float:
+    """A finite number of seconds, 0 or more (a budget of time; the config's schema says minimum 0 alike)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds of 0 or more")
+    return value
+
+
 def _whole(text: str) -> int:
     try:
         return int(text)

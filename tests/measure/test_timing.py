@@ -429,6 +429,9 @@ def test_rooflow_time_runs_the_variant_it_is_given(tmp_path):
     (["--batch", "2", "--iterations", "0"], "argument --iterations: 0 is not a positive integer (1 or more)"),
     (["--batch", "2", "--warmup", "-1"], "argument --warmup: -1 is not a whole number of 0 or more"),
     (["--batch", "two"], "argument --batch: 'two' is not a whole number"),
+    # accepted before, where the config's noise_budget_seconds has minimum 0
+    (["--batch", "2", "--noise-budget", "-5"], "argument --noise-budget: -5 is not a number of seconds of 0 or more"),
+    (["--batch", "2", "--noise-budget", "nan"], "argument --noise-budget: nan is not a number of seconds of 0 or more"),
     (["--batch", "16777217"], "argument --batch: 16777217 is more than 16,777,216 (2^24) samples, the largest batch "
                               "rooflow counts the bytes of without overflowing; give a smaller batch"),
 ])
