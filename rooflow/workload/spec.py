@@ -33,7 +33,9 @@ NAME_PATTERN = re.compile(r"[a-z0-9]+(_[a-z0-9]+)*")
 OBJECT_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 # what PyTorch says where an op gets a float tensor and wants another dtype (nn.Embedding's indices: "Expected
 # tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got torch.float32")
-DTYPE_ERROR = re.compile(r"scalar types?\b|expected scalar type|dtype", re.IGNORECASE)
+# torch's words for a dtype mismatch: "expected scalar type Long", "must have the same dtype", "Input type (long
+# int) and bias type (float) should be the same" (a convolution's)
+DTYPE_ERROR = re.compile(r"scalar types?\b|expected scalar type|dtype|\btype \([^)]*\) and \w+ type", re.IGNORECASE)
 INPUT_SEED = 0  # custom models' inputs are drawn from N(0, 1) (ids: uniformly) with this seed
 # the dtypes an input may name after its shape ("35:int64"): float32 (the default) are drawn from N(0, 1), the
 # integer ones are ids (id_bound)
@@ -367,9 +369,15 @@ def shape_error(spec: ModelSpec, batch: int, error: BaseException) -> RooflowErr
     shapes = ", ".join(format_shape((batch, *s)) for s in spec.inputs)
     cause = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
     if DTYPE_ERROR.search(str(error)):  # the shape may be right: the dtype is not the one the model wants
+        dtypes = ", ".join(dict.fromkeys(spec.dtypes))
+        if any(dtype != DEFAULT_DTYPE for dtype in spec.dtypes):  # ids given where it takes float32
+            written = " ".join(f"--input {format_input(shape)}" for shape in spec.inputs)
+            config = ", ".join(format_input(shape) for shape in spec.inputs)
+            return RooflowError(f"model '{spec.name}' rejects {dtypes} inputs of shape {shapes} ({cause}): give "
+                                f"the dtype it takes — float32, the default, is {written} on the command line, "
+                                f"inputs: [{config}] in the config (no dtype after the shape)")
         written = " ".join(f"--input {format_input(shape, 'int64')}" for shape in spec.inputs)
         config = ", ".join(format_input(shape, "int64") for shape in spec.inputs)
-        dtypes = ", ".join(dict.fromkeys(spec.dtypes))
         return RooflowError(f"model '{spec.name}' rejects {dtypes} inputs of shape {shapes} ({cause}): name the "
                             f"dtype it takes after each shape — token ids for an nn.Embedding are {written} on the "
                             f"command line, inputs: [{config}] in the config")

@@ -238,6 +238,18 @@ def test_a_factory_model_cast_to_half_is_refused_by_estimate_and_time(user_model
     assert not (tmp_path / "t.json").exists()
 
 
+def test_ids_given_to_a_float_model_are_named_with_the_float32_fix(user_models, tmp_path):
+    """--input 3x8x8:int64 into a float32 model was told to write :int64 (the embedding's fix) or, for a conv's
+    "Input type (long int) and bias type (float)", to fix its shapes: the sentence gives the float32 inputs."""
+    status, _, err = cli("time", "--model", "mynets.nets:build", "--input", "3x8x8:int64", "--input", "6",
+                         "--batch", "2", "--iterations", "2", "--rounds", "1", "--output", str(tmp_path / "t.json"))
+    assert status == 2 and err.count("\n") == 1, err
+    assert "rejects int64, float32 inputs of shape 2x3x8x8, 2x6 (RuntimeError: Input type (long int) and bias type" in err
+    assert err.strip().endswith("float32, the default, is --input 3x8x8 --input 6 on the command line, inputs: "
+                                "[3x8x8, 6] in the config (no dtype after the shape)")
+    assert not (tmp_path / "t.json").exists()
+
+
 def test_a_lazy_module_is_counted_and_timed_after_its_first_forward(user_models, tmp_path):
     """nn.LazyLinear's parameter could not be moved to meta ("its factory raised TypeError ...: fix the
     factory"): it takes its shape from one forward, as in PyTorch, and is counted as the Linear it becomes."""
