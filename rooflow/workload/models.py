@@ -93,30 +93,9 @@ def closest_models_hint(names: list[str]) -> str:
     return f" (closest: {', '.join(closest)})" if closest else ""
 
 
-def _factory_example(path: str) -> str:
-    """``path:FACTORY`` where ``path`` is a module that can be found (examples.tiny_cnn.model), else its last dot
-    made the colon (examples.tiny_cnn.model.build: examples.tiny_cnn.model:build)."""
-    import importlib.util
-
-    from rooflow.workload.spec import _add_working_directory
-
-    _add_working_directory()  # as the factory's import will
-    try:
-        found = importlib.util.find_spec(path) is not None
-    except (ImportError, ValueError):
-        found = False
-    module, _, attribute = path.rpartition(".")
-    return f"{path}:FACTORY" if found else f"{module}:{attribute}"
-
-
 def check_model_names(names: list[str], source: str = "config") -> None:
     valid = named_models()
     unknown = [name for name in names if name not in valid]
-    dotted = [name for name in unknown if "." in name]
-    if dotted:  # a module path without its callable: no torchvision name has a dot
-        raise RooflowError(f"{source}: '{dotted[0]}' is a Python path, not a torchvision model, and names no callable: "
-                           f"give your model as package.module:factory, the factory after a colon (e.g. "
-                           f"{_factory_example(dotted[0])})")
     if unknown:
         raise RooflowError(
             f"{source}: unknown model(s) {', '.join(unknown)}{closest_models_hint(unknown)}: use torchvision "

@@ -144,9 +144,34 @@ def custom_spec(factory: str, inputs: list[Any] | tuple[Any, ...], loss: str | N
                      dtypes if any(dtype != DEFAULT_DTYPE for dtype in dtypes) else ())
 
 
+def _factory_example(path: str) -> str:
+    """``path:FACTORY`` where ``path`` is a module that can be found (examples.tiny_cnn.model), else its last dot
+    made the colon (examples.tiny_cnn.model.build: examples.tiny_cnn.model:build)."""
+    import importlib.util
+
+    _add_working_directory()  # as the factory's import will
+    try:
+        found = importlib.util.find_spec(path) is not None
+    except (ImportError, ValueError):
+        found = False
+    module, _, attribute = path.rpartition(".")
+    return f"{path}:FACTORY" if found else f"{module}:{attribute}"
+
+
+def refuse_module_path(names: list[str], where: str) -> None:
+    """A module path without its callable (examples.tiny_cnn.model) is no torchvision name (none has a dot): one
+    sentence with the colon form, not "unknown model" among the torchvision names or "a torchvision model"."""
+    dotted = [name for name in names if "." in name and not is_factory_path(name)]
+    if dotted:
+        raise RooflowError(f"{where}: '{dotted[0]}' is a Python path, not a torchvision model, and names no callable: "
+                           f"give your model as package.module:factory, the factory after a colon (e.g. "
+                           f"{_factory_example(dotted[0])})")
+
+
 def torchvision_spec(name: str, where: str = "model") -> ModelSpec:
     from rooflow.workload.models import check_model_names
 
+    refuse_module_path([name], where)
     check_model_names([name], where)
     return ModelSpec(name)
 
@@ -179,7 +204,8 @@ def refuse_factory_options(models: list[str], inputs=None, loss=None, name=None,
         return
     from rooflow.workload.models import check_model_names
 
-    check_model_names(models, "MODEL")  # a name it is not (examples.tiny_cnn.model) is not "a torchvision model"
+    refuse_module_path(models, "MODEL")  # a name it is not (examples.tiny_cnn.model) is not "a torchvision model"
+    check_model_names(models, "MODEL")
     which = (f"{models[0]} is a torchvision model" if len(models) == 1
              else f"{', '.join(models)} are torchvision models")
     size = f" (a torchvision model's square input side is {size_option})" if inputs else ""
