@@ -1,6 +1,7 @@
 """Minor page faults as the timing job counts them (rooflow.measure.faults): real allocations, real counters, no
 stand-in for the kernel's bookkeeping."""
 
+import mmap
 import os
 import subprocess
 import sys
@@ -102,10 +103,13 @@ def test_timed_rounds_count_each_iterations_faults(fresh):
 
 
 class _Fresh(torch.nn.Module):
-    """A layer whose output is a fresh 64 MiB tensor: glibc maps it afresh at every call."""
+    """A layer that writes 64 MiB mapped afresh at every call (an anonymous mapping of its own, not glibc's: in
+    a pytest worker other tests ran in, a 64 MiB tensor once came from memory already faulted in)."""
 
     def forward(self, x):
-        return torch.empty(PROBE_BYTES // 4).fill_(1.0)[: x.numel()].view_as(x)
+        with mmap.mmap(-1, PROBE_BYTES) as fresh:
+            torch.frombuffer(fresh, dtype=torch.uint8)[:: faults.page_bytes()].fill_(1)  # one write per page
+        return x.clone()
 
 
 def test_the_profiled_iteration_counts_each_leaf_layers_forward_faults():
