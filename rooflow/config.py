@@ -174,6 +174,7 @@ def check_dataset(dataset: dict[str, Any], workdir: Path, source: str = "config"
         if any(f.suffix.lower() in IMAGE_EXTENSIONS for f in class_dir.rglob("*")):
             with_images += 1
             if with_images >= classes:
+                _check_picks(dataset, path, root, source)
                 return
     kinds = "/".join(sorted(e.lstrip(".") for e in IMAGE_EXTENSIONS))
     if with_images == 0:
@@ -186,6 +187,19 @@ def check_dataset(dataset: dict[str, Any], workdir: Path, source: str = "config"
     raise RooflowError(
         f"{source}: key 'dataset/root' is '{root}', where only {with_images} class folder(s) hold images, fewer "
         f"than dataset.classes={classes}: lower dataset.classes or point dataset.root at a larger tree")
+
+
+def _check_picks(dataset: dict[str, Any], path: Path, root: str, source: str) -> None:
+    """The subset job's own pick (its seed's class folders, their images): what it would refuse (an empty class
+    folder among them, fewer images than dataset.images_per_class) is refused before any job runs. It lists the
+    picked class folders only."""
+    from rooflow.workload.dataset import SubsetSpec, _pick_files
+
+    try:
+        _pick_files(SubsetSpec(**{**dataset, "root": str(path)}))
+    except RooflowError as error:
+        raise RooflowError(f"{source}: key 'dataset/root' is '{root}', whose subset (dataset.seed "
+                           f"{dataset['seed']}) cannot be built: {error}") from None
 
 
 def load_config(path: str | Path, workdir: str | Path = ".") -> dict[str, Any]:

@@ -172,6 +172,23 @@ def test_dataset_with_images_passes(config, root, tmp_path):
     assert validate_config(config, root)["dataset"]["classes"] == 3
 
 
+def test_a_subset_the_job_would_refuse_is_refused_by_validation(config, root, tmp_path):
+    """Validation builds the subset job's own pick: three class folders with images and two empty ones passed
+    validation for every seed (three hold images, classes 3) and the subset job then stopped on an empty folder
+    its seed picked; images_per_class past a folder's images passed too."""
+    tree = image_tree(tmp_path / "imgs", 3, 3)
+    for name in ("d", "e"):
+        (tree / name).mkdir()
+    config["dataset"] = {"root": str(tree), "classes": 3, "images_per_class": 3, "seed": 0}
+    with pytest.raises(RooflowError) as error:
+        validate_config(copy.deepcopy(config), root)
+    message = str(error.value)
+    assert message.startswith("config: key 'dataset/root'") and "holds no image" in message and "\n" not in message
+    config["dataset"] = {"root": str(image_tree(tmp_path / "few", 3, 3)), "classes": 3, "images_per_class": 5}
+    with pytest.raises(RooflowError, match="holds 3 image\\(s\\), fewer than dataset.images_per_class=5"):
+        validate_config(copy.deepcopy(config), root)
+
+
 def test_model_batch_sizes_override_one_model(config, root):
     config["model_batch_sizes"] = {"alexnet": [32]}
     runs = experiment_matrix(validate_config(config, root))
