@@ -13,7 +13,7 @@ from typing import Any
 from rooflow.config_io import coerce_command_line, load_schema, read_yaml, validate
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import MATMUL_ROOF, Device, device_hint, estimate_only_error, load_devices
-from rooflow.workload.models import closest_models_hint, named_models
+from rooflow.workload.models import closest_models_hint, named_models, task
 from rooflow.workload.spec import ModelSpec, check_importable, spec_from_entry
 
 # Where the catalogue has no peak for a precision's matmul roof, the GPU has no arithmetic of that format,
@@ -74,8 +74,17 @@ def check_models(names: list[str], key: str, source: str = "config") -> None:
         if name not in valid:
             raise RooflowError(
                 f"{source}: key '{key}' names unknown model '{name}'{closest_models_hint([name])}: use a "
-                f"torchvision model name, one of {', '.join(valid)}, or your own model as "
+                f"torchvision model name, one of {', '.join(n for n in valid if task(n) != 'detection')}, or your "
+                f"own model as "
                 f"{{name, factory: package.module:callable, inputs: [3x224x224]}} (config/README.md)")
+        if task(name) == "detection":
+            # every run's estimate job counts it on the meta device, where its box filtering cannot run (the
+            # output's shape depends on the scores): the whole workflow would stop there, with no summary
+            raise RooflowError(
+                f"{source}: key '{key}' names {name}, a detection model, which the workflow cannot estimate (its "
+                f"box filtering's output shapes depend on the data, which the meta device that counts FLOPs does "
+                f"not have): remove it from the config and time it alone with `rooflow time --model {name} "
+                f"--mode inference`")
 
 
 def model_specs(config: dict[str, Any], source: str = "config") -> dict[str, ModelSpec]:

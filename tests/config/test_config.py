@@ -83,6 +83,9 @@ FAULTS = [
     # the name pattern had refused these without the closest name
     ("mistyped model name", {"models": ["resnet18", "resnet5O"]},
      ["names unknown model 'resnet5O' (closest: resnet50"]),
+    ("detection model", {"models": ["resnet18", "ssdlite320_mobilenet_v3_large"]},
+     ["'models'", "ssdlite320_mobilenet_v3_large, a detection model", "the meta device",
+      "rooflow time --model ssdlite320_mobilenet_v3_large --mode inference"]),
     ("capitalised model name", {"models": ["Resnet50"]}, ["names unknown model 'Resnet50' (closest: resnet50"]),
     ("unknown device", {"devices": ["a100"]}, ["'devices/0'", "'a100'", "rooflow devices"]),
     ("device key with shell syntax", {"devices": ["cpu && reboot"]}, ["'devices/0'", "dashes"]),
