@@ -249,14 +249,20 @@ def _miss_carriers(run: Any, limit: int = 2) -> str | None:
     if not measured or not predicted or not _finite(ratio):
         return None
     slower = ratio > 1
+    kind = "kernel" if run.get("device") != "cpu" else "op"
+    profiled, modelled = sum(measured.values()), sum(predicted.values())
+    if modelled > 0 and profiled != modelled and (profiled > modelled) != slower:
+        # the profiled iteration ran the other way from the timed ones: its layers cannot say what carries the miss
+        return (f"the profiled iteration does not reproduce the miss: its layers' {kind} time summed "
+                f"{profiled * 1e3:.3g} ms against {modelled * 1e3:.3g} ms predicted ({profiled / modelled:.2f}x), "
+                f"where the timed step measured {ratio:.2f}x its prediction: which layers carry it is unexplained")
     differences = {name: measured.get(name, 0.0) - predicted.get(name, 0.0) for name in set(measured) | set(predicted)}
     carriers = sorted((kv for kv in differences.items() if (kv[1] > 0) == slower and kv[1]),
                       key=lambda kv: -abs(kv[1]))[:limit]
     if not carriers:
         return ("no layer type's measured time exceeds its prediction in the miss's direction: the miss is outside "
                 "the layers' kernels (the host, launch gaps), or unexplained")
-    by_type = ("by layer type, measured vs predicted " + ("kernel" if run.get("device") != "cpu" else "op")
-               + " time in the profiled iteration: " + ", ".join(
+    by_type = (f"by layer type, measured vs predicted {kind} time in the profiled iteration: " + ", ".join(
                    f"{name} {measured.get(name, 0.0) * 1e3:.3g} vs {predicted.get(name, 0.0) * 1e3:.3g} ms "
                    f"({difference * 1e3:+.3g} ms)" for name, difference in carriers))
     layers = _layer_carriers(run, slower, limit)
