@@ -329,7 +329,8 @@ def profiler_error_numbered(path: str | Path, numbered: Iterable[tuple[int, str]
     lines that are not CSV rows, with their numbers in the file."""
     numbered = [(number, line.strip()) for number, line in numbered]
     for number, stripped in numbered:
-        if "ERR_NVGPUCTRPERM" in stripped:
+        # ncu's own line (==ERROR== ERR_NVGPUCTRPERM - ...), not any text that names it (a README, a script)
+        if stripped.startswith("==ERROR==") and "ERR_NVGPUCTRPERM" in stripped:
             return ParseError(f"{path}: line {number}: {_PERMISSION}.")
     for number, stripped in numbered:
         if stripped.startswith("==ERROR=="):

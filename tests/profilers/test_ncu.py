@@ -733,6 +733,18 @@ def test_permission_error_names_line_cause_and_fix():
     assert "admin rights" in message
 
 
+def test_a_file_that_only_names_the_permission_error_is_not_read_as_ncus_own(tmp_path):
+    """ncu writes the permission error as its own '==ERROR== ERR_NVGPUCTRPERM - ...' line; a file that merely names
+    it (a README, here as `rooflow nsys README.md` was given) was told ncu could not read the counters and to ask
+    the admins. It is read as what it is: not ncu output."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("# notes\nIf ncu says ERR_NVGPUCTRPERM, ask the admins.\n")
+    with pytest.raises(ParseError) as error:
+        aggregate_ncu(notes)
+    message = str(error.value)
+    assert "not Nsight Compute output" in message and "admin rights" not in message
+
+
 def test_truncation_points_at_the_line():
     with pytest.raises(ParseError, match=r"line 8: malformed CSV \(unexpected end of data\): the file is trunc"):
         aggregate_ncu(MALFORMED / "ncu_details_truncated_midline.csv")
