@@ -366,7 +366,7 @@ def _stacked(ax, shares: pd.DataFrame, totals: pd.Series, colours: dict, unit_no
                         color="white" if sum(colours[column][:3]) < 1.6 else "black")
         left += values
     for yi, total in enumerate(totals):
-        ax.text(101, yi, f"{total * 1e3:.3g} ms", va="center", fontsize=8.5)
+        ax.text(101, yi, f"{total:.3g} s" if total >= 1 else f"{total * 1e3:.3g} ms", va="center", fontsize=8.5)
     ax.set_yticks(y, shares.index, fontsize=9.5)
     ax.invert_yaxis()
     ax.set_xlim(0, 115)
@@ -400,8 +400,9 @@ def time_by_layer_figure(estimated: dict[str, pd.Series], kernels: dict[str, dic
     title = f"Where the time goes on {device}"
     kernels = {k: v for k, v in (kernels or {}).items() if v}
     measured = {k: v for k, v in (measured or {}).items() if v}
-    panels = [("measured", measured, "measured by layer type: torch.profiler")] if measured else []
-    panels.append(("estimate", estimated, "predicted by layer type: per-op roofline"))
+    panels = ([("measured", measured, "measured by layer type: torch.profiler, one profiled iteration")]
+              if measured else [])
+    panels.append(("estimate", estimated, "per-op roofline by layer type (a lower bound, not the time model)"))
     if kernels:
         panels.append(("kernels", kernels, f"measured by kernel class: {kernel_source}"))
     panels = [(name, data, note) for name, data, note in panels if data]
@@ -428,7 +429,8 @@ def time_by_layer_figure(estimated: dict[str, pd.Series], kernels: dict[str, dic
         ax.set_title(note, fontsize=11)
         shares_out[name] = shares
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[c], label=c) for c in categories]
-    _finish(fig, handles, path, title + " (total time of the step at the right of each bar)")
+    # the profiled iteration, not the timed median the summary gives; the roofline panel, not the prediction
+    _finish(fig, handles, path, title + " (each bar's total at its right: that panel's iteration or bound)")
     return shares_out
 
 

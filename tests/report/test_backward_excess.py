@@ -165,7 +165,11 @@ def test_where_the_time_goes_shows_the_measured_layer_types_beside_the_predictio
     row = shares["measured"].loc["alexnet b1 fp32 training"]
     assert row.sum() == pytest.approx(100)
     assert row["Conv2d"] == pytest.approx(100 * measured["Conv2d"] / sum(measured.values()))
-    assert "measured by layer type: torch.profiler" in (tmp_path / "t.svg").read_text()
+    drawn = (tmp_path / "t.svg").read_text()
+    assert "measured by layer type: torch.profiler, one profiled iteration" in drawn
+    # the right panel is the per-op roofline, not the time model's prediction; a total of 3 s is not '3e+03 ms'
+    assert "per-op roofline by layer type (a lower bound, not the time model)" in drawn
+    assert ">3 s<" in drawn and "e+03 ms" not in drawn
 
 
 def recorded_checks(calibration=None):
