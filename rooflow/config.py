@@ -72,10 +72,10 @@ def check_models(names: list[str], key: str, source: str = "config") -> None:
     valid = named_models()
     for name in names:
         if name not in valid:
+            offered = ", ".join(n for n in valid if task(n) != "detection")  # refused below
             raise RooflowError(
                 f"{source}: key '{key}' names unknown model '{name}'{closest_models_hint([name])}: use a "
-                f"torchvision model name, one of {', '.join(n for n in valid if task(n) != 'detection')}, or your "
-                f"own model as "
+                f"torchvision model name, one of {offered}, or your own model as "
                 f"{{name, factory: package.module:callable, inputs: [3x224x224]}} (config/README.md)")
         if task(name) == "detection":
             # every run's estimate job counts it on the meta device, where its box filtering cannot run (the
