@@ -70,6 +70,8 @@ DEFAULT_TOLERANCE = 0.2
 MATMUL_SIDE = "convolution/matmul"
 OTHER_SIDE = "other ops"
 UNEXPLAINED = "Unexplained"
+# The cause of a FLOP deficit the counters could not see (tensor-core work without its metrics).
+TENSOR_UNSEEN = "no tensor-core metric was collected"
 # A layer whose measured convolution/matmul FLOPs lie within this share of its estimate agrees.
 LAYER_TOLERANCE = 0.02
 # A padding or tile model explains a layer when it reproduces the measured ratio within this share.
@@ -166,7 +168,8 @@ def reconcile(measured: dict, estimated: dict, precision: str, mode: str, tensor
     steps: {side: {measured, estimated, difference}} of DRAM bytes), ``bytes_unexplained``, ``notes``,
     ``tolerance``, and the evidence: ``sides`` ({side: {measured, estimated, difference}}), ``side`` (the side
     carrying the gap), ``attribution`` ("nvtx", "launch order" or None), ``layers`` (per-layer evidence rows),
-    ``explained_share`` and ``unexplained`` (bool).
+    ``explained_share``, ``unexplained`` (bool) and ``tensor_work_unseen`` (bool: the counters missed tensor-core
+    work, so the measured FLOPs are a lower bound and the measured intensity says nothing of the step's bound).
     """
     precision = (precision or "").lower()
     mode = (mode or "").lower()
@@ -184,7 +187,7 @@ def reconcile(measured: dict, estimated: dict, precision: str, mode: str, tensor
         "bytes_estimated": bytes_estimated, "bytes_model": model, "bytes_ratio": None, "bytes_agree": None,
         "cause": None, "bytes_cause": None, "bytes_sides": {}, "bytes_unexplained": False, "notes": [],
         "tolerance": tolerance, "sides": {}, "side": None, "attribution": None, "layers": [],
-        "explained_share": None, "unexplained": False,
+        "explained_share": None, "unexplained": False, "tensor_work_unseen": False,
     }
     notes: list[str] = result["notes"]
     evidence = _Evidence(measured, estimated, kernels, ops, layers, per_layer=variant != "compile")
@@ -199,7 +202,8 @@ def reconcile(measured: dict, estimated: dict, precision: str, mode: str, tensor
             cause, side, share = _flops_cause(ratio, precision, tensor_metrics_collected, _cc(architecture),
                                               evidence, flops_measured - flops_estimated)
             result.update(cause=cause, side=side, explained_share=share,
-                          unexplained=cause.startswith(UNEXPLAINED))
+                          unexplained=cause.startswith(UNEXPLAINED),
+                          tensor_work_unseen=TENSOR_UNSEEN in cause and not cause.startswith(UNEXPLAINED))
         elif mode == "training" and ratio < 1.0:
             first = _number(estimated, "first_layer_flops")
             forward = _number(estimated, "forward_flops")
@@ -493,8 +497,8 @@ def _flops_cause(ratio: float, precision: str, tensor_collected: bool, cc: int |
 def _missing_tensor_metrics(lead: str, ratio: float, precision: str, evidence: _Evidence) -> str:
     why = ("cuDNN runs FP32 convolutions in TF32 on tensor cores by default on Ampere and newer"
            if precision == "fp32" else f"{precision.upper()} convolutions and GEMMs run on tensor cores")
-    text = (f"Measured FLOPs are {1 / ratio:.1f}× below the estimate ({lead.split('(', 1)[1]} because no "
-            f"tensor-core metric was collected: {why}, and the fadd/fmul/ffma counters cannot see that work")
+    text = (f"Measured FLOPs are {1 / ratio:.1f}× below the estimate ({lead.split('(', 1)[1]} because "
+            f"{TENSOR_UNSEEN}: {why}, and the fadd/fmul/ffma counters cannot see that work")
     if evidence.kernels is not None:
         names = [n for n in evidence.kernels["name"] if uses_tensor_cores(n)]
         if not names:

@@ -8,8 +8,11 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   ceiling microbenchmark may simply have reached less than the device can do).
 - **estimate above the roof** (where the point's FLOPs or bytes were measured): the estimate's FLOPs over
   the measured time exceed the roof — the counters may have missed work of a faster precision (TF32 tensor
-  cores under an "FP32" run) that keeps the measured point under its roof. Where the FLOP reconciliation
-  explains why the counters saw fewer FLOPs (Winograd, FFT, tensor-core work not collected), that is the cause.
+  cores under an "FP32" run) that keeps the measured point under its roof. Where the kernels' names show an FP32
+  profile ran TF32 on tensor cores and the TF32 roof covers the estimate's point, that is the cause (with the
+  point's share of the TF32 roof); else where the FLOP reconciliation explains why the counters saw fewer FLOPs
+  (Winograd, FFT, tensor-core work not collected), that is. A run whose counters missed its tensor-core work has
+  no bound in the summary ("unknown: tensor-core FLOPs not counted") and no headroom line on the roofline.
 - **measured/estimated FLOPs** outside ``findings.FLOPS_RATIO_BAND``: an error unless the reconciliation
   found the kernels that explain it (then a warning that shows the explanation).
 - **unexplained FLOP gap** (error): measured and estimated FLOPs differ by more than the reconciliation's

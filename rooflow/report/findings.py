@@ -164,15 +164,17 @@ def estimated_bytes(run: Any) -> Any:
     return None
 
 
-def estimate_percent_of_roof(run: Any) -> float | None:
+def estimate_percent_of_roof(run: Any, tf32: bool = False) -> float | None:
     """Where a run's point comes from measured FLOPs or bytes: the ESTIMATE's point (estimated FLOPs over
     the estimate's bytes for the run's variant, at the measured time) as a percentage of the attainable
-    FLOP/s of the run's roof. None where the point is the estimate already, or a value is missing."""
+    FLOP/s of the run's roof (``tf32``: of the device's TF32 roof, where an FP32 profile's kernels ran TF32).
+    None where the point is the estimate already, or a value is missing."""
     if run.get("flops_source") == "estimate" and str(run.get("bytes_source", "")).startswith("estimate"):
         return None
     flops, seconds = run.get("estimated_flops"), run.get("measured_seconds")
     nbytes = estimated_bytes(run)
-    peak, bandwidth = run.get("peak_flops_per_second"), run.get("bandwidth_bytes_per_second")
+    peak = run.get("tf32_peak_flops_per_second" if tf32 else "peak_flops_per_second")
+    bandwidth = run.get("bandwidth_bytes_per_second")
     if not all(_finite(v) and v > 0 for v in (flops, seconds, nbytes, peak, bandwidth)):
         return None
     attainable = min(peak, bandwidth * flops / nbytes)
@@ -461,7 +463,16 @@ def _roof_checks(run: Any) -> list[Check]:
     unexplained = bool(explanation) and explanation.startswith(UNEXPLAINED)
     estimate_percent = estimate_percent_of_roof(run)
     if estimate_percent is not None and estimate_percent > 100:
-        if _finite(ratio) and ratio < 1 and explanation and not unexplained:
+        names, tf32_percent = _text(run.get("tensor_core_kernels")), estimate_percent_of_roof(run, tf32=True)
+        counted = (f"; the FLOP counters saw {ratio:.2f}× the estimated FLOPs, as they cannot see tensor-core work"
+                   if run.get("tensor_flops_unseen") and _finite(ratio) else "")
+        if names and tf32_percent is not None and tf32_percent <= 100:
+            # the kernels' names: the work ran on the TF32 units, whose roof covers it
+            cause = (f"its FP32 kernels ran TF32 on tensor cores ({names}; PyTorch's default for cuDNN), so the "
+                     f"FP32 roof does not bound them: against the TF32 roof "
+                     f"({run['tf32_peak_flops_per_second'] / 1e12:.3g} TFLOP/s) the estimate's point is at "
+                     f"{tf32_percent:.0f}%{counted}")
+        elif _finite(ratio) and ratio < 1 and explanation and not unexplained:
             # the kernels' own evidence: fewer FLOPs done (Winograd, FFT) or work the counters cannot see
             cause = (f"the counters saw {ratio:.2f}× the estimated FLOPs, and the FLOP reconciliation says why: "
                      f"{explanation}")

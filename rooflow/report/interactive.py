@@ -18,6 +18,7 @@ from rooflow.hardware.devices import Device
 from rooflow.io import atomic_path
 from rooflow.report.findings import variant_label
 from rooflow.report.plots import roof_lines
+from rooflow.report.summary import UNSEEN_BOUND
 from rooflow.report.sweep import batch_sizes, measured_points, model_styles
 
 
@@ -81,7 +82,8 @@ def roofline_traces(summary: pd.DataFrame, devices: list[Device], checks: pd.Dat
                 key = (int(row["batch"]), row["precision"], row["mode"])
                 note = notes.get((device.key, model, *key)) or notes.get(("", model, *key)) or "none failed"
                 custom.append([f"{device.key} {model} b{key[0]} {key[1]} {key[2]}{variant_label(row)}",
-                               _percent(row.get("percent_of_roofline")), row.get("bound") or "n/a", note,
+                               _percent(None if row.get("bound") == UNSEEN_BOUND else row.get("percent_of_roofline")),
+                               row.get("bound") or "n/a", note,
                                model, key[0], key[1], key[2]])
             traces.append({
                 "type": "scatter", "mode": "markers", "name": model, "legendgroup": model,

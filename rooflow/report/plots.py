@@ -26,6 +26,7 @@ from matplotlib.ticker import EngFormatter
 from rooflow.hardware.devices import COMPUTE_ROOFS, MATMUL_ROOF, Device, Roof
 from rooflow.hardware.roofs import intensity_range, roof_polyline
 from rooflow.report.findings import estimated_bytes, variant_label
+from rooflow.report.summary import UNSEEN_BOUND
 from rooflow.units import format_si
 
 # SVG text stays text (small files, searchable, crisp at any zoom), not paths.
@@ -380,6 +381,9 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
                                _variant(row))
         filled = row["mode"] == "training"
         attainable = row.get("attainable_flops_per_second")
+        unseen = row.get("bound") == UNSEEN_BOUND  # counted FLOPs a floor: no headroom can be read at this AI
+        if unseen:
+            attainable = None
         if _ok(attainable):
             # The point's AI line, up to the roof that bounds it: the gap is the headroom at this intensity.
             ax.plot([x, x], [y, attainable], linestyle=":", color=colour, linewidth=1.3, zorder=4)
@@ -389,7 +393,8 @@ def roofline_figure(summary: pd.DataFrame, device: Device, path: str | Path, fla
         obstacles.append((x, y, size * 3.6 if severity else size))
         label = point_label(row)
         short = f"{row['model']} b{batch}" + (f" {row['precision']}" if by_precision else "") + \
-            f" {MODE_SHORT.get(row['mode'], row['mode'])}" + variant_label(row)
+            f" {MODE_SHORT.get(row['mode'], row['mode'])}" + variant_label(row) + \
+            (" (tensor-core FLOPs not counted)" if unseen else "")
         if severity:
             drawn["flagged"].append({"label": label, "severity": severity})
         # Points are numbered on the plot and named in the key beside it: a number fits where a name

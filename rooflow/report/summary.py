@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 KEYS = ["device", "model", "batch", "precision", "mode"]
 RUN_KEYS = KEYS[1:]
+# The bound of a run whose FLOP counters missed its tensor-core work (reconcile's tensor_work_unseen).
+UNSEEN_BOUND = "unknown: tensor-core FLOPs not counted"
 
 
 def read_summary(path: str | Path) -> pd.DataFrame:
@@ -79,7 +81,8 @@ COLUMNS = [
     "predicted_backward_seconds", "predicted_seconds_by_phase_part", "calibration_source",
     # an FP32 profile whose kernels ran TF32 tensor cores (its PyTorch's defaults): their names, and the device
     # time the model predicts for the step run so (rooflow.estimate.timemodel.as_tf32)
-    "tensor_core_kernels", "predicted_tf32_device_seconds", "measured_kernel_seconds_by_class",
+    "tensor_core_kernels", "predicted_tf32_device_seconds", "tf32_peak_flops_per_second",
+    "measured_kernel_seconds_by_class",
     "top_time", "top_time_source",
     "measured_over_predicted", "roofline_seconds", "below_roofline",
     # a host-bound step's FP32/TF32 twin on the same device, also host-bound: the same host work timed again
@@ -88,6 +91,9 @@ COLUMNS = [
     "predicted_memory_bytes", "predicted_memory_bytes_low", "predicted_memory_bytes_high", "fits", "fit_verdict",
     "measured_memory_bytes", "warmup_memory_bytes", "measured_reserved_bytes", "measured_over_predicted_memory",
     "flops_ratio", "bytes_ratio", "reconciliation", "bytes_reconciliation",
+    # the reconciliation found the FLOP counters blind to the step's tensor-core work: its measured FLOPs, and the
+    # intensity and bound read from them, are a lower bound, not the step's
+    "tensor_flops_unseen",
     # the evidence behind the reconciliation (rooflow.profilers.reconcile) and the timed-vs-profiled kernels
     # (rooflow.measure.timeline), for the checks that test it
     "measured_matmul_flops", "measured_other_flops", "estimated_other_flops", "reconciliation_side",
@@ -225,6 +231,7 @@ def _as_profiled(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
         for kind, names in tensor.items() if names)
     as_run = as_tf32(ops, convolutions=bool(tensor["convolution"]), products=bool(tensor["gemm"]))
     row["predicted_tf32_device_seconds"] = predict_step(as_run, estimate, device, calibration).device_seconds
+    row["tf32_peak_flops_per_second"] = device.peak_flops_per_second["tf32"]
 
 
 def _top_time(row: dict[str, Any], op_times: pd.DataFrame) -> None:
@@ -359,6 +366,7 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
         row["bytes_ratio"] = reconciliation.get("bytes_ratio")
         row["reconciliation"] = reconciliation.get("cause")
         row["bytes_reconciliation"] = reconciliation.get("bytes_cause")
+        row["tensor_flops_unseen"] = bool(reconciliation.get("tensor_work_unseen"))
 
     seconds = row.get("measured_seconds")
     if seconds and row["flops"]:
@@ -378,7 +386,10 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["ridge_intensity"] = ridge_intensity(peak, bandwidth)
             row["attainable_flops_per_second"] = attainable
             row["percent_of_roofline"] = percent
-            if intensity:
+            if intensity and row.get("tensor_flops_unseen"):
+                # an intensity of the FLOPs the counters saw (a few % of the work) places no step by its roof
+                row["bound"] = UNSEEN_BOUND
+            elif intensity:
                 row["bound"] = "memory-bound" if intensity < row["ridge_intensity"] else "compute-bound"
         else:
             row["measured_peak_flops_per_second"] = peak

@@ -65,3 +65,34 @@ def test_the_home_page_puts_each_devices_table_beside_its_roofline(tmp_path):
     uri = page.split('src="data:image/svg+xml;base64,', 1)[1].split('"', 1)[0]
     assert base64.b64decode(uri) == svg.read_bytes() and 'style="width:100%;height:auto"' in page
     assert "No run was measured" in home_page(summary, {"cpu": svg})
+
+
+def test_a_run_whose_counters_missed_its_tensor_core_work_claims_no_share_of_its_roof():
+    """The default config's imported A100 VGG11 profile (tests/data/real/anoushka21-cloudml, ncu 2020.2 without a
+    tensor-core metric): its counters saw 0.016x the estimated FLOPs, and the answer said 562 GFLOP/s, "30" % of
+    roof, "memory-bound" — read from an intensity of 1.2 FLOP/B that holds 2% of the work. Now the counted FLOP/s
+    are shown as the floor they are, no share of the roof, and the bound as not known; it sorts after the runs
+    whose points place them."""
+    from support import ANOUSHKA, cached_estimate, real
+
+    from rooflow.estimate.calibration import for_device
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+    from rooflow.profilers.ncu import aggregate_ncu
+    from rooflow.profilers.nsys import aggregate_nsys
+    from rooflow.report.summary import UNSEEN_BOUND, build_row
+
+    device = load_devices(default_catalogue_path())["a100-sxm4-40gb"]
+    result = cached_estimate("vgg11", 16, "fp32", "training")
+    folder = f"{ANOUSHKA}/a100/vgg11"
+    ncu = aggregate_ncu([real(f"{folder}/ncu-log-vgg11.txt")])
+    row = build_row(device, dict(result.totals), None,
+                    ncu={**ncu.totals, "kernel_names": sorted(set(ncu.kernels["name"]))},
+                    nsys=aggregate_nsys([real(f"{folder}/tmp_nsys_gputrace.csv")]).totals, ops=result.ops,
+                    calibration=for_device(device))
+    placed = {**row, "model": "vgg13", "tensor_flops_unseen": False, "bound": "memory-bound"}  # as it was shown
+    table = answer_table(pd.DataFrame([row, placed]), device.key).set_index("run")
+    assert list(table.index) == ["vgg13 b16 fp32 training", "vgg11 b16 fp32 training"]
+    unseen = table.loc["vgg11 b16 fp32 training"]
+    assert (unseen["GFLOP/s"], unseen["% of roof"], unseen["bound"]) == ("≥ 562", "–", UNSEEN_BOUND)
+    assert (table.loc["vgg13 b16 fp32 training", "GFLOP/s"], table.loc["vgg13 b16 fp32 training", "% of roof"]) \
+        == ("562", "30")

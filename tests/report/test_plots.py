@@ -117,6 +117,25 @@ def test_points_ai_lines_and_the_wrong_point_flagged(tmp_path):
     assert path.stat().st_size < 400_000
 
 
+def test_a_point_whose_counters_missed_the_tensor_core_work_draws_no_headroom(tmp_path):
+    """A run whose FLOP counters were blind to its tensor-core work (the default config's imported A100 VGGs: 1-2%
+    of the estimated FLOPs counted) sits at an intensity of the FLOPs they saw: its dotted line up to the roof read
+    as headroom at an intensity the step never had. The point stays (what was counted), without that line, and its
+    key says why."""
+    from rooflow.report.summary import UNSEEN_BOUND
+
+    summary = hand_summary()
+    summary["bound"] = summary["bound"].astype(object)
+    summary.loc[summary["model"] == "vgg11", "bound"] = UNSEEN_BOUND
+    path = tmp_path / "roofline.svg"
+    drawn = roofline_figure(summary, gpu(), path)
+    points = {p["label"]: p for p in drawn["points"]}
+    assert points["vgg11 b8 fp32 train"]["attainable"] is None
+    assert points["resnet18 b8 fp32 inf"]["attainable"] == pytest.approx(20e12)
+    svg = path.read_text()
+    assert svg.count("(tensor-core FLOPs not counted)") == 1 and "vgg11 b8 train (tensor-core FLOPs" in svg
+
+
 def test_every_kind_of_ring_drawn_is_in_the_roofline_legend(tmp_path):
     """A warning's ring beside an error's: each kind drawn has its legend entry (the roofline's legend read the
     rings from a generator once per kind, so a warning's ring went unexplained: the default run's CPU roofline

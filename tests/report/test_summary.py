@@ -1,6 +1,7 @@
 """Summary math on hand-built inputs: every derived column is checked against its closed form."""
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -8,7 +9,7 @@ import pytest
 
 from rooflow.hardware.devices import Device
 from rooflow.report.findings import run_checks, run_label
-from rooflow.report.summary import build_row, build_summary, eager_rows
+from rooflow.report.summary import UNSEEN_BOUND, build_row, build_summary, eager_rows
 
 GPU = Device(key="gpu", kind="cuda", name="Test GPU", architecture="sm_80",
              peak_flops_per_second={"fp32": 10e12, "tf32": 100e12}, dram_bytes_per_second=1e12)
@@ -371,6 +372,8 @@ def test_an_imported_profiles_kernel_time_is_held_to_the_predicted_kernel_time(g
     if gpu == "v100":
         assert row["measured_over_predicted"] == pytest.approx(0.68, abs=0.04)
         assert not checks and pd.isna(row.get("tensor_core_kernels"))
+        # its counters saw its work (fewer FLOPs: Winograd/FFT), so its intensity places it: 13.4 under the ridge 17.4
+        assert row["tensor_flops_unseen"] is False and row["bound"] == "memory-bound"
         return
     assert row["measured_seconds"] == pytest.approx(0.02095, rel=1e-3)
     assert row["measured_over_predicted"] == pytest.approx(0.50, abs=0.04)
@@ -383,6 +386,17 @@ def test_an_imported_profiles_kernel_time_is_held_to_the_predicted_kernel_time(g
                                                      f"{row['measured_over_predicted']:.2f})")
     assert "ran TF32 on tensor cores" in check.cause and f"measured/predicted {as_run:.2f}, inside the band" in check.cause
     assert "import it as precision tf32" in check.cause and "by kernel class" not in check.cause
+    # Its FLOP counters saw 0.016x the estimate (no tensor-core metric in 2020's ncu log): intensity 1.2 FLOP/B of
+    # those FLOPs said "memory-bound, 30% of the roof"; the bound is not known from them, and the summary says so.
+    assert row["flops_ratio"] == pytest.approx(0.0161, abs=0.0005) and row["arithmetic_intensity"] < 1.3
+    assert row["tensor_flops_unseen"] is True and row["bound"] == UNSEEN_BOUND
+    # The estimate's point at the measured time is 178% of the FP32 roof: the kernels' names say they ran TF32, whose
+    # roof (156 TFLOP/s on the A100-SXM4-40GB) covers it; the cause says that first, with the counters' blindness.
+    [above] = [c for c in run_checks(row) if c.check == "estimate above the roof"]
+    assert above.value.endswith("= 178% of the attainable FLOP/s")
+    tf32 = re.search(r"against the TF32 roof \(156 TFLOP/s\) the estimate's point is at (\d+)%", above.cause)
+    assert above.cause.startswith("its FP32 kernels ran TF32 on tensor cores (11 convolution kernels") and tf32
+    assert 10 <= int(tf32.group(1)) <= 100 and "the FLOP counters saw 0.02× the estimated FLOPs" in above.cause
 
 
 @pytest.mark.parametrize("content, says", [
