@@ -43,16 +43,20 @@ MAX_LAYER_TYPES = 9
 def _apply_scale(ax, axis: str, values, label: str) -> str:
     scale, why = axis_scale(values)
     text = f"{label}\n({why})" if why else label
+    finite = [float(v) for v in values if pd.notna(v) and np.isfinite(v) and v > 0]
+    # a linear axis from 0 to 6% past the largest value: set_*lim(left=0) alone froze the far end at the
+    # largest point, whose marker the frame then cut in half
+    top = 1.06 * max(finite) if finite else None
     if axis == "x":
         ax.set_xscale(scale)
         ax.set_xlabel(text)
         if scale == "linear":
-            ax.set_xlim(left=0)
+            ax.set_xlim(0, top)
     else:
         ax.set_yscale(scale)
         ax.set_ylabel(text)
         if scale == "linear":
-            ax.set_ylim(bottom=0)
+            ax.set_ylim(0, top)
     return scale
 
 
@@ -145,6 +149,17 @@ def _encodings(drawn: pd.DataFrame):
     return model_markers(drawn["model"]), batch_colours(drawn["batch"])
 
 
+def timed_as(runs: pd.DataFrame) -> str:
+    """How a panel's times were taken, for its axis: the median of the timed steps, or (an imported profile
+    without a timing) the kernel time of its one profiled step, which has no median and no host time."""
+    from rooflow.report.findings import KERNEL_TIMER
+
+    profiled = runs["timer"].eq(KERNEL_TIMER) if "timer" in runs else pd.Series(False, index=runs.index)
+    if profiled.all() and len(runs):
+        return "kernel time of one profiled step"
+    return "median; imported: one step's kernels" if profiled.any() else "median"
+
+
 def latency_figure(summary: pd.DataFrame, device: str, path: str | Path, flags: dict | None = None
                    ) -> pd.DataFrame:
     """Latency vs estimated FLOPs and vs parameters, one colour per batch size, on one device; one row of
@@ -171,7 +186,8 @@ def latency_figure(summary: pd.DataFrame, device: str, path: str | Path, flags: 
             flagged |= set(_scatter_panel(ax, sub, x, "milliseconds", markers, colours, flags, connect=True))
             scales[(mode, precision, x)] = _apply_scale(ax, "x", sub[x], label)
             scales[(mode, precision, "milliseconds")] = _apply_scale(ax, "y", sub["milliseconds"],
-                                                                     "Latency per step [ms] (median)")
+                                                                     "Latency per step [ms]" + (" (median)" if timed_as(sub) == "median"
+                                                                                      else f"\n({timed_as(sub)})"))
             ax.set_title(f"{mode} ({precision}): latency vs {'FLOPs' if x == 'gflop' else 'parameters'}",
                          fontsize=11)
     handles = legend_handles(data["model"], data["batch"], data["mode"], sorted(flagged))
@@ -183,7 +199,8 @@ def latency_figure(summary: pd.DataFrame, device: str, path: str | Path, flags: 
 
 def throughput_figure(summary: pd.DataFrame, device: str, path: str | Path, flags: dict | None = None
                       ) -> pd.DataFrame:
-    """Throughput (images/s = batch / median latency) vs parameters, one colour per batch size."""
+    """Throughput (images/s = batch / median latency; an imported profile's: batch / its one step's kernel
+    time, the axis says which) vs parameters, one colour per batch size."""
     data = measured_runs(summary, device)
     data["images_per_second"] = data["batch"] / data["measured_seconds"]
     data["mparams"] = data["params"] / 1e6
@@ -201,7 +218,8 @@ def throughput_figure(summary: pd.DataFrame, device: str, path: str | Path, flag
         sub = data[(data["mode"] == mode) & (data["precision"] == precision)]
         flagged |= set(_scatter_panel(ax, sub, "mparams", "images_per_second", markers, colours, flags))
         _apply_scale(ax, "x", sub["mparams"], "Parameters [millions]")
-        _apply_scale(ax, "y", sub["images_per_second"], "Throughput [images/s]")
+        _apply_scale(ax, "y", sub["images_per_second"], "Throughput [images/s]"
+                     + ("" if timed_as(sub) == "median" else f"\n(batch / {timed_as(sub)})"))
         ax.set_title(f"{mode} ({precision})", fontsize=11)
     handles = legend_handles(data["model"], data["batch"], data["mode"], sorted(flagged))
     _finish(fig, handles, path, title)

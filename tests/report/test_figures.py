@@ -94,6 +94,41 @@ def test_throughput_is_batch_over_latency(tmp_path):
     assert "Throughput [images/s]" in (tmp_path / "t.svg").read_text()
 
 
+def test_an_imported_profiles_time_is_not_called_a_median(tmp_path):
+    """The default config's imported A100/V100 profiles have no timing: their time is one profiled step's kernel
+    sum (timer nsys-kernels), which the latency axis called "(median)" and the throughput axis left unsaid. Each
+    axis now says how its runs were timed: timed medians, one step's kernel time, or both where they mix."""
+    imported = [row("gpu", m, 8, timer="nsys-kernels") for m in MODELS]
+    latency_figure(summary(imported), "gpu", tmp_path / "imported.svg")
+    svg = (tmp_path / "imported.svg").read_text()
+    assert "Latency per step [ms]" in svg and "(kernel time of one profiled step)" in svg and "(median" not in svg
+    throughput_figure(summary(imported), "gpu", tmp_path / "imported-t.svg")
+    assert "(batch / kernel time of one profiled step)" in (tmp_path / "imported-t.svg").read_text()
+    mixed = [*imported[:2], *[row("gpu", m, 8, timer="cuda-events") for m in list(MODELS)[2:]]]
+    latency_figure(summary(mixed), "gpu", tmp_path / "mixed.svg")
+    assert "(median; imported: one step's kernels)" in (tmp_path / "mixed.svg").read_text()
+    timed = [row("gpu", m, 8, timer="cuda-events") for m in MODELS]
+    latency_figure(summary(timed), "gpu", tmp_path / "timed.svg")
+    throughput_figure(summary(timed), "gpu", tmp_path / "timed-t.svg")
+    assert "Latency per step [ms] (median)" in (tmp_path / "timed.svg").read_text()
+    assert "kernel time" not in (tmp_path / "timed-t.svg").read_text()
+
+
+def test_a_linear_axis_leaves_room_past_its_largest_point():
+    """set_xlim(left=0) froze the far end of a linear axis at the largest value: the default run's A100 VGG19
+    (143.7 M parameters) sat on the frame of the latency and throughput panels, its marker cut in half."""
+    import matplotlib.pyplot as plt
+
+    from rooflow.report.figures import _apply_scale
+
+    fig, ax = plt.subplots()
+    ax.scatter([132.9, 133.0, 143.7], [21.0, 30.2, 41.9])
+    assert _apply_scale(ax, "x", pd.Series([132.9, 133.0, 143.7]), "Parameters [millions]") == "linear"
+    assert _apply_scale(ax, "y", pd.Series([21.0, 30.2, 41.9]), "Latency per step [ms]") == "linear"
+    assert ax.get_xlim() == pytest.approx((0, 1.06 * 143.7)) and ax.get_ylim() == pytest.approx((0, 1.06 * 41.9))
+    plt.close(fig)
+
+
 def test_flagged_runs_stay_in_the_figures_and_are_ringed(tmp_path):
     rows = [row("cpu", m, 1) for m in MODELS]
     rows[0]["seconds_spread"] = 0.2  # noisy
