@@ -228,3 +228,32 @@ def experiment_matrix(config: dict[str, Any]) -> list[dict[str, Any]]:
                                                          config.get("variants", ["eager"]))
         ]
     return runs
+
+
+# The account profiles/slurm/config.yaml ships with, which every user replaces.
+ACCOUNT_PLACEHOLDER = "CHANGE-ME"
+
+
+def check_cluster_submission(default_resources: dict[str, Any], devices: dict[str, Device], measured: list[str],
+                             catalogue: str) -> None:
+    """Before a SLURM run submits anything: the profile's account still the shipped placeholder (sbatch refuses
+    every job, each its own error, where accounts are enforced; where they are not, the jobs are charged to an
+    account named CHANGE-ME), and a measured GPU whose ``slurm:`` block asks for no GPU (its profiling jobs would
+    wait in the queue, then land on a node without one). ``default_resources``: name -> the raw value of
+    Snakemake's --default-resources (a profile's, as written: "'CHANGE-ME'"). A run with no slurm_account there
+    is not a SLURM run of this profile: nothing is checked. Raises RooflowError, one sentence."""
+    if "slurm_account" not in default_resources:
+        return
+    account = str(default_resources["slurm_account"]).strip().strip("'\"")
+    if account == ACCOUNT_PLACEHOLDER:
+        raise RooflowError(
+            f"the SLURM profile's slurm_account is still the placeholder '{ACCOUNT_PLACEHOLDER}': set it to your "
+            "account (sacctmgr show assoc user=$USER format=account) under default-resources in the profile's "
+            "config.yaml (profiles/slurm/config.yaml, or your copy in ~/.config/snakemake/slurm/)")
+    for key in measured:
+        device = devices[key]
+        if device.is_cuda and not (device.slurm or {}).get("gres"):
+            raise RooflowError(
+                f"{catalogue}: GPU device '{key}' has no gres in its slurm: block, so its profiling jobs would run "
+                f"on a node without a GPU: add e.g. slurm: {{partition: gpu, gres: \"gpu:<type>:1\"}} with your "
+                f"site's partition and gres type (scontrol show node | grep Gres)")

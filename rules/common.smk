@@ -12,7 +12,8 @@ os.environ.update(
     )
 )
 
-from rooflow.config import validate_config, experiment_matrix, model_specs
+from rooflow.config import check_cluster_submission, validate_config, experiment_matrix, model_specs
+from snakemake_interface_executor_plugins.settings import ExecMode
 from rooflow.hardware.devices import load_devices
 from rooflow.errors import RooflowError
 from rooflow.conventions import VARIANTS, variant_suffix, variant_of_suffix
@@ -41,6 +42,18 @@ for key in list(config):
 
 DEVICES = load_devices(config["devices_file"])
 MEASURED_DEVICES = config["devices"]
+
+# A SLURM run (its profile's default-resources name an account): its placeholders, before anything is submitted.
+# Not inside a job (remote or subprocess): the submitting run checked already.
+if workflow.exec_mode == ExecMode.DEFAULT and workflow.resource_settings.default_resources is not None:
+    try:
+        check_cluster_submission(
+            {name: getattr(resource, "raw", None) for name, resource in
+             workflow.resource_settings.default_resources.items()},
+            DEVICES, MEASURED_DEVICES, config["devices_file"])
+    except RooflowError as error:
+        print(f"rooflow: {error}", file=sys.stderr)
+        sys.exit(1)
 CUDA_DEVICES = [d for d in MEASURED_DEVICES if DEVICES[d].is_cuda]
 RUNS = experiment_matrix(config)
 IMPORTS = config["imports"]

@@ -376,3 +376,37 @@ def test_a_hostile_target_matches_no_rule(root, tmp_path, snakemake_exe):
 def test_python_executable_is_the_venv(snakemake_exe):
     # the subprocess tests above run this checkout's snakemake and python
     assert Path(snakemake_exe).parent == Path(sys.executable).parent
+
+
+@pytest.mark.parametrize("resources, refused", [
+    ({"slurm_account": "'CHANGE-ME'", "runtime": "30 * attempt"}, "placeholder 'CHANGE-ME'"),
+    ({"slurm_account": '"CHANGE-ME"'}, "placeholder 'CHANGE-ME'"),
+    ({"slurm_account": "'physics'"}, None),
+    ({"runtime": "30"}, None),  # no account: a local run's resources, or another profile's — nothing to check
+])
+def test_a_slurm_profiles_placeholder_account_is_refused(resources, refused):
+    from rooflow.config import check_cluster_submission
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    devices = load_devices(default_catalogue_path())
+    if refused is None:
+        check_cluster_submission(resources, devices, ["cpu", "a100-sxm4-40gb"], "config/devices.yaml")
+        return
+    with pytest.raises(RooflowError, match=refused) as error:
+        check_cluster_submission(resources, devices, ["cpu"], "config/devices.yaml")
+    assert "\n" not in str(error.value) and "sacctmgr show assoc" in str(error.value)
+
+
+def test_a_measured_gpu_without_gres_is_refused_on_a_cluster_only():
+    """A CPU needs no gres; a GPU without one would run its profiling jobs on a node without a GPU — refused only
+    where the run is a SLURM one (an account in the default resources)."""
+    import dataclasses
+
+    from rooflow.config import check_cluster_submission
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+
+    devices = load_devices(default_catalogue_path())
+    devices["a100-sxm4-40gb"] = dataclasses.replace(devices["a100-sxm4-40gb"], slurm={"partition": "gpu"})
+    with pytest.raises(RooflowError, match="GPU device 'a100-sxm4-40gb' has no gres in its slurm: block"):
+        check_cluster_submission({"slurm_account": "'physics'"}, devices, ["cpu", "a100-sxm4-40gb"], "devices.yaml")
+    check_cluster_submission({}, devices, ["a100-sxm4-40gb"], "devices.yaml")

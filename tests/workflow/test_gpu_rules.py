@@ -100,3 +100,37 @@ def test_aggregates_follow_the_profiles_and_need_no_gpu(dry_run):
     assert rules.count("aggregate_ncu") == 8 and rules.count("aggregate_nsys") == 8
     assert rules.count("reconcile_ncu") == 8
     assert all("gres" not in res for r, _, res in found if r.startswith("aggregate_"))
+
+
+def test_the_shipped_slurm_profile_is_refused_until_its_account_is_set(root, snakemake_exe, tmp_path):
+    """`snakemake --profile profiles/slurm` as shipped (slurm_account 'CHANGE-ME') dry-ran and submitted every job
+    under that account: refused where accounts are enforced, each job its own sbatch error, or charged to a name
+    that is no account. It ends before the DAG in one sentence naming the profile key and where to find the account;
+    with the account set, a GPU device whose catalogue entry asks for no gres is refused the same way (its jobs
+    would run on a node without a GPU)."""
+    import yaml
+
+    workdir = copy_workflow(tmp_path / "run")
+    shipped = subprocess.run([snakemake_exe, "-n", "--profile", str(root / "profiles" / "slurm"), "--configfile",
+                              "tests/configs/gpu.yaml"], cwd=workdir, capture_output=True, text=True, timeout=300)
+    assert shipped.returncode == 1
+    error = shipped.stderr.strip().splitlines()[-1]
+    assert error.startswith("rooflow: the SLURM profile's slurm_account is still the placeholder 'CHANGE-ME': set it")
+    assert "sacctmgr show assoc user=$USER" in error and "Traceback" not in shipped.stderr
+    profile = tmp_path / "slurm"
+    profile.mkdir()
+    (profile / "config.yaml").write_text(
+        (root / "profiles" / "slurm" / "config.yaml").read_text().replace("'CHANGE-ME'", "'physics'"))
+    devices = yaml.safe_load((root / "config" / "devices.yaml").read_text())
+    del devices["a100-sxm4-40gb"]["slurm"]
+    (workdir / "nogres.yaml").write_text(yaml.safe_dump(devices))
+    bare = subprocess.run([snakemake_exe, "-n", "--profile", str(profile), "--configfile", "tests/configs/gpu.yaml",
+                           "--config", "devices_file=nogres.yaml"], cwd=workdir, capture_output=True, text=True,
+                          timeout=300)
+    assert bare.returncode == 1 and bare.stderr.strip().splitlines()[-1] == (
+        "rooflow: nogres.yaml: GPU device 'a100-sxm4-40gb' has no gres in its slurm: block, so its profiling jobs "
+        "would run on a node without a GPU: add e.g. slurm: {partition: gpu, gres: \"gpu:<type>:1\"} with your "
+        "site's partition and gres type (scontrol show node | grep Gres)")
+    fine = subprocess.run([snakemake_exe, "-n", "--profile", str(profile), "--configfile", "tests/configs/gpu.yaml"],
+                          cwd=workdir, capture_output=True, text=True, timeout=300)
+    assert fine.returncode == 0, fine.stderr[-3000:]
