@@ -61,6 +61,7 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -229,7 +230,7 @@ def latency_cause(latency: float, implied: float, low: float, high: float, ops: 
         evidence = "; ".join(f"{c['name']}: backward {c['backward_seconds'] * 1e3:.3g} ms, forward "
                              f"{c['forward_seconds'] * 1e3:.3g} ms" for c in carriers)
         return (f"{what}; in the profiled iteration (backward/forward {profiled:.2f}) the excess over "
-                f"{implied:.2f} × forward is in {named} ({100 * share:.0f}% of it)"), evidence
+                f"{implied:.2f} × forward is in {named} ({_share_words(share, 'layers')})"), evidence
     return (f"unexplained: {what} in the timed iterations, but the profiled iteration's ops give backward/forward "
             f"{profiled:.2f}, inside [{low:.2f}, {high:.2f}]: the excess is not in the ops (noise, or one-off work "
             f"in the timing)"), ""
@@ -255,6 +256,7 @@ def predicted_latency_cause(latency: float, implied: float, low: float, high: fl
               for part in set(forward) | set(backward)}
     positive = sorted(((part, value) for part, value in excess.items() if value > 0), key=lambda kv: -kv[1])
     total = sum(value for _, value in positive)
+    net = sum(excess.values())  # what the named parts are a share of: other parts may go the other way
     said = (f"the time model predicts it: backward/forward {predicted:.2f} (forward "
             f"{run['predicted_forward_seconds'] * 1e3:.3g} ms, backward {run['predicted_backward_seconds'] * 1e3:.3g} ms; "
             f"measured {latency:.2f}, {latency / predicted:.2f}x of it)")
@@ -267,7 +269,16 @@ def predicted_latency_cause(latency: float, implied: float, low: float, high: fl
         if carried >= FB_CARRIED_SHARE * total:
             break
     where = "excess over" if sign > 0 else "shortfall under"
-    return f"{said}, its backward's {where} {implied:.2f} × forward in {', '.join(named)} ({100 * carried / total:.0f}% of it)"
+    share = f" ({_share_words(carried / net, 'parts')})" if net > 0 else ""
+    return f"{said}, its backward's {where} {implied:.2f} × forward in {', '.join(named)}{share}"
+
+
+def _share_words(share: float, others: str) -> str:
+    """The named carriers' share of a net excess, in words: over 100% where other carriers go the other way
+    (a share printed as "100% of it" of +79 ms had carried a 72 ms excess)."""
+    if share > 1.005:
+        return f"more than all of it: the other {others} offset {100 * (share - 1):.0f}% of it"
+    return f"{100 * share:.0f}% of it"
 
 
 def forward_backward_checks(table: pd.DataFrame, op_times: dict[tuple, pd.DataFrame] | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -201,6 +202,8 @@ def test_a_ratio_the_time_model_predicts_names_the_parts_that_carry_it():
     assert f"measured {measured:.2f}, {measured / predicted:.2f}x of it), its backward's excess over 1.90 × " \
            "forward in page faults (a CPU tensor of 32 MiB or more is freshly mapped" in cause
     assert "; per op: " in cause and "unexplained" not in cause
+    # the page faults carry more than the net excess (the other parts' backward is under 1.90 x their forward)
+    assert re.search(r"\+78\.\d ms \(more than all of it: the other parts offset \d+% of it\); per op", cause)
     assert f"(backward/forward {predicted:.2f})" in check["evidence"]
     # without the page faults its predicted ratio falls inside the band: the time model accounts for nothing,
     # and the cause is what the profiled ops alone show

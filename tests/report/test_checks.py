@@ -216,6 +216,22 @@ def test_a_fast_backward_the_time_model_predicts_names_the_parts_it_is_short_in(
         assert cause(predicted_backward).startswith("unexplained: the backward ran at over twice")
 
 
+def test_a_part_carrying_more_than_the_net_excess_is_not_called_all_of_it():
+    """The named parts are a share of the NET excess of backward over implied × forward: where another part goes
+    the other way, they carry more than all of it, and the cause says so (it printed "(100% of it)" beside +79 ms
+    of a 78 ms excess: the share of the parts that went the same way)."""
+    import json
+
+    totals, layer_tables = training_estimate(1.9)
+    # backward excess over 1.90 x forward: matmul 0.39 - 0.152 = +238 ms, host 0.01 - 0.038 = -28 ms; net 210 ms
+    parts = json.dumps({"forward": {"matmul": 0.08, "host": 0.02}, "backward": {"matmul": 0.39, "host": 0.01}})
+    run = run_row(mode="training", forward_seconds=0.1, backward_seconds=0.45, predicted_forward_seconds=0.1,
+                  predicted_backward_seconds=0.4, predicted_seconds_by_phase_part=parts)
+    checks, _ = build_checks(summary(run), totals, layer_tables)
+    assert "its backward's excess over 1.90 × forward in matmul +238 ms (more than all of it: the other parts " \
+           "offset 13% of it)" in checks.iloc[0]["likely_cause"]
+
+
 def test_uncounted_ops_are_listed():
     totals, layer_tables = training_estimate(1.9)
     next(iter(totals.values()))["unsupported_ops"] = {"aten._fft_r2c": 2}
