@@ -61,7 +61,6 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 

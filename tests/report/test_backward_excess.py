@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
