@@ -20,6 +20,8 @@ from rooflow.workload.spec import ModelSpec, check_importable, spec_from_entry
 # except TF32: a math mode of fp32 storage that GPUs without TF32 tensor cores (V100, T4, P100) ignore, so
 # a tf32 run there IS an fp32 run (Device.compute_peak falls back to fp32; config/devices.yaml says so).
 FALLBACK_PRECISIONS = {"tf32": "fp32"}
+# The largest dataset subset (uint8 images) a config may ask for: every timing job loads it whole.
+MAX_SUBSET_BYTES = 2 * 2**30
 
 
 def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: str = "config") -> dict[str, Any]:
@@ -167,9 +169,22 @@ def check_dataset(dataset: dict[str, Any], workdir: Path, source: str = "config"
         raise RooflowError(f"{source}: key 'dataset/resize' is {dataset['resize']}, below dataset.image_size "
                            f"{dataset['image_size']}: the center crop would pad the images with black borders; "
                            f"resize to image_size or more (the evaluation transform: 256 for a 224 crop)")
+    images = dataset["classes"] * dataset["images_per_class"]
+    subset_bytes = images * 3 * dataset["image_size"] ** 2  # uint8 (N, 3, S, S): every timing job loads it whole
+    if subset_bytes > MAX_SUBSET_BYTES:
+        raise RooflowError(
+            f"{source}: key 'dataset/classes' ({dataset['classes']}) × dataset.images_per_class "
+            f"({dataset['images_per_class']}) asks for {images:,} images, "
+            f"{subset_bytes / 1e9:.1f} GB at {dataset['image_size']}×{dataset['image_size']}, which every timing job "
+            f"would hold in memory (at most {MAX_SUBSET_BYTES / 2**30:.0f} GiB): the subset only feeds the timed "
+            f"batches, which cycle through it, so lower them (the default is 4 × 8)")
     root = dataset["root"]
     if root is None:
         return
+    if not str(root).strip():
+        raise RooflowError(
+            f"{source}: key 'dataset/root' is an empty string, which would read the workflow's own folder as the "
+            f"image tree: write null for the generated stand-in, or the path of an ImageFolder tree")
     path = workdir / root
     generated = "or set dataset.root to null for the generated stand-in"
     if not path.is_dir():

@@ -262,6 +262,13 @@ def _check_derivation(key: str, entry: dict[str, Any], source: str) -> None:
 
 
 def validate_catalogue(data: Any, source: str) -> dict[str, Any]:
+    if isinstance(data, dict) and data and not any(isinstance(v, dict) and "kind" in v for v in data.values()):
+        # another YAML file (the experiment config, a profile): the schema's first complaint named one of its keys
+        shown = ", ".join(str(k) for k in list(data)[:3])
+        raise RooflowError(
+            f"{source} is not a devices catalogue: none of its entries ({shown}{', ...' if len(data) > 3 else ''}) "
+            "is a device with a kind: point the devices file (devices_file: in the config, --devices-file) at "
+            "config/devices.yaml or a copy of it")
     validate(data, load_schema("devices.schema.yaml"), source)
     for key, entry in data.items():
         if entry["kind"] == "cuda":

@@ -115,6 +115,12 @@ FAULTS = [
                                                    "precision": "fp32", "mode": "training",
                                                    "ncu": ["nowhere/ncu.csv"]}]},
      ["'nowhere/ncu.csv'", "fix the path"]),
+    # '' read the workflow's own folder as the image tree: "only 2 class folder(s) hold images" (rooflow/, tests/)
+    ("dataset root that is empty", {"dataset": {"root": ""}},
+     ["key 'dataset/root' is an empty string", "write null for the generated stand-in"]),
+    # 1,000 x 1,300 (ImageNet's train/) is 196 GB of uint8 images at 224: every timing job loads the subset whole
+    ("dataset subset larger than memory", {"dataset": {"classes": 1000, "images_per_class": 1300}},
+     ["key 'dataset/classes'", "1,300,000 images, 195.7 GB", "at most 2 GiB", "lower them"]),
     ("resize below the crop", {"dataset": {"resize": 200, "image_size": 224}},
      ["'dataset/resize' is 200, below dataset.image_size 224", "black borders", "256 for a 224 crop"]),
     ("kernel calibrations file that is missing", {"kernel_calibrations": ["nowhere/kernels-l4.json"]},
@@ -410,3 +416,15 @@ def test_a_measured_gpu_without_gres_is_refused_on_a_cluster_only():
     with pytest.raises(RooflowError, match="GPU device 'a100-sxm4-40gb' has no gres in its slurm: block"):
         check_cluster_submission({"slurm_account": "'physics'"}, devices, ["cpu", "a100-sxm4-40gb"], "devices.yaml")
     check_cluster_submission({}, devices, ["a100-sxm4-40gb"], "devices.yaml")
+
+
+def test_a_devices_file_that_is_another_yaml_file_is_named_as_such(config, root):
+    """devices_file: config/config.yaml (the experiment config, a slip) was refused as "the file is 'batch_sizes',
+    which has characters or a shape this key does not allow": the schema's complaint about one of its keys."""
+    config["devices_file"] = "config/config.yaml"
+    with pytest.raises(RooflowError) as error:
+        validate_config(config, root)
+    assert str(error.value) == (
+        f"{root / 'config' / 'config.yaml'} is not a devices catalogue: none of its entries (models, batch_sizes, "
+        "model_batch_sizes, ...) is a device with a kind: point the devices file (devices_file: in the config, "
+        "--devices-file) at config/devices.yaml or a copy of it")
