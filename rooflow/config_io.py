@@ -28,12 +28,42 @@ def schema_path(name: str) -> Path:
     return Path(str(resources.files("rooflow.schemas").joinpath(name)))
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last silently: a config
+    with `batch_sizes:` twice ran the second list, and nothing said the first was dropped)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue  # a merge (<<: its keys may be overridden) or a complex key: not a repeated name
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise RooflowError(f"{Path(self.name)}: line {line}: key '{key}' is given twice in one mapping (first "
+                                   f"at line {seen[key]}), and YAML would keep the last silently: remove one")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def check_unique_keys(path: str | Path) -> None:
+    """Refuse a YAML file with a key given twice in one mapping (RooflowError, one sentence); its syntax is the
+    reader's to judge (Snakemake's, for a config file)."""
+    path = Path(path)
+    try:
+        with path.open() as stream:
+            yaml.load(stream, Loader=_UniqueKeyLoader)  # noqa: S506 — a SafeLoader subclass
+    except (OSError, yaml.YAMLError):
+        return
+
+
 def read_yaml(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise RooflowError(f"{path} does not exist: give the path of an existing YAML file")
     try:
-        return yaml.safe_load(path.read_text())
+        with path.open() as stream:
+            return yaml.load(stream, Loader=_UniqueKeyLoader)  # noqa: S506 — a SafeLoader subclass
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

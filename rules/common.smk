@@ -16,9 +16,12 @@ from rooflow.config import check_cluster_submission, validate_config, experiment
 from snakemake_interface_executor_plugins.settings import ExecMode
 from rooflow.hardware.devices import load_devices
 from rooflow.errors import RooflowError
+from rooflow.config_io import check_unique_keys
 from rooflow.conventions import VARIANTS, variant_suffix, variant_of_suffix
 
 try:
+    for path in workflow.configfiles:  # Snakemake's YAML reader keeps a repeated key's last value silently
+        check_unique_keys(path)
     validate_config(config, workdir=".", source="config")
 except RooflowError as error:
     # One sentence naming the key and the fix, and nothing else: a WorkflowError would add a

@@ -428,3 +428,29 @@ def test_a_devices_file_that_is_another_yaml_file_is_named_as_such(config, root)
         f"{root / 'config' / 'config.yaml'} is not a devices catalogue: none of its entries (models, batch_sizes, "
         "model_batch_sizes, ...) is a device with a kind: point the devices file (devices_file: in the config, "
         "--devices-file) at config/devices.yaml or a copy of it")
+
+
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path, root):
+    """PyYAML keeps a repeated key's last value silently: `batch_sizes: [1]` then `batch_sizes: [2]` ran [2], and
+    nothing said [1] was dropped. Both readers refuse it: rooflow's (config, devices files) and, through
+    check_unique_keys, the workflow's configfiles."""
+    from rooflow.config_io import check_unique_keys, read_yaml
+
+    top, nested = tmp_path / "twice.yaml", tmp_path / "nested.yaml"
+    top.write_text("batch_sizes: [1]\ndataset:\n  classes: 2\nbatch_sizes: [2]\n")
+    nested.write_text("batch_sizes: [1]\ndataset:\n  classes: 2\n  classes: 3\n")
+    for read in (read_yaml, check_unique_keys):
+        for path, key, lines in ((top, "batch_sizes", (4, 1)), (nested, "classes", (4, 3))):
+            with pytest.raises(RooflowError) as error:
+                read(path)
+            assert str(error.value) == (f"{path}: line {lines[0]}: key '{key}' is given twice in one mapping (first "
+                                        f"at line {lines[1]}), and YAML would keep the last silently: remove one")
+    # the same name in two mappings, a merge key, and YAML that does not parse (the reader's to judge) pass here
+    fine = tmp_path / "fine.yaml"
+    fine.write_text("a: &base {x: 1}\nb:\n  <<: *base\n  x: 2\nc: {x: 3}\n")
+    assert read_yaml(fine) == {"a": {"x": 1}, "b": {"x": 2}, "c": {"x": 3}}
+    check_unique_keys(fine)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("a: [1\n")
+    check_unique_keys(broken)
+    assert read_yaml(root / "config" / "config.yaml")["models"]

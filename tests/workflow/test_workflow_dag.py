@@ -43,3 +43,17 @@ def test_validating_the_config_imports_neither_torch_nor_torchvision(kernel_cali
 def test_an_unknown_model_is_still_rejected_with_the_valid_names():
     with pytest.raises(models.RooflowError, match="unknown model.*resnet18"):
         models.check_model_names(["resnet1"])
+
+
+def test_a_config_file_with_a_key_given_twice_stops_the_workflow_in_one_sentence(tmp_path, snakemake_exe):
+    """Snakemake reads --configfile with PyYAML, which keeps a repeated key's last value silently."""
+    from conftest import copy_workflow
+
+    workdir = copy_workflow(tmp_path / "run")
+    (workdir / "twice.yaml").write_text("batch_sizes: [1]\nimports: []\nbatch_sizes: [2]\n")
+    result = subprocess.run([snakemake_exe, "-n", "--cores", "1", "--configfile", "twice.yaml"], cwd=workdir,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"rooflow: {workdir / 'twice.yaml'}: line 3: key 'batch_sizes' is given twice in one mapping (first at line 1), and YAML "
+        "would keep the last silently: remove one")
