@@ -3,14 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from rooflow.arguments import positive_int
+from rooflow.errors import RooflowError
 from rooflow.workload.dataset import SubsetSpec, build_subset
+
+# The subset job's words for its inputs (the config's dataset keys) and this command's flags for them.
+_FLAGS = [(r"dataset\.root\b", "--root"), (r"dataset\.classes=", "--classes "), (r"dataset\.classes\b", "--classes"),
+          (r"(dataset\.)?images_per_class=", "--images-per-class "), (r"(dataset\.)?images_per_class\b",
+                                                                        "--images-per-class"),
+          (r"\bresize (\d+) is below image_size (\d+)", r"--resize \1 is below --image-size \2"),
+          (r"\bresize to image_size or more", "raise --resize to --image-size or more"),
+          (r"dataset root '", "--root '")]
+
+
+def in_flags(message: str) -> str:
+    """A subset error in this command's words: its flags where the workflow's job names config keys."""
+    for pattern, flag in _FLAGS:
+        message = re.sub(pattern, flag, message)
+    return message
 
 
 def _cmd_subset(args: argparse.Namespace) -> int:
-    spec = SubsetSpec(args.root, args.classes, args.images_per_class, args.resize, args.image_size, args.seed)
-    written = build_subset(spec, args.output, args.manifest)
+    try:
+        spec = SubsetSpec(args.root, args.classes, args.images_per_class, args.resize, args.image_size, args.seed)
+        written = build_subset(spec, args.output, args.manifest)
+    except RooflowError as error:
+        raise RooflowError(in_flags(str(error))) from None
     source = "generated stand-in" if written["generated"] else f"from {args.root}"
     print(f"{written['images']} images of {written['classes']} classes ({source}, "
           f"{'x'.join(map(str, written['shape'][1:]))} uint8) in {args.output}; their manifest in {args.manifest}")

@@ -158,9 +158,36 @@ def test_rooflow_subset_refuses_a_resize_below_the_crop(tmp_path, capsys):
 
     assert main(["subset", "--resize", "100", "--image-size", "224", "--output", str(tmp_path / "s.pt"),
                  "--manifest", str(tmp_path / "m.csv")]) == 2
-    assert ("resize 100 is below image_size 224: the center crop would pad the images with black borders"
-            in capsys.readouterr().err)
+    assert ("--resize 100 is below --image-size 224: the center crop would pad the images with black borders; "
+            "raise --resize to --image-size or more" in capsys.readouterr().err)
     assert not list(tmp_path.iterdir())
+
+
+def test_rooflow_subsets_errors_name_its_flags_not_the_configs_keys(tmp_path, capsys):
+    """The subset job's sentences name the config's keys (dataset.classes, dataset.root): at `rooflow subset` they
+    told a user to lower a key the command does not have. Each names the flag instead."""
+    from PIL import Image
+
+    from rooflow.cli import main
+
+    tree = tmp_path / "tree"
+    for name in ("cat", "dog"):
+        (tree / name).mkdir(parents=True)
+        for i in range(2):
+            Image.new("RGB", (64, 64)).save(tree / name / f"{i}.jpg")
+    out = ["--output", str(tmp_path / "s.pt"), "--manifest", str(tmp_path / "m.csv")]
+    said = {}
+    for case, argv in {"classes": ["--root", str(tree), "--classes", "3"],
+                       "images": ["--root", str(tree), "--classes", "2", "--images-per-class", "3"],
+                       "root": ["--root", str(tmp_path / "nowhere")]}.items():
+        assert main(["subset", *argv, *out]) == 2
+        said[case] = capsys.readouterr().err.strip()
+    assert said["classes"] == (f"rooflow subset: error: --root '{tree}' has 2 class folder(s), fewer than --classes "
+                               "3: lower --classes or use the ImageNet train/ or val/ folder (one folder per class)")
+    assert said["images"].endswith("holds 2 image(s), fewer than --images-per-class 3: lower --images-per-class")
+    assert said["root"].endswith("is not a directory: point --root at an ImageFolder tree")
+    assert not any("dataset." in text for text in said.values())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tree"]  # nothing written
 
 
 def test_the_stand_in_made_in_memory_is_the_workflows_default_subset_file(tmp_path):
