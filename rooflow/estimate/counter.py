@@ -60,6 +60,20 @@ IGNORED_OPS |= {getattr(aten, name) for name in ("unsafe_split", "unsafe_split_w
                 if hasattr(aten, name)}
 
 MATMUL_LIKE = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.dot}
+# Ops whose meta kernels accept integer operands beside floating ones that every device's kernel refuses (an
+# nn.Linear fed token ids): the estimate would count a model that cannot run.
+SAME_KIND_OPS = MATMUL_LIKE | {aten.addmv, aten.convolution, aten._convolution}
+
+
+def _check_operand_kinds(packet, args) -> None:
+    """Raise the RuntimeError a device's kernel raises where integer and floating tensors meet in a matmul or a
+    convolution (torch's meta kernels let it pass)."""
+    operands = [a for a in tensors_in(args, []) if a.dtype != torch.bool]
+    integral = [a.dtype for a in operands if not (a.is_floating_point() or a.is_complex())]
+    floating = [a.dtype for a in operands if a.is_floating_point()]
+    if integral and floating:
+        raise RuntimeError(f"{str(packet).removeprefix('aten.')}: expected its operands to have the same dtype, "
+                           f"but got {integral[0]} and {floating[0]}")
 
 
 @dataclass
@@ -366,6 +380,8 @@ class OpRecorder(TorchDispatchMode):
             layer, phase = self._stack[-1], self.phase
         if self.autocast_dtype is not None:
             args, kwargs = self._autocast_args(packet, args, kwargs, layer, phase)
+        if packet in SAME_KIND_OPS:
+            _check_operand_kinds(packet, args)
         seq_before = self._seq()
         signature = _call_signature(func, args, kwargs)
         try:

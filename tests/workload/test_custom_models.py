@@ -172,6 +172,9 @@ def user_models(tmp_path, monkeypatch):
 
         def halved():  # cast by hand: rooflow's fp16 is autocast over float32 parameters
             return nn.Linear(6, 4).half()
+
+        def mlp():
+            return nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2))
     """))
     (package / "broken.py").write_text("import does_not_exist_anywhere\n")
     monkeypatch.chdir(tmp_path)
@@ -248,6 +251,20 @@ def test_ids_given_to_a_float_model_are_named_with_the_float32_fix(user_models, 
     assert err.strip().endswith("float32, the default, is --input 3x8x8 --input 6 on the command line, inputs: "
                                 "[3x8x8, 6] in the config (no dtype after the shape)")
     assert not (tmp_path / "t.json").exists()
+
+
+def test_ids_given_to_a_float_model_are_refused_by_estimate_as_by_time(user_models):
+    """`rooflow estimate` counted a float32 nn.Linear fed int64 ids (torch's meta addmm lets integer and floating
+    operands meet) where `rooflow time` refused them: the estimate now refuses them in the sentence time gives."""
+    status, out, err = cli("estimate", "mynets.nets:mlp", "--input", "6:int64", "--batch", "2")
+    assert status == 2 and not out and err.count("\n") == 1, err
+    assert "rejects int64 inputs of shape 2x6 (RuntimeError: addmm: expected its operands to have the same dtype, " \
+           "but got torch.int64 and torch.float32)" in err
+    assert err.strip().endswith("float32, the default, is --input 6 on the command line, inputs: [6] in the config "
+                                "(no dtype after the shape)")
+    # ids into an nn.Embedding stay countable
+    status, _, err = cli("estimate", "mynets.nets:tokens", "--input", "12:int64", "--batch", "3")
+    assert status == 0, err
 
 
 def test_a_lazy_module_is_counted_and_timed_after_its_first_forward(user_models, tmp_path):
