@@ -146,7 +146,10 @@ def register(subparsers) -> None:
                     "the catalogue's datasheet roofs are printed beside the measured ones.")
     parser.add_argument("--device", help="catalogue key of this machine (e.g. cpu, a100-sxm4-40gb); selects "
                                          "cpu or cuda and prints its datasheet roofs beside the measured ones")
-    parser.add_argument("--catalogue", default=str(default_catalogue_path()), help="devices YAML (default: %(default)s)")
+    # --devices-file, as in estimate, calibrate, checks and doctor; --catalogue is its former name here
+    parser.add_argument("--devices-file", "--catalogue", dest="catalogue", metavar="DEVICES_FILE",
+                        default=str(default_catalogue_path()),
+                        help="device catalogue (default: %(default)s)")
     parser.add_argument("--threads", type=positive_int, help="CPU threads (torch.set_num_threads); default: torch's")
     parser.add_argument("--quick", action="store_true", help="the short run (fewer sizes and repeats)")
     parser.add_argument("--calibrate", action="store_true",

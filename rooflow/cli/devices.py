@@ -47,7 +47,10 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     parser = subparsers.add_parser("devices", help="list the device catalogue (datasheet roofs)",
                                    description="List the devices of the catalogue with their datasheet roofs.")
-    parser.add_argument("--catalogue", default=str(default_catalogue_path()), help="devices YAML (default: %(default)s)")
+    # --devices-file, as in estimate, calibrate, checks and doctor; --catalogue is its former name here
+    parser.add_argument("--devices-file", "--catalogue", dest="catalogue", metavar="DEVICES_FILE",
+                        default=str(default_catalogue_path()),
+                        help="device catalogue (default: %(default)s)")
     parser.add_argument("--format", choices=["table", "json"], default="table",
                         help="table (display units), or json (every field, SI units) (default: %(default)s)")
     parser.set_defaults(func=_cmd_devices)

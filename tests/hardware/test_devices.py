@@ -184,6 +184,19 @@ def test_an_empty_catalogue_file_says_so(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"rooflow devices: error: {empty}: the file is empty: see config/README.md"
 
 
+@pytest.mark.parametrize("command", [["devices"], ["ceilings", "--device", "cpu"]])
+def test_every_command_takes_the_catalogue_as_devices_file(tmp_path, capsys, command):
+    """estimate, calibrate, checks and doctor took --devices-file; devices and ceilings only --catalogue, so the
+    flag a user had learnt was refused there. Both take --devices-file; --catalogue still works."""
+    from rooflow import cli
+
+    empty = tmp_path / "devices.yaml"
+    empty.write_text("")
+    for flag in ("--devices-file", "--catalogue"):
+        assert cli.main([*command, flag, str(empty)]) == 2
+        assert capsys.readouterr().err.strip().endswith(f"{empty}: the file is empty: see config/README.md")
+
+
 def test_every_gpu_has_its_base_and_boost_clocks(devices):
     for key, d in devices.items():
         if d.is_cuda:
