@@ -161,7 +161,9 @@ def roof_lines(device: Device, x_min: float, x_max: float, show_fp64: bool = Fal
         if mem is None:
             continue
         xs, ys = roof_polyline(roof.value, mem.value, x_min, x_max)
-        label = (f"{roof.source}: {_gap_label(roof, roofs, name)} | {_gap_label(mem, roofs)} | ridge "
+        # a memory roof of another source (a CPU's theoretical compute roof on its measured bandwidth) says so
+        other = f" ({mem.source})" if mem.source != roof.source else ""
+        label = (f"{roof.source}: {_gap_label(roof, roofs, name)} | {_gap_label(mem, roofs)}{other} | ridge "
                  f"{roof.value / mem.value:.3g} FLOP/B")
         lines.append({"compute": name, "compute_key": roof.precision_or_level, "memory": mem.name,
                       "memory_level": "dram", "source": roof.source, "peak": roof.value, "bandwidth": mem.value,

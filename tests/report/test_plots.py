@@ -233,6 +233,9 @@ def test_a_cpu_draws_its_theoretical_peak_solid_beside_the_measured_roofs(tmp_pa
     assert by_source["theoretical"]["ridge"] == pytest.approx(40.0)
     assert by_source["measured"]["ridge"] == pytest.approx(10.0)
     assert "25% of theoretical" in by_source["measured"]["label"]
+    # ...and its legend entry says whose bandwidth that is (it read as a theoretical DRAM roof)
+    assert by_source["theoretical"]["label"].endswith("| DRAM 10 GB/s (measured) | ridge 40 FLOP/B")
+    assert "(measured)" not in by_source["measured"]["label"]
     summary = pd.DataFrame([run("resnet18", 1, "inference", 1e9, 1e8, 0.1, device="cpu")], columns=COLUMNS)
     roofline_figure(summary, cpu, tmp_path / "cpu.svg", extra_roofs=extra)
     assert "theoretical roofs solid, measured dashed" in (tmp_path / "cpu.svg").read_text()
