@@ -96,3 +96,22 @@ def test_a_run_whose_counters_missed_its_tensor_core_work_claims_no_share_of_its
     assert (unseen["GFLOP/s"], unseen["% of roof"], unseen["bound"]) == ("≥ 562", "–", UNSEEN_BOUND)
     assert (table.loc["vgg13 b16 fp32 training", "GFLOP/s"], table.loc["vgg13 b16 fp32 training", "% of roof"]) \
         == ("562", "30")
+
+
+def test_the_interactive_rooflines_hover_gives_no_share_of_the_roof_where_the_flops_were_not_counted():
+    """Its hover said "30% of the roof, unknown: tensor-core FLOPs not counted" for the imported A100 VGG11: the
+    share read from the counted FLOPs, beside the bound that says they are not the step's."""
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+    from rooflow.report.interactive import roofline_traces
+    from rooflow.report.summary import COLUMNS, UNSEEN_BOUND
+
+    device = load_devices(default_catalogue_path())["a100-sxm4-40gb"]
+    base = {c: None for c in COLUMNS}
+    base.update(device=device.key, batch=16, precision="fp32", mode="training", variant="eager", status="ok",
+                arithmetic_intensity=1.2, achieved_flops_per_second=5.6e11, percent_of_roofline=30.1)
+    summary = pd.DataFrame([{**base, "model": "vgg11", "bound": UNSEEN_BOUND},
+                            {**base, "model": "vgg13", "bound": "memory-bound"}], columns=COLUMNS)
+    hovers = {row[0]: row for trace in roofline_traces(summary, [device]) if trace.get("meta", {}).get("kind") == "runs"
+              for row in trace["customdata"]}
+    unseen, placed = hovers[f"{device.key} vgg11 b16 fp32 training"], hovers[f"{device.key} vgg13 b16 fp32 training"]
+    assert (unseen[1], unseen[2]) == ("n/a", UNSEEN_BOUND) and (placed[1], placed[2]) == ("30%", "memory-bound")
