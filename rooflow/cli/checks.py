@@ -18,7 +18,10 @@ def _cmd_checks(args: argparse.Namespace) -> int:
     records_file = Path(args.records) if args.records else records_path(args.summary)
     summary = Path(args.summary)
     given = {option: getattr(args, option) for option in FOLDERS if getattr(args, option) is not None}
-    if records_file.is_file() and (args.records or not given and (
+    if args.devices_file is not None and not Path(args.devices_file).is_file():  # its cache-roof checks would pass
+        raise RooflowError(f"--devices-file {args.devices_file}: no such file: give a device catalogue "
+                           "(config/devices.yaml, or the workflow's devices_file), or leave it out")
+    if records_file.is_file() and (args.records or not given and args.devices_file is None and (
             not summary.is_file() or records_file.stat().st_mtime >= summary.stat().st_mtime)):
         # the records the workflow's check_runs step wrote: exactly what the report shows
         records = read_checks(records_file)

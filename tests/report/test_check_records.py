@@ -72,6 +72,26 @@ def test_rooflow_checks_prints_the_records_file_with_its_evidence(tmp_path, caps
     assert "above the roof" in capsys.readouterr().out
 
 
+def test_rooflow_checks_with_a_devices_file_computes_with_it_or_names_the_missing_one(tmp_path, capsys, root):
+    """--devices-file was read only where the checks were computed: beside the workflow's records file it was
+    ignored — a path to nothing passed, exit 0, and the datasheet comparison it asks for never ran."""
+    rows = noisy_oom_rows()
+    write_csv(tmp_path / "summary.csv", pd.DataFrame(rows, columns=COLUMNS))
+    record = Check(run="cpu alexnet b1 fp32 training", device="cpu", model="alexnet", batch=1, precision="fp32",
+                   mode="training", severity="warning", check="forward:backward latency", value="6.74",
+                   expected="[0.95, 3.80]", cause="unexplained", evidence="Conv2d backward 80 ms")
+    write_checks(records_path(tmp_path / "summary.csv"), [record])
+    assert cli.main(["checks", str(tmp_path / "summary.csv"), "--devices-file", str(tmp_path / "none.yaml")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"rooflow checks: error: --devices-file {tmp_path / 'none.yaml'}: no such file: give a device catalogue "
+        "(config/devices.yaml, or the workflow's devices_file), or leave it out")
+    # given one, the checks are computed (the records file holds no datasheet comparison): the summary's error shows
+    assert cli.main(["checks", str(tmp_path / "summary.csv"), "--devices-file",
+                     str(root / "config" / "devices.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert "above the roof" in out and "forward:backward latency" not in out
+
+
 def test_a_row_without_a_timer_is_not_held_to_the_prediction():
     """An imported profile's time is its kernel time: no predicted-vs-measured verdict (the `timer` column)."""
     row = {c: math.nan for c in COLUMNS}
