@@ -26,7 +26,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "doctor", help="check this machine before a sweep: software, GPU vs catalogue, ncu/nsys, every GPU path",
         description="Preflight checks, one table row each (check, result, what to do). On a machine without a GPU "
-                    "the GPU checks say 'skipped: no GPU'; on a GPU node (the workflow's doctor rule submits it "
+                    "the GPU checks say 'skipped: no GPU' (in a SLURM job for a GPU device: a failure); on a GPU node (the workflow's doctor rule submits it "
                     "there) they profile one small real step. Exit status 1 when a check fails.")
     parser.add_argument("--device", help="the catalogue key the jobs on this node will use (config.devices)")
     parser.add_argument("--devices-file", default=str(default_catalogue_path()),

@@ -14,7 +14,8 @@ device's SLURM resources) for the GPU checks, which replay every GPU path of roo
 - NVML clocks and throttle reasons readable; Triton importable (the L2 roof); scratch space; the job's memory
   limit.
 
-On a machine without a GPU every GPU check is "skipped: no GPU" and the rest still run. The GPU sequence
+On a machine without a GPU every GPU check is "skipped: no GPU" and the rest still run — but in a SLURM job for
+a GPU device the catalogue check fails: that job was meant to get a GPU (its gres). The GPU sequence
 writes its files (the ncu CSVs, the plan, the timeline) into a folder, ready to become test fixtures. Each
 check is a plain function returning a record (:func:`record`), so each failure mode is tested with stand-ins
 and the comparisons with the recorded H100 files.
@@ -88,9 +89,19 @@ def gpu_properties() -> dict[str, Any] | None:
             "architecture": f"sm_{props.major}{props.minor}"}
 
 
-def catalogue_check(gpu: dict[str, Any] | None, devices: dict[str, Any], key: str | None) -> dict[str, str]:
-    """The GPU torch sees against the catalogue entry ``key`` (or, without a key, the entry that matches it)."""
+def catalogue_check(gpu: dict[str, Any] | None, devices: dict[str, Any], key: str | None,
+                    job: str | None = None) -> dict[str, str]:
+    """The GPU torch sees against the catalogue entry ``key`` (or, without a key, the entry that matches it).
+    ``job``: the SLURM job this runs in (SLURM_JOB_ID), where no GPU for a GPU key is a failure: the job was meant
+    to get one (on a login node it is the expected "skipped")."""
     if gpu is None:
+        if job and key in devices and devices[key].is_cuda:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            return record("GPU vs catalogue", "fail",
+                          f"no GPU visible in SLURM job {job} for GPU device '{key}'"
+                          + (f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""),
+                          "give the device's slurm: block a gres for its GPU (gres: \"gpu:<type>:1\", "
+                          "config/devices.yaml), or check that its partition's nodes have one")
         return record("GPU vs catalogue", "skipped", NO_GPU)
     seen = (f"{gpu['name']}, {gpu['sm_count']} SMs, {gpu['memory_bytes'] / 2**30:.1f} GiB, "
             f"{gpu['architecture']}")
@@ -428,7 +439,7 @@ def run_doctor(device_key: str | None = None, devices_file: str | Path | None = 
     rows = software_checks()
     if gpu is True:
         gpu = gpu_properties()
-    rows.append(catalogue_check(gpu, devices, device_key))
+    rows.append(catalogue_check(gpu, devices, device_key, os.environ.get("SLURM_JOB_ID")))
     ncu_row, ncu_path = tool_check("ncu", ncu, gpu is not None)
     rows += [ncu_row, nsys_check(nsys, gpu is not None)]
     if gpu is None:

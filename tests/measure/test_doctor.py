@@ -102,6 +102,11 @@ def test_an_unknown_device_key_is_refused_before_any_check(tmp_path, capsys):
 
 def test_the_gpu_vs_catalogue_check():
     assert catalogue_check(None, DEVICES, "h100-sxm5-80gb")["result"] == NO_GPU
+    # in a SLURM job for a GPU device, no GPU is the failure the preflight is for (a job whose gres granted none)
+    failed = catalogue_check(None, DEVICES, "h100-sxm5-80gb", job="4242")
+    assert failed["status"] == "fail" and failed["result"].startswith(
+        "no GPU visible in SLURM job 4242 for GPU device 'h100-sxm5-80gb'") and "gres" in failed["fix"]
+    assert catalogue_check(None, DEVICES, "cpu", job="4242")["result"] == NO_GPU  # a CPU job needs none
     ok = catalogue_check(H100_SEEN, DEVICES, "h100-sxm5-80gb")
     assert ok["status"] == "ok" and ok["result"].endswith("= h100-sxm5-80gb")
     wrong = catalogue_check(H100_SEEN, DEVICES, "h100-pcie-80gb")  # 114 SMs in the catalogue
