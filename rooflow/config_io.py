@@ -59,11 +59,16 @@ def check_unique_keys(path: str | Path) -> None:
 
 def read_yaml(path: str | Path) -> Any:
     path = Path(path)
+    if path.is_dir():
+        raise RooflowError(f"{path} is a folder: give the path of a YAML file (in it, or elsewhere)")
     if not path.is_file():
         raise RooflowError(f"{path} does not exist: give the path of an existing YAML file")
     try:
         with path.open() as stream:
             return yaml.load(stream, Loader=_UniqueKeyLoader)  # noqa: S506 — a SafeLoader subclass
+    except UnicodeDecodeError as error:
+        raise RooflowError(f"{path} is not text ({error.reason} at byte {error.start}): a binary file was given "
+                           "where a YAML file is expected; give the YAML file") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -52,7 +52,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     _output_folder(path)
     if path.is_dir():
         raise RooflowError(f"{path}: cannot write it: it is a folder; give the path of a file (in it, or elsewhere)")
-    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=TEMPORARY_SUFFIX, dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=TEMPORARY_SUFFIX, dir=path.parent)
+    except OSError as error:  # a folder no file can be made in (/proc): named, not the temporary beside the output
+        raise RooflowError(f"{path}: cannot write in its folder {path.parent} ({error.strerror}); write it somewhere "
+                           "else") from None
     os.close(fd)
     try:
         yield Path(tmp)

@@ -30,8 +30,16 @@ COMMAND_MODULES = (
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line: the sentence and where the usage is (argparse printed the
+    whole usage block above it, up to ten lines, for a mistyped value)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rooflow",
         description=(
             "Roofline analysis of torchvision models and your own nn.Modules: analytic estimates, measured time, "

@@ -53,7 +53,19 @@ def read_summary(path: str | Path) -> pd.DataFrame:
     if short:  # pandas fills a row cut short with NaN: its measured numbers would read as not collected
         raise RooflowError(f"{path}: its row {short[0]} has {len(records[short[0]])} of the header's "
                            f"{len(records[0])} fields, so the table is cut short: {fix}")
+    for column in NUMERIC_COLUMNS:  # a word where a number belongs read as text: tables and checks would fail on it
+        if column in frame.columns and not pd.api.types.is_numeric_dtype(frame[column]):
+            numbers = pd.to_numeric(frame[column], errors="coerce")
+            row = int((numbers.isna() & frame[column].notna()).to_numpy().nonzero()[0][0])
+            raise RooflowError(f"{path}: its row {row + 1} has {frame[column].iloc[row]!r} in column {column}, where "
+                               f"a number belongs: {fix}")
     return frame
+
+
+# summary columns that hold numbers, checked when the table is read (those the terminal table and the checks
+# compute with)
+NUMERIC_COLUMNS = ("batch", "flops", "measured_seconds", "achieved_flops_per_second", "arithmetic_intensity",
+                   "percent_of_roofline", "estimated_flops", "params")
 
 COLUMNS = [
     *KEYS, "variant", "device_kind", "status", "status_message", "timer", "input_size", "params",

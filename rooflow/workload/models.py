@@ -99,8 +99,10 @@ def check_model_names(names: list[str], source: str = "config") -> None:
     if unknown:
         raise RooflowError(
             f"{source}: unknown model(s) {', '.join(unknown)}{closest_models_hint(unknown)}: use torchvision "
-            f"model names (classification, segmentation, detection), one of {', '.join(valid)}, or your own "
-            f"model as package.module:factory"
+            f"model names (classification, segmentation), one of "
+            f"{', '.join(name for name in valid if task(name) != 'detection')}, or your own model as "
+            f"package.module:factory (torchvision's detection models cannot be estimated or run by the workflow, "
+            f"only timed: rooflow time --model NAME --mode inference)"
         )
 
 
