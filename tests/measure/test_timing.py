@@ -445,7 +445,8 @@ def test_rooflow_time_refuses_a_count_that_is_not_positive_before_it_runs(tmp_pa
         cli.main(["time", "--model", "tests.support:Tiny", "--input", "3x8x8", *argv,
                   "--subset", str(tmp_path / "s.pt"), "--output", str(tmp_path / "t.json")])
     assert exited.value.code == 2
-    assert capsys.readouterr().err.strip().endswith(f"rooflow time: error: {says}")
+    # the one line, without argparse's usage block above it
+    assert capsys.readouterr().err.strip() == f"rooflow time: error: {says} (usage: rooflow time --help)"
     assert not (tmp_path / "t.json").exists()
 
 
