@@ -15,6 +15,18 @@ def positive_int(text: str) -> int:
     return value
 
 
+def thread_count(text: str) -> int:
+    """CPU threads: at least 1, at most 4 × this machine's CPUs (100,000 crashed torch's OpenMP in a segfault)."""
+    import os
+
+    value = positive_int(text)
+    cpus = os.cpu_count() or 1
+    if value > 4 * cpus:
+        raise argparse.ArgumentTypeError(f"{text} is more than 4 × this machine's {cpus} CPUs: give at most {cpus} "
+                                         f"(one per core)")
+    return value
+
+
 # The largest batch rooflow takes: it counts every tensor's bytes in int64, and a batch of 10^12 images overflowed
 # them (negative megabytes) long before any device could hold it; 2^24 samples of a 100-million-element
 # activation is still 6.7e15 bytes, far inside int64

@@ -20,8 +20,6 @@ from rooflow.workload.spec import ModelSpec, check_importable, spec_from_entry
 # except TF32: a math mode of fp32 storage that GPUs without TF32 tensor cores (V100, T4, P100) ignore, so
 # a tf32 run there IS an fp32 run (Device.compute_peak falls back to fp32; config/devices.yaml says so).
 FALLBACK_PRECISIONS = {"tf32": "fp32"}
-# The largest dataset subset (uint8 images) a config may ask for: every timing job loads it whole.
-MAX_SUBSET_BYTES = 2 * 2**30
 
 
 def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: str = "config") -> dict[str, Any]:
@@ -163,7 +161,7 @@ def check_kernel_calibrations(name: str, workdir: Path, key: str, source: str = 
 def check_dataset(dataset: dict[str, Any], workdir: Path, source: str = "config") -> None:
     """dataset.root, when set: a folder of class folders, at least dataset.classes of which hold an image.
     Cheap on ImageNet-sized trees: it stops at the first image of each class folder."""
-    from rooflow.workload.dataset import IMAGE_EXTENSIONS
+    from rooflow.workload.dataset import IMAGE_EXTENSIONS, MAX_SUBSET_BYTES
 
     if dataset["resize"] < dataset["image_size"]:
         raise RooflowError(f"{source}: key 'dataset/resize' is {dataset['resize']}, below dataset.image_size "

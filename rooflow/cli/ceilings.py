@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from rooflow.arguments import positive_int
+from rooflow.arguments import thread_count
 from rooflow.ceilings.measure import measure_ceilings
 from rooflow.ceilings.plan import GIGA, TERA
 from rooflow.errors import RooflowError
@@ -150,7 +150,7 @@ def register(subparsers) -> None:
     parser.add_argument("--devices-file", "--catalogue", dest="catalogue", metavar="DEVICES_FILE",
                         default=str(default_catalogue_path()),
                         help="device catalogue (default: %(default)s)")
-    parser.add_argument("--threads", type=positive_int, help="CPU threads (torch.set_num_threads); default: torch's")
+    parser.add_argument("--threads", type=thread_count, help="CPU threads (torch.set_num_threads); default: torch's")
     parser.add_argument("--quick", action="store_true", help="the short run (fewer sizes and repeats)")
     parser.add_argument("--calibrate", action="store_true",
                         help="also measure the time model's calibration (host costs, kernel efficiencies by "

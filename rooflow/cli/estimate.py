@@ -167,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
     refuse_input_size(args.models, args.input_size)
     specs = [spec_from_options(model, args.input, args.loss, args.name if len(args.models) == 1 else None)
              for model in args.models]
+    if (args.ceilings or args.measured) and not args.device:  # read by the prediction only: silently ignored
+        raise RooflowError(f"rooflow estimate {'--ceilings' if args.ceilings else '--measured'}: it is for the "
+                           "prediction on a device: add --device KEY")
     if args.kernel_calibrations:
         from rooflow.estimate.kernel_calibration import add_calibrations
 

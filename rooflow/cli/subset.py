@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 from rooflow.arguments import positive_int
 from rooflow.errors import RooflowError
@@ -26,6 +27,8 @@ def in_flags(message: str) -> str:
 
 
 def _cmd_subset(args: argparse.Namespace) -> int:
+    if Path(args.output).resolve() == Path(args.manifest).resolve():  # the second write would replace the first
+        raise RooflowError(f"--output and --manifest are both {args.output}: give the manifest its own file (a .csv)")
     try:
         spec = SubsetSpec(args.root, args.classes, args.images_per_class, args.resize, args.image_size, args.seed)
         written = build_subset(spec, args.output, args.manifest)

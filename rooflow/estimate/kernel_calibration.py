@@ -1899,14 +1899,17 @@ def read_calibrations(path: str | Path) -> tuple:
     """A ``rooflow calibrate-kernels -o`` file, loaded (:func:`load_shipped`'s tuple); a missing or foreign file
     ends in one sentence naming it and how to make one."""
     path = Path(path)
+    if path.is_dir():
+        raise RooflowError(f"{path} is a folder: give a kernel calibrations file (`rooflow calibrate-kernels --data "
+                           f"DIR -o kernels-GPU.json` writes one)")
     if not path.is_file():
         raise RooflowError(f"{path}: no such kernel calibrations file: make one with `rooflow calibrate-kernels "
                            f"--data DIR -o {path}` (DIR: single ops from `rooflow ceilings --device KEY --single-ops DIR` on that GPU)")
     try:
         loaded = load_shipped(path)
     except (KeyError, TypeError, ValueError) as error:
-        raise RooflowError(f"{path}: not a kernel calibrations file ({type(error).__name__}: {error}): make one "
-                           f"with `rooflow calibrate-kernels --data DIR -o {path}`") from None
+        raise RooflowError(f"{path}: not a kernel calibrations file ({type(error).__name__}: {error}): give the file "
+                           f"`rooflow calibrate-kernels --data DIR -o kernels-GPU.json` wrote") from None
     if not loaded[0]:  # it would change no prediction, silently
         raise RooflowError(f"{path}: no GPU's calibration in it (its \"measured\" is empty): make it again with "
                            f"`rooflow calibrate-kernels --data DIR -o {path}` from a folder of single ops")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rooflow.arguments import batch_size, non_negative_int, positive_int
+from rooflow.arguments import batch_size, non_negative_int, thread_count
 from rooflow.conventions import MODES, NOISY_SPREAD, PRECISIONS, VARIANTS
 from rooflow.errors import RooflowError
 from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
@@ -534,7 +534,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help:
                              "(default: %(default)s)")
     parser.add_argument("--device", default=device, help=device_help)
     parser.add_argument("--warmup", type=non_negative_int, default=10, help="untimed iterations first (default: %(default)s)")
-    parser.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: torch's)")
+    parser.add_argument("--threads", type=thread_count, default=None, help="CPU threads (default: torch's)")
     parser.add_argument("--variant", choices=VARIANTS, default="eager",
                         help="how the step runs: eager, channels_last (NHWC), compile (torch.compile; profiled "
                              "whole by ncu/nsys) (default: %(default)s)")

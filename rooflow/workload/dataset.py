@@ -15,6 +15,9 @@ from pathlib import Path
 from rooflow.errors import RooflowError
 from rooflow.io import atomic_path, write_csv
 
+# The largest subset (uint8 images) one may ask for: it is built in memory, and every timing job loads it whole.
+MAX_SUBSET_BYTES = 2 * 2**30
+
 log = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".tif", ".tiff", ".webp"}
@@ -38,6 +41,12 @@ class SubsetSpec:
             raise RooflowError(f"resize {self.resize} is below image_size {self.image_size}: the center crop would pad "
                                f"the images with black borders; resize to image_size or more (the evaluation "
                                f"transform: 256 for a 224 crop)")
+        images = self.classes * self.images_per_class
+        if images * 3 * self.image_size ** 2 > MAX_SUBSET_BYTES:  # it is built in memory and every timing job loads it
+            raise RooflowError(f"dataset.classes {self.classes} × dataset.images_per_class {self.images_per_class} is "
+                               f"{images:,} images, {images * 3 * self.image_size ** 2 / 1e9:.1f} GB at "
+                               f"{self.image_size}×{self.image_size}, over the {MAX_SUBSET_BYTES / 2**30:.0f} GiB a "
+                               f"subset may hold: lower them (the timed batches cycle through the subset)")
 
 
 def _evaluation_transform(image, spec: SubsetSpec):
@@ -156,19 +165,23 @@ def load_subset(path: str | Path) -> dict:
     import torch
 
     path = Path(path)
+    if path.is_dir():
+        raise RooflowError(f"dataset subset '{path}' is a folder: give the .pt file `rooflow subset --output` (the "
+                           f"workflow's subset_dataset step) wrote")
     if not path.is_file():
         raise RooflowError(f"dataset subset '{path}' does not exist: run the subset_dataset step (or `rooflow subset`) first")
     try:
         data = torch.load(path, weights_only=True)
     except Exception as error:  # torch.load's errors for a truncated or foreign file are of many types
         raise RooflowError(f"dataset subset '{path}' is not a subset rooflow wrote (torch.load raised "
-                           f"{type(error).__name__}: a file cut short, or another kind of file): delete it and run the "
-                           f"subset_dataset step (or `rooflow subset`) again") from None
+                           f"{type(error).__name__}: a file cut short, or another kind of file): give the .pt file `rooflow "
+                           f"subset --output` wrote, or, if it is one cut short, make it again (the subset_dataset step)"
+                           ) from None
     if not (isinstance(data, dict) and isinstance(data.get("images"), torch.Tensor) and data["images"].dim() == 4
             and data["images"].dtype == torch.uint8
             and isinstance(data.get("labels"), torch.Tensor) and len(data["labels"]) == len(data["images"])):
-        raise RooflowError(f"dataset subset '{path}' holds no uint8 images (N, 3, H, W) with their labels: delete it "
-                           f"and run the subset_dataset step (or `rooflow subset`) again")
+        raise RooflowError(f"dataset subset '{path}' holds no uint8 images (N, 3, H, W) with their labels: give the "
+                           f".pt file `rooflow subset --output` wrote, or make it again (the subset_dataset step)")
     return data
 
 

@@ -71,3 +71,46 @@ def test_an_unknown_model_is_not_offered_detection_models_it_cannot_estimate(cap
     assert "resnet18" in error and "fasterrcnn" not in error and "ssd300" not in error
     assert error.endswith("(torchvision's detection models cannot be estimated or run by the workflow, only timed: "
                           "rooflow time --model NAME --mode inference)")
+
+
+def test_subset_refuses_one_path_for_both_outputs_and_a_subset_larger_than_memory(tmp_path, capsys):
+    """--output and --manifest the same file: exit 0, the manifest overwritten; --classes 100000 (120 GB of
+    generated images) grew until the machine ran out of memory."""
+    same = tmp_path / "same.pt"
+    assert cli.main(["subset", "--output", str(same), "--manifest", str(same)]) == 2
+    assert one_line_error(capsys) == (f"rooflow subset: error: --output and --manifest are both {same}: give the "
+                                      "manifest its own file (a .csv)")
+    assert cli.main(["subset", "--classes", "100000", "--output", str(tmp_path / "s.pt"), "--manifest",
+                     str(tmp_path / "m.csv")]) == 2
+    assert one_line_error(capsys) == (
+        "rooflow subset: error: --classes 100000 × --images-per-class 8 is 800,000 images, 120.4 GB at 224×224, "
+        "over the 2 GiB a subset may hold: lower them (the timed batches cycle through the subset)")
+    assert not list(tmp_path.iterdir())
+
+
+def test_time_refuses_more_threads_than_the_machine_can_run(capsys):
+    """--threads 100000 ended in a segmentation fault with nothing on stderr (torch's OpenMP)."""
+    import os
+
+    with pytest.raises(SystemExit):
+        cli.main(["time", "--model", "resnet18", "--batch", "1", "--threads", "100000"])
+    assert one_line_error(capsys).startswith(f"rooflow time: error: argument --threads: 100000 is more than 4 × this "
+                                             f"machine's {os.cpu_count()} CPUs")
+
+
+def test_inputs_read_only_for_a_device_or_given_as_a_folder_are_named(tmp_path, capsys):
+    """--ceilings without --device was never read (a missing file passed, exit 0); a folder as a subset or a kernel
+    calibrations file was "does not exist"; a foreign kernel calibrations file's fix wrote over it (-o that file)."""
+    assert cli.main(["estimate", "resnet18", "--ceilings", str(tmp_path / "none.json")]) == 2
+    assert one_line_error(capsys).endswith("--ceilings: it is for the prediction on a device: add --device KEY")
+    assert cli.main(["estimate", "resnet18", "--device", "t4", "--kernel-calibrations", str(tmp_path)]) == 2
+    assert one_line_error(capsys).endswith(f"{tmp_path} is a folder: give a kernel calibrations file (`rooflow "
+                                           "calibrate-kernels --data DIR -o kernels-GPU.json` writes one)")
+    foreign = tmp_path / "ceilings.json"
+    foreign.write_text("[1, 2]")
+    assert cli.main(["estimate", "resnet18", "--device", "t4", "--kernel-calibrations", str(foreign)]) == 2
+    error = one_line_error(capsys)
+    assert "not a kernel calibrations file" in error and f"-o {foreign}" not in error
+    assert cli.main(["time", "--model", "resnet18", "--batch", "1", "--subset", str(tmp_path)]) == 2
+    assert one_line_error(capsys).endswith(f"dataset subset '{tmp_path}' is a folder: give the .pt file `rooflow "
+                                           "subset --output` (the workflow's subset_dataset step) wrote")

@@ -107,7 +107,8 @@ def test_make_batch_cycles_and_normalises(tmp_path):
 
 def test_a_cut_or_foreign_subset_file_is_one_sentence(tmp_path):
     """A subset .pt cut short, a text file, or a tensor file of another kind ended in torch.load's traceback or a
-    KeyError inside the timing job; now one sentence saying to delete it and build it again."""
+    KeyError inside the timing job; now one sentence saying which file belongs there and to make it again if it is
+    one cut short (it said "delete it": the file given by mistake may be anything, a shipped calibration)."""
     path = tmp_path / "subset.pt"
     build_subset(SubsetSpec(root=None, classes=2, images_per_class=2, image_size=32, resize=36), path,
                  tmp_path / "manifest.csv")
@@ -116,10 +117,12 @@ def test_a_cut_or_foreign_subset_file_is_one_sentence(tmp_path):
     for name, content in (("cut.pt", whole[: len(whole) // 2]), ("text.pt", b"not a tensor file\n")):
         (tmp_path / name).write_bytes(content)
         with pytest.raises(RooflowError, match=rf"subset '.*{name}' is not a subset rooflow wrote \(torch.load "
-                                               r"raised \w+: a file cut short.*delete it and run the subset_dataset"):
+                                               r"raised \w+: a file cut short.*\): give the \.pt file `rooflow subset "
+                                               r"--output` wrote, or, if it is one cut short, make it again"):
             load_subset(tmp_path / name)
     torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
-    with pytest.raises(RooflowError, match=r"holds no uint8 images \(N, 3, H, W\) with their labels: delete it"):
+    with pytest.raises(RooflowError, match=r"holds no uint8 images \(N, 3, H, W\) with their labels: give the \.pt "
+                                         r"file `rooflow subset --output` wrote"):
         load_subset(tmp_path / "other.pt")
 
 
