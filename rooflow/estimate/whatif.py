@@ -22,6 +22,7 @@ listed with its fused-traffic roofline bound.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -86,7 +87,10 @@ def _measured_anchor(measured: dict[str, Any], base: dict[str, Any], devices: di
                      calibrations: dict, device_key: str) -> dict[str, Any]:
     """The scale every prediction is multiplied by: measured seconds / predicted seconds of the measured run."""
     source = measured.get("source", "the timing record")
-    different = [k for k in RUN_KEYS if measured.get(k) != base[k]]
+    if not all(k in measured for k in RUN_KEYS):  # another JSON (a ceilings file): not "a run that differs"
+        raise RooflowError(f"{source}: not a timing record (no {', '.join(k for k in RUN_KEYS if k not in measured)}): "
+                           f"pass the timing.json `rooflow time --output` (the workflow's timing job) wrote")
+    different = [k for k in RUN_KEYS if str(measured.get(k)) != str(base[k])]
     if different:
         raise RooflowError(f"{source}: the measured run differs from the what-if's in "
                            f"{', '.join(f'{k} ({measured.get(k)} vs {base[k]})' for k in different)}: "
@@ -103,6 +107,10 @@ def _measured_anchor(measured: dict[str, Any], base: dict[str, Any], devices: di
         raise RooflowError(f"{source}: its device '{key}' is not in the catalogue: pass a timing record "
                            f"written by rooflow's timing job on a catalogue device")
     seconds = measured.get("median_seconds")
+    if seconds and not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+                        and math.isfinite(seconds) and seconds > 0):  # scaled every prediction: negative throughputs
+        raise RooflowError(f"{source}: its median_seconds is {seconds!r}, not a positive number of seconds: pass the "
+                           f"timing record `rooflow time` wrote, unedited")
     if not seconds or measured.get("status", "ok") != "ok":
         raise RooflowError(f"{source}: it has no median_seconds (status {measured.get('status')}): pass the "
                            f"timing record of a run that completed")

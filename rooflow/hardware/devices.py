@@ -12,6 +12,7 @@ resources: rooflow cannot run on them, so the workflow's ``devices:`` rejects th
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,6 +376,18 @@ def check_ceilings(ceilings: dict[str, Any], device: Device, path: str | Path, s
         raise RooflowError(f"ceilings file {path} holds no measured roof (no peak_flops_per_second, no "
                            f"dram_bytes_per_second): give the JSON `rooflow ceilings --device {device.key} --output "
                            f"FILE` wrote on that device")
+    peaks = ceilings.get("peak_flops_per_second")
+    roofs = [(f"peak_flops_per_second.{k}", v) for k, v in (peaks.items() if isinstance(peaks, dict) else [])]
+    roofs += [(key, ceilings.get(key)) for key in ("dram_bytes_per_second", "l2_bytes_per_second",
+                                                   "l1_bytes_per_second") if ceilings.get(key) is not None]
+    bad = next(((key, value) for key, value in roofs if value is not None and not (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0)), None)
+    if peaks is not None and not isinstance(peaks, dict):
+        bad = ("peak_flops_per_second", peaks)
+    if bad:  # a hand-edited or foreign value: a TypeError traceback, or a NaN/negative roof under every prediction
+        raise RooflowError(f"ceilings file {path}: {bad[0]} is {bad[1]!r}, not a positive number (its "
+                           f"peak_flops_per_second a mapping of them): give the JSON `rooflow ceilings --device "
+                           f"{device.key} --output FILE` wrote on that device")
     why = ceilings_mismatch(ceilings, device, same_model)
     if why:
         raise RooflowError(f"ceilings file {path}: {why}: give the JSON `rooflow ceilings --device {device.key} "

@@ -114,3 +114,34 @@ def test_inputs_read_only_for_a_device_or_given_as_a_folder_are_named(tmp_path, 
     assert cli.main(["time", "--model", "resnet18", "--batch", "1", "--subset", str(tmp_path)]) == 2
     assert one_line_error(capsys).endswith(f"dataset subset '{tmp_path}' is a folder: give the .pt file `rooflow "
                                            "subset --output` (the workflow's subset_dataset step) wrote")
+
+
+def test_a_roof_or_a_time_that_is_not_a_positive_number_is_refused(tmp_path, capsys):
+    """A ceilings JSON with 'fast' as its bandwidth was a TypeError traceback, with NaN a NaN prediction (exit 0);
+    a timing record with a negative median gave negative predicted times and throughputs; a ceilings JSON given as
+    the timing record was "a run that differs in model (None vs resnet50)"."""
+    import json
+
+    ceilings = ROOT / "tests" / "data" / "real" / "h100-rooflow" / "ceilings-h100.json"
+    for value, shown in (("fast", "'fast'"), (float("nan"), "nan"), (-5, "-5")):
+        edited = tmp_path / "ceilings.json"
+        edited.write_text(json.dumps({**json.loads(ceilings.read_text()), "dram_bytes_per_second": value}))
+        assert cli.main(["estimate", "resnet18", "--device", "h100-sxm5-80gb", "--ceilings", str(edited),
+                         "--measured"]) == 2
+        assert one_line_error(capsys).startswith(f"rooflow estimate: error: ceilings file {edited}: "
+                                                 f"dram_bytes_per_second is {shown}, not a positive number")
+    assert cli.main(["estimate", "resnet18", "--device", "h100-sxm5-80gb", "--ceilings", str(ceilings),
+                     "--measured"]) == 0
+    capsys.readouterr()
+    assert cli.main(["estimate", "resnet50", "--device", "h100-sxm5-80gb", "--what-if", "--from-measured",
+                     str(ceilings)]) == 2
+    assert one_line_error(capsys).endswith(f"{ceilings}: not a timing record (no model, batch, precision, mode): "
+                                           "pass the timing.json `rooflow time --output` (the workflow's timing job) "
+                                           "wrote")
+    record = {"model": "resnet50", "batch": 64, "precision": "tf32", "mode": "inference", "device": "h100-sxm5-80gb",
+              "status": "ok", "median_seconds": -1.0}
+    (tmp_path / "timing.json").write_text(json.dumps(record))
+    assert cli.main(["estimate", "resnet50", "--batch", "64", "--precision", "tf32", "--device", "h100-sxm5-80gb",
+                     "--what-if", "--from-measured", str(tmp_path / "timing.json")]) == 2
+    assert one_line_error(capsys).endswith("its median_seconds is -1.0, not a positive number of seconds: pass the "
+                                           "timing record `rooflow time` wrote, unedited")
