@@ -126,6 +126,9 @@ def read_json(path: str | Path) -> Any:
     sentence naming it (a missing or binary one: rooflow.logs.describe_failure)."""
     try:
         return json.loads(Path(path).read_text())
+    except UnicodeDecodeError as error:
+        raise RooflowError(f"{path} is not text ({error.reason} at byte {error.start}): a binary file was given "
+                           f"where a JSON file is expected; give the JSON file the step or command wrote") from None
     except json.JSONDecodeError as error:
         raise RooflowError(f"{path}: not JSON ({error.msg} at line {error.lineno}, column {error.colno}): a file cut "
                            f"short, or not the file that belongs here; give the JSON file the step or command "

@@ -50,6 +50,13 @@ def _cmd(args) -> int:
         write_shipped,
     )
 
+    # options a mode would drop without a word (exit 0, no file written)
+    ignored = ([name for name, given in (("--data", args.data), ("--held-out", args.held_out), ("-o", args.output))
+                if given] if args.check else ["-o"] if args.held_out and args.output else [])
+    if ignored:
+        mode = "--check" if args.check else "--held-out"
+        raise RooflowError(f"{mode} scores and prints; it does not use {', '.join(ignored)}: give {mode} alone, "
+                           f"or --data DIR -o FILE to fit and write a calibration")
     if args.check:
         devices = load_devices(default_catalogue_path())
         disagreements = config_disagreements(args.check)

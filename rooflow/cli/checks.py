@@ -15,6 +15,9 @@ FOLDERS = {"estimates": "estimate", "ceilings": "ceilings", "profiles": "profile
 
 
 def _cmd_checks(args: argparse.Namespace) -> int:
+    if args.records and not Path(args.records).is_file():  # "all self-checks passed", exit 0, had read nothing
+        raise RooflowError(f"--records {args.records}: no such file: give the workflow's results/checks/checks.json, "
+                           "or leave --records out to compute the checks")
     records_file = Path(args.records) if args.records else records_path(args.summary)
     summary = Path(args.summary)
     given = {option: getattr(args, option) for option in FOLDERS if getattr(args, option) is not None}

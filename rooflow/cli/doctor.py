@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from rooflow.errors import RooflowError
 from rooflow.hardware.devices import default_catalogue_path
 
 
@@ -11,6 +13,9 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from rooflow.io import atomic_path, write_json
     from rooflow.measure.doctor import exit_status, format_table, run_doctor
 
+    if args.output and args.json and Path(args.output).resolve() == Path(args.json).resolve():
+        raise RooflowError(f"--output and --json are both {args.output}: the second would replace the first; give "
+                           "each its own file")
     rows = run_doctor(args.device, args.devices_file, args.files, args.ncu, args.nsys)
     table = format_table(rows)
     print(table)

@@ -145,3 +145,22 @@ def test_a_roof_or_a_time_that_is_not_a_positive_number_is_refused(tmp_path, cap
                      "--what-if", "--from-measured", str(tmp_path / "timing.json")]) == 2
     assert one_line_error(capsys).endswith("its median_seconds is -1.0, not a positive number of seconds: pass the "
                                            "timing record `rooflow time` wrote, unedited")
+
+
+def test_options_a_mode_would_drop_and_paths_that_collide_are_refused(tmp_path, capsys):
+    """`checks --records nowhere.json` printed "all self-checks passed" (exit 0); `calibrate-kernels --check DIR -o F`
+    exited 0 writing nothing; `doctor --output F --json F` lost the table; a binary JSON input named no file."""
+    assert cli.main(["checks", str(SUMMARY), "--records", str(tmp_path / "nowhere.json")]) == 2
+    assert one_line_error(capsys).startswith(f"rooflow checks: error: --records {tmp_path / 'nowhere.json'}: no such "
+                                             "file")
+    assert cli.main(["calibrate-kernels", "--check", str(tmp_path), "-o", str(tmp_path / "k.json")]) == 2
+    assert one_line_error(capsys) == ("rooflow calibrate-kernels: error: --check scores and prints; it does not use -o: "
+                                      "give --check alone, or --data DIR -o FILE to fit and write a calibration")
+    same = tmp_path / "doctor.txt"
+    assert cli.main(["doctor", "--output", str(same), "--json", str(same)]) == 2
+    assert one_line_error(capsys).startswith(f"rooflow doctor: error: --output and --json are both {same}")
+    binary = tmp_path / "ceilings.json"
+    binary.write_bytes(bytes(range(128, 256)))
+    assert cli.main(["estimate", "resnet18", "--device", "cpu", "--ceilings", str(binary)]) == 2
+    assert one_line_error(capsys).startswith(f"rooflow estimate: error: {binary} is not text (")
+    assert not (tmp_path / "k.json").exists() and not same.exists()
