@@ -161,19 +161,19 @@ def check_kernel_calibrations(name: str, workdir: Path, key: str, source: str = 
 def check_dataset(dataset: dict[str, Any], workdir: Path, source: str = "config") -> None:
     """dataset.root, when set: a folder of class folders, at least dataset.classes of which hold an image.
     Cheap on ImageNet-sized trees: it stops at the first image of each class folder."""
-    from rooflow.workload.dataset import IMAGE_EXTENSIONS, MAX_SUBSET_BYTES
+    from rooflow.workload.dataset import IMAGE_EXTENSIONS, MAX_SUBSET_BYTES, subset_bytes
 
     if dataset["resize"] < dataset["image_size"]:
         raise RooflowError(f"{source}: key 'dataset/resize' is {dataset['resize']}, below dataset.image_size "
                            f"{dataset['image_size']}: the center crop would pad the images with black borders; "
                            f"resize to image_size or more (the evaluation transform: 256 for a 224 crop)")
     images = dataset["classes"] * dataset["images_per_class"]
-    subset_bytes = images * 3 * dataset["image_size"] ** 2  # uint8 (N, 3, S, S): every timing job loads it whole
-    if subset_bytes > MAX_SUBSET_BYTES:
+    nbytes = subset_bytes(dataset["classes"], dataset["images_per_class"], dataset["image_size"])
+    if nbytes > MAX_SUBSET_BYTES:  # every timing job loads the subset whole
         raise RooflowError(
             f"{source}: key 'dataset/classes' ({dataset['classes']}) × dataset.images_per_class "
             f"({dataset['images_per_class']}) asks for {images:,} images, "
-            f"{subset_bytes / 1e9:.1f} GB at {dataset['image_size']}×{dataset['image_size']}, which every timing job "
+            f"{nbytes / 1e9:.1f} GB at {dataset['image_size']}×{dataset['image_size']}, which every timing job "
             f"would hold in memory (at most {MAX_SUBSET_BYTES / 2**30:.0f} GiB): the subset only feeds the timed "
             f"batches, which cycle through it, so lower them (the default is 4 × 8)")
     root = dataset["root"]

@@ -22,7 +22,6 @@ listed with its fused-traffic roofline bound.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +31,7 @@ from rooflow.estimate.calibration import for_device
 from rooflow.estimate.predict import predict_memory, predict_seconds
 from rooflow.estimate.timemodel import predict_step, step_spread
 from rooflow.hardware.devices import unknown_device_error
+from rooflow.units import positive_number
 
 CHANGES = ("precision", "batch", "variant", "device")
 BATCH_FACTORS = (0.5, 2, 4)
@@ -107,8 +107,7 @@ def _measured_anchor(measured: dict[str, Any], base: dict[str, Any], devices: di
         raise RooflowError(f"{source}: its device '{key}' is not in the catalogue: pass a timing record "
                            f"written by rooflow's timing job on a catalogue device")
     seconds = measured.get("median_seconds")
-    if seconds and not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
-                        and math.isfinite(seconds) and seconds > 0):  # scaled every prediction: negative throughputs
+    if seconds and not positive_number(seconds):  # it scales every prediction: a negative one, negative throughputs
         raise RooflowError(f"{source}: its median_seconds is {seconds!r}, not a positive number of seconds: pass the "
                            f"timing record `rooflow time` wrote, unedited")
     if not seconds or measured.get("status", "ok") != "ok":

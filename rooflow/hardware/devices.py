@@ -12,7 +12,6 @@ resources: rooflow cannot run on them, so the workflow's ``devices:`` rejects th
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, Literal
 from rooflow.config_io import close_matches, load_schema, read_yaml, validate
 from rooflow.errors import RooflowError
 from rooflow.io import read_json_object
+from rooflow.units import positive_number
 
 TERA = 1e12
 GIGA = 1e9
@@ -380,10 +380,8 @@ def check_ceilings(ceilings: dict[str, Any], device: Device, path: str | Path, s
     roofs = [(f"peak_flops_per_second.{k}", v) for k, v in (peaks.items() if isinstance(peaks, dict) else [])]
     roofs += [(key, ceilings.get(key)) for key in ("dram_bytes_per_second", "l2_bytes_per_second",
                                                    "l1_bytes_per_second") if ceilings.get(key) is not None]
-    bad = next(((key, value) for key, value in roofs if value is not None and not (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0)), None)
-    if peaks is not None and not isinstance(peaks, dict):
-        bad = ("peak_flops_per_second", peaks)
+    bad = (("peak_flops_per_second", peaks) if peaks is not None and not isinstance(peaks, dict) else
+           next(((key, value) for key, value in roofs if value is not None and not positive_number(value)), None))
     if bad:  # a hand-edited or foreign value: a TypeError traceback, or a NaN/negative roof under every prediction
         raise RooflowError(f"ceilings file {path}: {bad[0]} is {bad[1]!r}, not a positive number (its "
                            f"peak_flops_per_second a mapping of them): give the JSON `rooflow ceilings --device "

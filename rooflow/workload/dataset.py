@@ -18,6 +18,11 @@ from rooflow.io import atomic_path, write_csv
 # The largest subset (uint8 images) one may ask for: it is built in memory, and every timing job loads it whole.
 MAX_SUBSET_BYTES = 2 * 2**30
 
+
+def subset_bytes(classes: int, images_per_class: int, image_size: int) -> int:
+    """Bytes of a subset's uint8 images (N, 3, S, S)."""
+    return classes * images_per_class * 3 * image_size ** 2
+
 log = logging.getLogger(__name__)
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".tif", ".tiff", ".webp"}
@@ -41,10 +46,11 @@ class SubsetSpec:
             raise RooflowError(f"resize {self.resize} is below image_size {self.image_size}: the center crop would pad "
                                f"the images with black borders; resize to image_size or more (the evaluation "
                                f"transform: 256 for a 224 crop)")
-        images = self.classes * self.images_per_class
-        if images * 3 * self.image_size ** 2 > MAX_SUBSET_BYTES:  # it is built in memory and every timing job loads it
+        images, nbytes = self.classes * self.images_per_class, subset_bytes(self.classes, self.images_per_class,
+                                                                            self.image_size)
+        if nbytes > MAX_SUBSET_BYTES:  # it is built in memory and every timing job loads it
             raise RooflowError(f"dataset.classes {self.classes} × dataset.images_per_class {self.images_per_class} is "
-                               f"{images:,} images, {images * 3 * self.image_size ** 2 / 1e9:.1f} GB at "
+                               f"{images:,} images, {nbytes / 1e9:.1f} GB at "
                                f"{self.image_size}×{self.image_size}, over the {MAX_SUBSET_BYTES / 2**30:.0f} GiB a "
                                f"subset may hold: lower them (the timed batches cycle through the subset)")
 

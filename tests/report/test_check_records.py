@@ -54,13 +54,16 @@ def test_the_summary_column_renders_the_records_and_the_checks_file_holds_them(t
     assert read_checks(path) == again and all(isinstance(c, Check) for c in again)
 
 
+# a record the workflow's check_runs step wrote, which no check computed from the summary gives
+LATENCY_RECORD = Check(run="cpu alexnet b1 fp32 training", device="cpu", model="alexnet", batch=1, precision="fp32",
+                       mode="training", severity="warning", check="forward:backward latency", value="6.74",
+                       expected="[0.95, 3.80]", cause="unexplained", evidence="Conv2d backward 80 ms")
+
+
 def test_rooflow_checks_prints_the_records_file_with_its_evidence(tmp_path, capsys):
     rows = noisy_oom_rows()
     write_csv(tmp_path / "summary.csv", pd.DataFrame(rows, columns=COLUMNS))
-    record = Check(run="cpu alexnet b1 fp32 training", device="cpu", model="alexnet", batch=1, precision="fp32",
-                   mode="training", severity="warning", check="forward:backward latency", value="6.74",
-                   expected="[0.95, 3.80]", cause="unexplained", evidence="Conv2d backward 80 ms")
-    write_checks(records_path(tmp_path / "summary.csv"), [record])
+    write_checks(records_path(tmp_path / "summary.csv"), [LATENCY_RECORD])
     # the workflow's records, newer than the summary: printed as written, not recomputed
     assert cli.main(["checks", str(tmp_path / "summary.csv")]) == 0
     out = capsys.readouterr().out
@@ -77,10 +80,7 @@ def test_rooflow_checks_with_a_devices_file_computes_with_it_or_names_the_missin
     ignored — a path to nothing passed, exit 0, and the datasheet comparison it asks for never ran."""
     rows = noisy_oom_rows()
     write_csv(tmp_path / "summary.csv", pd.DataFrame(rows, columns=COLUMNS))
-    record = Check(run="cpu alexnet b1 fp32 training", device="cpu", model="alexnet", batch=1, precision="fp32",
-                   mode="training", severity="warning", check="forward:backward latency", value="6.74",
-                   expected="[0.95, 3.80]", cause="unexplained", evidence="Conv2d backward 80 ms")
-    write_checks(records_path(tmp_path / "summary.csv"), [record])
+    write_checks(records_path(tmp_path / "summary.csv"), [LATENCY_RECORD])
     assert cli.main(["checks", str(tmp_path / "summary.csv"), "--devices-file", str(tmp_path / "none.yaml")]) == 2
     assert capsys.readouterr().err.strip() == (
         f"rooflow checks: error: --devices-file {tmp_path / 'none.yaml'}: no such file: give a device catalogue "
