@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from rooflow.errors import RooflowError
@@ -13,11 +14,20 @@ from rooflow.io import read_json_object, write_json
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     # imported here: rooflow.estimate imports torch, which no other `rooflow` command should wait for
-    from rooflow.estimate.calibration import derive_from_recordings, load_recordings, read_trace
+    from rooflow.estimate.calibration import (
+        check_step_trace,
+        derive_from_recordings,
+        load_recordings,
+        read_trace,
+    )
 
     if not Path(args.ceilings).is_file():
         raise RooflowError(f"--ceilings {args.ceilings}: no such file: give the JSON `rooflow ceilings --device "
                            f"{args.device} --output FILE` wrote on that device")
+    if not load_device(args.devices_file, args.device).is_cuda:  # a CPU's calibration: `rooflow ceilings --calibrate`
+        raise RooflowError(f"--device {args.device}: not a GPU: recordings of CUDA kernels calibrate a GPU; give the "
+                           f"catalogue key of the GPU they were recorded on (a CPU's calibration: `rooflow ceilings "
+                           f"--calibrate` on it)")
     device = load_device(args.devices_file, args.device, args.ceilings)
     ceilings = read_json_object(args.ceilings, CEILINGS_FILE)
     check_ceilings(ceilings, device, args.ceilings, same_model=True)
@@ -27,7 +37,11 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     for mode in ("inference", "training"):
         candidates = sorted(folder.glob(f"torch-profiler-*-{mode}.json*"))
         if candidates:
-            traces[mode] = read_trace(candidates[0])
+            traces[mode] = check_step_trace(read_trace(candidates[0]), candidates[0])
+    if "training" in traces and "inference" not in traces:  # the host costs start from an inference step's
+        print(f"rooflow calibrate: warning: {folder}: a torch.profiler trace of a training step but none of an "
+              f"inference step: host costs not derived (the default ones apply); add "
+              f"torch-profiler-<model>-b<batch>-<precision>-inference.json(.gz) to derive them", file=sys.stderr)
     calibration = derive_from_recordings(recordings, device, ceilings, traces,
                                          source=args.source or f"derived from the recordings in {folder.name}/")
     data = calibration.to_json()

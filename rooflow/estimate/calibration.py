@@ -189,6 +189,10 @@ def load_recordings(folder: str | Path) -> list[Recording]:
         trace = read_trace(path)
         rows = [(event["name"], event["dur"] * 1e-6) for event in trace["traceEvents"]
                 if event.get("cat") == "kernel" and "name" in event and "dur" in event]
+        if not rows:  # an empty recording would stand in for the step's ncu file and price it at 0 s
+            raise RooflowError(f"{path}: no CUDA kernel events: record the step with "
+                               f"activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on the GPU, or move the "
+                               f"trace out of the folder")
         kernels = pd.DataFrame(rows, columns=["name", "seconds"])
         kernels["kernel_class"] = [classify_kernel(name) for name in kernels["name"]]
         found[key] = Recording(*key, kernels, "torch.profiler", str(path), _step_seconds(folder, key))
@@ -322,13 +326,28 @@ def _measured_parts(recording: Recording, clock_ratio: float) -> dict[str, float
     return dict(parts)
 
 
+# the range around the recorded step that host costs are read within (PROVENANCE.md of tests/data/real)
+STEP_RANGE = "rooflow:"
+
+
+def check_step_trace(trace: dict, path: str | Path) -> dict:
+    """``trace`` if it holds the ``rooflow:<model>:b<batch>:<precision>:<mode>`` range of one step (host
+    costs are read inside it); else one sentence naming ``path``."""
+    if not any(e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(STEP_RANGE)
+               for e in trace["traceEvents"] if e.get("ph") == "X"):
+        raise RooflowError(f"{path}: no '{STEP_RANGE}<model>:b<batch>:<precision>:<mode>' range around a step: "
+                           f"record the step inside torch.profiler.record_function('{STEP_RANGE}...') (as "
+                           f"tests/data/real/PROVENANCE.md describes), or move the trace out of the folder")
+    return trace
+
+
 def profiled_host_costs(trace: dict) -> dict[str, float]:
     """Median CPU seconds, under torch.profiler, of the top-level host work of one recorded step: a
     one-kernel op (``simple``: aten::relu_ and aten::add_), a convolution and a batch norm call, the gap
     between two forward ops (Python and nn.Module work), a backward node (AccumulateGrad apart) and a
     foreach optimizer call."""
     events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
-    step = next(e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("rooflow:"))
+    step = next(e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith(STEP_RANGE))
     start, end = step["ts"], step["ts"] + step["dur"]
     by_thread: dict[Any, list] = collections.defaultdict(list)
     for e in events:
@@ -624,13 +643,16 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
         values["kernel_gap_seconds"] = round(gap, 9)
         notes.append("kernel_gap_seconds: the timed steps' time less their recorded kernels' sum, per kernel")
     op_seconds = copy_loop_seconds(ceilings)
-    if traces and op_seconds:
-        inference = profiled_host_costs(traces["inference"])
+    inference = profiled_host_costs(traces["inference"]) if op_seconds and traces and traces.get("inference") else None
+    if inference is not None and "simple" in inference:
         training = profiled_host_costs(traces["training"]) if traces.get("training") else None
         values.update(host_costs(inference, training, op_seconds))
         notes.append(f"host: one op = {op_seconds * 1e6:.1f} µs (the ceilings' back-to-back small-copy loop); "
                      "other host costs in proportion to it, from torch.profiler traces of an inference and a "
                      "training step")
+    elif inference is not None:  # it was a KeyError
+        notes.append("host costs: not derived (the inference trace has no aten::relu_ or aten::add_ call, the "
+                     "one-kernel op they are scaled from); the defaults apply")
     missing = [p for p in ("fp16", "bf16") if p not in matmul_efficiency]
     if missing:
         notes.append(f"no recording of {'/'.join(missing)} steps: their tensor-core convolutions take TF32's forward "

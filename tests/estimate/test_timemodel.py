@@ -763,6 +763,14 @@ def test_dram_sized_efficiencies_above_the_roof_are_held_at_it():
     # a real ncu log of FLOP and DRAM counters (anoushka21-cloudml's A100 VGG-11): it calibrated kernel_seconds NaN
     ({"vgg11-b32-fp32-training-ncu.csv": (H100.parent / "anoushka21-cloudml/proj1/a100/vgg11/ncu-log-vgg11.txt")},
      "vgg11-b32-fp32-training-ncu.csv: 170 of its 170 kernels have no duration (gpu__time_duration.sum): record"),
+    # a trace without CUDA activity stood in for the step's ncu file (priced at 0 s); one without rooflow's step
+    # range was a StopIteration traceback
+    ({"torch-profiler-resnet50-b64-tf32-inference.json": b'{"traceEvents": []}',
+      "resnet50-b64-tf32-inference-ncu.csv.gz": H100 / "resnet50-b64-tf32-inference-ncu.csv.gz"},
+     "torch-profiler-resnet50-b64-tf32-inference.json: no CUDA kernel events: record the step with activities="),
+    ({"torch-profiler-resnet50-b64-tf32-inference.json":
+      b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 5}]}'},
+     "torch-profiler-resnet50-b64-tf32-inference.json: no 'rooflow:<model>:b<batch>:<precision>:<mode>' range"),
 ])
 def test_calibrate_refuses_a_folder_without_readable_recordings(tmp_path, capsys, layout, says):
     """`rooflow calibrate --from-recordings` of a missing folder, one with no recordings (it printed a calibration
@@ -780,6 +788,56 @@ def test_calibrate_refuses_a_folder_without_readable_recordings(tmp_path, capsys
                      "--ceilings", str(H100 / "ceilings-h100.json"), "-o", str(output)]) == 2
     captured = capsys.readouterr()
     assert says in captured.err and "\n" not in captured.err.strip() and captured.out == ""
+    assert not output.exists()
+
+
+def test_calibrate_from_a_training_trace_alone_keeps_the_default_host_costs(tmp_path, capsys):
+    """Host costs are scaled from an inference step's one-kernel ops: a folder whose only trace is a training
+    step's was a KeyError 'inference' traceback. It now calibrates the kernels, keeps the default host costs and
+    says so on stderr."""
+    from rooflow import cli
+
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    for name in ("torch-profiler-resnet50-b64-tf32-training.json.gz", "resnet50-b64-tf32-training-ncu.csv.gz"):
+        (folder / name).write_bytes((H100 / name).read_bytes())
+    output = tmp_path / "calibration.json"
+    assert cli.main(["calibrate", "--from-recordings", str(folder), "--device", "h100-sxm5-80gb",
+                     "--ceilings", str(H100 / "ceilings-h100.json"), "-o", str(output)]) == 0
+    err = capsys.readouterr().err
+    assert "a torch.profiler trace of a training step but none of an inference step: host costs not derived" in err
+    derived = json.loads(output.read_text())
+    assert derived["matmul_efficiency"]["tf32"] > 0
+    calibration, default = Calibration.from_json(derived), Calibration(source="defaults")
+    hosts = [name for name in vars(default) if name.startswith("host_")]
+    assert len(hosts) == 6 and all(getattr(calibration, n) == getattr(default, n) for n in hosts)
+
+
+def test_host_costs_need_a_one_kernel_op_in_the_inference_trace(h100):
+    """Host costs are scaled from the inference trace's aten::relu_/aten::add_ calls: a trace without one (a
+    GELU network's) was a KeyError 'simple' traceback. The defaults are kept and the notes say why."""
+    ceilings = json.loads((H100 / "ceilings-h100.json").read_text())
+    step = {"ph": "X", "cat": "user_annotation", "name": "rooflow:vit:b1:tf32:inference", "ts": 0, "dur": 100}
+    conv = {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "ts": 10, "dur": 20, "tid": 1}
+    derived = derive_from_recordings(load_recordings(H100)[:1], h100, ceilings,
+                                     {"inference": {"traceEvents": [step, conv]}}, source="test")
+    assert derived.host_op_seconds == Calibration(source="defaults").host_op_seconds
+    assert any(note.startswith("host costs: not derived (the inference trace has no aten::relu_ or aten::add_ call")
+               for note in derived.notes)
+
+
+def test_calibrate_refuses_a_cpu_device(tmp_path, capsys):
+    """CUDA kernel recordings calibrate a GPU: `--device cpu` with the CPU's own ceilings derived a 'calibration'
+    of the CPU from the H100's kernels."""
+    from rooflow import cli
+
+    output = tmp_path / "calibration.json"
+    assert cli.main(["calibrate", "--from-recordings", str(H100), "--device", "cpu",
+                     "--ceilings", str(RECORDED_CPU_CEILINGS), "-o", str(output)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == ("rooflow calibrate: error: --device cpu: not a GPU: recordings of CUDA kernels "
+                                    "calibrate a GPU; give the catalogue key of the GPU they were recorded on (a "
+                                    "CPU's calibration: `rooflow ceilings --calibrate` on it)")
     assert not output.exists()
 
 
