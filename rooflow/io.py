@@ -121,6 +121,17 @@ def write_csv(path: str | Path, frame) -> None:
         frame.to_csv(tmp, index=False)
 
 
+def missing(path: str | Path, folder: bool = False) -> str | None:
+    """Why ``path`` is not the existing file (``folder``: folder) an option names — "no such file", "a folder,
+    not a file", … — or None. A folder given for a file was reported as missing."""
+    path = Path(path)
+    if path.is_dir() if folder else path.is_file():
+        return None
+    if path.is_dir() or path.is_file():
+        return "a folder, not a file" if path.is_dir() else "a file, not a folder"
+    return f"not a {'folder' if folder else 'regular file'}" if path.exists() else f"no such {'folder' if folder else 'file'}"
+
+
 def read_json(path: str | Path) -> Any:
     """A JSON file's content; a file that is not JSON (cut short, or another kind of file given) ends in one
     sentence naming it (a missing or binary one: rooflow.logs.describe_failure)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import CEILINGS_FILE, check_ceilings, default_catalogue_path, load_device
-from rooflow.io import read_json_object, write_json
+from rooflow.io import missing, read_json_object, write_json
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
@@ -21,8 +21,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         read_trace,
     )
 
-    if not Path(args.ceilings).is_file():
-        raise RooflowError(f"--ceilings {args.ceilings}: no such file: give the JSON `rooflow ceilings --device "
+    if missing(args.ceilings):
+        raise RooflowError(f"--ceilings {args.ceilings}: {missing(args.ceilings)}: give the JSON `rooflow ceilings --device "
                            f"{args.device} --output FILE` wrote on that device")
     if not load_device(args.devices_file, args.device).is_cuda:  # a CPU's calibration: `rooflow ceilings --calibrate`
         raise RooflowError(f"--device {args.device}: not a GPU: recordings of CUDA kernels calibrate a GPU; give the "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import check_ceilings, default_catalogue_path, load_devices
-from rooflow.io import read_json
+from rooflow.io import missing, read_json
 
 # rooflow.estimate's modules are imported by the commands themselves: importing any of them imports torch
 # (rooflow/estimate/__init__.py), seconds that every other `rooflow` command would pay for parsing its arguments.
@@ -25,8 +25,9 @@ def _roofs(specs: list[str]) -> dict:
         if not path or key not in devices:
             raise RooflowError(f"--ceilings {spec!r}: expected KEY=FILE with KEY a catalogue device "
                                f"(`rooflow devices` lists them) and FILE a `rooflow ceilings` JSON")
-        if not Path(path).is_file():
-            raise RooflowError(f"--ceilings {spec!r}: {path} does not exist")
+        if missing(path):
+            raise RooflowError(f"--ceilings {spec!r}: {path}: {missing(path)}: give the JSON `rooflow ceilings "
+                               f"--device {key} --output FILE` wrote on that device")
         ceilings = read_json(path)
         if isinstance(ceilings, dict):  # anything else: roof_from_ceilings says it holds no FP32 rate
             check_ceilings(ceilings, devices[key], path, same_model=True)

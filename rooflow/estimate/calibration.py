@@ -44,7 +44,7 @@ from rooflow.estimate.timemodel import (
     transpose_kernel_seconds,
     undirected,
 )
-from rooflow.io import read_json
+from rooflow.io import missing, read_json
 
 SHIPPED = {"h100-sxm5-80gb": "h100-sxm5-80gb.json"}
 # Kernel classes (rooflow.profilers.kernels) → the time model's parts.
@@ -179,8 +179,8 @@ def load_recordings(folder: str | Path) -> list[Recording]:
     from rooflow.profilers.ncu import aggregate_ncu
 
     folder = Path(folder)
-    if not folder.is_dir():
-        raise RooflowError(f"{folder}: no such folder of recordings: give the folder that holds {RECORDING_FILES}")
+    if missing(folder, folder=True):
+        raise RooflowError(f"{folder}: {missing(folder, folder=True)} of recordings: give the folder that holds {RECORDING_FILES}")
     found: dict[tuple, Recording] = {}
     for path in sorted(folder.glob("torch-profiler-*.json*")):
         key = _recording_key(path)

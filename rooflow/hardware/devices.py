@@ -368,14 +368,11 @@ def ceilings_mismatch(ceilings: dict[str, Any], device: Device, same_model: bool
     return None
 
 
-def check_ceilings(ceilings: dict[str, Any], device: Device, path: str | Path, same_model: bool = False) -> None:
-    """Refuse, in one sentence naming the file and the fix, ceilings :func:`ceilings_mismatch` says are another
-    device's."""
+def ceilings_roofs_problem(ceilings: dict[str, Any]) -> str | None:
+    """What makes a ceilings JSON's roofs unusable — none measured, or one not a positive number — or None."""
     if not ceilings.get("peak_flops_per_second") and not ceilings.get("dram_bytes_per_second"):
         # `{}` or another JSON: it was ignored without a word, and the advice then said to pass --ceilings
-        raise RooflowError(f"ceilings file {path} holds no measured roof (no peak_flops_per_second, no "
-                           f"dram_bytes_per_second): give the JSON `rooflow ceilings --device {device.key} --output "
-                           f"FILE` wrote on that device")
+        return "holds no measured roof (no peak_flops_per_second, no dram_bytes_per_second)"
     peaks = ceilings.get("peak_flops_per_second")
     roofs = [(f"peak_flops_per_second.{k}", v) for k, v in (peaks.items() if isinstance(peaks, dict) else [])]
     roofs += [(key, ceilings.get(key)) for key in ("dram_bytes_per_second", "l2_bytes_per_second",
@@ -383,9 +380,17 @@ def check_ceilings(ceilings: dict[str, Any], device: Device, path: str | Path, s
     bad = (("peak_flops_per_second", peaks) if peaks is not None and not isinstance(peaks, dict) else
            next(((key, value) for key, value in roofs if value is not None and not positive_number(value)), None))
     if bad:  # a hand-edited or foreign value: a TypeError traceback, or a NaN/negative roof under every prediction
-        raise RooflowError(f"ceilings file {path}: {bad[0]} is {bad[1]!r}, not a positive number (its "
-                           f"peak_flops_per_second a mapping of them): give the JSON `rooflow ceilings --device "
-                           f"{device.key} --output FILE` wrote on that device")
+        return f"{bad[0]} is {bad[1]!r}, not a positive number (its peak_flops_per_second a mapping of them)"
+    return None
+
+
+def check_ceilings(ceilings: dict[str, Any], device: Device, path: str | Path, same_model: bool = False) -> None:
+    """Refuse, in one sentence naming the file and the fix, ceilings whose roofs are unusable
+    (:func:`ceilings_roofs_problem`) or :func:`ceilings_mismatch` says are another device's."""
+    problem = ceilings_roofs_problem(ceilings)
+    if problem:
+        raise RooflowError(f"ceilings file {path}{' ' if problem.startswith('holds') else ': '}{problem}: give the "
+                           f"JSON `rooflow ceilings --device {device.key} --output FILE` wrote on that device")
     why = ceilings_mismatch(ceilings, device, same_model)
     if why:
         raise RooflowError(f"ceilings file {path}: {why}: give the JSON `rooflow ceilings --device {device.key} "

@@ -67,7 +67,8 @@ from typing import Any
 import pandas as pd
 
 from rooflow.conventions import PAGE_FAULT_PART
-from rooflow.io import read_json
+from rooflow.errors import RooflowError
+from rooflow.io import read_json, read_json_object
 from rooflow.report.findings import (  # CHECK_COLUMNS and run_label: also importable from here
     CHECK_COLUMNS,  # noqa: F401
     RUN_COLUMNS,
@@ -468,6 +469,10 @@ def severity_of(flags: dict[tuple, str], device: str, model: str, batch: int, pr
     return min(found, key=rank.__getitem__) if found else None
 
 
+# what an estimate folder's MODEL/bBATCH-PRECISION-MODE/totals.json is
+TOTALS_FILE = "an estimate's totals (the totals.json the workflow's estimate_model step writes)"
+
+
 def load_estimates(totals_paths, layers_paths=()) -> tuple[dict[tuple, dict], dict[tuple, pd.DataFrame]]:
     """The estimator's totals.json (every run) and layers.csv (training runs: the forward:backward check
     needs them), keyed by (model, batch, precision, mode). `layers_paths` pairs with `totals_paths`."""
@@ -475,7 +480,11 @@ def load_estimates(totals_paths, layers_paths=()) -> tuple[dict[tuple, dict], di
     layers: dict[tuple, pd.DataFrame] = {}
     layers_paths = list(layers_paths) or [None] * len(list(totals_paths))
     for totals_path, layers_path in zip(totals_paths, layers_paths):
-        total = read_json(totals_path)
+        total = read_json_object(totals_path, TOTALS_FILE)
+        missing = [k for k in ("model", "batch", "precision", "mode") if k not in total]
+        if missing:  # another JSON in the estimate folder: a KeyError traceback
+            raise RooflowError(f"{totals_path}: not {TOTALS_FILE}: no {', '.join(missing)}; write it again "
+                               f"(`snakemake --forcerun estimate_model`), or move it out of the estimate folder")
         key = (total["model"], int(total["batch"]), total["precision"], total["mode"])
         totals[key] = total
         if layers_path and total["mode"] == "training":
@@ -506,6 +515,19 @@ def load_op_times(timings_paths) -> dict[tuple, pd.DataFrame]:
     return out
 
 
+def _read_ceilings(path: str | Path) -> dict[str, Any]:
+    """A measured ceilings JSON of the results tree; a foreign or hand-broken one (a list, a string roof: a
+    traceback in the checks) ends in one sentence naming it."""
+    from rooflow.hardware.devices import CEILINGS_FILE, ceilings_roofs_problem
+
+    ceilings = read_json_object(path, CEILINGS_FILE)
+    problem = ceilings_roofs_problem(ceilings)
+    if problem:
+        raise RooflowError(f"ceilings file {path}: {problem}: measure it again (`rooflow ceilings --device "
+                           f"{Path(path).stem} --output {path}` on that device), or move it out of the ceilings folder")
+    return ceilings
+
+
 def check_file_records(summary_path: str | Path, totals_paths=(), layers_paths=(), ceilings_paths=(),
                        devices_file: str | Path | None = None, timings_paths=(), guard_paths=()
                        ) -> tuple[list[Check], pd.DataFrame]:
@@ -514,9 +536,9 @@ def check_file_records(summary_path: str | Path, totals_paths=(), layers_paths=(
     DRAM roofs where `devices_file` is given, the timing records (their measured time per layer) and the ncu
     aggregates (ncu.json), whose guard records become checks."""
     totals, layers = load_estimates(totals_paths, layers_paths)
-    ceilings = {Path(p).stem: read_json(p) for p in ceilings_paths}
+    ceilings = {Path(p).stem: _read_ceilings(p) for p in ceilings_paths}
     datasheet_dram = None
-    if devices_file and ceilings:
+    if devices_file:  # read even with no ceilings to compare: a foreign file given passed without a word
         from rooflow.hardware.devices import load_devices
 
         datasheet_dram = {k: d.dram_bytes_per_second for k, d in load_devices(devices_file).items()}

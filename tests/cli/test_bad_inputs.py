@@ -164,3 +164,25 @@ def test_options_a_mode_would_drop_and_paths_that_collide_are_refused(tmp_path, 
     assert cli.main(["estimate", "resnet18", "--device", "cpu", "--ceilings", str(binary)]) == 2
     assert one_line_error(capsys).startswith(f"rooflow estimate: error: {binary} is not text (")
     assert not (tmp_path / "k.json").exists() and not same.exists()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["calibrate", "--from-recordings", "{real}", "--device", "h100-sxm5-80gb", "--ceilings", "{tmp}"],
+     "rooflow calibrate: error: --ceilings {tmp}: a folder, not a file: give the JSON `rooflow ceilings --device "
+     "h100-sxm5-80gb --output FILE` wrote on that device"),
+    (["calibrate", "--from-recordings", "{summary}", "--device", "h100-sxm5-80gb", "--ceilings", "{ceilings}"],
+     "rooflow calibrate: error: {summary}: a file, not a folder of recordings: give the folder that holds"),
+    (["checks", "{summary}", "--estimates", "{summary}"],
+     "rooflow checks: error: --estimates {summary}: a file, not a folder: give the workflow's results/estimate/"),
+    (["checks", "{summary}", "--records", "{tmp}"],
+     "rooflow checks: error: --records {tmp}: a folder, not a file: give the workflow's results/checks/checks.json"),
+    (["calibrate-kernels", "--data", "{tmp}", "--ceilings", "t4={tmp}"],
+     "rooflow calibrate-kernels: error: --ceilings 't4={tmp}': {tmp}: a folder, not a file: give the JSON `rooflow "
+     "ceilings --device t4 --output FILE` wrote on that device"),
+])
+def test_a_folder_given_for_a_file_or_a_file_for_a_folder_is_named_as_such(tmp_path, capsys, argv, said):
+    """Each was "no such file/folder" (or "does not exist") for a path that exists: the user looked for a typo."""
+    real = SUMMARY.parent
+    paths = {"tmp": tmp_path, "real": real, "summary": SUMMARY, "ceilings": real / "ceilings-h100.json"}
+    assert cli.main([part.format(**paths) for part in argv]) == 2
+    assert one_line_error(capsys).startswith(said.format(**paths))

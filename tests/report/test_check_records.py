@@ -90,6 +90,12 @@ def test_rooflow_checks_with_a_devices_file_computes_with_it_or_names_the_missin
                      str(root / "config" / "devices.yaml")]) == 1
     out = capsys.readouterr().out
     assert "above the roof" in out and "forward:backward latency" not in out
+    # a foreign file is named though no ceilings folder asks for its DRAM roofs (it passed, exit 1 as above)
+    foreign = tmp_path / "foreign.yaml"
+    foreign.write_text("model: resnet18\n")
+    assert cli.main(["checks", str(tmp_path / "summary.csv"), "--devices-file", str(foreign)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"rooflow checks: error: {foreign}") and captured.out == ""
 
 
 def test_a_row_without_a_timer_is_not_held_to_the_prediction():

@@ -654,3 +654,33 @@ def test_rooflow_checks_reads_the_folders_beside_the_summary_and_refuses_a_missi
     assert main(["checks", str(summary), "--ceilings", str(results / "ceilings")]) == 0
     assert calls == [[str(summary), [estimate / "totals.json"], [results / "ceilings" / "cpu.json"]]]
     assert capsys.readouterr().out.strip() == "all self-checks passed"
+
+
+@pytest.mark.parametrize("folder, name, content, says", [
+    ("estimate/resnet18/b1-fp32-inference", "totals.json", '{"foo": 1}',
+     "{path}: not an estimate's totals (the totals.json the workflow's estimate_model step writes): no model, batch, "
+     "precision, mode; write it again (`snakemake --forcerun estimate_model`), or move it out of the estimate folder"),
+    ("ceilings", "cpu.json", "[1, 2]",
+     "{path}: not a ceilings file (the JSON `rooflow ceilings --output` writes): it holds a JSON list, not an object"),
+    ("ceilings", "cpu.json", '{"peak_flops_per_second": {"fp32": "fast"}, "dram_bytes_per_second": 1e10}',
+     "ceilings file {path}: peak_flops_per_second.fp32 is 'fast', not a positive number (its peak_flops_per_second "
+     "a mapping of them): measure it again (`rooflow ceilings --device cpu --output {path}` on that device), or "
+     "move it out of the ceilings folder"),
+])
+def test_rooflow_checks_names_a_damaged_file_of_the_results_tree(tmp_path, capsys, folder, name, content, says):
+    """A foreign totals.json in the estimate folder (KeyError 'model'), a ceilings JSON that is a list
+    (AttributeError) or has a string roof (TypeError): tracebacks of `rooflow checks`. One sentence naming the
+    file, exit 2."""
+    from rooflow.cli import main
+
+    results = tmp_path / "results"
+    results.mkdir()
+    summary = results / "summary.csv"
+    summary.write_text("device,model,batch,precision,mode,status\ncpu,resnet18,1,fp32,inference,ok\n")
+    path = results / folder / name
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    assert main(["checks", str(summary)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("rooflow checks: error: " + says.format(path=path)), captured.err
+    assert "\n" not in captured.err.strip() and captured.out == ""
