@@ -71,6 +71,20 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             os.unlink(tmp)
 
 
+class _Probe(Exception):
+    pass
+
+
+def check_writable(path: str | Path) -> None:
+    """Refuse now, in the sentence :func:`atomic_path` would say it in after the work, an output that cannot be
+    written (a folder, a folder no file can be made in); nothing is left behind but its missing folders."""
+    try:
+        with atomic_path(path):
+            raise _Probe
+    except _Probe:
+        pass
+
+
 @contextmanager
 def scratch_directory(path: str | Path) -> Iterator[Path]:
     """A scratch folder beside output `path`, named like its temporaries (``.<name>.<random>.tmp``) so that

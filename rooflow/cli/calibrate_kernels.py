@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import check_ceilings, default_catalogue_path, load_devices
-from rooflow.io import missing, read_json
+from rooflow.io import check_writable, missing, read_json
 
 # rooflow.estimate's modules are imported by the commands themselves: importing any of them imports torch
 # (rooflow/estimate/__init__.py), seconds that every other `rooflow` command would pay for parsing its arguments.
@@ -48,6 +48,7 @@ def _cmd(args) -> int:
         held_out_shapes,
         load_folders,
         load_measurements,
+        shapes_path,
         write_shipped,
     )
 
@@ -96,6 +97,9 @@ def _cmd(args) -> int:
         print("\n" + format_table(held_one_out(data, gpus, calibrations=fitted, whole_family=True), "family held out"))
         print("\n" + format_table(held_out_shapes(data, gpus), "held-out shapes of"))
         return 0
+    if args.output:  # before the fit (minutes); the JSON is named, not the shapes written first beside it
+        check_writable(args.output)
+        check_writable(shapes_path(args.output))
     result, arrays = calibrate_measured(args.data, _roofs(args.ceilings))
     if args.output:
         shapes = write_shipped(result, arrays, args.output)

@@ -10,12 +10,15 @@ from rooflow.hardware.devices import default_catalogue_path
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from rooflow.io import atomic_path, write_json
+    from rooflow.io import atomic_path, check_writable, write_json
     from rooflow.measure.doctor import exit_status, format_table, run_doctor
 
     if args.output and args.json and Path(args.output).resolve() == Path(args.json).resolve():
         raise RooflowError(f"--output and --json are both {args.output}: the second would replace the first; give "
                            "each its own file")
+    for output in (args.output, args.json):  # before the checks, which profile for minutes on a GPU
+        if output:
+            check_writable(output)
     rows = run_doctor(args.device, args.devices_file, args.files, args.ncu, args.nsys)
     table = format_table(rows)
     print(table)

@@ -170,6 +170,10 @@ def run(args: argparse.Namespace) -> int:
     if (args.ceilings or args.measured) and not args.device:  # read by the prediction only: silently ignored
         raise RooflowError(f"rooflow estimate {'--ceilings' if args.ceilings else '--measured'}: it is for the "
                            "prediction on a device: add --device KEY")
+    if args.measured and not args.ceilings:  # it predicted with the datasheet roofs without a word
+        raise RooflowError(f"--measured: the measured roofs are a ceilings file's: add --ceilings "
+                           f"FILE (results/ceilings/{args.device}.json, or what `rooflow ceilings --device "
+                           f"{args.device} --output FILE` wrote on it)")
     if args.kernel_calibrations:
         from rooflow.estimate.kernel_calibration import add_calibrations
 

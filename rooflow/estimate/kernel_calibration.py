@@ -1811,12 +1811,17 @@ def write_shipped(result: dict[str, Any], arrays: dict[str, np.ndarray], path: s
     (``<stem>_shapes.npz``), each atomically; returns the shapes' path."""
     from rooflow.io import atomic_path, write_json
 
-    path = Path(path)
-    shapes_path = path.with_name(f"{path.stem}_shapes.npz")
-    with atomic_path(shapes_path) as temporary, open(temporary, "wb") as handle:
+    shapes = shapes_path(path)
+    with atomic_path(shapes) as temporary, open(temporary, "wb") as handle:
         np.savez_compressed(handle, **arrays)
     write_json(path, result)
-    return shapes_path
+    return shapes
+
+
+def shapes_path(path: str | Path) -> Path:
+    """Where the measured shapes of calibrations file ``path`` lie: ``<stem>_shapes.npz`` beside it."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}_shapes.npz")
 
 
 def load_shipped(path: str | Path | None = None
@@ -1831,8 +1836,8 @@ def load_shipped(path: str | Path | None = None
     else:
         path = Path(path)
         text = path.read_text()
-        shapes_path = path.with_name(f"{path.stem}_shapes.npz")
-        shapes_bytes = shapes_path.read_bytes() if shapes_path.exists() else None
+        shapes_file = shapes_path(path)
+        shapes_bytes = shapes_file.read_bytes() if shapes_file.exists() else None
     content = json.loads(text)
     data = content["measured"]
     arrays = np.load(io.BytesIO(shapes_bytes)) if shapes_bytes else {}

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from rooflow.config_io import close_matches, load_schema, read_yaml, validate
 from rooflow.errors import RooflowError
-from rooflow.io import read_json_object
+from rooflow.io import missing, read_json_object
 from rooflow.units import positive_number
 
 TERA = 1e12
@@ -402,7 +402,10 @@ def load_device(path: str | Path, key: str, ceilings_path: str | Path | None = N
     if key not in devices:
         raise unknown_device_error(key, devices, path)
     device = devices[key]
-    if ceilings_path and Path(ceilings_path).is_file():
+    if ceilings_path:
+        if missing(ceilings_path):  # it was passed over without a word: the datasheet's roofs in its place
+            raise RooflowError(f"ceilings file {ceilings_path}: {missing(ceilings_path)}: give the JSON `rooflow "
+                               f"ceilings --device {key} --output FILE` wrote on that device")
         ceilings = read_json_object(ceilings_path, CEILINGS_FILE)
         check_ceilings(ceilings, device, ceilings_path)
         device.with_measured(ceilings)

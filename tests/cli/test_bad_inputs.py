@@ -186,3 +186,28 @@ def test_a_folder_given_for_a_file_or_a_file_for_a_folder_is_named_as_such(tmp_p
     paths = {"tmp": tmp_path, "real": real, "summary": SUMMARY, "ceilings": real / "ceilings-h100.json"}
     assert cli.main([part.format(**paths) for part in argv]) == 2
     assert one_line_error(capsys).startswith(said.format(**paths))
+
+
+@pytest.mark.parametrize("argv, work", [
+    (["doctor", "--json", "/proc/rooflow-doctor.json"], "rooflow.measure.doctor.run_doctor"),
+    (["calibrate-kernels", "--data", "{tmp}", "-o", "/proc/rooflow-kernels.json"],
+     "rooflow.estimate.kernel_calibration.calibrate_measured"),
+])
+def test_an_output_that_cannot_be_written_is_refused_before_the_work(tmp_path, capsys, monkeypatch, argv, work):
+    """`doctor --json /proc/x` ran its checks (minutes of profiling on a GPU) and then failed to write;
+    `calibrate-kernels -o /proc/x.json` fitted for minutes and then named its shapes file, not the output given."""
+    ran = []
+    monkeypatch.setattr(work, lambda *args, **kwargs: ran.append(args))
+    assert cli.main([part.format(tmp=tmp_path) for part in argv]) == 2
+    output = argv[-1]
+    assert one_line_error(capsys).endswith(f"error: {output}: cannot write in its folder /proc (No such file or "
+                                           "directory); write it somewhere else")
+    assert ran == []
+
+
+def test_measured_roofs_without_a_ceilings_file_are_refused(capsys):
+    """`estimate --device t4 --measured` had no measured roof to use and predicted with the datasheet's, exit 0."""
+    assert cli.main(["estimate", "resnet18", "--device", "t4", "--measured"]) == 2
+    assert one_line_error(capsys) == (
+        "rooflow estimate: error: --measured: the measured roofs are a ceilings file's: add --ceilings FILE "
+        "(results/ceilings/t4.json, or what `rooflow ceilings --device t4 --output FILE` wrote on it)")

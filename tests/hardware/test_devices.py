@@ -311,6 +311,15 @@ def test_load_device_names_the_valid_keys(tmp_path):
         load_device(default_catalogue_path(), "a100")
 
 
+def test_a_ceilings_path_to_nothing_is_refused_not_passed_over(tmp_path):
+    """load_device(key, ceilings) with no file there returned the datasheet device without a word."""
+    with pytest.raises(RooflowError, match=r"^ceilings file .*none.json: no such file: give the JSON `rooflow "
+                                           r"ceilings --device t4 --output FILE` wrote on that device$"):
+        load_device(default_catalogue_path(), "t4", tmp_path / "none.json")
+    with pytest.raises(RooflowError, match=r": a folder, not a file: "):
+        load_device(default_catalogue_path(), "t4", tmp_path)
+
+
 def test_an_unknown_device_key_points_at_the_one_meant(capsys, root):
     """A user types what nvidia-smi prints, or the GPU's model: the error names the key of the device of that
     name, or that model's boards, before the whole list; the estimate CLI, the config and ceilings say the same."""
