@@ -146,6 +146,24 @@ def missing(path: str | Path, folder: bool = False) -> str | None:
     return f"not a {'folder' if folder else 'regular file'}" if path.exists() else f"no such {'folder' if folder else 'file'}"
 
 
+def check_distinct(outputs: dict[str, str | Path | None], inputs: dict[str, Any]) -> None:
+    """Refuse an output (option → path) that is an input (option → path or paths) or another output: written,
+    it would replace the user's input (`rooflow ncu F --kernels-csv F`: the Nsight output, often the only copy)
+    or lose the other output."""
+    seen: dict[Path, str] = {}
+    for option, paths in inputs.items():
+        for path in ([paths] if isinstance(paths, (str, Path)) else paths or []):
+            seen.setdefault(Path(path).resolve(), f"the input {option} {path}")
+    for option, path in outputs.items():
+        if not path:
+            continue
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            raise RooflowError(f"{option} {path} is also {seen[resolved]}: writing it would replace that file; give "
+                               f"{option} a path of its own")
+        seen[resolved] = f"the output {option} {path}"
+
+
 def read_json(path: str | Path) -> Any:
     """A JSON file's content; a file that is not JSON (cut short, or another kind of file given) ends in one
     sentence naming it (a missing or binary one: rooflow.logs.describe_failure)."""

@@ -82,6 +82,9 @@ def _run(aggregate, table):
     """A sub-command: aggregate the files, optionally keep the per-kernel table, print totals."""
 
     def run(args: argparse.Namespace) -> int:
+        from rooflow.io import check_distinct
+
+        check_distinct({"--kernels-csv": args.kernels_csv}, {"FILE": args.files})
         result = aggregate(args.files)
         if args.kernels_csv:
             from rooflow.io import write_csv

@@ -7,7 +7,7 @@ import argparse
 import json
 
 from rooflow.arguments import non_negative_seconds, positive_int
-from rooflow.io import write_json
+from rooflow.io import check_distinct, write_json
 from rooflow.measure.driver import profile_one_iteration
 from rooflow.measure.timing import RunSpec, add_run_arguments, measure, model_fields
 from rooflow.workload.dataset import SubsetSpec, load_subset, subset_data
@@ -21,6 +21,7 @@ def _spec_from_args(args: argparse.Namespace) -> RunSpec:
 
 
 def _cmd_time(args: argparse.Namespace) -> int:
+    check_distinct({"--output": args.output, "--timeline": args.timeline}, {"--subset": args.subset})
     spec = _spec_from_args(args)
     # without a subset file, the workflow's default: the generated stand-in, made in memory (deterministic)
     subset = load_subset(args.subset) if args.subset else subset_data(SubsetSpec())[0]

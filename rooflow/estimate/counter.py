@@ -651,10 +651,12 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
     loss_fn = loss_fn or step.default_loss
     scaled = step.uses_grad_scaler(precision, mode)
 
-    def first_tensor(output) -> torch.Tensor:
+    def output_bytes(output) -> int:
+        """The bytes of the output's main tensor (its first, else none: a forward that returns no tensor)."""
         main = step.main_output(output)
-        return main if main is not None else next(
-            o for o in tree_flatten(output)[0] if isinstance(o, torch.Tensor))
+        main = main if main is not None else next(
+            (o for o in tree_flatten(output)[0] if isinstance(o, torch.Tensor)), None)  # it was a StopIteration
+        return 0 if main is None else main.numel() * main.element_size()
 
     low = step.autocast_dtype(precision)
     autocast = AutocastEmulation(low, recorder) if low is not None else contextlib.nullcontext()
@@ -663,20 +665,18 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
             with torch.no_grad(), recorder:
                 with autocast:
                     out = model(*inputs)
-            logits = first_tensor(out)
-            trace.output_bytes = logits.numel() * logits.element_size()
+            trace.output_bytes = output_bytes(out)
         else:
             with recorder:
                 with autocast:  # forward and loss, as `with torch.autocast(...)` in a training loop
                     out = model(*inputs)
-                    logits = first_tensor(out)
-                    trace.output_bytes = logits.numel() * logits.element_size()
+                    trace.output_bytes = output_bytes(out)
                     recorder.enter_loss()
                     loss = step.scalar_loss(loss_fn(out), loss_fn)
                     if scaled:  # GradScaler.scale(loss): outside autocast in a training loop, same op
                         loss = loss * step.GRAD_SCALE
                     recorder.exit_loss()
-                del out, logits
+                del out
                 recorder.phase = "backward"
                 loss.backward()
                 del loss

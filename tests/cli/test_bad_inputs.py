@@ -211,3 +211,38 @@ def test_measured_roofs_without_a_ceilings_file_are_refused(capsys):
     assert one_line_error(capsys) == (
         "rooflow estimate: error: --measured: the measured roofs are a ceilings file's: add --ceilings FILE "
         "(results/ceilings/t4.json, or what `rooflow ceilings --device t4 --output FILE` wrote on it)")
+
+
+def test_another_gpus_ceilings_are_refused_by_estimate(capsys):
+    """An H200's measured roofs given for an H100 moved its prediction from 20 to 18.2 ms without a word (only a
+    CPU's for a GPU was refused); the H100's own file still serves an H100 board of another form factor."""
+    h200 = ROOT / "tests" / "data" / "real" / "gpu-2026-11-28" / "ceilings-h200.json"
+    assert cli.main(["estimate", "resnet50", "--device", "h100-sxm5-80gb", "--ceilings", str(h200), "--measured"]) == 2
+    assert one_line_error(capsys) == (
+        f"rooflow estimate: error: ceilings file {h200}: it holds the roofs of a H200 (NVIDIA H200), and "
+        "h100-sxm5-80gb is a H100 (NVIDIA H100 80GB HBM3): give the JSON `rooflow ceilings --device h100-sxm5-80gb "
+        "--output FILE` wrote on that device")
+    h100 = ROOT / "tests" / "data" / "real" / "h100-rooflow" / "ceilings-h100.json"
+    assert cli.main(["estimate", "resnet50", "--device", "h100-pcie-80gb", "--ceilings", str(h100), "--measured"]) == 0
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["ncu", "{copy}", "--kernels-csv", "{copy}"],
+     "rooflow ncu: error: --kernels-csv {copy} is also the input FILE {copy}: writing it would replace that file; "
+     "give --kernels-csv a path of its own"),
+    (["time", "--model", "resnet18", "--batch", "1", "--output", "{tmp}/t.json", "--timeline", "{tmp}/t.json"],
+     "rooflow time: error: --timeline {tmp}/t.json is also the output --output {tmp}/t.json: writing it would "
+     "replace that file; give --timeline a path of its own"),
+    (["time", "--model", "resnet18", "--batch", "1", "--subset", "{copy}", "--output", "{copy}"],
+     "rooflow time: error: --output {copy} is also the input --subset {copy}: writing it would replace that file; "
+     "give --output a path of its own"),
+])
+def test_an_output_that_is_an_input_or_another_output_is_refused(tmp_path, capsys, argv, said):
+    """`rooflow ncu F --kernels-csv F` replaced the Nsight Compute output (often the only copy, from a cluster) with
+    rooflow's per-kernel table, exit 0; `time --subset S --output S` the subset with a timing record; `--output F
+    --timeline F` lost one of the two. Refused before any work, the input untouched."""
+    copy = tmp_path / "ncu.csv.gz"
+    copy.write_bytes(NCU.read_bytes())
+    assert cli.main([part.format(copy=copy, tmp=tmp_path) for part in argv]) == 2
+    assert one_line_error(capsys) == said.format(copy=copy, tmp=tmp_path)
+    assert copy.read_bytes() == NCU.read_bytes()

@@ -271,3 +271,24 @@ def test_geometry_cache_skips_mutating_and_aliasing_ops():
     assert not _is_functional(aten.add_.Tensor)  # mutates its first argument
     assert not _is_functional(aten.view.default)  # aliases
     assert not _is_functional(aten.native_dropout.default)  # random: the mask is drawn per call
+
+
+def test_a_model_whose_forward_returns_no_tensor_is_counted_or_refused_in_one_sentence():
+    """A forward that returns None (its work done for its side effects) was a StopIteration traceback in
+    `rooflow estimate` and the workflow's estimate job, in inference too. Inference counts its work with no
+    output bytes; training says, as `rooflow time` does, that there is nothing to train on."""
+    from rooflow import estimate_module
+
+    class SideEffects(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(10, 5)
+
+        def forward(self, x):
+            self.linear(x)
+
+    result = estimate_module(SideEffects(), torch.zeros(2, 10), name="side_effects")
+    assert result.totals["forward_flops"] == 2 * 2 * 10 * 5 + 2 * 5  # the matmul and its bias
+    with pytest.raises(RooflowError, match="^the model's output holds no floating-point tensor to train on: give "
+                                           "the run a loss"):
+        estimate_module(SideEffects(), torch.zeros(2, 10), mode="training", name="side_effects")
