@@ -700,7 +700,7 @@ MEMORY_CLASSES = ("elementwise", "normalization", "softmax")
 # to the share of that rate its power sustains: both fitted, so its efficiency is its kernels' (its family's) alone.
 POWER_KEYS = ("sustained", "boost_seconds")
 BOUNDS = {"sustained": (0.1, 1.0), "efficiency": (0.05, 1.5), "memory_efficiency": (0.05, 1.5), "tile_exponent": (0.0, 3.0),
-          "fill_k": (0.0, 1024.0), "reread": (0.0, 1.0), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 8.0), "l2_fraction": (0.1, 3.0),
+          "fill_k": (0.0, 1024.0), "reread": (0.0, 8.0), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 8.0), "l2_fraction": (0.1, 3.0),
           "rows_per_sm": (0.25, 64.0), "floor_seconds": (2e-6, 5e-4), "block_bytes": (1.0, 3.0)}
 
 
@@ -936,6 +936,20 @@ def _model_seconds(prepared: _Prepared, calibration: KernelCalibration) -> np.nd
 
 
 # ------------------------------------------------------------------------------------------ fitting
+# A fitted parameter is kept where its calls pin it: setting it to zero costs their fit at least this much mean
+# |log error| (0.01: a 1% worse fit)
+IDENTIFIED_LOSS = 0.01
+
+
+def _identified(prepared: _Prepared, measured: np.ndarray, op_class: str, params: dict[str, float], name: str) -> bool:
+    """Whether ``params[name]`` is pinned by the calls: without it (zero) their mean |log error| grows by at
+    least :data:`IDENTIFIED_LOSS`."""
+    def loss(candidate: dict[str, float]) -> float:
+        return float(np.mean(np.abs(np.log(prepared.seconds(op_class, candidate) / measured))))
+
+    return loss({**params, name: 0.0}) - loss(params) >= IDENTIFIED_LOSS
+
+
 def _fit_class(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, floors: list,
                rounds: int = 3, fit_floor: bool = True, fixed: dict[str, float] | None = None,
                extra: tuple[str, ...] = ()) -> dict[str, float]:
@@ -1159,6 +1173,10 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
                 # efficiency and tile parameters stay its calls' (its convolutions and held-out GPUs take them)
                 params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False,
                                     fixed={k: v for k, v in params.items() if k != "reread"}, extra=("reread",))
+                if not _identified(prepared, measured[idx], op_class, params, "reread"):
+                    # its bandwidth hides the term (the A100's fit put 3.7 where 0 fits as well): a value its calls
+                    # do not pin would price another board of its generation, one with less bandwidth
+                    params["reread"] = 0.0
             params["floor_seconds"] = float(np.median(floor_rows))
         classes[op_class] = {k: round(v, 9 if k in ("floor_seconds", "drift_seconds_per_call") else 4)
                              for k, v in params.items()}
@@ -1262,13 +1280,13 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         classes[op_class] = {key: float(statistics.median(v.get(key, DEFAULTS[op_class].get(key, 0.0)) for v in values))
                              for key in dict.fromkeys(key for v in values for key in v)}
         if op_class == "gemm" and not same_architecture:
-            # re-reads beyond the L2 are its kernels' tiles' (Pascal's narrow nn.Linear tiles: LINEAR_TILES): its
-            # generation's boards', whatever their power, else those its other GEMM parameters come from
-            with_gemm = [name for name in measured if "gemm" in measured[name].classes]
-            kernels_of = ([name for name in generation if name in with_gemm]
-                          or [name for name in pool if name in with_gemm] or with_gemm)
+            # re-reads beyond the L2 are its kernels' (Pascal's nn.Linear SGEMMs, maxwell_sgemm_*_tn: the P4 and
+            # P100 moved 0.14-0.22 bytes per FLOP at one rate of their DRAM, each its own kernel's): its generation's
+            # boards', whatever their power; a generation nothing measured, none (no board's value carries to another
+            # generation's kernels)
+            kernels_of = [name for name in generation if "gemm" in measured[name].classes]
             classes[op_class]["reread"] = float(statistics.median(
-                measured[name].classes["gemm"].get("reread", 0.0) for name in kernels_of))
+                measured[name].classes["gemm"].get("reread", 0.0) for name in kernels_of)) if kernels_of else 0.0
         if op_class in MEMORY_CLASSES:
             if not same_architecture or op_class in borrowed:
                 # at most its whole shared L2 holds a working set: the P100's and V100's fits keep 3.0 and 2.3

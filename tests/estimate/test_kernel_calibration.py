@@ -423,12 +423,16 @@ def test_held_one_gpu_out(sample):
 # length (kc.random_order_clock: the data set measured them in random shape order, its GEMMs in sweeps): convolution
 # T4 0.711 -> 0.893 and V100 0.843 -> 0.856 (held out, it takes a power limit from the T4's FLOPs per joule), a trade
 # with P4 0.850 -> 0.836 (its longest direct convolutions, 10-30 ms, measured 1.17x the prediction: a shape's own
-# calls back to back lower its clock, which one clock per run does not price).
+# calls back to back lower its clock, which one clock per run does not price). Re-pinned 2026-12-04, once a GEMM's
+# re-reads beyond the L2 could cost up to 8x the tile's no-reuse traffic (Pascal's nn.Linear SGEMMs,
+# maxwell_sgemm_*_tn, moved 0.14-0.22 bytes per FLOP on both the P4 and the P100: the P4's fit sat at the old bound,
+# 1.0) and a held-out board took only its own generation's value, a value its calls do not pin (kc._identified: the
+# A100's) none: GEMM P4 0.712 -> 0.760, P100 0.853 -> 0.856, the rest unchanged.
 FULL_DATA_WITHIN = {
     "NVIDIA A100-PCIE-40GB": {"gemm": 0.81, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
     "Tesla P100-PCIE-16GB": {"convolution": 0.96, "gemm": 0.85, "elementwise": 0.55, "normalization": 0.84,
                              "softmax": 0.18},
-    "Tesla P4": {"convolution": 0.83, "gemm": 0.71, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
+    "Tesla P4": {"convolution": 0.83, "gemm": 0.76, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
     "Tesla T4": {"convolution": 0.89, "gemm": 0.76, "elementwise": 0.99, "normalization": 0.87, "softmax": 0.98},
     "Tesla V100-PCIE-32GB": {"convolution": 0.85, "gemm": 0.86, "elementwise": 1.0, "normalization": 0.86,
                              "softmax": 0.97},
@@ -619,11 +623,11 @@ def test_held_one_gpu_out_on_the_full_data():
     # the range a GPU without data prints (±40%) holds at least 90% of its calls in every cell but the P100's
     # elementwise and softmax calls, which are mostly its measuring host's launch floor (1.65x the others')
     assert set(table["range"]) == {kc.FAMILY_UNCERTAINTY}
-    # (and the P4's GEMMs, 86%: 90% before cuBLAS's tiles were laid the way round, kc._rows_by_columns)
+    # (the P4's GEMMs: 90% before cuBLAS's tiles were laid the way round, kc._rows_by_columns, 86% then, 91% since
+    # its nn.Linear calls' re-reads may cost several times their tiles' traffic, as its generation's P100 fits them)
     outside = table[table["inside_range"] < 0.9].set_index(["gpu", "op_class"])["inside_range"]
-    assert set(outside.index) == {("Tesla P100-PCIE-16GB", "elementwise"), ("Tesla P100-PCIE-16GB", "softmax"),
-                                  ("Tesla P4", "gemm")}
-    assert outside.min() >= 0.5 and outside[("Tesla P4", "gemm")] >= 0.85
+    assert set(outside.index) == {("Tesla P100-PCIE-16GB", "elementwise"), ("Tesla P100-PCIE-16GB", "softmax")}
+    assert outside.min() >= 0.5
     family_out = kc.held_one_out(data, gpus, calibrations=fitted, whole_family=True)
     assert not _short_of(family_out, FAMILY_OUT_WITHIN), _short_of(family_out, FAMILY_OUT_WITHIN)
     host_floors = kc.held_one_out(data[data["gpu"].isin(FAMILY_OUT_HOST_FLOORS_WITHIN)], gpus, host_floors=True,
@@ -891,12 +895,12 @@ def test_operand_rereads_beyond_the_l2_come_from_dram():
 def test_pascals_gemms_reread_their_operands_from_dram():
     """The evidence for ``reread``: on the same shapes, the P4's (192 GB/s, 2 MB L2) nn.Linear calls of over 3 ms
     on the P100 take 3.4-6.8x the P100's time, its torch.bmm calls 2.0-2.5x (at a 1.67x FP32 peak ratio): Pascal's
-    narrow linear tiles re-read operands of tens of MB that its L2 cannot hold (a bmm's are one product's, small).
-    Fitted after the rest of the GEMM parameters, the P4 puts the share of re-reads that reach DRAM at its bound,
-    1 (1.51 unbounded: the extra is unexplained), the V100 at 0: its tiles and L2 hold them. So did the P100 (1,
-    1.08 unbounded) until the model laid cuBLAS's tiles the way round its kernels do (kc._rows_by_columns): 0 since,
-    its 732 GB/s moving what its 4 MB L2 does not hold in less time than its tiles' arithmetic. The other GEMM
-    parameters are those of the fit without re-reads."""
+    nn.Linear SGEMMs move several times their tiles' traffic from DRAM
+    (test_pascal_linear_sgemms_move_their_kernels_bytes_per_flop_at_dram_speed), a bmm's operands are one
+    product's, small. Fitted after the rest of the GEMM parameters, the P4 and the P100 put the share of re-reads
+    that reach DRAM at 1.83 and 1.75 of their tiles' (below 2026-12-04's bound of 8; at the old bound of 1 the P4 sat
+    on it and the P100 fitted 0), the V100 at 0: its tiles and L2 hold them. The other GEMM parameters are those of
+    the fit without re-reads."""
     data = kc.load_measurements(KERNELS)
     data = data[data["op_class"] == "gemm"]
     shape = ["operator", "B", "M", "N", "K"]
@@ -909,9 +913,9 @@ def test_pascals_gemms_reread_their_operands_from_dram():
     gpus = kc.load_dataset_gpus(KERNELS)
     fitted = {name: kc.fit_gpu(data[data["gpu"] == name], gpus[name], "t").classes["gemm"]
               for name in ("Tesla P100-PCIE-16GB", "Tesla P4", "Tesla V100-PCIE-32GB")}
-    # the P4 at the bound; the P100, with its tiles the way round cuBLAS lays them (kc._rows_by_columns), at none
-    assert fitted["Tesla P4"]["reread"] == kc.BOUNDS["reread"][1]
-    assert fitted["Tesla P100-PCIE-16GB"]["reread"] == fitted["Tesla V100-PCIE-32GB"]["reread"] == 0.0
+    pascal = [fitted["Tesla P4"]["reread"], fitted["Tesla P100-PCIE-16GB"]["reread"]]
+    assert 1.5 < min(pascal) and max(pascal) < 2.0 < kc.BOUNDS["reread"][1]
+    assert fitted["Tesla V100-PCIE-32GB"]["reread"] == 0.0
     assert fitted["Tesla P100-PCIE-16GB"]["efficiency"] == 1.2089  # as fitted without re-reads
 
 
@@ -2039,3 +2043,56 @@ def test_a_power_limited_boards_fit_separates_its_power_limit():
         return np.mean(np.abs(kc.predict_seconds(rows, t4_gpu, calibration) / measured - 1) <= 0.25)
 
     assert within(own) >= 0.72 and within(replace(own, classes={"gemm": one})) <= 0.66
+
+
+def _same_kernel_rates(operator: str) -> tuple[pd.DataFrame, float]:
+    """Per cuBLAS kernel, over the shapes of ``operator`` the P100 and the P4 both ran with it for over 5 ms on
+    the P100: the median bytes per FLOP their time moves at each board's datasheet bandwidth, and the median share
+    of each board's FP32 peak; and the P4's bandwidth per FLOP over the P100's."""
+    boards = {}
+    for name in ("Tesla_P100-PCIE-16GB", "Tesla_P4"):
+        calls = pd.read_csv(KERNELS / operator / f"{name}.csv.gz", usecols=["Latency", "Kernel Name", "B", "M", "N", "K"])
+        config = json.loads((KERNELS / "device_configs" / f"{name}.json").read_text())
+        seconds, flops = calls["Latency"] * 1e-3, 2.0 * calls["B"] * calls["M"] * calls["N"] * calls["K"]
+        calls["bytes_per_flop"] = seconds * config["Mem_Bw"] * 1e9 / flops
+        calls["of_peak"] = flops / seconds / (config["SingleFLOPs"] * 1e9)
+        calls["seconds"] = seconds
+        boards[name] = (calls, config["Mem_Bw"] / config["SingleFLOPs"])
+    (p100, p100_balance), (p4, p4_balance) = boards["Tesla_P100-PCIE-16GB"], boards["Tesla_P4"]
+    both = p100.merge(p4, on=["B", "M", "N", "K"], suffixes=("_p100", "_p4"))
+    both = both[(both["Kernel Name_p100"] == both["Kernel Name_p4"]) & (both["seconds_p100"] > 5e-3)]
+    table = both.groupby("Kernel Name_p100").agg(
+        calls=("B", "size"), p100_bytes=("bytes_per_flop_p100", "median"), p4_bytes=("bytes_per_flop_p4", "median"),
+        p100_peak=("of_peak_p100", "median"), p4_peak=("of_peak_p4", "median"))
+    return table[table["calls"] >= 100], p4_balance / p100_balance
+
+
+@needs_data
+def test_pascal_linear_sgemms_move_their_kernels_bytes_per_flop_at_dram_speed():
+    """Why a GEMM's re-reads beyond the L2 may cost several times its tile's no-reuse traffic: where the P100 and
+    the P4 ran the same nn.Linear kernel (maxwell_sgemm_32x128_tn: 916 shapes, 64x64_tn: 427), their time moves the
+    same bytes per FLOP at each board's DRAM bandwidth (0.128 and 0.137, 0.216 and 0.223) — 1.8x and 3.6x the
+    tile's 0.078 and 0.0625 — and the P4 reaches 0.41-0.43 of the P100's share of peak, its bandwidth per FLOP
+    (0.44), not its power limit. Their bmm kernel (128x64_nn, 1,168 shapes) is the control: the P4 at 0.72 of the
+    P100's share of peak (its power), bytes per FLOP apart (0.112, 0.069). The shipped fits agree: each board's
+    re-read share is above the old bound of 1, and within 10% of the other's."""
+    linear, balance = _same_kernel_rates("linear")
+    assert set(linear.index) == {"maxwell_sgemm_32x128_tn", "maxwell_sgemm_64x64_tn"}
+    assert balance == pytest.approx(0.438, abs=0.001)
+    for kernel, row in linear.iterrows():
+        assert row["p4_bytes"] == pytest.approx(row["p100_bytes"], rel=0.1), kernel
+        assert row["p4_peak"] / row["p100_peak"] == pytest.approx(balance, rel=0.1), kernel
+    tiles = {"maxwell_sgemm_32x128_tn": (32, 128), "maxwell_sgemm_64x64_tn": (64, 64)}
+    for kernel, (tm, tn) in tiles.items():  # each operand once per tile: 4 bytes x (1/tm + 1/tn) / 2 per FLOP
+        assert linear.loc[kernel, "p100_bytes"] > 1.5 * kc.FP32_BYTES / 2 * (1 / tm + 1 / tn)
+    bmm, _ = _same_kernel_rates("bmm")
+    assert list(bmm.index) == ["maxwell_sgemm_128x64_nn"]
+    control = bmm.iloc[0]
+    assert 0.6 < control["p4_peak"] / control["p100_peak"] < 0.8
+    assert control["p4_bytes"] < 0.7 * control["p100_bytes"]
+    shipped = json.loads((ROOT / "rooflow" / "data" / "calibration" / "kernels.json").read_text())["measured"]
+    rereads = [shipped[name]["calibration"]["classes"]["gemm"]["reread"] for name in ("Tesla P100-PCIE-16GB", "Tesla P4")]
+    assert min(rereads) > 1.0 and rereads[0] == pytest.approx(rereads[1], rel=0.1)
+    # a value its calls do not pin is none (kc._identified): fitted alone to 8x, the A100's was 3.7, which its
+    # 1.6 TB/s hides and which an Ampere board of less bandwidth (an A10) would take
+    assert shipped["NVIDIA A100-PCIE-40GB"]["calibration"]["classes"]["gemm"]["reread"] == 0.0
