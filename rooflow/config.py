@@ -50,11 +50,23 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
     check_dataset(config["dataset"], Path(workdir), source)
     for i, name in enumerate(config["kernel_calibrations"]):
         check_kernel_calibrations(name, Path(workdir), f"kernel_calibrations/{i}", source)
+    first_of_run: dict[tuple, int] = {}
     for i, run in enumerate(config["imports"]):
         where = f"imports/{i}"
         if run["model"] not in specs:
             check_models([run["model"]], f"{where}/model", source)
         check_device(run["device"], devices, f"{where}/device", catalogue, source)
+        if not devices[run["device"]].is_cuda:  # its profile would sit on a CPU's (or TPU's) roofline
+            raise RooflowError(
+                f"{source}: key '{where}/device' is {run['device']}, a {devices[run['device']].kind} device, but "
+                f"ncu and nsys profile NVIDIA GPUs: name the catalogue GPU the profile was taken on")
+        label = f"{run['model']} b{run['batch']} {run['precision']} {run['mode']} on {run['device']}"
+        earlier = first_of_run.setdefault((run["device"], run["model"], str(run["batch"]), run["precision"],
+                                           run["mode"]), i)
+        if earlier != i:  # the workflow takes the first entry of a run: this one's files were never read
+            raise RooflowError(
+                f"{source}: key '{where}' ({label}) is the same run as imports/{earlier}: give each run once (all "
+                f"of its files in one entry's ncu: and nsys:)")
         check_precision(devices[run["device"]], run["precision"], f"{where}/precision", source)
         files = run["ncu"] + run["nsys"]
         if not files:

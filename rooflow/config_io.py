@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,17 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                                    f"at line {seen[key]}), and YAML would keep the last silently: remove one")
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+    def construct_yaml_float(self, node):
+        value = super().construct_yaml_float(node)
+        if not math.isfinite(value):  # a schema's minimum lets NaN (and infinity, past a maximum-less bound) through
+            raise RooflowError(f"{Path(self.name)}: line {node.start_mark.line + 1}: '{node.value}' is not a finite "
+                               f"number: give the number itself")
+        return value
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _UniqueKeyLoader.construct_yaml_float)
 
 
 def check_unique_keys(path: str | Path) -> None:

@@ -184,8 +184,9 @@ def load_subset(path: str | Path) -> dict:
                            f"subset --output` wrote, or, if it is one cut short, make it again (the subset_dataset step)"
                            ) from None
     if not (isinstance(data, dict) and isinstance(data.get("images"), torch.Tensor) and data["images"].dim() == 4
-            and data["images"].dtype == torch.uint8
+            and data["images"].dtype == torch.uint8 and data["images"].shape[1] == 3 and len(data["images"])
             and isinstance(data.get("labels"), torch.Tensor) and len(data["labels"]) == len(data["images"])):
+        # (none: a ZeroDivisionError in make_batch; one channel: timed as if it were the 3-channel images)
         raise RooflowError(f"dataset subset '{path}' holds no uint8 images (N, 3, H, W) with their labels: give the "
                            f".pt file `rooflow subset --output` wrote, or make it again (the subset_dataset step)")
     return data

@@ -115,6 +115,18 @@ FAULTS = [
                                                    "precision": "fp32", "mode": "training",
                                                    "ncu": ["nowhere/ncu.csv"]}]},
      ["'nowhere/ncu.csv'", "fix the path"]),
+    # an import on a CPU: its Nsight profile drawn on the CPU's roofline (accepted)
+    ("import on a cpu", {"imports": [{"device": "cpu", "model": "vgg11", "batch": 16, "precision": "fp32",
+                                      "mode": "training",
+                                      "ncu": ["tests/data/real/anoushka21-cloudml/proj1/a100/vgg11/ncu-log-vgg11.txt"]}]},
+     ["key 'imports/0/device' is cpu, a cpu device, but ncu and nsys profile NVIDIA GPUs"]),
+    # the workflow took the first entry of a run: the second one's files were never read, and nothing said so
+    ("the same run imported twice", {"imports": [
+        {"device": "a100-sxm4-40gb", "model": "vgg11", "batch": 16, "precision": "fp32", "mode": "training",
+         "ncu": ["tests/data/real/anoushka21-cloudml/proj1/a100/vgg11/ncu-log-vgg11.txt"]},
+        {"device": "a100-sxm4-40gb", "model": "vgg11", "batch": 16, "precision": "fp32", "mode": "training",
+         "ncu": ["tests/data/real/anoushka21-cloudml/proj1/a100/vgg13/ncu-log-vgg13.txt.gz"]}]},
+     ["key 'imports/1' (vgg11 b16 fp32 training on a100-sxm4-40gb) is the same run as imports/0: give each run once"]),
     # '' read the workflow's own folder as the image tree: "only 2 class folder(s) hold images" (rooflow/, tests/)
     ("dataset root that is empty", {"dataset": {"root": ""}},
      ["key 'dataset/root' is an empty string", "write null for the generated stand-in"]),
@@ -454,3 +466,20 @@ def test_a_key_given_twice_is_refused_with_both_lines(tmp_path, root):
     broken.write_text("a: [1\n")
     check_unique_keys(broken)
     assert read_yaml(root / "config" / "config.yaml")["models"]
+
+
+@pytest.mark.parametrize("text, line, word", [("profiling:\n  noise_budget_seconds: .nan\n", 2, ".nan"),
+                                              ("h100:\n  kind: cuda\n  memory_gbytes: .inf\n", 3, ".inf"),
+                                              ("x: [1.5, -.Inf]\n", 1, "-.Inf")])
+def test_a_number_that_is_not_finite_is_refused_with_its_line(tmp_path, text, line, word):
+    """JSON Schema's minimums let YAML's .nan (and .inf where no maximum) through: a NaN memory size in the
+    catalogue made every run of that GPU 'does not fit' (never profiled), a NaN bandwidth printed NaN predictions and
+    JSON no parser reads. Both readers refuse it (config, catalogue, the workflow's configfiles)."""
+    from rooflow.config_io import check_unique_keys, read_yaml
+
+    path = tmp_path / "numbers.yaml"
+    path.write_text(text)
+    for read in (read_yaml, check_unique_keys):
+        with pytest.raises(RooflowError) as error:
+            read(path)
+        assert str(error.value) == f"{path}: line {line}: '{word}' is not a finite number: give the number itself"

@@ -124,6 +124,13 @@ def test_a_cut_or_foreign_subset_file_is_one_sentence(tmp_path):
     with pytest.raises(RooflowError, match=r"holds no uint8 images \(N, 3, H, W\) with their labels: give the \.pt "
                                          r"file `rooflow subset --output` wrote"):
         load_subset(tmp_path / "other.pt")
+    # none of its images (a ZeroDivisionError traceback in make_batch), or one channel of them (timed as "ok")
+    good = load_subset(path)
+    for name, images, labels in (("none.pt", good["images"][:0], good["labels"][:0]),
+                                 ("gray.pt", good["images"][:, :1], good["labels"])):
+        torch.save({**good, "images": images.clone(), "labels": labels.clone()}, tmp_path / name)
+        with pytest.raises(RooflowError, match=rf"subset '.*{name}' holds no uint8 images \(N, 3, H, W\)"):
+            load_subset(tmp_path / name)
 
 
 def test_rooflow_time_refuses_factory_options_on_a_torchvision_model(tmp_path, capsys):
