@@ -8,6 +8,7 @@ bytes: sums over hundreds of kernels then reproduce a study's own integer totals
 from __future__ import annotations
 
 import gzip
+import math
 import re
 import zlib
 from collections.abc import Iterable, Iterator
@@ -253,9 +254,12 @@ def parse_number(text: str) -> Decimal | None:
     if not _NUMBER.match(text):
         raise ValueError(text)
     try:
-        return Decimal(text)
+        value = Decimal(text)
     except InvalidOperation:  # pragma: no cover - the regex admits only valid literals
         raise ValueError(text) from None
+    if not math.isfinite(float(value)):  # 1e400: summed as an infinite DRAM traffic, an intensity of 0
+        raise ValueError(text)
+    return value
 
 
 def unit_factor(unit: str) -> Decimal | None:
@@ -452,6 +456,11 @@ def profiler_lines(path: Path, text: str, output: str, empty_cause: str, again: 
 
 
 def not_a_number(path: str | Path, number: int, metric: str, value: str) -> ParseError:
-    """The error for a metric rooflow adds up whose value is not a number (ncu's per-instance values)."""
+    """The error for a metric rooflow adds up whose value is not a number (ncu's per-instance values), or one
+    past any finite number (1e400: an edited or damaged file)."""
+    written = value.strip().strip('"').strip()
+    if _NUMBER.match(written.replace(",", "") if _THOUSANDS.match(written) else written):
+        return ParseError(f"{path}: line {number}: {metric} is {written[:40]!r}, past any finite number: the file was "
+                          f"edited or damaged; profile again and give the file as ncu wrote it.")
     return ParseError(f"{path}: line {number}: {metric} is {value[:40]!r}, not a number; rooflow needs one value "
                       f"per kernel, so profile without --print-metric-instances and give the file as ncu wrote it.")

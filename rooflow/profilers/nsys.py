@@ -186,8 +186,8 @@ def _read_rows(path: Path, lines: list[str], start: int, header: list[str], tabl
             try:
                 number = parse_number(value)
             except ValueError:
-                raise ParseError(f"{path}: line {index + 1}: {header[position]!r} is {value!r}, not a number; "
-                                 f"the report is damaged, so run nsys stats again.") from None
+                raise ParseError(f"{path}: line {index + 1}: {header[position]!r} is {value!r}, not a finite "
+                                 f"number; the report is damaged, so run nsys stats again.") from None
             if number is not None and number < 0:  # it was summed: a step's kernel time fell by it
                 raise ParseError(f"{path}: line {index + 1}: {header[position]!r} is {value}, and no time nsys "
                                  f"reports is negative: the report was edited or damaged; run nsys stats again "
@@ -246,6 +246,9 @@ def aggregate_nsys(paths: list[str | Path] | str | Path) -> NsysResult:
                                      f"damaged; run nsys stats again.")
                 target = memory_rows if _MEMORY_ROW.match(row["name"]) else kernel_rows
                 target.append({"name": row["name"], "seconds": row["Duration"]})
+        if not kernel_rows:  # "0 kernel launches", and an import's step time the kernels' sum: 0 s
+            raise ParseError(f"{traces[0].path}: the trace lists {len(memory_rows)} memcpy/memset row(s) but no "
+                             f"kernel, so the capture range held no kernels or the file is truncated; profile again.")
         kernels = pd.DataFrame(kernel_rows, columns=["name", "seconds"])
         kernels.insert(1, "instances", 1)
         memops = pd.DataFrame(memory_rows, columns=["name", "seconds"])

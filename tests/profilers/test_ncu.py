@@ -1188,3 +1188,15 @@ def test_flops_total_is_pandas_row_sum_to_the_bit():
     frame = pd.DataFrame(columns)
     expected = frame.sum(axis=1, min_count=1).to_numpy()
     assert np.isnan(expected).any() and np.array_equal(m._row_sum([frame[c] for c in "abcd"]), expected, equal_nan=True)
+
+
+def test_a_counter_past_any_finite_number_is_refused(tmp_path):
+    """'1e400' was summed as an infinite DRAM traffic (printed "inf PB", an intensity of 0 FLOP/B), where the
+    literal 'inf' was refused; now it is named as past any finite number, not as ncu's per-instance lists."""
+    path = tmp_path / "overflow.csv"
+    rows = [_new_row(0, "k", "dram__bytes.sum", "byte", "4,096"), _new_row(1, "k", "dram__bytes.sum", "byte", "1e400")]
+    path.write_text(NEW_HEADER + "\n" + "\n".join(rows) + "\n")
+    with pytest.raises(ParseError) as error:
+        aggregate_ncu(path)
+    assert str(error.value) == (f"{path}: line 3: dram__bytes.sum is '1e400', past any finite number: the file was "
+                                f"edited or damaged; profile again and give the file as ncu wrote it.")

@@ -293,3 +293,27 @@ def test_a_negative_time_names_its_line(tmp_path):
     summary = KERN_SUM.replace("26.1,20001,1,", "26.1,-20001,1,")
     with pytest.raises(ParseError, match=r"line 3: 'Total Time \(ns\)' is -20001"):
         aggregate_nsys(write(tmp_path, "negative-sum.csv", summary))
+
+
+def test_a_trace_of_copies_alone_or_of_an_overflowing_duration_is_refused(tmp_path):
+    """A trace whose rows are all memcpy was "0 kernel launches", exit 0 (an import's step time: 0 s); a duration of
+    1e400 ns summed to "kernel time inf s". Each is one sentence naming the file."""
+    source = trace_path("a100", "vgg11")
+    data = source.read_bytes()
+    lines = (gzip.decompress(data) if source.suffix == ".gz" else data).decode().splitlines()
+    copies = [line for line in lines[1:] if "[CUDA memcpy" in line][:2]
+    assert len(copies) == 2
+    path = tmp_path / "copies.csv"
+    path.write_text("\n".join([lines[0], *copies]) + "\n")
+    with pytest.raises(ParseError) as error:
+        aggregate_nsys([path])
+    assert str(error.value) == (f"{path}: the trace lists 2 memcpy/memset row(s) but no kernel, so the capture range "
+                                f"held no kernels or the file is truncated; profile again.")
+    header = next(csv.reader([lines[0]]))
+    kernel = next(line for line in lines[1:] if "[CUDA mem" not in line)
+    fields = next(csv.reader([kernel]))
+    fields[header.index("Duration(nsec)")] = "1e400"
+    path.write_text("\n".join([lines[0], ",".join(f'"{f}"' if "," in f else f for f in fields)]) + "\n")
+    with pytest.raises(ParseError, match=r"line 2: 'Duration\(nsec\)' is '1e400', not a finite number; the report is "
+                                         r"damaged"):
+        aggregate_nsys([path])
