@@ -42,6 +42,24 @@ def batch_size(text: str) -> int:
     return value
 
 
+def bounded_int(low: int, high: int, what: str):
+    """An argparse type: a whole number from ``low`` to ``high`` (the config schema's bounds of the same key)."""
+
+    def parse(text: str) -> int:
+        value = _whole(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is not {what} from {low:,} to {high:,}")
+        return value
+
+    return parse
+
+
+# the config schema's bounds (rooflow/schemas/config.schema.yaml; tests/config pins that they agree)
+RESIZE_PIXELS = (2, 4096)  # 1 failed inside torch's antialiased resize, 10^8 asked for petabytes
+SEED = (0, 2**32 - 1)  # the stand-in images' generator seeds from seed × 1,000,003: a long long
+CPU_MEMORY_LIMIT_BYTES = (1, 2**62)  # setrlimit takes no more
+
+
 def non_negative_int(text: str) -> int:
     """A whole number of at least 0 (warm-up iterations)."""
     value = _whole(text)

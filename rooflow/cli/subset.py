@@ -6,7 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
-from rooflow.arguments import positive_int
+from rooflow.arguments import RESIZE_PIXELS, SEED, bounded_int, positive_int
 from rooflow.errors import RooflowError
 from rooflow.workload.dataset import SubsetSpec, build_subset
 
@@ -51,11 +51,12 @@ def register(subparsers) -> None:
                         help="class folders to pick at random (seeded) under --root (default: %(default)s)")
     parser.add_argument("--images-per-class", type=positive_int, default=8,
                         help="images to pick from each class (default: %(default)s)")
-    parser.add_argument("--resize", type=positive_int, default=256,
+    parser.add_argument("--resize", type=bounded_int(*RESIZE_PIXELS, "a side in pixels"), default=256,
                         help="shorter side after resizing, in pixels, before the center crop (default: %(default)s)")
     parser.add_argument("--image-size", type=positive_int, default=224,
                         help="side of the square center crop, in pixels: the models' input (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the pick (default: %(default)s)")
+    parser.add_argument("--seed", type=bounded_int(*SEED, "a seed"), default=0,
+                        help="seed of the pick (default: %(default)s)")
     parser.add_argument("--output", required=True, help="subset .pt file to write (uint8 images and labels)")
     parser.add_argument("--manifest", required=True, help="manifest CSV to write (one row per image: its class and "
                                                           "source file)")

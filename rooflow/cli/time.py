@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from rooflow.arguments import non_negative_seconds, positive_int
+from rooflow.arguments import CPU_MEMORY_LIMIT_BYTES, bounded_int, non_negative_seconds, positive_int
 from rooflow.io import check_distinct, write_json
 from rooflow.measure.driver import profile_one_iteration
 from rooflow.measure.timing import RunSpec, add_run_arguments, measure, model_fields
@@ -46,7 +46,8 @@ def register(subparsers) -> None:
     parser.add_argument("--noise-budget", type=non_negative_seconds, default=60.0,
                         help="seconds of timed iterations one measurement may spend on repeated rounds; 0 never "
                              "repeats (default: %(default)s)")
-    parser.add_argument("--cpu-memory-limit", type=positive_int, default=None,
+    parser.add_argument("--cpu-memory-limit", type=bounded_int(*CPU_MEMORY_LIMIT_BYTES, "a number of bytes"),
+                        default=None,
                         help="bytes a CPU run may map beyond what the process holds; more ends as status oom")
     parser.add_argument("--subset", help="subset .pt written by `rooflow subset` (default: the generated stand-in "
                                          f"the workflow uses without a dataset, {SubsetSpec.classes} classes × "

@@ -57,6 +57,16 @@ def test_an_output_in_a_folder_no_file_can_be_made_in_is_named_not_its_temporary
                                                 "integer (1 or more) (usage: rooflow estimate --help)"),
     (["devices", "--format", "xml"], "rooflow devices: error: argument --format: invalid choice: 'xml' (choose from "
                                      "'table', 'json') (usage: rooflow devices --help)"),
+    # each a traceback inside the work: an overflowing seed, torch's resize of a 1-pixel side, setrlimit's overflow
+    (["subset", "--seed", str(2**70), "--output", "s.pt", "--manifest", "s.csv"],
+     f"rooflow subset: error: argument --seed: {2**70} is not a seed from 0 to 4,294,967,295 (usage: rooflow "
+     "subset --help)"),
+    (["subset", "--resize", "1", "--image-size", "1", "--output", "s.pt", "--manifest", "s.csv"],
+     "rooflow subset: error: argument --resize: 1 is not a side in pixels from 2 to 4,096 (usage: rooflow subset "
+     "--help)"),
+    (["time", "--model", "resnet18", "--batch", "1", "--cpu-memory-limit", str(2**64 - 1)],
+     f"rooflow time: error: argument --cpu-memory-limit: {2**64 - 1} is not a number of bytes from 1 to "
+     "4,611,686,018,427,387,904 (usage: rooflow time --help)"),
 ])
 def test_a_mistyped_option_is_one_line_not_the_usage_block(capsys, argv, said):
     """argparse printed the whole usage block, up to ten lines, above the one sentence that mattered."""

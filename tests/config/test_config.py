@@ -133,6 +133,14 @@ FAULTS = [
     # 1,000 x 1,300 (ImageNet's train/) is 196 GB of uint8 images at 224: every timing job loads the subset whole
     ("dataset subset larger than memory", {"dataset": {"classes": 1000, "images_per_class": 1300}},
      ["key 'dataset/classes'", "1,300,000 images, 195.7 GB", "at most 2 GiB", "lower them"]),
+    # each passed validation, then its first job ended in a traceback: an overflowing seed, an allocator error,
+    # torch's antialiased resize of a 1-pixel side, setrlimit's OverflowError
+    ("seed past a long long", {"dataset": {"seed": 2**70}}, ["'dataset/seed'", "must be at most 4294967295"]),
+    ("negative seed", {"dataset": {"seed": -1}}, ["'dataset/seed'", "at least 0"]),
+    ("resize of petabytes", {"dataset": {"resize": 10**9}}, ["'dataset/resize'", "must be at most 4096"]),
+    ("resize of one pixel", {"dataset": {"resize": 1, "image_size": 1}}, ["'dataset/resize'", "at least 2"]),
+    ("memory limit past setrlimit", {"profiling": {"cpu_memory_limit_bytes": 2**80}},
+     ["'profiling/cpu_memory_limit_bytes'", "must be at most 4611686018427387904"]),
     ("resize below the crop", {"dataset": {"resize": 200, "image_size": 224}},
      ["'dataset/resize' is 200, below dataset.image_size 224", "black borders", "256 for a 224 crop"]),
     ("kernel calibrations file that is missing", {"kernel_calibrations": ["nowhere/kernels-l4.json"]},
@@ -483,3 +491,16 @@ def test_a_number_that_is_not_finite_is_refused_with_its_line(tmp_path, text, li
         with pytest.raises(RooflowError) as error:
             read(path)
         assert str(error.value) == f"{path}: line {line}: '{word}' is not a finite number: give the number itself"
+
+
+def test_the_command_lines_bounds_are_the_schemas():
+    """`rooflow subset --seed/--resize` and `rooflow time --cpu-memory-limit` refuse what the config's schema
+    refuses for the same keys (rooflow.arguments holds the numbers)."""
+    from rooflow import arguments
+    from rooflow.config_io import load_schema
+
+    schema = load_schema("config.schema.yaml")["properties"]
+    dataset, profiling = schema["dataset"]["properties"], schema["profiling"]["properties"]
+    for key, bounds in ((dataset["resize"], arguments.RESIZE_PIXELS), (dataset["seed"], arguments.SEED),
+                        (profiling["cpu_memory_limit_bytes"], arguments.CPU_MEMORY_LIMIT_BYTES)):
+        assert (key["minimum"], key["maximum"]) == bounds
