@@ -20,5 +20,16 @@ def is_out_of_memory(error: BaseException) -> bool:
     if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
         return True
     text = str(error).lower()
+    if isinstance(error, RuntimeError) and "could not create a primitive" in text and _address_space_capped():
+        # oneDNN's allocation failing under RLIMIT_AS (profiling.cpu_memory_limit_bytes): it was blamed on the
+        # model's input shapes, which ran without the cap
+        return True
     return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text
                                                 or "failed to allocate" in text or "bad_alloc" in text)
+
+
+def _address_space_capped() -> bool:
+    """Whether this process runs under a soft RLIMIT_AS (rooflow.measure.oom.cpu_memory_limit sets one)."""
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY

@@ -482,3 +482,28 @@ def test_rooflow_time_on_a_device_it_cannot_time_is_one_sentence(device, capsys)
     err = capsys.readouterr().err
     assert f"device '{device}' is not one a step can be timed on: use cpu or cuda[:N]" in err
     assert "Traceback" not in err
+
+
+def test_onednn_failing_under_the_memory_limit_is_an_oom_row_not_a_shape_error(tmp_path, capsys):
+    """A small custom CNN under a 1 MB address-space limit: oneDNN cannot create its convolution primitive, and
+    the input check blamed the shapes ("rejects inputs of shape 2x3x32x32 ... fix its input shapes"), exit 2, where
+    the same run without the limit is fine; the workflow's job failed instead of writing its oom row."""
+    import resource
+
+    from rooflow import cli
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    output = tmp_path / "timing.json"
+    assert cli.main(["time", "--model", "examples.tiny_cnn.model:build", "--input", "3x32x32", "--batch", "2",
+                     "--warmup", "1", "--iterations", "3", "--cpu-memory-limit", "1000000", "--output",
+                     str(output)]) == 0
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    record = json.loads(output.read_text())
+    assert record["status"] == "oom" and record["memory_limit_bytes"] == 1000000
+    assert record["message"].startswith("out of memory: ")
+    # oneDNN's words are a memory failure under a cap (whichever allocation fails first on this CPU), not without
+    from rooflow.measure.oom import cpu_memory_limit
+
+    with cpu_memory_limit(2**30):
+        assert is_out_of_memory(RuntimeError("could not create a primitive"))
+    assert not is_out_of_memory(RuntimeError("could not create a primitive"))
