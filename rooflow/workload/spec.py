@@ -249,10 +249,21 @@ def check_importable(path: str, where: str) -> None:
     module of ``package.module:callable`` can be found."""
     module = path.split(":")[0]
     _add_working_directory()
-    try:
+    try:  # find_spec imports the module's parent packages
         found = importlib.util.find_spec(module)
+    except ModuleNotFoundError as error:
+        if error.name and not (module == error.name or module.startswith(error.name + ".")):
+            # the module was found; what it (or its package) imports is not installed: PYTHONPATH would not help
+            raise RooflowError(f"{where}: importing the package of {path} needs module '{error.name}', which is "
+                               f"not installed: install it in the workflow's environment (envs/rooflow.yaml, or "
+                               f"the virtualenv Snakemake runs in)") from None
+        found, reason = None, str(error)
     except (ImportError, ValueError) as error:
         found, reason = None, str(error)
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - a package's own code: a traceback at every parse
+        raise RooflowError(f"{where}: importing the package of {path} failed with {type(error).__name__}: "
+                           f"{str(error).splitlines()[0][:200] if str(error) else '(no message)'}: fix the "
+                           f"package") from None
     else:
         reason = ""
     if found is None:

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import warnings
 from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -527,3 +528,38 @@ def test_a_torchvision_model_at_an_input_size_it_cannot_take_is_one_sentence(cap
     error = capsys.readouterr().err.strip()
     assert says in error and error.endswith("give the --input-size it takes (the default, 224, does)")
     assert "\n" not in error and "detector" not in error
+
+
+@pytest.mark.parametrize("init, says", [
+    ('raise RuntimeError("boom in package init")\n',
+     "config: key 'models/0': importing the package of badpkg.m:build failed with RuntimeError: boom in package "
+     "init: fix the package"),
+    ("def broken(:\n", "config: key 'models/0': importing the package of badpkg.m:build failed with SyntaxError: "),
+    ("import sys\nsys.exit(3)\n",
+     "config: key 'models/0': importing the package of badpkg.m:build failed with SystemExit: 3: fix the package"),
+    ("import not_a_real_dependency_xyz\n",
+     "config: key 'models/0': importing the package of badpkg.m:build needs module 'not_a_real_dependency_xyz', "
+     "which is not installed: install it in the workflow's environment"),
+])
+def test_a_factory_whose_package_fails_to_import_is_one_sentence_at_validation(tmp_path, monkeypatch, init, says):
+    """Finding the factory's module imports its package: one that raised printed Snakemake's traceback at every
+    parse (`snakemake -n`), one that called sys.exit ended the workflow with no word, and a missing dependency was
+    "cannot be found ... add its parent to PYTHONPATH", which would not fix it."""
+    name = f"badpkg{abs(hash(init))}"  # one per case: the factory's import adds each case's folder to sys.path
+    package = tmp_path / name
+    package.mkdir()
+    (package / "__init__.py").write_text(init)
+    (package / "m.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    root = Path(__file__).resolve().parents[2]
+    config = read_yaml(root / "examples" / "tiny_cnn" / "config.yaml")
+    config["models"] = [{"name": "bad", "factory": f"{name}.m:build", "inputs": ["3x8x8"]}]
+    config["model_batch_sizes"] = {}
+    try:
+        with pytest.raises(RooflowError) as error:
+            validate_config(config, str(root), "config")
+    finally:
+        for module in [m for m in sys.modules if m.startswith(name)]:
+            del sys.modules[module]
+    assert str(error.value).startswith(says.replace("badpkg", name)) and "\n" not in str(error.value)

@@ -157,7 +157,8 @@ def test_rooflow_subset_refuses_a_size_or_count_of_zero(tmp_path, capsys, option
     with pytest.raises(SystemExit) as exited:
         main(["subset", option, "0", "--output", str(tmp_path / "s.pt"), "--manifest", str(tmp_path / "m.csv")])
     assert exited.value.code == 2
-    assert f"rooflow subset: error: argument {option}: 0 is not a positive integer (1 or more)" in capsys.readouterr().err
+    expected = "a side in pixels from 2 to 4,096" if option == "--resize" else "a positive integer (1 or more)"
+    assert f"rooflow subset: error: argument {option}: 0 is not {expected}" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 
 
