@@ -171,6 +171,9 @@ def describe_error(error: jsonschema.ValidationError, schema: dict[str, Any], so
         where = f"under '{key}'" if key else "at the top level"
         return (f"{source}: key '{full}' is not a known key{did_you_mean}: remove it or use one of the keys "
                 f"allowed {where}: {', '.join(allowed)}")
+    if "propertyNames" in error.absolute_schema_path:  # the key's name itself, not a value under it
+        subject = f"key name {_show(value)}" + (f" under '{key}'" if key else "")
+        return " ".join(f"{source}: {subject} is not allowed: {hint}".split())
     subject = f"key '{key}'" if key else "the file"
     shown = _show(value)
     if kind == "type" and value is None and not key:  # an empty file: YAML reads it as null
@@ -187,6 +190,8 @@ def describe_error(error: jsonschema.ValidationError, schema: dict[str, Any], so
         problem = f"is {shown}, but must be {bound} {expected}"
     elif kind == "enum":
         guess = close_matches(str(value), [str(e) for e in expected], n=1)
+        if str(value).lower() in ("gpu", "nvidia") and "cuda" in expected:  # not 'tpu', the closest spelling
+            guess = ["cuda"]
         did_you_mean = f" (did you mean '{guess[0]}'?)" if guess else ""
         problem = f"is {shown}{did_you_mean}, not one of {', '.join(str(e) for e in expected)}"
     elif kind == "const":
@@ -204,7 +209,7 @@ def describe_error(error: jsonschema.ValidationError, schema: dict[str, Any], so
         problem = "is empty"
     else:
         problem = f"is invalid ({error.message})"
-    fix = hint or "see config/README.md"
+    fix = hint or f"see {schema.get('$comment', 'config/README.md')}"
     return " ".join(f"{source}: {subject} {problem}: {fix}".split())
 
 

@@ -915,7 +915,9 @@ def _check_signs(parsed: _File) -> None:
             line = parsed.info["line"].get(kernel) if "line" in parsed.info else None
             where = f" (from line {line})" if line is not None and line == line else ""
             count = f"{len(negative)} kernels have" if len(negative) > 1 else "1 kernel has"
-            raise ParseError(f"{parsed.path}: kernel ID {kernel}{where}: {metric} is {values[negative[0]]:,.0f}, and "
+            # in SI units ({:,.0f} printed -5 ns as "-0")
+            shown = f"{values[negative[0]]:.6g}" + (" s" if "duration" in metric else "")
+            raise ParseError(f"{parsed.path}: kernel ID {kernel}{where}: {metric} is {shown}, and "
                              f"no counter or duration is negative ({count} such a value): the file was edited or "
                              f"damaged; profile again or copy the file as ncu wrote it.")
 

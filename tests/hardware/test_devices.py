@@ -493,3 +493,23 @@ def test_devices_command_marks_estimate_only_devices(capsys):
         line = next(line for line in lines if line.startswith(key + " "))
         assert line.endswith("[estimate only]"), line
     assert not any(line.startswith("h100-sxm5-80gb ") and "estimate only" in line for line in lines)
+
+
+def test_catalogue_faults_name_the_key_the_fix_and_the_catalogues_own_page(tmp_path):
+    """An upper-case device key said "the file is 'H100-X' ... see config/README.md" (the file is no key, the page
+    the config's); `kind: gpu` was offered 'tpu' (the closest spelling) where an NVIDIA GPU is 'cuda'; an empty
+    catalogue pointed at the config's page."""
+    catalogue = yaml.safe_load(default_catalogue_path().read_text())
+    cases = {"upper": ({**catalogue, "H100-X": catalogue["h100-sxm5-80gb"]},
+                       "key name 'H100-X' is not allowed: A device key is lowercase letters, digits and dashes (it "
+                       "names result folders and Snakemake wildcards), e.g. h100-sxm5-80gb: rename it "
+                       "(config/DEVICES.md)"),
+             "gpu": ({**catalogue, "t4": {**catalogue["t4"], "kind": "gpu"}},
+                     "key 't4/kind' is 'gpu' (did you mean 'cuda'?), not one of cuda, cpu, tpu"),
+             "empty": (None, "the file is empty: see config/DEVICES.md")}
+    for name, (data, says) in cases.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data) if data is not None else "")
+        with pytest.raises(RooflowError) as error:
+            load_devices(path)
+        assert str(error.value).startswith(f"{path}: {says}"), str(error.value)

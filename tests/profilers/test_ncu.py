@@ -798,6 +798,10 @@ def test_a_negative_counter_is_refused(tmp_path):
         f"{path}: kernel ID 1 (from line 3): smsp__sass_thread_inst_executed_op_ffma_pred_on.sum is -12, and no "
         f"counter or duration is negative (1 kernel has such a value): the file was edited or damaged; profile "
         f"again or copy the file as ncu wrote it.")
+    # a negative duration in nanoseconds was "-0" (its seconds printed without decimals)
+    path.write_text(NEW_HEADER + "\n" + _new_row(0, "k", "gpu__time_duration.sum", "nsecond", "-5") + "\n")
+    with pytest.raises(ParseError, match=r"kernel ID 0 \(from line 2\): gpu__time_duration.sum is -5e-09 s, and no "):
+        aggregate_ncu(path)
 
 
 # ---------------------------------------------------------------------------------------------------
