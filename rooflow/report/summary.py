@@ -44,7 +44,7 @@ def read_summary(path: str | Path) -> pd.DataFrame:
         records = list(csv.reader(io.StringIO(Path(path).read_text())))
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, csv.Error) as error:
         raise RooflowError(f"{path}: not a readable summary table ({type(error).__name__}): {fix}") from None
-    missing = [key for key in KEYS if key not in frame.columns]
+    missing = [key for key in [*KEYS, "status"] if key not in frame.columns]
     if missing:
         raise RooflowError(f"{path}: not a rooflow summary table (no column {', '.join(missing)}): {fix}")
     if frame.empty:  # the workflow writes a row per run: a header alone is a write cut short
@@ -59,6 +59,19 @@ def read_summary(path: str | Path) -> pd.DataFrame:
             row = int((numbers.isna() & frame[column].notna()).to_numpy().nonzero()[0][0])
             raise RooflowError(f"{path}: its row {row + 1} has {frame[column].iloc[row]!r} in column {column}, where "
                                f"a number belongs: {fix}")
+    for column in NUMERIC_COLUMNS:  # a negative time or count, an infinite one, a batch of -1: printed as results
+        if column not in frame.columns:
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = (values < 0) | (values.abs() == float("inf"))
+        if column == "batch":
+            bad |= (values < 1) | (values % 1 != 0)
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            written = records[row + 1][records[0].index(column)]  # as the file has it (pandas reads 1e400 as inf)
+            wanted = "a whole number of 1 or more" if column == "batch" else "a finite number of 0 or more"
+            raise RooflowError(f"{path}: its row {row + 1} has {written!r} in column {column}, where {wanted} "
+                               f"belongs: {fix}")
     return frame
 
 

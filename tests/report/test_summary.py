@@ -401,12 +401,22 @@ def test_an_imported_profiles_kernel_time_is_held_to_the_predicted_kernel_time(g
 
 @pytest.mark.parametrize("content, says", [
     ("", "not a readable summary table (EmptyDataError)"),
-    ("a,b\n1,2\n", "not a rooflow summary table (no column device, model, batch, precision, mode)"),
+    ("a,b\n1,2\n", "not a rooflow summary table (no column device, model, batch, precision, mode, status)"),
     # a header alone printed pandas' "Empty DataFrame" repr and "all self-checks passed"; a row cut short read as
     # a run whose numbers were not collected
     ("device,model,batch,precision,mode,status\n", "a summary table without a row (only its header)"),
     ("device,model,batch,precision,mode,status\ncpu,resnet18,1,fp32,inference,ok\ncpu,resnet18,8\n",
      "its row 2 has 3 of the header's 6 fields, so the table is cut short"),
+    # the key columns alone printed a row of NaN; a negative or overflowing time and a batch of -1 were printed as
+    # results, exit 0
+    ("device,model,batch,precision,mode\ncpu,resnet18,1,fp32,inference\n",
+     "not a rooflow summary table (no column status)"),
+    ("device,model,batch,precision,mode,status,measured_seconds\ncpu,resnet18,1,fp32,inference,ok,-1\n",
+     "its row 1 has '-1' in column measured_seconds, where a finite number of 0 or more belongs"),
+    ("device,model,batch,precision,mode,status,flops\ncpu,resnet18,1,fp32,inference,ok,1e400\n",
+     "its row 1 has '1e400' in column flops, where a finite number of 0 or more belongs"),
+    ("device,model,batch,precision,mode,status\ncpu,resnet18,-1,fp32,inference,ok\n",
+     "its row 1 has '-1' in column batch, where a whole number of 1 or more belongs"),
 ])
 def test_rooflow_summary_and_checks_refuse_a_foreign_summary_in_one_sentence(tmp_path, capsys, content, says):
     """An empty, foreign, header-only or cut results/summary.csv ended `rooflow summary` and `rooflow checks` in
