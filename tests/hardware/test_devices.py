@@ -181,7 +181,7 @@ def test_an_empty_catalogue_file_says_so(tmp_path, capsys):
     empty = tmp_path / "devices.yaml"
     empty.write_text("")
     assert cli.main(["devices", "--catalogue", str(empty)]) == 2
-    assert capsys.readouterr().err.strip() == f"rooflow devices: error: {empty}: the file is empty: see config/README.md"
+    assert capsys.readouterr().err.strip() == f"rooflow devices: error: {empty}: the file is empty: see config/DEVICES.md"
 
 
 @pytest.mark.parametrize("command", [["devices"], ["ceilings", "--device", "cpu"]])
@@ -194,7 +194,7 @@ def test_every_command_takes_the_catalogue_as_devices_file(tmp_path, capsys, com
     empty.write_text("")
     for flag in ("--devices-file", "--catalogue"):
         assert cli.main([*command, flag, str(empty)]) == 2
-        assert capsys.readouterr().err.strip().endswith(f"{empty}: the file is empty: see config/README.md")
+        assert capsys.readouterr().err.strip().endswith(f"{empty}: the file is empty: see config/DEVICES.md")
 
 
 def test_every_gpu_has_its_base_and_boost_clocks(devices):
@@ -478,12 +478,18 @@ def test_the_workflow_rejects_an_estimate_only_device_in_devices(root):
     assert "rooflow estimate --device tpu-v4" in message and "imported profile" in message
 
 
-def test_an_imported_profile_may_name_an_estimate_only_device(root):
+def test_an_imported_profile_names_a_gpu_estimate_only_or_not(root):
+    """Imports were allowed on any catalogue device, estimate-only ones included (nothing runs there): so an A100's
+    Nsight Compute log imported as the estimate-only Xeon Phi's was drawn on a CPU's roofline. ncu and nsys profile
+    NVIDIA GPUs: an import names one (every estimate-only device of the catalogue is a CPU or a TPU)."""
     ncu = "tests/data/real/anoushka21-cloudml/proj1/a100/vgg11/ncu-log-vgg11.txt"
-    config = {"models": ["vgg11"], "devices": ["cpu"],
-              "imports": [{"device": "xeon-phi-7120a", "model": "vgg11", "batch": 16, "precision": "fp32",
-                           "mode": "training", "ncu": [ncu]}]}
-    assert validate_config(config, workdir=root)["imports"][0]["device"] == "xeon-phi-7120a"
+    run = {"model": "vgg11", "batch": 16, "precision": "fp32", "mode": "training", "ncu": [ncu]}
+    config = {"models": ["vgg11"], "devices": ["cpu"], "imports": [{"device": "xeon-phi-7120a", **run}]}
+    with pytest.raises(RooflowError, match=r"key 'imports/0/device' is xeon-phi-7120a, a cpu device, but ncu and "
+                                           r"nsys profile NVIDIA GPUs: name the catalogue GPU"):
+        validate_config(config, workdir=root)
+    config["imports"] = [{"device": "a100-sxm4-40gb", **run}]
+    assert validate_config(config, workdir=root)["imports"][0]["device"] == "a100-sxm4-40gb"
 
 
 def test_devices_command_marks_estimate_only_devices(capsys):
