@@ -78,7 +78,9 @@ def oom_details(error: BaseException, cuda: bool, address_space_cap: int | None 
         available = max(address_space_cap - peak, 0) if peak is not None else None
         details.update(memory_available_bytes=available, memory_limit_bytes=cpu_limit,
                        memory_in_use_bytes=_proc_status_bytes("VmRSS"))
-        where = f"left under profiling.cpu_memory_limit_bytes = {format_bytes(cpu_limit)}"
+        # the workflow's key or `rooflow time`'s option: it said the config key to a command-line user too
+        where = (f"left under the memory limit of {format_bytes(cpu_limit)} (profiling.cpu_memory_limit_bytes, "
+                 f"--cpu-memory-limit)")
     else:
         details.update(memory_available_bytes=_mem_available_bytes(), memory_limit_bytes=None,
                        memory_in_use_bytes=_proc_status_bytes("VmRSS"))

@@ -498,7 +498,9 @@ def test_onednn_failing_under_the_memory_limit_is_an_oom_row_not_a_shape_error(t
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(output.read_text())
     assert record["status"] == "oom" and record["memory_limit_bytes"] == 1000000
-    assert record["message"].startswith("out of memory: ")
+    # the limit named as the command line's option too (it named the config key alone)
+    assert record["message"].startswith("out of memory: ") and "left under the memory limit of 976.56 KiB " \
+        "(profiling.cpu_memory_limit_bytes, --cpu-memory-limit)" in record["message"]
     # oneDNN's words are a memory failure under a cap (whichever allocation fails first on this CPU), not without
     from rooflow.measure.oom import cpu_memory_limit
 
