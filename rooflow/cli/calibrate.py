@@ -60,7 +60,9 @@ def register(subparsers) -> None:
                     "its measured ceilings. rooflow's shipped H100 calibration is made this way.")
     parser.add_argument("--from-recordings", required=True, metavar="DIR",
                         help="folder of <model>-b<batch>-<precision>-<mode>-ncu.csv(.gz) and "
-                             "torch-profiler-<...>.json(.gz) files")
+                             "torch-profiler-<...>.json(.gz) files (a trace: one step with CPU and CUDA activities "
+                             "inside torch.profiler.record_function('rooflow:<model>:b<batch>:<precision>:<mode>'); "
+                             "host costs come from an inference step's trace)")
     parser.add_argument("--device", required=True, help="catalogue key of the recorded device")
     parser.add_argument("--ceilings", required=True, help="the device's measured ceilings JSON")
     parser.add_argument("--devices-file", default=str(default_catalogue_path()),
