@@ -143,7 +143,9 @@ def missing(path: str | Path, folder: bool = False) -> str | None:
         return None
     if path.is_dir() or path.is_file():
         return "a folder, not a file" if path.is_dir() else "a file, not a folder"
-    return f"not a {'folder' if folder else 'regular file'}" if path.exists() else f"no such {'folder' if folder else 'file'}"
+    if path.exists():  # a device, a socket
+        return "not a folder" if folder else "not a regular file"
+    return f"no such {'folder' if folder else 'file'}"
 
 
 def check_distinct(outputs: dict[str, str | Path | None], inputs: dict[str, Any]) -> None:

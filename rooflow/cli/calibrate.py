@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from rooflow.errors import RooflowError
-from rooflow.hardware.devices import CEILINGS_FILE, check_ceilings, default_catalogue_path, load_device
+from rooflow.hardware.devices import CEILINGS_FILE, default_catalogue_path, load_device
 from rooflow.io import missing, read_json_object, write_json
 
 
@@ -21,16 +21,15 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         read_trace,
     )
 
-    if missing(args.ceilings):
-        raise RooflowError(f"--ceilings {args.ceilings}: {missing(args.ceilings)}: give the JSON `rooflow ceilings --device "
+    if why := missing(args.ceilings):
+        raise RooflowError(f"--ceilings {args.ceilings}: {why}: give the JSON `rooflow ceilings --device "
                            f"{args.device} --output FILE` wrote on that device")
     if not load_device(args.devices_file, args.device).is_cuda:  # a CPU's calibration: `rooflow ceilings --calibrate`
         raise RooflowError(f"--device {args.device}: not a GPU: recordings of CUDA kernels calibrate a GPU; give the "
                            f"catalogue key of the GPU they were recorded on (a CPU's calibration: `rooflow ceilings "
                            f"--calibrate` on it)")
-    device = load_device(args.devices_file, args.device, args.ceilings)
+    device = load_device(args.devices_file, args.device, args.ceilings)  # refuses another GPU model's ceilings
     ceilings = read_json_object(args.ceilings, CEILINGS_FILE)
-    check_ceilings(ceilings, device, args.ceilings, same_model=True)
     folder = Path(args.from_recordings)
     recordings = load_recordings(folder)
     traces = {}

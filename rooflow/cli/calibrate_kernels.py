@@ -25,8 +25,8 @@ def _roofs(specs: list[str]) -> dict:
         if not path or key not in devices:
             raise RooflowError(f"--ceilings {spec!r}: expected KEY=FILE with KEY a catalogue device "
                                f"(`rooflow devices` lists them) and FILE a `rooflow ceilings` JSON")
-        if missing(path):
-            raise RooflowError(f"--ceilings {spec!r}: {path}: {missing(path)}: give the JSON `rooflow ceilings "
+        if why := missing(path):
+            raise RooflowError(f"--ceilings {spec!r}: {path}: {why}: give the JSON `rooflow ceilings "
                                f"--device {key} --output FILE` wrote on that device")
         ceilings = read_json(path)
         if isinstance(ceilings, dict):  # anything else: roof_from_ceilings says it holds no FP32 rate

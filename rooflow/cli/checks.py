@@ -16,15 +16,15 @@ FOLDERS = {"estimates": "estimate", "ceilings": "ceilings", "profiles": "profile
 
 
 def _cmd_checks(args: argparse.Namespace) -> int:
-    if args.records and missing(args.records):  # "all self-checks passed", exit 0, had read nothing
-        raise RooflowError(f"--records {args.records}: {missing(args.records)}: give the workflow's results/checks/checks.json, "
-                           "or leave --records out to compute the checks")
+    if args.records and (why := missing(args.records)):  # "all self-checks passed", exit 0, had read nothing
+        raise RooflowError(f"--records {args.records}: {why}: give the workflow's results/checks/checks.json, or "
+                           "leave --records out to compute the checks")
     records_file = Path(args.records) if args.records else records_path(args.summary)
     summary = Path(args.summary)
     given = {option: getattr(args, option) for option in FOLDERS if getattr(args, option) is not None}
-    if args.devices_file is not None and missing(args.devices_file):  # its cache-roof checks would pass
-        raise RooflowError(f"--devices-file {args.devices_file}: {missing(args.devices_file)}: give a device catalogue "
-                           "(config/devices.yaml, or the workflow's devices_file), or leave it out")
+    if args.devices_file is not None and (why := missing(args.devices_file)):  # its cache-roof checks would pass
+        raise RooflowError(f"--devices-file {args.devices_file}: {why}: give a device catalogue (config/devices.yaml, "
+                           "or the workflow's devices_file), or leave it out")
     if records_file.is_file() and (args.records or not given and args.devices_file is None and (
             not summary.is_file() or records_file.stat().st_mtime >= summary.stat().st_mtime)):
         # the records the workflow's check_runs step wrote: exactly what the report shows
@@ -32,9 +32,9 @@ def _cmd_checks(args: argparse.Namespace) -> int:
     else:
         folders = {}
         for option, name in FOLDERS.items():
-            if option in given and missing(given[option], folder=True):  # missing, its checks would all pass
-                raise RooflowError(f"--{option} {given[option]}: {missing(given[option], folder=True)}: give the workflow's results/{name}/ "
-                                   f"(or leave --{option} out: the one beside the summary)")
+            if option in given and (why := missing(given[option], folder=True)):  # its checks would all pass
+                raise RooflowError(f"--{option} {given[option]}: {why}: give the workflow's results/{name}/ (or leave "
+                                   f"--{option} out: the one beside the summary)")
             folders[option] = Path(given.get(option) or summary.parent / name)
         totals_paths = sorted(folders["estimates"].glob("*/*/totals.json"))
         layers_paths = [p.with_name("layers.csv") for p in totals_paths]

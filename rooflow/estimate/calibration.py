@@ -179,8 +179,8 @@ def load_recordings(folder: str | Path) -> list[Recording]:
     from rooflow.profilers.ncu import aggregate_ncu
 
     folder = Path(folder)
-    if missing(folder, folder=True):
-        raise RooflowError(f"{folder}: {missing(folder, folder=True)} of recordings: give the folder that holds {RECORDING_FILES}")
+    if why := missing(folder, folder=True):
+        raise RooflowError(f"{folder}: {why} of recordings: give the folder that holds {RECORDING_FILES}")
     found: dict[tuple, Recording] = {}
     for path in sorted(folder.glob("torch-profiler-*.json*")):
         key = _recording_key(path)

@@ -942,12 +942,22 @@ IDENTIFIED_LOSS = 0.01
 
 
 def _identified(prepared: _Prepared, measured: np.ndarray, op_class: str, params: dict[str, float], name: str) -> bool:
-    """Whether ``params[name]`` is pinned by the calls: without it (zero) their mean |log error| grows by at
-    least :data:`IDENTIFIED_LOSS`."""
-    def loss(candidate: dict[str, float]) -> float:
-        return float(np.mean(np.abs(np.log(prepared.seconds(op_class, candidate) / measured))))
+    """Whether ``params[name]`` is pinned by the calls: without it (zero) their mean |log error| (the fit's
+    loss) grows by at least :data:`IDENTIFIED_LOSS`."""
+    gpu = [(prepared, measured)]
+    return _fit_loss(gpu, op_class, {**params, name: 0.0}) - _fit_loss(gpu, op_class, params) >= IDENTIFIED_LOSS
 
-    return loss({**params, name: 0.0}) - loss(params) >= IDENTIFIED_LOSS
+
+def _fit_loss(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, candidate: dict[str, float],
+              floors: list | None = None) -> float:
+    """The mean absolute log error of ``candidate`` over ``prepared`` (one entry per GPU: its rows and their
+    measured seconds), each GPU at its own launch floor where ``floors`` gives more than one (else the
+    candidate's). L1 in log space: a few odd rows do not steer a fit."""
+    errors = []
+    for index, (prep, measured) in enumerate(prepared):
+        own = candidate if not floors or len(floors) == 1 else {**candidate, "floor_seconds": floors[index]}
+        errors.append(np.log(prep.seconds(op_class, own) / measured))
+    return float(np.mean(np.abs(np.concatenate(errors))))
 
 
 def _fit_class(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, floors: list,
@@ -964,12 +974,7 @@ def _fit_class(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, floo
         params["floor_seconds"] = floors[0]
 
     def loss(candidate: dict[str, float]) -> float:
-        errors = []
-        for (prep, measured), floor in zip(prepared, floors):
-            predicted = prep.seconds(op_class, candidate if len(floors) == 1 else {**candidate, "floor_seconds": floor})
-            errors.append(np.log(predicted / measured))
-        error = np.concatenate(errors)
-        return float(np.mean(np.abs(error)))  # L1 in log space: a few odd rows do not steer the fit
+        return _fit_loss(prepared, op_class, candidate, floors)
 
     for _ in range(rounds):
         for name in fitted:

@@ -403,8 +403,8 @@ def load_device(path: str | Path, key: str, ceilings_path: str | Path | None = N
         raise unknown_device_error(key, devices, path)
     device = devices[key]
     if ceilings_path:
-        if missing(ceilings_path):  # it was passed over without a word: the datasheet's roofs in its place
-            raise RooflowError(f"ceilings file {ceilings_path}: {missing(ceilings_path)}: give the JSON `rooflow "
+        if why := missing(ceilings_path):  # it was passed over without a word: the datasheet's roofs in its place
+            raise RooflowError(f"ceilings file {ceilings_path}: {why}: give the JSON `rooflow "
                                f"ceilings --device {key} --output FILE` wrote on that device")
         ceilings = read_json_object(ceilings_path, CEILINGS_FILE)
         check_ceilings(ceilings, device, ceilings_path, same_model=True)  # an H200's roofs moved an H100's estimate

@@ -481,7 +481,7 @@ def load_estimates(totals_paths, layers_paths=()) -> tuple[dict[tuple, dict], di
     layers_paths = list(layers_paths) or [None] * len(list(totals_paths))
     for totals_path, layers_path in zip(totals_paths, layers_paths):
         total = read_json_object(totals_path, TOTALS_FILE)
-        missing = [k for k in ("model", "batch", "precision", "mode") if k not in total]
+        missing = [k for k in RUN_KEYS if k not in total]
         if missing:  # another JSON in the estimate folder: a KeyError traceback
             raise RooflowError(f"{totals_path}: not {TOTALS_FILE}: no {', '.join(missing)}; write it again "
                                f"(`snakemake --forcerun estimate_model`), or move it out of the estimate folder")
