@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rooflow.errors import RooflowError
+from rooflow.hardware.devices import CEILINGS_SCHEMA_VERSION
 
 GIGA = 1e9
 TERA = 1e12
 MIB = 1 << 20
-SCHEMA_VERSION = 2  # 2: l2_read replaces l2_copy; compute_tests, peak_kernel, stability, invalid_roofs
+SCHEMA_VERSION = CEILINGS_SCHEMA_VERSION  # the layout of the JSON `rooflow ceilings` writes
 STREAM_ELEMENT_BYTES = 4  # copy/triad run over fp32 arrays
 TRIAD_SCALAR = 3.0
 

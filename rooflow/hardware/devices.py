@@ -20,7 +20,7 @@ from typing import Any, Literal
 from rooflow.config_io import close_matches, load_schema, read_yaml, validate
 from rooflow.errors import RooflowError
 from rooflow.io import missing, read_json_object
-from rooflow.units import positive_number
+from rooflow.units import format_quantity, positive_number
 
 TERA = 1e12
 GIGA = 1e9
@@ -368,8 +368,27 @@ def ceilings_mismatch(ceilings: dict[str, Any], device: Device, same_model: bool
     return None
 
 
+# The ceilings JSON's layout (`schema_version`) this rooflow writes and reads: 2, l2_read in place of l2_copy;
+# compute_tests, peak_kernel, stability, invalid_roofs
+CEILINGS_SCHEMA_VERSION = 2
+# What no one device measures (FLOP/s, bytes/s): a roof outside these is a broken or hand-edited file, not a
+# machine (the largest GPUs reach about 2e15 FLOP/s dense and 3e13 bytes/s summed over their SMs' L1s; a CPU core
+# with no vector unit still runs 1e8 FLOP/s)
+ROOF_BOUNDS = {"FLOP/s": (1e6, 1e18), "B/s": (1e6, 1e16)}
+# A GPU's measured roof over this multiple of its datasheet's: no board runs so far above its boost clock or its
+# memory's datasheet rate (a measured roof above the datasheet's by less — a factory-overclocked card — is kept;
+# an H100 SXM's measured 3.03 TB/s is 1.52x an H100 PCIe's 2.0: another board's)
+DATASHEET_EXCESS = 1.5
+
+
 def ceilings_roofs_problem(ceilings: dict[str, Any]) -> str | None:
-    """What makes a ceilings JSON's roofs unusable — none measured, or one not a positive number — or None."""
+    """What makes a ceilings JSON's roofs unusable — none measured, one not a positive number, or outside what any
+    one device measures (:data:`ROOF_BOUNDS`), or a file of a newer rooflow — or None."""
+    version = ceilings.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > CEILINGS_SCHEMA_VERSION:
+        # a newer rooflow's fields would be read as this one's (or not at all) without a word
+        return (f"was written by a newer rooflow (schema_version {version}; this one reads up to {CEILINGS_SCHEMA_VERSION}: "
+                "upgrade rooflow to read it)")
     if not ceilings.get("peak_flops_per_second") and not ceilings.get("dram_bytes_per_second"):
         # `{}` or another JSON: it was ignored without a word, and the advice then said to pass --ceilings
         return "holds no measured roof (no peak_flops_per_second, no dram_bytes_per_second)"
@@ -381,6 +400,27 @@ def ceilings_roofs_problem(ceilings: dict[str, Any]) -> str | None:
            next(((key, value) for key, value in roofs if value is not None and not positive_number(value)), None))
     if bad:  # a hand-edited or foreign value: a TypeError traceback, or a NaN/negative roof under every prediction
         return f"{bad[0]} is {bad[1]!r}, not a positive number (its peak_flops_per_second a mapping of them)"
+    for key, value in roofs:  # 1e300 FLOP/s priced every run at 0 s; 0.001 bytes/s at hours
+        unit = "FLOP/s" if key.startswith("peak_flops") else "B/s"
+        low, high = ROOF_BOUNDS[unit]
+        if value is not None and not low <= value <= high:
+            return (f"{key} is {value!r} {unit}, {'past' if value > high else 'below'} what any one device measures "
+                    f"({format_quantity(low, unit)} to {format_quantity(high, unit)})")
+    return None
+
+
+def datasheet_excess(ceilings: dict[str, Any], device: Device) -> str | None:
+    """A measured roof of a GPU over :data:`DATASHEET_EXCESS` × its datasheet's, in words; None where none is."""
+    if not device.is_cuda:
+        return None
+    peaks = ceilings.get("peak_flops_per_second") or {}
+    pairs = [(f"peak_flops_per_second.{key}", value, device.peak_flops_per_second.get(key), "FLOP/s")
+             for key, value in peaks.items()]
+    pairs.append(("dram_bytes_per_second", ceilings.get("dram_bytes_per_second"), device.dram_bytes_per_second, "B/s"))
+    for key, value, datasheet, unit in pairs:
+        if positive_number(value) and positive_number(datasheet) and value > DATASHEET_EXCESS * datasheet:
+            return (f"its {key} {format_quantity(value, unit)} is {value / datasheet:.3g}× {device.key}'s datasheet "
+                    f"{format_quantity(datasheet, unit)}, which no board of it reaches")
     return None
 
 
@@ -391,7 +431,7 @@ def check_ceilings(ceilings: dict[str, Any], device: Device, path: str | Path, s
     if problem:
         raise RooflowError(f"ceilings file {path}{' ' if problem.startswith('holds') else ': '}{problem}: give the "
                            f"JSON `rooflow ceilings --device {device.key} --output FILE` wrote on that device")
-    why = ceilings_mismatch(ceilings, device, same_model)
+    why = ceilings_mismatch(ceilings, device, same_model) or datasheet_excess(ceilings, device)
     if why:
         raise RooflowError(f"ceilings file {path}: {why}: give the JSON `rooflow ceilings --device {device.key} "
                            f"--output FILE` wrote on that device")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from rooflow import cli
+from rooflow.errors import RooflowError
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY = ROOT / "tests" / "data" / "real" / "h100-rooflow" / "summary-tf32.csv"
@@ -126,6 +128,37 @@ def test_inputs_read_only_for_a_device_or_given_as_a_folder_are_named(tmp_path, 
                                            "subset --output` (the workflow's subset_dataset step) wrote")
 
 
+def test_a_roof_no_device_measures_or_a_newer_ceilings_file_is_refused(tmp_path, capsys):
+    """A ceilings JSON with a roof of 1e300 FLOP/s priced every run at 0 s, one of 0.001 bytes/s at hours, an H100
+    DRAM roof of 9 TB/s (2.7x its datasheet) passed as measured, and a file of schema_version 99 was read as this
+    rooflow's: each is refused naming the value, by estimate and by the checks of a results tree."""
+    import json
+
+    from rooflow.report.checks import check_file_records
+
+    ceilings = ROOT / "tests" / "data" / "real" / "h100-rooflow" / "ceilings-h100.json"
+    measured = json.loads(ceilings.read_text())
+    cases = (({"peak_flops_per_second": {**measured["peak_flops_per_second"], "fp32": 1e300}},
+              "peak_flops_per_second.fp32 is 1e+300 FLOP/s, past what any one device measures"),
+             ({"dram_bytes_per_second": 0.001}, "dram_bytes_per_second is 0.001 B/s, below what any one device measures"),
+             ({"schema_version": 99}, "was written by a newer rooflow (schema_version 99; this one reads up to 2"),
+             ({"dram_bytes_per_second": 9e12}, "its dram_bytes_per_second 9 TB/s is 2.69× h100-sxm5-80gb's datasheet "
+                                               "3.35 TB/s, which no board of it reaches"))
+    for change, words in cases:
+        edited = tmp_path / "h100-sxm5-80gb.json"
+        edited.write_text(json.dumps({**measured, **change}))
+        assert cli.main(["estimate", "resnet18", "--device", "h100-sxm5-80gb", "--ceilings", str(edited),
+                         "--measured"]) == 2
+        assert one_line_error(capsys).startswith(f"rooflow estimate: error: ceilings file {edited}: {words}")
+        if "datasheet" not in words:  # the checks read no catalogue here: the file alone
+            with pytest.raises(RooflowError, match=re.escape(f"ceilings file {edited}: {words}")):
+                check_file_records(ROOT / "tests" / "data" / "real" / "h100-rooflow" / "summary-tf32.csv",
+                                   ceilings_paths=[edited])
+    # a measured roof a little above the datasheet's (a factory-overclocked board) is a measurement
+    edited.write_text(json.dumps({**measured, "dram_bytes_per_second": 3.6e12}))
+    assert cli.main(["estimate", "resnet18", "--device", "h100-sxm5-80gb", "--ceilings", str(edited), "--measured"]) == 0
+
+
 def test_a_roof_or_a_time_that_is_not_a_positive_number_is_refused(tmp_path, capsys):
     """A ceilings JSON with 'fast' as its bandwidth was a TypeError traceback, with NaN a NaN prediction (exit 0);
     a timing record with a negative median gave negative predicted times and throughputs; a ceilings JSON given as
@@ -225,7 +258,8 @@ def test_measured_roofs_without_a_ceilings_file_are_refused(capsys):
 
 def test_another_gpus_ceilings_are_refused_by_estimate(capsys):
     """An H200's measured roofs given for an H100 moved its prediction from 20 to 18.2 ms without a word (only a
-    CPU's for a GPU was refused); the H100's own file still serves an H100 board of another form factor."""
+    CPU's for a GPU was refused); an H100 SXM's, given for an H100 PCIe, put a DRAM roof of 3.03 TB/s over a board
+    whose memory runs at 2.0 (it had been taken, as the same GPU model's)."""
     h200 = ROOT / "tests" / "data" / "real" / "gpu-2026-11-28" / "ceilings-h200.json"
     assert cli.main(["estimate", "resnet50", "--device", "h100-sxm5-80gb", "--ceilings", str(h200), "--measured"]) == 2
     assert one_line_error(capsys) == (
@@ -233,7 +267,12 @@ def test_another_gpus_ceilings_are_refused_by_estimate(capsys):
         "h100-sxm5-80gb is a H100 (NVIDIA H100 80GB HBM3): give the JSON `rooflow ceilings --device h100-sxm5-80gb "
         "--output FILE` wrote on that device")
     h100 = ROOT / "tests" / "data" / "real" / "h100-rooflow" / "ceilings-h100.json"
-    assert cli.main(["estimate", "resnet50", "--device", "h100-pcie-80gb", "--ceilings", str(h100), "--measured"]) == 0
+    assert cli.main(["estimate", "resnet50", "--device", "h100-pcie-80gb", "--ceilings", str(h100), "--measured"]) == 2
+    assert one_line_error(capsys) == (
+        f"rooflow estimate: error: ceilings file {h100}: its dram_bytes_per_second 3.033 TB/s is 1.52× "
+        "h100-pcie-80gb's datasheet 2 TB/s, which no board of it reaches: give the JSON `rooflow ceilings --device "
+        "h100-pcie-80gb --output FILE` wrote on that device")
+    assert cli.main(["estimate", "resnet50", "--device", "h100-sxm5-80gb", "--ceilings", str(h100), "--measured"]) == 0
 
 
 @pytest.mark.parametrize("argv, said", [
