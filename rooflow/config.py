@@ -13,6 +13,7 @@ from typing import Any
 from rooflow.config_io import coerce_command_line, load_schema, read_yaml, validate
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import MATMUL_ROOF, Device, device_hint, estimate_only_error, load_devices
+from rooflow.profilers._text import listed_kind_problem
 from rooflow.workload.models import closest_models_hint, named_models, task
 from rooflow.workload.spec import ModelSpec, check_importable, spec_from_entry
 
@@ -73,9 +74,14 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
             raise RooflowError(
                 f"{source}: key '{where}' ({run['model']} on {run['device']}) names no ncu or nsys files: list "
                 f"the profiler outputs under ncu: and/or nsys:, or remove the import")
-        for name in files:
-            if not (Path(workdir) / name).is_file():
-                raise RooflowError(f"{source}: imported profiler file '{name}' ({where}) does not exist: fix the path")
+        for kind in ("ncu", "nsys"):
+            for name in run[kind]:
+                if not (Path(workdir) / name).is_file():
+                    raise RooflowError(f"{source}: imported profiler file '{name}' ({where}) does not exist: fix "
+                                       f"the path")
+                # the run's aggregate job would refuse it once the workflow runs, its summary and report with it
+                if why := listed_kind_problem(Path(workdir) / name, kind):
+                    raise RooflowError(f"{source}: imported profiler file '{name}' ({where}/{kind}) {why}")
     return config
 
 

@@ -16,11 +16,17 @@ Every parser raises :class:`rooflow.errors.ParseError` (one sentence: file, line
 does not accept; nothing is silently dropped or guessed.
 """
 
-from rooflow.profilers.kernels import KERNEL_CLASSES, classify_kernel
-from rooflow.profilers.metrics import metrics_for_architecture
-from rooflow.profilers.ncu import NcuResult, aggregate_ncu
-from rooflow.profilers.nsys import NsysResult, aggregate_nsys
-from rooflow.profilers.reconcile import reconcile
+# What the package offers, by the module that holds it: imported on first use, so that reading a file's first
+# bytes (rooflow.profilers._text, at every workflow parse's config validation) costs no pandas and numpy
+_EXPORTS = {"KERNEL_CLASSES": "kernels", "classify_kernel": "kernels", "metrics_for_architecture": "metrics",
+            "NcuResult": "ncu", "aggregate_ncu": "ncu", "NsysResult": "nsys", "aggregate_nsys": "nsys"}
+# (reconcile, the function, from its module: once imported, the module is the package's attribute of that name)
+__all__ = sorted(_EXPORTS)
 
-__all__ = ["KERNEL_CLASSES", "NcuResult", "NsysResult", "aggregate_ncu", "aggregate_nsys", "classify_kernel",
-           "metrics_for_architecture", "reconcile"]
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

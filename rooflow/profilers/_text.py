@@ -427,6 +427,38 @@ def other_tool(lines: list[str]) -> str | None:
     return None
 
 
+IMPORT_HEAD_BYTES = 1 << 16  # what an imported file's kind is read from at config validation: its first 64 KiB
+
+
+def listed_kind_problem(path: str | Path, listed_as: str) -> str | None:
+    """Why a file listed under an import's ``ncu:`` or ``nsys:`` (``listed_as``) cannot be that profiler's output,
+    read from its first bytes alone (config validation runs at every workflow parse: no parser, no pandas) — an
+    empty file, a binary or JSON file, the other profiler's output — in words that end in the fix; None where it may
+    be (its aggregate job reads it whole)."""
+    path = Path(path)
+    try:
+        with open_binary(path) as handle:
+            head = handle.read(IMPORT_HEAD_BYTES)
+    except (OSError, EOFError, ParseError, zlib.error):  # a broken gzip stream: the aggregate job's parser names it
+        return None
+    head = head.removeprefix(b"\xef\xbb\xbf")
+    if not head.strip():
+        return "is empty: copy it again from where the profiler wrote it"
+    binary = binary_kind(path, head)
+    if binary:
+        return f"is {binary[0]}: {binary[1]}"
+    text = head.decode("utf-8", errors="replace")
+    lines = text.splitlines()
+    if text.lstrip().startswith(("{", "[")):
+        return (f"is JSON, not {'Nsight Compute' if listed_as == 'ncu' else 'Nsight Systems'} output: list the "
+                f"profiler's text or CSV output")
+    if listed_as == "ncu" and looks_like_nsys_report(lines) and not looks_like_ncu_output(lines):
+        return "is an nsys stats report, not Nsight Compute output: list it under nsys:"
+    if listed_as == "nsys" and looks_like_ncu_output(lines):
+        return "is Nsight Compute output, not an nsys stats report: list it under ncu:"
+    return None
+
+
 def looks_like_html(text: str) -> bool:
     head = text.lstrip()[:512].lower()
     return head.startswith(("<!doctype html", "<html")) or "<html" in head[:200]

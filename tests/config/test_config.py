@@ -115,6 +115,20 @@ FAULTS = [
                                                    "precision": "fp32", "mode": "training",
                                                    "ncu": ["nowhere/ncu.csv"]}]},
      ["'nowhere/ncu.csv'", "fix the path"]),
+    # each passed validation, then its aggregate job refused it once the workflow ran (summary and report with it)
+    ("an nsys report listed under ncu", {"imports": [{
+        "device": "a100-sxm4-40gb", "model": "vgg11", "batch": 16, "precision": "fp32", "mode": "training",
+        "ncu": ["tests/data/real/anoushka21-cloudml/proj1/a100/vgg11/tmp_nsys_gputrace.csv"]}]},
+     ["imported profiler file 'tests/data/real/anoushka21-cloudml/proj1/a100/vgg11/tmp_nsys_gputrace.csv' "
+      "(imports/0/ncu) is an nsys stats report, not Nsight Compute output: list it under nsys:"]),
+    ("ncu output listed under nsys", {"imports": [{
+        "device": "h100-sxm5-80gb", "model": "resnet50", "batch": 64, "precision": "tf32", "mode": "inference",
+        "nsys": ["tests/data/real/h100-rooflow/resnet50-b64-tf32-inference-ncu.csv.gz"]}]},
+     ["(imports/0/nsys) is Nsight Compute output, not an nsys stats report: list it under ncu:"]),
+    ("a timing record listed under nsys", {"imports": [{
+        "device": "h100-sxm5-80gb", "model": "resnet50", "batch": 64, "precision": "tf32", "mode": "inference",
+        "nsys": ["tests/data/real/h100-rooflow/resnet50-b64-tf32-inference-timing.json"]}]},
+     ["(imports/0/nsys) is JSON, not Nsight Systems output: list the profiler's text or CSV output"]),
     # an import on a CPU: its Nsight profile drawn on the CPU's roofline (accepted)
     ("import on a cpu", {"imports": [{"device": "cpu", "model": "vgg11", "batch": 16, "precision": "fp32",
                                       "mode": "training",
@@ -175,6 +189,25 @@ def test_each_fault_is_one_sentence_naming_key_and_fix(config, root, trees, name
         assert word in message, (word, message)
     # key, then ": " and what to do about it
     assert re.search(r"key '[^']+'|profiler file", message) and message.count(": ") >= 2, message
+
+
+def test_an_imported_file_is_read_for_its_kind_at_validation(config, root, tmp_path):
+    """An empty file or a binary Nsight Systems report under an import passed validation and stopped the workflow in
+    its aggregate job; the profiler outputs each kind lists (gzip too) pass."""
+    run = {"device": "a100-sxm4-40gb", "model": "vgg11", "batch": 16, "precision": "fp32", "mode": "training"}
+    empty, report = tmp_path / "ncu.txt", tmp_path / "vgg11.nsys-rep"
+    empty.write_text("\n")
+    report.write_bytes(b"\x00\x01binary")
+    for kind, path, words in (("ncu", empty, "is empty: copy it again from where the profiler wrote it"),
+                              ("nsys", report, "is a binary Nsight Systems report (.nsys-rep): run `nsys stats")):
+        with pytest.raises(RooflowError, match=re.escape(f"imported profiler file '{path}' (imports/0/{kind}) {words}")):
+            validate_config({**copy.deepcopy(config), "imports": [{**run, kind: [str(path)]}]}, root)
+    a100 = "tests/data/real/anoushka21-cloudml/proj1/a100"
+    validated = validate_config({**copy.deepcopy(config), "imports": [{
+        **run, "ncu": [f"{a100}/vgg11/ncu-log-vgg11.txt"], "nsys": [f"{a100}/vgg11/tmp_nsys_gputrace.csv"]}, {
+        **run, "model": "vgg13", "ncu": [f"{a100}/vgg13/ncu-log-vgg13.txt.gz"],
+        "nsys": [f"{a100}/vgg13/tmp_nsys_gputrace.csv.gz"]}]}, root)
+    assert [len(entry["ncu"] + entry["nsys"]) for entry in validated["imports"]] == [2, 2]
 
 
 def test_close_matches_come_first_and_the_whole_list_follows(config, root):
