@@ -1518,7 +1518,7 @@ def _drift_note(convolution: dict[str, float], whose: str) -> str:
     drift = convolution["drift_seconds_per_call"]
     return (f"; convolution calls {convolution['floor_seconds'] * 1e6:.0f} µs of launch floor at a measuring run's "
             f"middle call, {'growing' if drift > 0 else 'shrinking'} {abs(drift) * 1e9:.0f} ns per call over the run "
-            f"({whose}: a call timed alone)")
+            f"({whose}: a call timed alone; a network's step is priced on its kernels, its host costs apart)")
 
 
 def _borrowed_efficiency_note(convolution: dict[str, float]) -> str:

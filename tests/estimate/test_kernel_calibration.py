@@ -731,11 +731,13 @@ def test_every_catalogue_gpu_names_its_calibration_source():
     # a convolution's floor and its growth over a measuring run (host_drift): the measured hosts'
     l4 = kc.for_gpu(devices["l4"])[0]
     assert ("convolution calls 293 µs of launch floor at a measuring run's middle call, growing 112 ns per call "
-            "over the run (its donors' hosts: a call timed alone)") in l4.source
+            "over the run (its donors' hosts: a call timed alone; a network's step is priced on its kernels, its host "
+            "costs apart)") in l4.source
     assert l4.classes["convolution"]["drift_seconds_per_call"] == pytest.approx(111.5e-9)
     t4 = kc.for_gpu(devices["t4"])[0].source
     assert ("convolution calls 234 µs of launch floor at a measuring run's middle call, growing 82 ns per call "
-            "over the run (its host's: a call timed alone)") in t4
+            "over the run (its host's: a call timed alone; a network's step is priced on its kernels, its host costs "
+            "apart)") in t4
     # its convolutions' implicit GEMMs, read from the calls that ran them (test_implicit_gemm_parameters_...)
     assert "convolutions' implicit-GEMM efficiency 0.76 (its GEMMs' 0.47), fitted on its 1631 calls" in t4
 
