@@ -88,13 +88,30 @@ def _pick_files(spec: SubsetSpec) -> list[tuple[str, Path]]:
     return picked
 
 
+# Pillow's modes of more than 8 bits per channel (16-bit integer, 32-bit integer, float): convert("RGB") clips them to
+# 255 or truncates them to 0 (a 16-bit PNG stored as a white frame, a float TIFF of 0..1 as a black one, exit 0)
+WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")
+
+
 def _load_image(path: Path):
+    import warnings
+
     from PIL import Image, UnidentifiedImageError
     from torchvision.transforms.v2 import functional as F
 
     try:
-        with Image.open(path) as image:
-            return F.pil_to_tensor(image.convert("RGB"))
+        with warnings.catch_warnings():
+            # an image of 89-179 Mpx warns (DecompressionBombWarning) on stderr at each read; over that it is an error
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                if image.mode in WIDE_MODES:
+                    raise RooflowError(f"image '{path}' has {image.mode} pixels (more than 8 bits per channel), which "
+                                       f"the 8-bit subset would store clipped to white or black: convert it to 8-bit "
+                                       f"RGB (e.g. PIL's convert, ImageMagick's -depth 8) or remove it from the dataset")
+                return F.pil_to_tensor(image.convert("RGB"))
+    except Image.DecompressionBombError:  # not an OSError: a traceback
+        raise RooflowError(f"image '{path}' has more pixels than Pillow decodes ({Image.MAX_IMAGE_PIXELS:,}; a "
+                           f"decompression-bomb guard): downscale it or remove it from the dataset") from None
     except (UnidentifiedImageError, OSError) as error:
         raise RooflowError(f"image '{path}' cannot be read ({error}): remove it or fix the dataset") from None
 
@@ -155,6 +172,12 @@ def build_subset(spec: SubsetSpec, tensor_path: str | Path, manifest_path: str |
     import pandas as pd
     import torch
 
+    if spec.root is not None:
+        root = Path(spec.root).resolve()
+        for path in (tensor_path, manifest_path):
+            if Path(path).resolve().is_relative_to(root):  # an image it reads, replaced (the dataset is the user's)
+                raise RooflowError(f"the subset's output {path} is inside dataset.root '{spec.root}': writing it there "
+                                   f"could replace an image it reads; write it outside the dataset tree")
     data, rows = subset_data(spec)
     manifest = pd.DataFrame(rows)
     manifest.insert(0, "index", range(len(manifest)))

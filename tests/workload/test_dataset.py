@@ -1,4 +1,5 @@
 import hashlib
+import re
 
 import pandas as pd
 import pytest
@@ -199,6 +200,46 @@ def test_rooflow_subsets_errors_name_its_flags_not_the_configs_keys(tmp_path, ca
     assert said["root"].endswith("is not a directory: point --root at an ImageFolder tree")
     assert not any("dataset." in text for text in said.values())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tree"]  # nothing written
+
+
+def test_images_the_8_bit_subset_cannot_hold_are_one_sentence_each(tmp_path, monkeypatch):
+    """A 16-bit PNG was stored as a white frame and a float TIFF of 0..1 as a black one (exit 0, their checksums in the
+    manifest); an image over Pillow's pixel limit was a DecompressionBombError traceback."""
+    import numpy as np
+
+    cases = {"sixteen.png": Image.fromarray(np.arange(64 * 64, dtype=np.uint16).reshape(64, 64) * 16),
+             "float.tif": Image.fromarray(np.linspace(0, 1, 64 * 64, dtype=np.float32).reshape(64, 64)),
+             "large.png": Image.new("RGB", (80, 80))}
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 3000)  # 80 × 80 = 6,400 px is over twice it: Pillow's error
+    for name, image in cases.items():
+        root = tmp_path / name.split(".")[0]
+        (root / "only").mkdir(parents=True)
+        image.save(root / "only" / name)
+        words = ("has more pixels than Pillow decodes (3,000; a decompression-bomb guard): downscale it" if
+                 name == "large.png" else f"has {image.mode} pixels (more than 8 bits per channel), which the 8-bit "
+                 f"subset would store clipped to white or black: convert it to 8-bit RGB")
+        with pytest.raises(RooflowError, match=re.escape(f"image '{root / 'only' / name}' {words}")):
+            build_subset(SubsetSpec(str(root), 1, 1), tmp_path / f"{name}.pt", tmp_path / f"{name}.csv")
+        assert not (tmp_path / f"{name}.pt").exists()
+
+
+def test_rooflow_subset_refuses_to_write_inside_the_dataset_it_reads(tmp_path, capsys):
+    """`rooflow subset --root T --output T/a/0.jpg` replaced that image with the subset (exit 0); a re-run then
+    blamed the dataset ("cannot identify image file"). An output anywhere in the tree is refused, nothing written."""
+    from rooflow.cli import main
+
+    tree = _image_folder(tmp_path / "tree", classes=2, per_class=2)
+    image = tree / "n00000000" / "img_0.JPEG"
+    before = image.read_bytes()
+    for output, manifest in ((image, tmp_path / "m.csv"), (tmp_path / "s.pt", tree / "manifest.csv")):
+        assert main(["subset", "--root", str(tree), "--classes", "1", "--images-per-class", "2", "--output",
+                     str(output), "--manifest", str(manifest)]) == 2
+        inside = output if output == image else manifest
+        assert capsys.readouterr().err.strip() == (
+            f"rooflow subset: error: the subset's output {inside} is inside --root '{tree}': writing it there could "
+            "replace an image it reads; write it outside the dataset tree")
+    assert image.read_bytes() == before and not (tree / "manifest.csv").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tree"]
 
 
 def test_the_stand_in_made_in_memory_is_the_workflows_default_subset_file(tmp_path):
