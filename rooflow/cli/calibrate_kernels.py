@@ -38,6 +38,7 @@ def _roofs(specs: list[str]) -> dict:
 def _cmd(args) -> int:
     from rooflow.estimate.kernel_calibration import (
         OPERATORS,
+        SINGLE_OPS_PROVENANCE,
         calibrate_measured,
         check_shipped,
         config_disagreements,
@@ -100,6 +101,14 @@ def _cmd(args) -> int:
     if args.output:  # before the fit (minutes); the JSON is named, not the shapes written first beside it
         check_writable(args.output)
         check_writable(shapes_path(args.output))
+        for folder in args.data:  # -o DIR/add/T4.csv.gz replaced a measurement file with the calibration
+            for written in (args.output, shapes_path(args.output)):
+                inside = Path(written).resolve()
+                if inside.is_relative_to(Path(folder).resolve()) and (
+                        len(inside.relative_to(Path(folder).resolve()).parts) > 1 or inside.name == SINGLE_OPS_PROVENANCE):
+                    raise RooflowError(f"-o {args.output} writes {written} among the measurements of --data {folder} "
+                                       f"(its operator and device_configs folders, its provenance): it could replace "
+                                       f"one of them; write the calibration beside them or elsewhere")
     result, arrays = calibrate_measured(args.data, _roofs(args.ceilings))
     if args.output:
         shapes = write_shipped(result, arrays, args.output)

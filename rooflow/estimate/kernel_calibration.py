@@ -315,6 +315,11 @@ def load_measurements(root: str | Path, gpus: list[str] | None = None) -> pd.Dat
 # The columns each operator's file needs (besides Device and Latency): the call's shape
 SHAPE_COLUMNS = {"conv": ("B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"),
                  "linear": ("B", "M", "N", "K"), "bmm": ("B", "M", "N", "K")}
+# An operator's calls measured over this multiple of what the kernel model prices them at with its default
+# parameters on the GPU's datasheet (median over its calls), or under its inverse: a file in another unit than
+# milliseconds. The measured data sets' operators sit at 0.48-1.66 of it; latencies in microseconds at ~1,000 (they fitted every class
+# to its bounds, floors of 26-58 ms, ResNet-18 on a T4 at 27 ms), in seconds at ~0.001
+UNIT_RATIO = 30.0
 # What a device_configs/<GPU>.json must give (NeuSight's units: GFLOP/s, GB/s, MB)
 CONFIG_KEYS = ("Device", "Num_Sm", "SingleFLOPs", "Mem_Bw", "L2Cache")
 
@@ -347,6 +352,19 @@ def _read_measurement_file(path: Path, operator: str) -> pd.DataFrame:
         raise RooflowError(f"{path}: {int(bad.sum())} of {len(frame)} rows lack a number or a positive Latency "
                            f"(the first at line {line}): a truncated or damaged file; measure it again or remove "
                            f"those rows ({layout})")
+    shapes = numbers[list(needed[2:])].to_numpy(float)
+    # a size below 1 (a padding below 0) or not whole — a negated B, an H of 0: an add of nothing "taking" 26 µs — is
+    # no call's: the fit ran on, pinned its classes at their bounds and wrote a calibration that priced ResNet-18 1.8x
+    least = np.array([0.0 if column == "Padding" else 1.0 for column in needed[2:]])
+    odd_cells = (shapes < least) | (shapes != np.floor(shapes))
+    odd = odd_cells.any(axis=1)
+    if odd.any():
+        row = int(np.flatnonzero(odd)[0])
+        column = needed[2:][int(np.argmax(odd_cells[row]))]
+        raise RooflowError(f"{path}: {int(odd.sum())} of {len(frame)} rows have a shape that is not a whole number of "
+                           f"1 or more (0 or more for Padding; the first at line {row + 2}: {column} "
+                           f"{numbers[column].iloc[row]:g}): shapes are tensor sizes; measure it again or remove those "
+                           f"rows ({layout})")
     frame[list(needed[1:])] = numbers
     if "Kernels" in frame:
         frame["algorithm"] = frame.pop("Kernels").map(convolution_algorithm)
@@ -1710,8 +1728,7 @@ def check_shipped(root: str | Path, band: float = 0.25, host_floors: bool = Fals
     or family's with its datasheet (``device_configs``); per GPU and class, rows, the fraction within
     ±``band`` and the median |error|. ``host_floors``: with the launch floors of the host that measured them
     (:func:`with_host_floors`), so that the kernels alone are checked."""
-    data = load_measurements(root)
-    gpus = load_dataset_gpus(root, data["gpu"].unique())
+    data, gpus = measured_folder(root)
     keys = dataset_gpu_keys(root)
     table = []
     for name, rows in data.groupby("gpu"):
@@ -1782,11 +1799,34 @@ def load_folders(roots) -> tuple[pd.DataFrame, dict[str, Gpu]]:
     runs would collide)."""
     frames, gpus = [], {}
     for root in roots:
-        data = load_measurements(root)
+        data, found = measured_folder(root)
         _refuse_twice(root, set(data["gpu"]) & set(gpus))
-        gpus.update(load_dataset_gpus(root, data["gpu"].unique()))
+        gpus.update(found)
         frames.append(data)
     return pd.concat(frames, ignore_index=True), gpus
+
+
+def measured_folder(root: str | Path) -> tuple[pd.DataFrame, dict[str, Gpu]]:
+    """One folder's measured rows (:func:`load_measurements`) and its GPUs' datasheets, each GPU's latencies checked
+    for their unit (:func:`check_latency_unit`)."""
+    data = load_measurements(root)
+    gpus = load_dataset_gpus(root, data["gpu"].unique())
+    for name, rows in data.groupby("gpu"):
+        check_latency_unit(rows, gpus[name], root)
+    return data, gpus
+
+
+def check_latency_unit(rows: pd.DataFrame, gpu: Gpu, root: str | Path) -> None:
+    """Refuse, naming the file, an operator whose measured calls sit :data:`UNIT_RATIO` or more away from the
+    kernel model's default prices on ``gpu``'s datasheet: latencies written in microseconds or seconds."""
+    predicted = _model_seconds(_Prepared(rows, gpu), KernelCalibration(source="defaults", gpu=gpu.name))
+    ratios = pd.Series(rows["seconds"].to_numpy(float) / predicted, index=rows.index)
+    for operator, ratio in ratios.groupby(rows["operator"]).median().items():
+        if not 1 / UNIT_RATIO <= ratio <= UNIT_RATIO:
+            unit = "microseconds (divide them by 1,000)" if ratio > 1 else "seconds (multiply them by 1,000)"
+            raise RooflowError(f"{Path(root) / operator}/: the {gpu.name}'s {operator} calls take {ratio:.3g}x what "
+                               f"its datasheet allows them (the median of its calls, at the kernel model's default "
+                               f"efficiencies): Latency must be milliseconds, and these look like {unit}")
 
 
 def _refuse_twice(root, names) -> None:
@@ -1803,8 +1843,7 @@ def calibrate_measured(roots, roofs: dict[str, MeasuredRoof] | None = None
     (where the catalogue has it) and fitted parameters."""
     measured, arrays = {}, {}
     for root in [roots] if isinstance(roots, (str, Path)) else roots:
-        data = load_measurements(root)
-        gpus = load_dataset_gpus(root, data["gpu"].unique())
+        data, gpus = measured_folder(root)
         keys = dataset_gpu_keys(root)
         provenance = Path(root) / SINGLE_OPS_PROVENANCE
         # rooflow's own single ops (`rooflow ceilings --single-ops`) say where they were measured; the others

@@ -68,6 +68,8 @@ def test_single_ops_fitted_and_used_round_trip(tmp_path, monkeypatch, capsys, ad
     whose L4 entry names where its single ops came from; and, added, what the L4 is predicted from."""
     monkeypatch.setattr(single_ops, "MAX_FLOPS", 2e8)  # CPU-sized shapes
     monkeypatch.setattr(single_ops, "MAX_TENSOR_BYTES", 2**22)
+    # timed on this CPU, named a GPU: 10-1,000x what the GPU's datasheet allows (the unit check's business)
+    monkeypatch.setattr(kc, "UNIT_RATIO", 1e6)
     device = DEVICES["l4"]
     folder = single_ops.collect(torch, device, tmp_path / "ops", 3, torch_device="cpu",
                                 log=lambda line: None)
@@ -109,6 +111,8 @@ def test_several_folders_fit_into_one_file(tmp_path, monkeypatch, capsys):
     one sentence."""
     monkeypatch.setattr(single_ops, "MAX_FLOPS", 2e8)  # CPU-sized shapes
     monkeypatch.setattr(single_ops, "MAX_TENSOR_BYTES", 2**22)
+    # timed on this CPU, named a GPU: 10-1,000x what the GPU's datasheet allows (the unit check's business)
+    monkeypatch.setattr(kc, "UNIT_RATIO", 1e6)
     folders = [single_ops.collect(torch, DEVICES[key], tmp_path / key, 2, torch_device="cpu", log=lambda line: None)
                for key in ("l4", "t4")]
     output = tmp_path / "kernels.json"
@@ -176,9 +180,10 @@ def test_a_shape_without_gpu_memory_is_left_out(tmp_path, monkeypatch):
     assert any("out of GPU memory" in line and "'B': 4" in line for line in said)
 
 
-def _thirty_adds() -> str:
-    """A T4's add measurements in the data set's layout: 30 calls, 0.030-0.059 ms, batch 64-93 of 1,024."""
-    rows = [f"add,{0.03 + i * 1e-3},Tesla T4,{64 + i},{1024}" for i in range(30)]
+def _thirty_adds(unit: float = 1.0) -> str:
+    """A T4's add measurements in the data set's layout: 30 calls, 0.030-0.059 ms, batch 64-93 of 1,024 (their
+    latencies times ``unit``: 1e3 writes them in microseconds)."""
+    rows = [f"add,{(0.03 + i * 1e-3) * unit:.6g},Tesla T4,{64 + i},{1024}" for i in range(30)]
     return "\n".join(["OPName,Latency,Device,B,H", *rows]) + "\n"
 
 
@@ -188,6 +193,13 @@ def _thirty_adds() -> str:
     ("cut-rows", "Tesla_T4.csv.gz: 1 of 30 rows lack a number or a positive Latency (the first at line 31)"),
     ("header-only", "Tesla_T4.csv.gz: no measurements in it, only its header: the run that wrote it stopped"),
     ("no-config", "device_configs: no config of 'Tesla T4', whose single ops are measured there"),
+    # each was fitted without a word: every class at its bounds, a calibration pricing ResNet-18 on a T4 1.8x (a
+    # negated batch) or 10x (microseconds) slow
+    ("negative-shape", "Tesla_T4.csv.gz: 1 of 30 rows have a shape that is not a whole number of 1 or more (0 or more "
+                       "for Padding; the first at line 4: B -66)"),
+    ("microseconds", "add/: the Tesla T4's add calls take 1.4e+03x what its datasheet allows them (the median of its "
+                     "calls, at the kernel model's default efficiencies): Latency must be milliseconds, and these look "
+                     "like microseconds (divide them by 1,000)"),
     ("bare-config", "Tesla_T4.json: no Num_Sm, SingleFLOPs, Mem_Bw, L2Cache in this device config"),
 ])
 def test_a_damaged_single_ops_folder_is_one_sentence(tmp_path, capsys, damage, says):
@@ -206,6 +218,10 @@ def test_a_damaged_single_ops_folder_is_one_sentence(tmp_path, capsys, damage, s
         text = text[: text.rindex(",")] + "\n"  # the last row cut after its batch: no H
     elif damage == "header-only":  # --check ended in a KeyError traceback, --data wrote an empty calibration
         text = text.splitlines()[0] + "\n"
+    elif damage == "negative-shape":
+        text = text.replace("Tesla T4,66,", "Tesla T4,-66,")
+    elif damage == "microseconds":
+        text = _thirty_adds(unit=1e3)
     data = gzip.compress(text.encode())
     if damage == "cut-gzip":
         data = data[: len(data) // 2]
@@ -220,6 +236,26 @@ def test_a_damaged_single_ops_folder_is_one_sentence(tmp_path, capsys, damage, s
         error = capsys.readouterr().err.strip()
         assert says in error and "\n" not in error and "Traceback" not in error
     assert not output.exists()
+
+
+def test_calibrate_kernels_refuses_to_write_over_its_measurements(tmp_path, capsys):
+    """`calibrate-kernels --data D -o D/add/Tesla_T4.csv.gz` replaced 1,750 measured latencies with the calibration
+    (exit 0), `-o D/device_configs/Tesla_T4.json` the GPU's datasheet; a re-run blamed the data. Refused before the
+    fit; a file beside the operator folders is no measurement and is written."""
+    (tmp_path / "add").mkdir()
+    (tmp_path / "device_configs").mkdir()
+    measured = tmp_path / "add" / "Tesla_T4.csv"
+    measured.write_text(_thirty_adds())
+    (tmp_path / "device_configs" / "Tesla_T4.json").write_text(json.dumps(
+        {"Device": "Tesla T4", "Num_Sm": 40, "SingleFLOPs": 8141, "Mem_Bw": 320, "L2Cache": 4}))
+    for output in (measured, tmp_path / "device_configs" / "Tesla_T4.json"):
+        before = output.read_bytes()
+        assert cli.main(["calibrate-kernels", "--data", str(tmp_path), "-o", str(output)]) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"rooflow calibrate-kernels: error: -o {output} writes {output} among the measurements of --data "
+            f"{tmp_path} (its operator and device_configs folders, its provenance): it could replace one of them; "
+            "write the calibration beside them or elsewhere")
+        assert output.read_bytes() == before
 
 
 def test_an_intact_single_ops_folder_is_read_as_written(tmp_path):
