@@ -243,10 +243,19 @@ class DetailsReader:
         else:
             kernel_ids, rows = np.unique(ids, return_inverse=True)
         cells = rows * width + codes
-        if np.bincount(cells).max() > 1:  # a kernel with a metric twice: the first row counts
-            first = np.lexsort((lines, cells))
-            first = first[np.r_[True, cells[first][1:] != cells[first][:-1]]]
-            cells, values, stored = cells[first], values[first], stored[first]
+        if np.bincount(cells).max() > 1:  # a kernel with a metric twice: the first row counts, where they agree
+            order = np.lexsort((lines, cells))
+            starts = np.r_[True, cells[order][1:] != cells[order][:-1]]
+            group_first = order[starts][np.cumsum(starts) - 1]  # per row (in cell order): its cell's first row
+            differs = (values[order] != values[group_first]) & ~(np.isnan(values[order]) & np.isnan(values[group_first]))
+            if differs.any():  # two runs in one file (an appended --log-file): their kernels' values merged
+                row, first = order[np.argmax(differs)], group_first[np.argmax(differs)]
+                metric = next(name for name, code in self.codes.items() if code == codes[row])
+                raise ParseError(f"{self.path}: line {lines[row]}: kernel ID {kernel_ids[rows[row]]} gives {metric} "
+                                 f"again, with another value than on line {lines[first]}: two runs in one file (a log "
+                                 f"appended to by a second ncu run?); give one run per file.")
+            first = order[starts]
+            cells, codes, values, stored = cells[first], codes[first], values[first], stored[first]
         present = np.zeros(len(kernel_ids) * width, dtype=bool)
         present[cells] = True
         matrix = np.full(len(kernel_ids) * width, np.nan)

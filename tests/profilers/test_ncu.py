@@ -1204,3 +1204,21 @@ def test_a_counter_past_any_finite_number_is_refused(tmp_path):
         aggregate_ncu(path)
     assert str(error.value) == (f"{path}: line 3: dram__bytes.sum is '1e400', past any finite number: the file was "
                                 f"edited or damaged; profile again and give the file as ncu wrote it.")
+
+
+def test_a_metric_given_twice_counts_once_and_two_runs_in_one_file_are_refused(tmp_path):
+    """A kernel's metric on two rows (a section listing it again, a row repeated) was an IndexError traceback; two
+    runs' details pages in one file (a log appended to by a second ncu run) merged their kernels' values. The same
+    value twice counts once (the totals are the file's); another value on the second row is refused, naming it."""
+    text = real_text(H100_TF32 + ".gz")
+    lines = text.splitlines(keepends=True)
+    row = next(i for i, line in enumerate(lines) if line.startswith('"3",') and '"dram__bytes_read.sum"' in line)
+    repeated = tmp_path / "repeated.csv"
+    repeated.write_text("".join(lines[: row + 1] + [lines[row]] + lines[row + 1:]))
+    assert aggregate_ncu(repeated).totals == aggregate_ncu(real(H100_TF32 + ".gz")).totals
+    appended = tmp_path / "appended.csv"
+    appended.write_text(text + real_text("h100-rooflow/vgg16-b64-tf32-inference-ncu.csv.gz"))
+    with pytest.raises(ParseError, match=r"line \d+: kernel ID 0 gives \S+ again, with another value than on line "
+                                         r"\d+: two runs in one file .*give one run per file\.") as error:
+        aggregate_ncu(appended)
+    assert_one_sentence(str(error.value), appended)
