@@ -19,6 +19,7 @@ def _cmd_checks(args: argparse.Namespace) -> int:
     if args.records and (why := missing(args.records)):  # "all self-checks passed", exit 0, had read nothing
         raise RooflowError(f"--records {args.records}: {why}: give the workflow's results/checks/checks.json, or "
                            "leave --records out to compute the checks")
+    unread: list[str] = []  # the default folders that are not there: their checks did not run
     records_file = Path(args.records) if args.records else records_path(args.summary)
     summary = Path(args.summary)
     given = {option: getattr(args, option) for option in FOLDERS if getattr(args, option) is not None}
@@ -36,18 +37,25 @@ def _cmd_checks(args: argparse.Namespace) -> int:
                 raise RooflowError(f"--{option} {given[option]}: {why}: give the workflow's results/{name}/ (or leave "
                                    f"--{option} out: the one beside the summary)")
             folders[option] = Path(given.get(option) or summary.parent / name)
+            if not folders[option].is_dir():
+                unread.append(f"{option} (no {folders[option]})")
         totals_paths = sorted(folders["estimates"].glob("*/*/totals.json"))
         layers_paths = [p.with_name("layers.csv") for p in totals_paths]
         records, _ = check_file_records(args.summary, totals_paths,
                                         [p if p.is_file() else None for p in layers_paths],
                                         sorted(folders["ceilings"].glob("*.json")), args.devices_file,
                                         sorted(folders["profiles"].glob("*/*/*/timing.json")))
+    # a summary copied off the cluster alone printed "all self-checks passed" having read no estimate, profile or roof
+    skipped = (f"not checked: {', '.join(unread)}: give --{' / --'.join(option.split()[0] for option in unread)}, or "
+               "run from the workflow's folder" if unread else "")
     if not records:
-        print("all self-checks passed")
+        print(f"the summary's self-checks passed; {skipped}" if skipped else "all self-checks passed")
         return 0
     for check in records:
         print(f"{check.severity:7} {check.run}: {check.check}: {check.value} (expected {check.expected})"
               f"\n        likely cause: {check.cause}" + (f"\n        evidence: {check.evidence}" if check.evidence else ""))
+    if skipped:
+        print(skipped)
     return 1 if any(c.severity == "error" for c in records) else 0
 
 

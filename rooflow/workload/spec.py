@@ -30,6 +30,9 @@ from typing import Any
 from rooflow.errors import RooflowError
 
 NAME_PATTERN = re.compile(r"[a-z0-9]+(_[a-z0-9]+)*")
+# A run name's length: it heads file names of up to ~60 more characters ({model}-b{batch}-{precision}-{mode}-ncu...),
+# each at most 255 bytes on the usual filesystems (ext4, XFS, Lustre, GPFS)
+MAX_NAME_CHARACTERS = 100
 OBJECT_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 # what PyTorch says where an op gets a float tensor and wants another dtype (nn.Embedding's indices: "Expected
 # tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got torch.float32")
@@ -136,10 +139,14 @@ def custom_spec(factory: str, inputs: list[Any] | tuple[Any, ...], loss: str | N
     parsed = [parse_input(written, where) for written in inputs]
     shapes = tuple(shape for shape, _ in parsed)
     dtypes = tuple(dtype for _, dtype in parsed)
-    name = name or derived_name(factory)
+    given, name = name, name or derived_name(factory)
     if not NAME_PATTERN.fullmatch(name):
         raise RooflowError(f"{where}: name '{name}' is not lowercase letters and digits joined by single "
                            f"underscores (it names the run's files and Snakemake wildcards): e.g. my_unet")
+    if len(name) > MAX_NAME_CHARACTERS:  # validation passed it, the first job could not make its folder
+        raise RooflowError(f"{where}: name '{name[:40]}…' is {len(name)} characters, over {MAX_NAME_CHARACTERS}: it "
+                           f"names the run's folders and files, of at most 255 bytes each; give the model a shorter "
+                           f"name{'' if name == given else ' (name:, or --name: the one derived from its factory path)'}")
     return ModelSpec(name, factory, shapes, loss,
                      dtypes if any(dtype != DEFAULT_DTYPE for dtype in dtypes) else ())
 

@@ -663,7 +663,22 @@ def test_rooflow_checks_reads_the_folders_beside_the_summary_and_refuses_a_missi
     monkeypatch.setattr("rooflow.cli.checks.check_file_records", spy)
     assert main(["checks", str(summary), "--ceilings", str(results / "ceilings")]) == 0
     assert calls == [[str(summary), [estimate / "totals.json"], [results / "ceilings" / "cpu.json"]]]
+    # no profile/ beside the summary: its checks did not run, and it says so
+    assert capsys.readouterr().out.strip() == (
+        f"the summary's self-checks passed; not checked: profiles (no {results / 'profile'}): give --profiles, or "
+        "run from the workflow's folder")
+    (results / "profile").mkdir()
+    assert main(["checks", str(summary), "--ceilings", str(results / "ceilings")]) == 0
     assert capsys.readouterr().out.strip() == "all self-checks passed"
+    # a summary copied off the cluster alone: none of the three ran
+    alone = tmp_path / "copied" / "summary.csv"
+    alone.parent.mkdir()
+    alone.write_text(summary.read_text())
+    assert main(["checks", str(alone)]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"the summary's self-checks passed; not checked: estimates (no {alone.parent / 'estimate'}), ceilings (no "
+        f"{alone.parent / 'ceilings'}), profiles (no {alone.parent / 'profile'}): give --estimates / --ceilings / "
+        "--profiles, or run from the workflow's folder")
 
 
 @pytest.mark.parametrize("folder, name, content, says", [

@@ -563,3 +563,24 @@ def test_a_factory_whose_package_fails_to_import_is_one_sentence_at_validation(t
         for module in [m for m in sys.modules if m.startswith(name)]:
             del sys.modules[module]
     assert str(error.value).startswith(says.replace("badpkg", name)) and "\n" not in str(error.value)
+
+
+def test_a_run_name_too_long_for_a_folder_is_refused_at_validation():
+    """A 300-character name (given, or derived from a long factory path) passed validation and `snakemake -n`; the
+    first job then failed to make results/estimate/<name>/ (File name too long)."""
+    import re
+
+    from rooflow.errors import RooflowError
+    from rooflow.workload.spec import spec_from_entry
+
+    long = "_".join(["layer"] * 50)  # 299 characters
+    with pytest.raises(RooflowError, match=re.escape(
+            f"models/0: name '{long[:40]}…' is 299 characters, over 100: it names the run's folders and files, of at "
+            "most 255 bytes each; give the model a shorter name")):
+        spec_from_entry({"name": long, "factory": "examples.tiny_cnn.model:build", "inputs": ["3x32x32"]}, "models/0")
+    derived = ".".join(["layer"] * 25) + ":build"
+    with pytest.raises(RooflowError, match=re.escape("give the model a shorter name (name:, or --name: the one derived "
+                                                     "from its factory path)")):
+        spec_from_entry({"factory": derived, "inputs": ["3x32x32"]}, "models/0")
+    assert spec_from_entry({"name": "x" * 100, "factory": "examples.tiny_cnn.model:build", "inputs": ["3x32x32"]},
+                           "models/0").name == "x" * 100
