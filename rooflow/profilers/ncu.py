@@ -1058,9 +1058,9 @@ def aggregate_ncu(paths: list[str | Path] | str | Path, required_metrics: Iterab
         metrics = runs[0].wide
         if len(files) > 1:
             notes.append(f"{len(files)} files merged by kernel ID as one run.")
-    for key in ("flops_fp32", "dram_bytes"):
+    for key in [*TOTAL_KEYS[1:], "seconds"]:  # a kernel's time n/a mid-file was summed as 0 without a word
         # Within each run: a run that did not measure a quantity at all is not "n/a" for it.
-        partial = sum(int((part[key].isna() & part[key].notna().any()).sum()) for part in tables)
+        partial = sum(int((part[key].isna() & part[key].notna().any()).sum()) for part in tables if key in part)
         if partial:
             notes.append(f"{key}: {partial} kernels report n/a and are left out of the total.")
     return NcuResult(kernels=table, totals=totals, metrics=metrics, paths=paths, notes=notes,

@@ -1222,3 +1222,19 @@ def test_a_metric_given_twice_counts_once_and_two_runs_in_one_file_are_refused(t
                                          r"\d+: two runs in one file .*give one run per file\.") as error:
         aggregate_ncu(appended)
     assert_one_sentence(str(error.value), appended)
+
+
+def test_a_kernel_whose_time_is_n_a_is_named_in_the_notes(tmp_path):
+    """ncu writes n/a for a metric it could not collect on a kernel: kernel 5's duration n/a mid-file was summed as 0
+    without a word (FLOPs and DRAM bytes said so; time, L2 and L1 bytes did not)."""
+    lines = real_text(H100_TF32 + ".gz").splitlines(keepends=True)
+    row = next(i for i, line in enumerate(lines) if line.startswith('"5",') and '"gpu__time_duration.sum"' in line)
+    fields = next(csv.reader([lines[row]]))
+    fields[-1] = "n/a"
+    lines[row] = ",".join(f'"{field}"' for field in fields) + "\n"
+    edited = tmp_path / "n-a.csv"
+    edited.write_text("".join(lines))
+    result, whole = aggregate_ncu(edited), aggregate_ncu(real(H100_TF32 + ".gz"))
+    assert result.totals["seconds"] == pytest.approx(whole.totals["seconds"] - float(whole.kernels.loc[5, "seconds"]))
+    assert "seconds: 1 kernels report n/a and are left out of the total." in result.notes
+    assert not any("report n/a" in note for note in whole.notes)
