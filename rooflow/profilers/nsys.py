@@ -141,6 +141,11 @@ def _read_tables(path: Path, text: str) -> list[_Table]:
                              f"(gpukernsum or gputrace before nsys 2022).")
         table = _Table(kind[0], kind[1], path, index + 1)
         index = _read_rows(path, lines, index + 1, header, table)
+        for earlier in tables:  # `nsys stats ... >> report.csv` run twice: its kernels were summed twice
+            if earlier.kind == table.kind and _without_lines(earlier.rows) == _without_lines(table.rows):
+                raise ParseError(f"{path}: line {table.line}: the same {table.kind} table as on line {earlier.line} "
+                                 f"again, so its kernels would be counted twice (was the file appended to twice?); "
+                                 f"give each report once.")
         tables.append(table)
     if not tables:
         where = first_content_line(lines)
@@ -155,6 +160,11 @@ def _read_tables(path: Path, text: str) -> list[_Table]:
                          f"{lines[where - 1].strip()[:70]!r}); rooflow reads the cuda_gpu_kern_sum and "
                          f"cuda_gpu_trace reports of `nsys stats --format csv` (gpukernsum/gputrace before 2022).")
     return tables
+
+
+def _without_lines(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A table's rows without the line each was read from: what two copies of one table share."""
+    return [{key: value for key, value in row.items() if key != "line"} for row in rows]
 
 
 def _read_rows(path: Path, lines: list[str], start: int, header: list[str], table: _Table) -> int:

@@ -317,3 +317,16 @@ def test_a_trace_of_copies_alone_or_of_an_overflowing_duration_is_refused(tmp_pa
     with pytest.raises(ParseError, match=r"line 2: 'Duration\(nsec\)' is '1e400', not a finite number; the report is "
                                          r"damaged"):
         aggregate_nsys([path])
+
+
+def test_the_same_table_twice_in_one_file_is_refused(tmp_path):
+    """`nsys stats ... >> report.csv` run twice: the A100 trace's 214 launches read as 428, its 20.95 ms kernel time
+    as 41.9 ms (exit 0); the same report given as two files was already refused."""
+    text = trace_path("a100", "vgg11").read_text()
+    twice = tmp_path / "twice.csv"
+    twice.write_text(text + text)
+    second = len(text.splitlines()) + 1
+    with pytest.raises(ParseError, match=rf"twice.csv: line {second}: the same trace table as on line 1 again, so its "
+                                         r"kernels would be counted twice \(was the file appended to twice\?\)"):
+        aggregate_nsys(twice)
+    assert aggregate_nsys(trace_path("a100", "vgg11")).totals["kernels"] == 214
