@@ -372,7 +372,13 @@ class OpRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         packet = func.overloadpacket
         if packet in IGNORED_OPS or func.is_view or packet is torch.ops.prim.device:
-            return func(*args, **kwargs)
+            try:
+                return func(*args, **kwargs)
+            except Exception as error:  # a view of shapes that do not fit (MaxViT's windows of a 100×100 input)
+                if not hasattr(error, "rooflow_op"):
+                    error.rooflow_op = str(packet).removeprefix("aten.")
+                    error.rooflow_layer = self._stack[-1] if self.phase != "backward" else ""
+                raise
         if self.phase == "backward":
             layer = self._layer_of_backward_op()
             phase = "loss" if layer == LOSS else "backward"

@@ -219,6 +219,18 @@ def test_an_input_size_that_is_not_positive_or_has_no_torchvision_model_is_refus
     assert status == 0 and json.loads(out)[0]["forward_flops"] < 0.1e9  # the size applies to resnet18
 
 
+def test_an_input_size_a_models_views_cannot_take_is_one_sentence(capsys):
+    """MaxViT-T at 100×100: its window partition's view cannot reshape the feature map (a RuntimeError traceback,
+    exit 1); a failing view is named as any other op that does not fit the input."""
+    status, out, err = run(capsys, "maxvit_t", "--input-size", "100")
+    assert status == 2 and out == ""
+    assert err.strip() == (
+        "rooflow estimate: error: estimate: maxvit_t cannot be counted: op aten.view (layer "
+        "blocks.0.layers.0.layers.window_attention.partition_op) cannot run on the meta device (shape "
+        "'[1, 64, 3, 7, 3, 7]' is invalid for input of size 40000); its layers do not fit a 100×100 input: give the "
+        "--input-size it takes (the default, 224, does)")
+
+
 def test_the_local_cpu_without_measured_roofs_says_how_to_measure_them(capsys):
     """`cpu`'s catalogue entry has no roofs (the workflow measures them): the prediction line said nothing; it
     now names the command that measures them, and with generic constants, the one that calibrates."""
