@@ -141,19 +141,38 @@ def catalogue_check(gpu: dict[str, Any] | None, devices: dict[str, Any], key: st
     return record("GPU vs catalogue", "fail", f"{seen}; {key} says {', '.join(wrong)}", fix)
 
 
+# What each profiler's --version names it ("NVIDIA (R) Nsight Compute Command Line Profiler", "NVIDIA Nsight Systems
+# version 2025.1 ..."; the nsys bundled with Nsight Compute says the latter too)
+TOOL_NAMES = {"ncu": "Nsight Compute", "nsys": "Nsight Systems"}
+
+
 def tool_check(name: str, executable: str, gpu: bool) -> tuple[dict[str, str], str | None]:
     """(record, full path or None) of a profiler on PATH, with its version. Missing is a failure on a GPU
     node and a warning elsewhere (a login node may not load the CUDA module)."""
     found = shutil.which(executable)
     if not found:
-        return record(name, "fail" if gpu else "warning", f"'{executable}' is not on PATH",
+        # a path given: it is not there (or not an executable file), which PATH has nothing to do with
+        where = (f"'{executable}' is not an executable file" if "/" in executable else
+                 f"'{executable}' is not on PATH")
+        return record(name, "fail" if gpu else "warning", where,
                       f"load the CUDA/Nsight module in the job's environment, or set profiling.{name}.executable "
                       "to its full path" + ("" if gpu else " (check on a GPU node: `snakemake doctor`)")), None
     try:
         done = _run([found, "--version"], timeout=30)
-        version = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["?"]
+        banner = (done.stdout + done.stderr).strip()
+        version = banner.splitlines()[-1:] or [""]
     except (OSError, subprocess.TimeoutExpired) as error:
         return record(name, "fail", f"{found} does not run ({error})", "reinstall it or fix its PATH"), None
+    fix = f"set profiling.{name}.executable to {TOOL_NAMES[name]}'s {name}"
+    if done.returncode != 0:  # a wrapper that failed, a program that does not take --version
+        printed = f" ({version[0].strip()[:80]})" if banner else ", printing nothing"
+        return record(name, "fail", f"{found} --version exited {done.returncode}{printed}", fix), None
+    other = next((tool for tool, words in TOOL_NAMES.items() if tool != name and words in banner), None)
+    if other or TOOL_NAMES[name] not in banner:  # ncu and nsys swapped, /bin/true: "OK" before any profile ran
+        named = next((line for line in banner.splitlines() if "Nsight" in line), version[0])
+        said = f"its --version says {named.strip()[:80]!r}" if banner else "its --version prints nothing"
+        return record(name, "fail" if other else "warning", f"{found} is not {TOOL_NAMES[name]} ({said})", fix), \
+            (None if other else found)
     return record(name, "ok", f"{found}: {version[0].strip()}"), found
 
 
@@ -169,7 +188,7 @@ def nsys_build(path: str | Path) -> str:
 
 def nsys_check(executable: str, gpu: bool) -> dict[str, str]:
     row, found = tool_check("nsys", executable, gpu)
-    if found is None:
+    if found is None or row["status"] != "ok":
         return row
     build = nsys_build(found)
     if build == "full":

@@ -30,6 +30,7 @@ from rooflow.measure.doctor import (
     program_error,
     run_doctor,
     timeline_check,
+    tool_check,
 )
 from rooflow.measure.timeline import parse_trace
 from rooflow.profilers.metrics import metrics_for_architecture
@@ -236,3 +237,30 @@ def test_a_failed_profile_names_the_programs_exception(tmp_path):
     assert program_error(tmp_path / "missing.log") is None
     log.write_text("==WARNING== Note: Running with default clock control\n")
     assert program_error(log) is None
+
+
+def test_a_program_that_is_not_the_profiler_is_not_ok(tmp_path):
+    """`doctor --ncu PATH` said "ncu OK" of whatever ran: the nsys given as ncu (and ncu as nsys), /bin/true, a script
+    exiting 3; a full path to nothing was "not on PATH". The check exists to catch a wrong profiling.ncu.executable
+    on a login node, where it is the only check of it."""
+    tools = {"ncu": "echo 'NVIDIA (R) Nsight Compute Command Line Profiler'; echo 'Version 2025.3.1.0'",
+             "nsys": "echo 'NVIDIA Nsight Systems version 2025.1'", "broken": "exit 3", "quiet": "true"}
+    for name, body in tools.items():
+        (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / name).chmod(0o755)
+    ncu, nsys = str(tmp_path / "ncu"), str(tmp_path / "nsys")
+    assert tool_check("ncu", ncu, True)[0]["status"] == "ok"
+    row, found = tool_check("ncu", nsys, True)
+    assert (row["status"], found) == ("fail", None)
+    assert row["result"] == f"{nsys} is not Nsight Compute (its --version says 'NVIDIA Nsight Systems version 2025.1')"
+    assert row["fix"] == "set profiling.ncu.executable to Nsight Compute's ncu"
+    row = nsys_check(ncu, True)
+    assert row["status"] == "fail" and row["result"] == (
+        f"{ncu} is not Nsight Systems (its --version says 'NVIDIA (R) Nsight Compute Command Line Profiler')")
+    assert tool_check("ncu", str(tmp_path / "broken"), True)[0]["result"] == (
+        f"{tmp_path / 'broken'} --version exited 3, printing nothing")
+    assert tool_check("ncu", str(tmp_path / "quiet"), False)[0] == {
+        "check": "ncu", "status": "warning", "result": f"{tmp_path / 'quiet'} is not Nsight Compute (its --version "
+        "prints nothing)", "fix": "set profiling.ncu.executable to Nsight Compute's ncu"}
+    assert tool_check("ncu", str(tmp_path / "absent" / "ncu"), False)[0]["result"] == (
+        f"'{tmp_path / 'absent' / 'ncu'}' is not an executable file")
