@@ -35,6 +35,27 @@ def _roofs(specs: list[str]) -> dict:
     return roofs
 
 
+def _check_operator_folders(root: Path, operators) -> None:
+    """A folder of measurements under ``root`` that is no operator rooflow fits: refused where it is one spelt
+    otherwise (``Add/``: its calls were left out without a word, the class fitted on the others or not at all), else
+    named on stderr as not fitted."""
+    import sys
+
+    def key(name: str) -> str:
+        return "".join(character for character in name.lower() if character.isalnum())
+
+    others = sorted(path.name for path in root.iterdir() if path.is_dir() and path.name not in (*operators,
+                    "device_configs") and any(path.glob("*.csv*"))) if root.is_dir() else []
+    for name in others:
+        meant = next((operator for operator in operators if key(operator) == key(name)), None)
+        if meant:
+            raise RooflowError(f"--data {root}: its folder {name}/ is no operator rooflow reads, and {meant}/ is: "
+                               f"rename it {meant}/ (operator folders are lower case)")
+    if others:
+        print(f"not fitted (no model of these operators): {', '.join(f'{name}/' for name in others)} — rooflow "
+              f"models {', '.join(operators)}", file=sys.stderr)
+
+
 def _cmd(args) -> int:
     from rooflow.estimate.kernel_calibration import (
         OPERATORS,
@@ -109,6 +130,8 @@ def _cmd(args) -> int:
                     raise RooflowError(f"-o {args.output} writes {written} among the measurements of --data {folder} "
                                        f"(its operator and device_configs folders, its provenance): it could replace "
                                        f"one of them; write the calibration beside them or elsewhere")
+    for folder in args.data:
+        _check_operator_folders(Path(folder), OPERATORS)
     result, arrays = calibrate_measured(args.data, _roofs(args.ceilings))
     if args.output:
         shapes = write_shipped(result, arrays, args.output)

@@ -258,6 +258,25 @@ def test_calibrate_kernels_refuses_to_write_over_its_measurements(tmp_path, caps
         assert output.read_bytes() == before
 
 
+def test_an_operator_folder_spelt_otherwise_is_refused_and_an_unknown_one_named(tmp_path, capsys):
+    """`Add/` beside `linear/`: its calls were left out without a word (the calibration fitted GEMMs only, exit 0)."""
+    (tmp_path / "Add").mkdir()
+    (tmp_path / "Add" / "Tesla_T4.csv").write_text(_thirty_adds())
+    assert cli.main(["calibrate-kernels", "--data", str(tmp_path), "-o", str(tmp_path / "k.json")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"rooflow calibrate-kernels: error: --data {tmp_path}: its folder Add/ is no operator rooflow reads, and add/ "
+        "is: rename it add/ (operator folders are lower case)")
+    (tmp_path / "Add").rename(tmp_path / "add")
+    (tmp_path / "device_configs").mkdir()
+    (tmp_path / "device_configs" / "Tesla_T4.json").write_text(json.dumps(
+        {"Device": "Tesla T4", "Num_Sm": 40, "SingleFLOPs": 8141, "Mem_Bw": 320, "L2Cache": 4}))
+    (tmp_path / "embedding").mkdir()
+    (tmp_path / "embedding" / "Tesla_T4.csv").write_text("OPName,Latency,Device\n")
+    assert cli.main(["calibrate-kernels", "--data", str(tmp_path), "-o", str(tmp_path / "k.json")]) == 0
+    assert "not fitted (no model of these operators): embedding/ — rooflow models conv, linear" in \
+        capsys.readouterr().err
+
+
 def test_an_intact_single_ops_folder_is_read_as_written(tmp_path):
     """The checks above refuse nothing whole: the same folder undamaged is read, every row, with its numbers."""
     (tmp_path / "add").mkdir()
