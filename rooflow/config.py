@@ -14,6 +14,7 @@ from rooflow.config_io import coerce_command_line, load_schema, read_yaml, valid
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import MATMUL_ROOF, Device, device_hint, estimate_only_error, load_devices
 from rooflow.profilers._text import listed_kind_problem
+from rooflow.profilers.commands import own_flags_given
 from rooflow.workload.models import closest_models_hint, named_models, task
 from rooflow.workload.spec import ModelSpec, check_importable, spec_from_entry
 
@@ -49,6 +50,11 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
         for precision in config["precisions"]:
             check_precision(devices[key], precision, "precisions", source)
     check_dataset(config["dataset"], Path(workdir), source)
+    for tool in ("ncu", "nsys"):
+        if given := own_flags_given(tool, config["profiling"][tool]["extra_args"]):
+            raise RooflowError(f"{source}: key 'profiling/{tool}/extra_args' gives {', '.join(given)}, which rooflow's "
+                               f"{tool} command sets itself (its output is what the aggregate job reads): remove "
+                               f"{'them' if len(given) > 1 else 'it'}")
     for i, name in enumerate(config["kernel_calibrations"]):
         check_kernel_calibrations(name, Path(workdir), f"kernel_calibrations/{i}", source)
     first_of_run: dict[tuple, int] = {}

@@ -20,6 +20,19 @@ from rooflow.profilers._text import profiler_error, read_text
 NSYS_REPORTS = ("cuda_gpu_kern_sum", "cuda_gpu_trace")
 
 
+# The flags each profile command sets itself (ncu_command, nsys_commands): given again in a config's extra_args,
+# the later one wins and the output the aggregate job reads is not written where it looks (--log-file, -o) or not
+# as it reads it (--csv, --page, --metrics, the capture range)
+OWN_FLAGS = {"ncu": ("--profile-from-start", "--target-processes", "--csv", "--page", "--metrics", "--log-file",
+                     "-o", "--export", "--print-summary"),
+             "nsys": ("--capture-range", "--capture-range-end", "-o", "--output", "--force-overwrite")}
+
+
+def own_flags_given(tool: str, extra_args: Sequence[str]) -> list[str]:
+    """The flags of ``extra_args`` that ``tool``'s profile command sets itself (:data:`OWN_FLAGS`), as given."""
+    return [arg for arg in extra_args if str(arg).split("=", 1)[0] in OWN_FLAGS[tool]]
+
+
 def ncu_command(executable: str, metrics: Sequence[str], log_path: str | Path, driver_argv: Sequence[str],
                 extra_args: Sequence[str] = (), nvtx: bool = True) -> list[str]:
     """``ncu --profile-from-start off --target-processes all [--nvtx] --csv --page details --metrics <list>

@@ -129,6 +129,16 @@ FAULTS = [
         "device": "h100-sxm5-80gb", "model": "resnet50", "batch": 64, "precision": "tf32", "mode": "inference",
         "nsys": ["tests/data/real/h100-rooflow/resnet50-b64-tf32-inference-timing.json"]}]},
      ["(imports/0/nsys) is JSON, not Nsight Systems output: list the profiler's text or CSV output"]),
+    # each passed `snakemake -n`, then failed in the GPU job ("'' is not on PATH"), or its output went elsewhere than
+    # the aggregate job reads ("the file is empty: the profiler wrote nothing")
+    ("a blank ncu executable", {"profiling": {"ncu": {"executable": ""}}},
+     ["key 'profiling/ncu/executable' is ''", "ncu executable (name on PATH or full path)"]),
+    ("ncu's log file in extra_args", {"profiling": {"ncu": {"extra_args": ["--log-file", "x.txt"]}}},
+     ["key 'profiling/ncu/extra_args' gives --log-file, which rooflow's ncu command sets itself (its output is what "
+      "the aggregate job reads): remove it"]),
+    ("nsys's output and capture range in extra_args", {"profiling": {"nsys": {"extra_args": ["-o", "x",
+                                                                                             "--capture-range=none"]}}},
+     ["key 'profiling/nsys/extra_args' gives -o, --capture-range=none, which rooflow's nsys command sets itself"]),
     # an import on a CPU: its Nsight profile drawn on the CPU's roofline (accepted)
     ("import on a cpu", {"imports": [{"device": "cpu", "model": "vgg11", "batch": 16, "precision": "fp32",
                                       "mode": "training",
