@@ -317,8 +317,8 @@ SHAPE_COLUMNS = {"conv": ("B", "Input_Channel", "Output_Channel", "Kernel_Szie",
                  "linear": ("B", "M", "N", "K"), "bmm": ("B", "M", "N", "K")}
 # An operator's calls measured over this multiple of what the kernel model prices them at with its default
 # parameters on the GPU's datasheet (median over its calls), or under its inverse: a file in another unit than
-# milliseconds. The measured data sets' operators sit at 0.48-1.66 of it; latencies in microseconds at ~1,000 (they fitted every class
-# to its bounds, floors of 26-58 ms, ResNet-18 on a T4 at 27 ms), in seconds at ~0.001
+# milliseconds. The measured data sets' operators sit at 0.48-1.66 of it; latencies in microseconds at ~1,000 (they
+# fitted every class to its bounds, floors of 26-58 ms, ResNet-18 on a T4 at 27 ms), in seconds at ~0.001
 UNIT_RATIO = 30.0
 # What a device_configs/<GPU>.json must give (NeuSight's units: GFLOP/s, GB/s, MB)
 CONFIG_KEYS = ("Device", "Num_Sm", "SingleFLOPs", "Mem_Bw", "L2Cache")
