@@ -76,7 +76,7 @@ import pandas as pd
 from rooflow.errors import RooflowError
 from rooflow.estimate import shape_residuals
 from rooflow.estimate.shape_residuals import ShapeResiduals
-from rooflow.io import read_json_object
+from rooflow.io import missing, read_json_object
 
 FP32_BYTES = 4
 # The files of the measurement set, by the operator's folder name: (op class, operand count). Operands:
@@ -293,6 +293,9 @@ def load_measurements(root: str | Path, gpus: list[str] | None = None) -> pd.Dat
     with ``operator``, ``op_class``, ``gpu`` (the data set's device name), ``seconds`` and the shape
     columns (conv: B, Input_Channel, Output_Channel, Kernel_Szie, Input_Size, Stride, Padding, and the
     ``algorithm`` cuDNN ran where the file names its kernels; linear/bmm: B, M, N, K; the others: B, H)."""
+    if why := missing(root, folder=True):  # it said "no single-op measurements found" of a mistyped path
+        raise RooflowError(f"{root}: {why}: give the folder of <operator>/<GPU>.csv(.gz) files (`rooflow ceilings "
+                           f"--single-ops DIR` writes one)")
     frames = []
     for operator in OPERATORS:
         for path in sorted((Path(root) / operator).glob("*.csv*")):

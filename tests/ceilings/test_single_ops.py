@@ -6,6 +6,7 @@ timings standing in for a GPU's (the round trip, not the numbers, is what these 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -275,6 +276,15 @@ def test_an_operator_folder_spelt_otherwise_is_refused_and_an_unknown_one_named(
     assert cli.main(["calibrate-kernels", "--data", str(tmp_path), "-o", str(tmp_path / "k.json")]) == 0
     assert "not fitted (no model of these operators): embedding/ — rooflow models conv, linear" in \
         capsys.readouterr().err
+
+
+def test_a_data_folder_that_is_not_there_is_named_so(tmp_path, capsys):
+    """`calibrate-kernels --data nowhere` said "no single-op measurements found", as of a folder without them."""
+    for data, why in ((tmp_path / "nowhere", "no such folder"), (Path(__file__), "a file, not a folder")):
+        assert cli.main(["calibrate-kernels", "--data", str(data), "-o", str(tmp_path / "k.json")]) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"rooflow calibrate-kernels: error: {data}: {why}: give the folder of <operator>/<GPU>.csv(.gz) files "
+            "(`rooflow ceilings --single-ops DIR` writes one)")
 
 
 def test_an_intact_single_ops_folder_is_read_as_written(tmp_path):
