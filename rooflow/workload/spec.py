@@ -127,24 +127,26 @@ def is_factory_path(text: str) -> bool:
 
 
 def custom_spec(factory: str, inputs: list[Any] | tuple[Any, ...], loss: str | None = None,
-                name: str | None = None, where: str = "model") -> ModelSpec:
-    """A custom model's spec, checked: the factory and loss paths, the input shapes, the name."""
+                name: str | None = None, where: str = "model", options: bool = False) -> ModelSpec:
+    """A custom model's spec, checked: the factory and loss paths, the input shapes, the name. ``options``: given on
+    the command line, where a bad input, loss or name is its option's (--input, --loss, --name), not ``where``'s."""
+    label = {"loss": "--loss", "input": "--input", "name": "--name"} if options else {}
     for what, path in (("factory", factory), ("loss", loss)):
         if path is not None and not OBJECT_PATTERN.fullmatch(path):
-            raise RooflowError(f"{where}: {what} '{path}' is not of the form package.module:callable: name the "
-                               f"module and the callable in it, e.g. examples.tiny_cnn.model:build")
+            raise RooflowError(f"{label.get(what, where)}: {what} '{path}' is not of the form package.module:callable: "
+                               f"name the module and the callable in it, e.g. examples.tiny_cnn.model:build")
     if not inputs:
         raise RooflowError(f"{where}: custom model '{factory}' has no input shapes: give one per model input "
                            f"(--input 3x224x224 on the command line, inputs: [3x224x224] in the config)")
-    parsed = [parse_input(written, where) for written in inputs]
+    parsed = [parse_input(written, label.get("input", where)) for written in inputs]
     shapes = tuple(shape for shape, _ in parsed)
     dtypes = tuple(dtype for _, dtype in parsed)
     given, name = name, name or derived_name(factory)
     if not NAME_PATTERN.fullmatch(name):
-        raise RooflowError(f"{where}: name '{name}' is not lowercase letters and digits joined by single "
+        raise RooflowError(f"{label.get('name', where) if given else where}: name '{name}' is not lowercase letters and digits joined by single "
                            f"underscores (it names the run's files and Snakemake wildcards): e.g. my_unet")
     if len(name) > MAX_NAME_CHARACTERS:  # validation passed it, the first job could not make its folder
-        raise RooflowError(f"{where}: name '{name[:40]}…' is {len(name)} characters, over {MAX_NAME_CHARACTERS}: it "
+        raise RooflowError(f"{label.get('name', where) if given else where}: name '{name[:40]}…' is {len(name)} characters, over {MAX_NAME_CHARACTERS}: it "
                            f"names the run's folders and files, of at most 255 bytes each; give the model a shorter "
                            f"name{'' if name == given else ' (name:, or --name: the one derived from its factory path)'}")
     return ModelSpec(name, factory, shapes, loss,
@@ -238,7 +240,7 @@ def spec_from_options(model: str, inputs: list[str] | None = None, loss: str | N
     """A model from the command line: a torchvision name, or ``package.module:factory`` with --input."""
     if not is_factory_path(model):
         return torchvision_spec(model, where)
-    spec = custom_spec(model, inputs or [], loss, name, where)
+    spec = custom_spec(model, inputs or [], loss, name, where, options=True)
     _check_collision(spec, where)
     return spec
 

@@ -293,3 +293,15 @@ def test_a_small_model_shows_its_digits_and_a_long_name_keeps_the_columns(capsys
     cells = row.split()
     assert cells[4] == f"{totals['forward_flops'] / 1e9:.2g}" != "0.00"  # fwd GFLOP
     assert cells[7] == f"{totals['params'] / 1e6:.2g}" != "0.00"  # params M
+
+
+def test_a_bad_input_loss_or_name_of_a_factory_model_is_labelled_with_its_option(capsys):
+    """An --input, --loss or --name value that is no shape, path or run name was labelled "MODEL:", the positional
+    argument, whose value was fine."""
+    factory = "examples.tiny_cnn.model:build"
+    for argv, said in ((["--input", "3x0x224"], "--input: input shape '3x0x224' is not positive whole numbers"),
+                       (["--input", "3x32x32", "--loss", "notapath", "--mode", "training"],
+                        "--loss: loss 'notapath' is not of the form package.module:callable"),
+                       (["--input", "3x32x32", "--name", "Bad Name"], "--name: name 'Bad Name' is not lowercase")):
+        status, out, err = run(capsys, factory, *argv)
+        assert status == 2 and out == "" and err.startswith(f"rooflow estimate: error: {said}"), err
