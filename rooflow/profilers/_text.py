@@ -449,7 +449,9 @@ def listed_kind_problem(path: str | Path, listed_as: str) -> str | None:
         return f"is {binary[0]}: {binary[1]}"
     text = head.decode("utf-8", errors="replace")
     lines = text.splitlines()
-    if text.lstrip().startswith(("{", "[")):
+    # a JSON object or array of them (a timing record, a Chrome trace); not a line nsys stats starts with
+    # ("[3/8] Executing 'cuda_gpu_trace' stats report")
+    if re.match(r"\s*(\{|\[\s*[\[{\"\]])", text):
         return (f"is JSON, not {'Nsight Compute' if listed_as == 'ncu' else 'Nsight Systems'} output: list the "
                 f"profiler's text or CSV output")
     if listed_as == "ncu" and looks_like_nsys_report(lines) and not looks_like_ncu_output(lines):

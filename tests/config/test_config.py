@@ -218,6 +218,11 @@ def test_an_imported_file_is_read_for_its_kind_at_validation(config, root, tmp_p
         **run, "model": "vgg13", "ncu": [f"{a100}/vgg13/ncu-log-vgg13.txt.gz"],
         "nsys": [f"{a100}/vgg13/tmp_nsys_gputrace.csv.gz"]}]}, root)
     assert [len(entry["ncu"] + entry["nsys"]) for entry in validated["imports"]] == [2, 2]
+    # nsys stats' stdout, captured whole, starts with its progress lines: "[3/8] ..." is no JSON array
+    captured = tmp_path / "stats.txt"
+    captured.write_text("[3/8] Executing 'cuda_gpu_trace' stats report\n\n"
+                        + (root / a100 / "vgg11" / "tmp_nsys_gputrace.csv").read_text())
+    validate_config({**copy.deepcopy(config), "imports": [{**run, "nsys": [str(captured)]}]}, root)
 
 
 def test_close_matches_come_first_and_the_whole_list_follows(config, root):
