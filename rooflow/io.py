@@ -148,6 +148,12 @@ def missing(path: str | Path, folder: bool = False) -> str | None:
     return f"no such {'folder' if folder else 'file'}"
 
 
+def inside(path: str | Path, folder: str | Path) -> Path | None:
+    """``path``'s place in ``folder`` (relative), where writing it would land in that input's tree; else None."""
+    resolved, root = Path(path).resolve(), Path(folder).resolve()
+    return resolved.relative_to(root) if resolved.is_relative_to(root) else None
+
+
 def check_distinct(outputs: dict[str, str | Path | None], inputs: dict[str, Any]) -> None:
     """Refuse an output (option → path) that is an input (option → path or paths) or another output: written,
     it would replace the user's input (`rooflow ncu F --kernels-csv F`: the Nsight output, often the only copy)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rooflow.errors import RooflowError
 from rooflow.hardware.devices import check_ceilings, default_catalogue_path, load_devices
-from rooflow.io import check_writable, missing, read_json
+from rooflow.io import check_writable, inside, missing, read_json
 
 # rooflow.estimate's modules are imported by the commands themselves: importing any of them imports torch
 # (rooflow/estimate/__init__.py), seconds that every other `rooflow` command would pay for parsing its arguments.
@@ -124,9 +124,8 @@ def _cmd(args) -> int:
         check_writable(shapes_path(args.output))
         for folder in args.data:  # -o DIR/add/T4.csv.gz replaced a measurement file with the calibration
             for written in (args.output, shapes_path(args.output)):
-                inside = Path(written).resolve()
-                if inside.is_relative_to(Path(folder).resolve()) and (
-                        len(inside.relative_to(Path(folder).resolve()).parts) > 1 or inside.name == SINGLE_OPS_PROVENANCE):
+                place = inside(written, folder)  # beside the operator folders, a file replaces no measurement
+                if place is not None and (len(place.parts) > 1 or place.name == SINGLE_OPS_PROVENANCE):
                     raise RooflowError(f"-o {args.output} writes {written} among the measurements of --data {folder} "
                                        f"(its operator and device_configs folders, its provenance): it could replace "
                                        f"one of them; write the calibration beside them or elsewhere")

@@ -19,7 +19,7 @@ def _cmd_checks(args: argparse.Namespace) -> int:
     if args.records and (why := missing(args.records)):  # "all self-checks passed", exit 0, had read nothing
         raise RooflowError(f"--records {args.records}: {why}: give the workflow's results/checks/checks.json, or "
                            "leave --records out to compute the checks")
-    unread: list[str] = []  # the default folders that are not there: their checks did not run
+    unread: list[tuple[str, Path]] = []  # (option, folder) of the default folders not there: their checks did not run
     records_file = Path(args.records) if args.records else records_path(args.summary)
     summary = Path(args.summary)
     given = {option: getattr(args, option) for option in FOLDERS if getattr(args, option) is not None}
@@ -38,7 +38,7 @@ def _cmd_checks(args: argparse.Namespace) -> int:
                                    f"--{option} out: the one beside the summary)")
             folders[option] = Path(given.get(option) or summary.parent / name)
             if not folders[option].is_dir():
-                unread.append(f"{option} (no {folders[option]})")
+                unread.append((option, folders[option]))
         totals_paths = sorted(folders["estimates"].glob("*/*/totals.json"))
         layers_paths = [p.with_name("layers.csv") for p in totals_paths]
         records, _ = check_file_records(args.summary, totals_paths,
@@ -46,8 +46,8 @@ def _cmd_checks(args: argparse.Namespace) -> int:
                                         sorted(folders["ceilings"].glob("*.json")), args.devices_file,
                                         sorted(folders["profiles"].glob("*/*/*/timing.json")))
     # a summary copied off the cluster alone printed "all self-checks passed" having read no estimate, profile or roof
-    skipped = (f"not checked: {', '.join(unread)}: give --{' / --'.join(option.split()[0] for option in unread)}, or "
-               "run from the workflow's folder" if unread else "")
+    skipped = (f"not checked: {', '.join(f'{option} (no {folder})' for option, folder in unread)}: give "
+               f"--{' / --'.join(option for option, _ in unread)}, or run from the workflow's folder" if unread else "")
     if not records:
         print(f"the summary's self-checks passed; {skipped}" if skipped else "all self-checks passed")
         return 0

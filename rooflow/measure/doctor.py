@@ -171,8 +171,8 @@ def tool_check(name: str, executable: str, gpu: bool) -> tuple[dict[str, str], s
     if other or TOOL_NAMES[name] not in banner:  # ncu and nsys swapped, /bin/true: "OK" before any profile ran
         named = next((line for line in banner.splitlines() if "Nsight" in line), version[0])
         said = f"its --version says {named.strip()[:80]!r}" if banner else "its --version prints nothing"
-        return record(name, "fail" if other else "warning", f"{found} is not {TOOL_NAMES[name]} ({said})", fix), \
-            (None if other else found)
+        row = record(name, "fail" if other else "warning", f"{found} is not {TOOL_NAMES[name]} ({said})", fix)
+        return row, None if other else found  # the other profiler: none of this one's checks can run on it
     return record(name, "ok", f"{found}: {version[0].strip()}"), found
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rooflow.errors import RooflowError
-from rooflow.io import atomic_path, write_csv
+from rooflow.io import atomic_path, inside, write_csv
 
 # The largest subset (uint8 images) one may ask for: it is built in memory, and every timing job loads it whole.
 MAX_SUBSET_BYTES = 2 * 2**30
@@ -173,9 +173,8 @@ def build_subset(spec: SubsetSpec, tensor_path: str | Path, manifest_path: str |
     import torch
 
     if spec.root is not None:
-        root = Path(spec.root).resolve()
         for path in (tensor_path, manifest_path):
-            if Path(path).resolve().is_relative_to(root):  # an image it reads, replaced (the dataset is the user's)
+            if inside(path, spec.root) is not None:  # an image it reads, replaced (the dataset is the user's)
                 raise RooflowError(f"the subset's output {path} is inside dataset.root '{spec.root}': writing it there "
                                    f"could replace an image it reads; write it outside the dataset tree")
     data, rows = subset_data(spec)

@@ -142,13 +142,14 @@ def custom_spec(factory: str, inputs: list[Any] | tuple[Any, ...], loss: str | N
     shapes = tuple(shape for shape, _ in parsed)
     dtypes = tuple(dtype for _, dtype in parsed)
     given, name = name, name or derived_name(factory)
+    named = label.get("name", where) if given else where  # a name derived from its factory path is the model's
     if not NAME_PATTERN.fullmatch(name):
-        raise RooflowError(f"{label.get('name', where) if given else where}: name '{name}' is not lowercase letters and digits joined by single "
+        raise RooflowError(f"{named}: name '{name}' is not lowercase letters and digits joined by single "
                            f"underscores (it names the run's files and Snakemake wildcards): e.g. my_unet")
     if len(name) > MAX_NAME_CHARACTERS:  # validation passed it, the first job could not make its folder
-        raise RooflowError(f"{label.get('name', where) if given else where}: name '{name[:40]}…' is {len(name)} characters, over {MAX_NAME_CHARACTERS}: it "
+        raise RooflowError(f"{named}: name '{name[:40]}…' is {len(name)} characters, over {MAX_NAME_CHARACTERS}: it "
                            f"names the run's folders and files, of at most 255 bytes each; give the model a shorter "
-                           f"name{'' if name == given else ' (name:, or --name: the one derived from its factory path)'}")
+                           f"name{'' if given else ' (name:, or --name: the one derived from its factory path)'}")
     return ModelSpec(name, factory, shapes, loss,
                      dtypes if any(dtype != DEFAULT_DTYPE for dtype in dtypes) else ())
 
