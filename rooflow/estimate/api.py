@@ -179,7 +179,7 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
     from rooflow.estimate.calibration import for_device
     from rooflow.estimate.predict import below_roofline_flag, predict_memory, predict_seconds
     from rooflow.estimate.recurrent import substitute
-    from rooflow.estimate.timemodel import predict_step
+    from rooflow.estimate.timemodel import predict_step, unpriced_precision
     from rooflow.hardware.devices import CEILINGS_FILE, default_catalogue_path, load_device
     from rooflow.io import read_json_object
 
@@ -196,6 +196,8 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
         totals.update(predicted_seconds=None, calibration_source=f"none for {device.key}: rooflow's time model prices "
                       f"PyTorch's eager ops on a CUDA GPU or a CPU, and a {device.kind.upper()} runs an XLA-compiled "
                       f"step (only its roofline time: roofline_seconds in --format json)")
+    elif unpriced := unpriced_precision(device, totals["precision"]):
+        totals.update(predicted_seconds=None, calibration_source=unpriced)
     elif device.bandwidth(True) or device.bandwidth(False):
         step = predict_step(result.ops, totals, device, calibration)
         totals.update(step.as_dict())

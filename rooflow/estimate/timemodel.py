@@ -997,6 +997,23 @@ def _single_call(body: pd.DataFrame, single: pd.DataFrame, precision: str, mode:
                           kernels=kernels, by_layer_type_seconds={str(row.get("type") or row["op"]): device_seconds})
 
 
+def unpriced_precision(device, precision: str) -> str | None:
+    """Why a CPU's ``precision`` step has no predicted time, or None: a 16-bit run on a CPU whose roofs (measured
+    by `rooflow ceilings`, which keeps bf16 only where the CPU runs it fast, or its datasheet's) hold no rate of
+    that precision runs on a path no roof prices — an fp16 ResNet-18 step on a Zen 4 without AVX512-FP16 took
+    tens of times its fp32 one — where pricing its arithmetic at the fp32 roof on 16-bit bytes put it *faster*
+    than fp32."""
+    if device.is_cuda or precision not in ("fp16", "bf16"):
+        return None
+    roofs = device.measured_peak_flops_per_second or device.peak_flops_per_second
+    if not roofs or roofs.get(precision):  # no roofs at all: the caller says to measure them
+        return None
+    held = ", ".join(sorted(roofs))
+    return (f"none for {device.key} at {precision}: its {'measured' if device.measured_peak_flops_per_second else 'datasheet'} "
+            f"roofs hold no {precision} rate ({held}), so PyTorch's {precision} ops run there on a path no roof prices: "
+            f"time the step with `rooflow time --device cpu --precision {precision}`")
+
+
 def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration: Calibration) -> StepPrediction:
     """The predicted time of one step of the estimate whose ops table is ``ops`` (module docstring)."""
     precision, mode = totals["precision"], totals["mode"]

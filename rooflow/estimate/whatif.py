@@ -29,7 +29,7 @@ from rooflow.conventions import VARIANTS, bytes_model
 from rooflow.errors import RooflowError
 from rooflow.estimate.calibration import for_device
 from rooflow.estimate.predict import predict_memory, predict_seconds
-from rooflow.estimate.timemodel import predict_step, step_spread
+from rooflow.estimate.timemodel import predict_step, step_spread, unpriced_precision
 from rooflow.hardware.devices import unknown_device_error
 from rooflow.units import positive_number
 
@@ -59,7 +59,9 @@ def _prediction(estimate, device, calibration, variant: str = "eager") -> dict[s
     totals = estimate.totals
     row: dict[str, Any] = {"predicted_seconds": None, "predicted_seconds_low": None, "predicted_seconds_high": None,
                            "calibration_source": calibration.source, "modelled": True}
-    if variant == "compile":
+    if unpriced := unpriced_precision(device, totals["precision"]):
+        row.update(calibration_source=unpriced, note=unpriced.split(": ", 1)[1])
+    elif variant == "compile":
         traffic = bytes_model(variant)
         bound = predict_seconds(estimate.ops, device, totals["precision"], bytes_model=traffic)
         fused = bound.get(f"predicted_seconds_{traffic}")
@@ -173,7 +175,7 @@ def what_if(estimator: Estimator, batch: int, precision: str, mode: str, device_
         target = devices[key]
         row = {"change": change, "device": key, "model": model, "batch": b, "precision": p, "mode": mode,
                "variant": variant, **_prediction(estimate(b, p), target, calibration(key), variant)}
-        if p not in supported_precisions(target):
+        if p not in supported_precisions(target) and target.is_cuda:  # a CPU's: no time (_prediction says why)
             row["note"] = f"{target.key} has no {p} roof: its matmuls run at its fp32 roof"
         row["basis"] = "time model"
         # a measurement scales the predictions of its own device, and a GPU's those of the other GPUs (Habitat):

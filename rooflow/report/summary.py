@@ -175,12 +175,14 @@ def _predictions(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
     """Predicted time (rooflow.estimate.timemodel) and memory (rooflow.estimate.predict), and their ratios to
     the measurement (rooflow.report.findings holds the checks that compare them); the time prediction, or None."""
     from rooflow.estimate.predict import below_roofline_flag, predict_memory
-    from rooflow.estimate.timemodel import predict_step
+    from rooflow.estimate.timemodel import predict_step, unpriced_precision
 
     row["roofline_seconds"] = _roofline_seconds(ops, device, row["precision"])
     seconds = row.get("measured_seconds")
     prediction = None
-    if ops is not None and calibration is not None:
+    if unpriced := unpriced_precision(device, row["precision"]):
+        row["calibration_source"] = unpriced
+    elif ops is not None and calibration is not None:
         prediction = predict_step(ops, estimate, device, calibration)
         values = prediction.as_dict()
         values["predicted_seconds_by_class"] = json.dumps({k: round(v, 9) for k, v in sorted(

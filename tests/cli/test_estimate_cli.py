@@ -305,3 +305,43 @@ def test_a_bad_input_loss_or_name_of_a_factory_model_is_labelled_with_its_option
                        (["--input", "3x32x32", "--name", "Bad Name"], "--name: name 'Bad Name' is not lowercase")):
         status, out, err = run(capsys, factory, *argv)
         assert status == 2 and out == "" and err.startswith(f"rooflow estimate: error: {said}"), err
+
+
+def test_a_16_bit_run_on_a_cpu_without_that_roof_has_no_time(capsys):
+    """A CPU's step is priced only at a roof of its precision. On the recorded Zen 4 VM (its ceilings keep fp32 and
+    bf16; `rooflow ceilings` measures no fp16 on a CPU) ResNet-18 b1 fp16 was priced at 31.1 ms against 38.1 ms in
+    fp32 (its arithmetic at the fp32 roof on half the bytes) while `rooflow time` measured it at 1.24 s, 43x its
+    fp32 step's 28.5 ms (2026-12-04, no AVX512-FP16 there; bf16 27.6 ms); an Ivy Bridge Xeon (no bf16 arithmetic)
+    had bf16 at 9.14 ms against fp32 10.6. Such a run now has no time and says why; fp32, and bf16 at its measured
+    roof, stay priced, as does the what-if's fp32 alternative."""
+    from support import RECORDED_CPU_CEILINGS
+
+    def entry(*argv):
+        status, out, _ = run(capsys, "resnet18", *argv, "--format", "json")
+        assert status == 0
+        return json.loads(out)[0]
+
+    cpu = ("--device", "cpu", "--ceilings", str(RECORDED_CPU_CEILINGS))
+    fp16 = entry(*cpu, "--precision", "fp16")
+    assert fp16["predicted_seconds"] is None and "predicted_bound" not in fp16
+    assert fp16["calibration_source"] == (
+        "none for cpu at fp16: its measured roofs hold no fp16 rate (bf16, fp32), so PyTorch's fp16 ops run there on "
+        "a path no roof prices: time the step with `rooflow time --device cpu --precision fp16`")
+    assert fp16["predicted_memory_bytes"] > 0  # its memory is still predicted
+    assert entry(*cpu, "--precision", "bf16")["predicted_seconds"] > 0
+    assert entry(*cpu, "--precision", "fp32")["predicted_seconds"] > 0
+    xeon = ("--device", "xeon-e5-2697-v2-2s")
+    assert entry(*xeon, "--precision", "bf16")["calibration_source"].startswith(
+        "none for xeon-e5-2697-v2-2s at bf16: its datasheet roofs hold no bf16 rate (fp32, fp64)")
+    assert entry(*xeon, "--precision", "fp32")["predicted_seconds"] > 0
+    status, out, _ = run(capsys, "resnet18", *cpu, "--precision", "fp16")
+    assert status == 0 and "no fp16 roof" in out and "Predicted time: none for cpu at fp16" in out
+    status, out, _ = run(capsys, "resnet18", *xeon, "--precision", "bf16", "--what-if", "--format", "json")
+    rows = json.loads(out)["alternatives"]
+    [bf16] = [r for r in rows if r["change"] == "run"]
+    assert bf16["predicted_seconds"] is None and bf16["note"].startswith("its datasheet roofs hold no bf16 rate")
+    [fp32] = [r for r in rows if r["change"] == "precision" and r["precision"] == "fp32"]
+    assert fp32["predicted_seconds"] > 0
+    # a GPU with no roof of a precision still runs it (PyTorch converts): priced, with its note
+    status, out, _ = run(capsys, "resnet18", "--device", "t4", "--precision", "bf16", "--format", "json")
+    assert json.loads(out)[0]["predicted_seconds"] > 0

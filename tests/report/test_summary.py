@@ -709,3 +709,22 @@ def test_rooflow_checks_names_a_damaged_file_of_the_results_tree(tmp_path, capsy
     captured = capsys.readouterr()
     assert captured.err.startswith("rooflow checks: error: " + says.format(path=path)), captured.err
     assert "\n" not in captured.err.strip() and captured.out == ""
+
+
+def test_a_cpu_run_in_a_precision_its_roofs_lack_has_no_prediction_and_no_time_check(tmp_path):
+    """The recorded CPU run's row in fp16 (its timing record relabelled, its ceilings keep fp32 and bf16): the time
+    model priced it faster than fp32 while such steps measured 43x slower (tests/cli/test_estimate_cli.py), so the
+    row has no predicted time, the reason in its calibration source, and the predicted-vs-measured check is not
+    run on it."""
+    from support import RECORDED_CPU_RUN, recorded_cpu_row
+
+    from rooflow.io import read_json
+
+    record = {**read_json(RECORDED_CPU_RUN), "precision": "fp16"}
+    path = tmp_path / "alexnet-b1-fp16-training-timing.json"
+    path.write_text(json.dumps(record))
+    row, _, _, _ = recorded_cpu_row(run=path)
+    assert row["precision"] == "fp16" and row["measured_seconds"] > 0
+    assert row.get("predicted_seconds") is None and "measured_over_predicted" not in row
+    assert row["calibration_source"].startswith("none for cpu at fp16: its measured roofs hold no fp16 rate")
+    assert not [c for c in run_checks(row) if c.check == "predicted vs measured time"]
