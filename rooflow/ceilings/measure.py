@@ -72,6 +72,9 @@ from rooflow.hardware.roofs import invalid_cache_roofs
 
 log = logging.getLogger(__name__)
 
+BF16_PROBE_SIZES = (256, 512, 1024)  # the CPU's bf16 probe: GEMM sizes tried in turn (_cpu_bf16_probe)
+BF16_PROBE_CALLS = 3  # timed calls per probe size: the fastest counts
+
 # --- clocks ------------------------------------------------------------------------------------------
 
 class CpuClock:
@@ -398,27 +401,36 @@ def cache_roof_guards(invalid: dict[str, dict[str, Any]]) -> list[dict[str, Any]
 
 
 def _cpu_bf16_probe(session: _Session, budget_seconds: float) -> str | None:
-    """Why bf16 should be skipped on this CPU, or None: one 256³ bf16 GEMM must run and be fast enough that
-    the planned bf16 sizes, extrapolated by n³, fit in `budget_seconds` (without AMX/AVX512-BF16 it is
-    emulated, slowly: a 1024³ probe alone took 4.6 s on a Zen 3 core)."""
+    """Why bf16 should be skipped on this CPU, or None: bf16 GEMMs of growing size (BF16_PROBE_SIZES, each a warm
+    call and the fastest of up to BF16_PROBE_CALLS) must reach a rate at which the planned bf16 sizes fit in
+    `budget_seconds`; a bigger probe is run only while the rate so far says it costs under a quarter of the budget.
+    Without AMX/AVX512-BF16 bf16 is emulated, slowly (a 1024³ call alone took 4.6 s on a Zen 3 core); with it, a small
+    call can still be slow: on a 2-core Zen 4 (AVX512-BF16) 256³, 384³ and 512³ calls each took ~8 ms (4-34
+    GFLOP/s) where 1024³ ran at 224 and the planned sizes at 430, so one 256³ timing skipped the roof or not by
+    the load of the moment."""
     torch = session.torch
-    n = 256
+    calls = session.plan.warmup + session.plan.repeats
+    planned_flops = sum(gemm_flops(size) * calls for size in session.plan.gemm_sizes)
+    rate, probed = 0.0, 0
     try:
-        a = torch.randn(n, n).to(torch.bfloat16)
-        b = torch.randn(n, n).to(torch.bfloat16)
-        torch.mm(a, b)
-        start = time.perf_counter_ns()
-        torch.mm(a, b)
-        seconds = (time.perf_counter_ns() - start) / 1e9
+        for n in BF16_PROBE_SIZES:
+            if n > max(session.plan.gemm_sizes) or (
+                    rate and (1 + BF16_PROBE_CALLS) * gemm_flops(n) / rate > budget_seconds / 4):
+                break
+            a = torch.randn(n, n).to(torch.bfloat16)
+            b = torch.randn(n, n).to(torch.bfloat16)
+            torch.mm(a, b)
+            probed = n
+            for _ in range(BF16_PROBE_CALLS):
+                start = time.perf_counter_ns()
+                torch.mm(a, b)
+                rate = max(rate, gemm_flops(n) / max((time.perf_counter_ns() - start) / 1e9, 1e-9))
+                if planned_flops / rate <= budget_seconds:
+                    return None
     except RuntimeError as error:
         return f"bf16 matmul failed on this CPU ({error.__class__.__name__}: {error})"
-    calls = (session.plan.warmup + session.plan.repeats)
-    planned = sum(seconds * (size / n) ** 3 * calls for size in session.plan.gemm_sizes)
-    if planned > budget_seconds:
-        return (f"a {n}^3 bf16 GEMM took {seconds:.3f} s ({gemm_flops(n) / seconds / GIGA:.1f} GFLOP/s): the "
-                f"planned bf16 sizes would take ~{planned:.0f} s, over the {budget_seconds:.0f} s budget "
-                "(no fast bf16 path on this CPU)")
-    return None
+    return (f"bf16 GEMMs up to {probed}^3 ran at {rate / GIGA:.1f} GFLOP/s at best: the planned bf16 sizes would "
+            f"take ~{planned_flops / rate:.0f} s, over the {budget_seconds:.0f} s budget (no fast bf16 path on this CPU)")
 
 
 def measure_ceilings(kind: str = "cpu", threads: int | None = None, quick: bool = False, *,

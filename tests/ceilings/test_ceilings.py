@@ -620,3 +620,47 @@ def test_ceilings_command_refuses_an_estimate_only_device(capsys):
     assert cli.main(["ceilings", "--device", "xeon-e5-2699-v4-2s"]) == 2
     error = capsys.readouterr().err.strip()
     assert "estimate-only" in error and "rooflow estimate --device xeon-e5-2699-v4-2s" in error and "\n" not in error
+
+
+
+def _probe(seconds_of, budget_seconds=5.0):
+    """_cpu_bf16_probe on the quick CPU plan with a fake torch.mm whose n-th call of size n takes
+    ``seconds_of(n, call)`` on a fake clock: (its verdict, the sizes it called)."""
+    clock = [0]
+    called: list[int] = []
+
+    def mm(a, b):
+        n = a.shape[0]
+        called.append(n)
+        clock[0] += int(seconds_of(n, sum(size == n for size in called)) * 1e9)
+
+    fake_torch = SimpleNamespace(randn=torch.randn, bfloat16=torch.bfloat16, mm=mm)
+    plan = SimpleNamespace(warmup=2, repeats=5, gemm_sizes=(1024, 2048))  # default_plan("cpu", quick=True)'s
+    fake_time = SimpleNamespace(perf_counter_ns=lambda: clock[0])
+    original = ceilings.time
+    ceilings.time = fake_time
+    try:
+        verdict = ceilings._cpu_bf16_probe(SimpleNamespace(torch=fake_torch, plan=plan), budget_seconds)
+    finally:
+        ceilings.time = original
+    return verdict, called
+
+
+def test_the_cpu_bf16_probe_is_decided_at_the_sizes_that_run_fast():
+    """On this project's 2-core Zen 4 (AVX512-BF16) 256³, 384³ and 512³ bf16 GEMMs each took ~8 ms (4.2-34
+    GFLOP/s) and 1024³ 9.6 ms (224 GFLOP/s), the planned sizes 430 GFLOP/s: the probe timed one 256³ call, so
+    whether a quick run kept its bf16 roof hung on the load of the moment (skipped once in five), and every bf16 CPU
+    run of that results tree went unpriced. It now grows the size while a bigger probe is cheap, keeping the
+    fastest call; a CPU that emulates bf16 (a 1024³ call took 4.6 s on a Zen 3 core) stops after the first size."""
+    zen4 = {256: 0.008, 512: 0.008, 1024: 0.0096}
+    verdict, called = _probe(lambda n, call: zen4[n])
+    assert verdict is None and called == [256] * 4 + [512] * 2  # 512³ at 34 GFLOP/s: 4.0 s for the plan, in budget
+    verdict, called = _probe(lambda n, call: zen4[n] * (2 if n == 512 else 1))  # 512³ slower: 1024³ decides
+    assert verdict is None and called[-1] == 1024 and 512 in called
+    verdict, called = _probe(lambda n, call: 0.5 if call == 2 else 2 * n ** 3 / 400e9)  # one slow timing only
+    assert verdict is None and called == [256, 256, 256]
+    emulated = 2 * 1024 ** 3 / 4.6  # FLOP/s
+    verdict, called = _probe(lambda n, call: 2 * n ** 3 / emulated)
+    assert called == [256] * (1 + ceilings.BF16_PROBE_CALLS)  # a 512³ probe would cost 2.3 s of the 5
+    assert verdict == ("bf16 GEMMs up to 256^3 ran at 0.5 GFLOP/s at best: the planned bf16 sizes would take ~290 s, "
+                       "over the 5 s budget (no fast bf16 path on this CPU)")
