@@ -488,8 +488,30 @@ def load_estimates(totals_paths, layers_paths=()) -> tuple[dict[tuple, dict], di
         key = (total["model"], int(total["batch"]), total["precision"], total["mode"])
         totals[key] = total
         if layers_path and total["mode"] == "training":
-            layers[key] = pd.read_csv(layers_path)
+            layers[key] = _read_layers(layers_path)
     return totals, layers
+
+
+# what an estimate folder's MODEL/bBATCH-PRECISION-MODE/layers.csv is, and the columns the checks read of it
+LAYERS_FILE = "an estimate's per-layer table (the layers.csv the workflow's estimate_model step writes)"
+LAYERS_COLUMNS = ("layer", "forward_matmul_flops")
+
+
+def _read_layers(path: str | Path) -> pd.DataFrame:
+    """A training run's layers.csv; an empty, binary or foreign one (a traceback, or the forward:backward check
+    skipped without a word) ends in one sentence naming it."""
+    why = None
+    try:
+        table = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        why = "empty" if isinstance(error, pd.errors.EmptyDataError) else f"not a CSV table ({error.__class__.__name__})"
+    else:
+        if absent := [c for c in LAYERS_COLUMNS if c not in table]:
+            why = f"no {', '.join(absent)} column"
+    if why:
+        raise RooflowError(f"{path}: not {LAYERS_FILE}: {why}; write it again (`snakemake --forcerun estimate_model`), "
+                           f"or move it out of the estimate folder")
+    return table
 
 
 def check_files(summary_path: str | Path, totals_paths=(), layers_paths=(), ceilings_paths=(),
@@ -501,6 +523,10 @@ def check_files(summary_path: str | Path, totals_paths=(), layers_paths=(), ceil
     return checks_frame(records), fb
 
 
+# what a profile folder's DEVICE/MODEL/bBATCH-PRECISION-MODE/timing.json is
+TIMING_FILE = "a timing record (the timing.json the workflow's timing step writes)"
+
+
 def load_op_times(timings_paths) -> dict[tuple, pd.DataFrame]:
     """{(device, model, batch, precision, mode): measured time per layer} from the timing records that hold
     one (rooflow.measure.optime)."""
@@ -508,8 +534,14 @@ def load_op_times(timings_paths) -> dict[tuple, pd.DataFrame]:
 
     out = {}
     for path in timings_paths:
-        record = read_json(path)
-        if record.get("op_times") and record.get("device"):
+        record = read_json_object(path, TIMING_FILE)
+        rows = record.get("op_times")
+        if rows is not None and not (isinstance(rows, list) and all(
+                isinstance(row, dict) and {"layer", "layer_type", "phase", "seconds"} <= set(row) for row in rows)):
+            raise RooflowError(f"{path}: not {TIMING_FILE}: its op_times is not a list of {{layer, layer_type, phase, "
+                               f"seconds}}; time the run again (`snakemake --forcerun profile_time`), or move it out of "
+                               f"the profile folder")
+        if rows and record.get("device"):
             key = (record["device"], record["model"], int(record["batch"]), record["precision"], record["mode"])
             out[key] = from_record(record)
     return out

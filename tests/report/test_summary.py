@@ -711,6 +711,38 @@ def test_rooflow_checks_names_a_damaged_file_of_the_results_tree(tmp_path, capsy
     assert "\n" not in captured.err.strip() and captured.out == ""
 
 
+@pytest.mark.parametrize("folder, name, content, says", [
+    ("estimate", "layers.csv", b"", "empty"),
+    ("estimate", "layers.csv", b"a,b\n1,2\n", "no layer, forward_matmul_flops column"),
+    ("estimate", "layers.csv", b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe\xfa", "not a CSV table (UnicodeDecodeError)"),
+    ("profile/cpu", "timing.json", b"[]", "it holds a JSON list, not an object"),
+    ("profile/cpu", "timing.json", b'{"device": "cpu", "op_times": "x"}',
+     "its op_times is not a list of {layer, layer_type, phase, seconds}; time the run again (`snakemake --forcerun "
+     "profile_time`), or move it out of the profile folder"),
+])
+def test_rooflow_checks_names_a_damaged_layer_table_or_timing_record(tmp_path, capsys, folder, name, content, says):
+    """A training run's layers.csv that is empty (an EmptyDataError traceback, also ending the workflow's check_runs
+    job), binary (a message naming no file) or foreign (the forward:backward check skipped without a word), and a
+    timing record that is a JSON list or holds op_times of another shape (AttributeError, ValueError tracebacks):
+    one sentence naming the file, exit 2."""
+    from rooflow.cli import main
+
+    results = tmp_path / "results"
+    run = "b1-fp32-training"
+    (results / "estimate" / "resnet18" / run).mkdir(parents=True)
+    (results / "estimate" / "resnet18" / run / "totals.json").write_text(
+        '{"model": "resnet18", "batch": 1, "precision": "fp32", "mode": "training"}')
+    (results / "profile").mkdir()
+    (results / "summary.csv").write_text("device,model,batch,precision,mode,status\ncpu,resnet18,1,fp32,training,ok\n")
+    path = results / folder / "resnet18" / run / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    assert main(["checks", str(results / "summary.csv")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"rooflow checks: error: {path}: not "), captured.err
+    assert says in captured.err and "\n" not in captured.err.strip() and captured.out == ""
+
+
 def test_a_cpu_run_in_a_precision_its_roofs_lack_has_no_prediction_and_no_time_check(tmp_path):
     """The recorded CPU run's row in fp16 (its timing record relabelled, its ceilings keep fp32 and bf16): the time
     model priced it faster than fp32 while such steps measured 43x slower (tests/cli/test_estimate_cli.py), so the
