@@ -339,6 +339,17 @@ def _set_threads(threads: int | None) -> int:
     return torch.get_num_threads()
 
 
+def compile_error(error: Exception) -> RooflowError:
+    """The sentence for a step torch.compile could not compile (its first line names PyTorch's cause): a machine
+    without a working C++ compiler (inductor's InvalidCxxCompiler: a slim image, a compute node without build
+    tools) ended every compile run's timing job in a 40-line traceback."""
+    cause = next((line.strip() for line in str(error).splitlines() if line.strip()), error.__class__.__name__)
+    fix = ("install a C++ compiler (g++) where the job runs, or point CXX at one, or drop compile from the config's "
+           "variants" if "InvalidCxxCompiler" in cause else
+           "time the model eager (or channels_last), or drop compile from the config's variants")
+    return RooflowError(f"--variant compile: torch.compile could not compile the step ({cause}): {fix}")
+
+
 def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None) -> dict[str, Any]:
     """Warm up, time `timed_iterations` iterations, and return the timing record (status ok or oom).
 
@@ -378,8 +389,13 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
             # torch.compile compiles on the first call (forward and, in training, backward graphs): that step
             # is the compile time, kept apart from the warm-up and the timed steps that follow it
             started = time.perf_counter()
-            runner.step()
-            runner.synchronize()
+            try:
+                runner.step()
+                runner.synchronize()
+            except torch._dynamo.exc.TorchDynamoException as error:
+                if is_out_of_memory(error):
+                    raise
+                raise compile_error(error) from None
             record["compile_seconds"] = time.perf_counter() - started
         started = time.perf_counter()
         for i in range(spec.warmup_iterations):

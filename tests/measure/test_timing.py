@@ -412,6 +412,27 @@ def test_compile_records_its_compile_time_apart():
     assert "compile_seconds" not in measure(_tiny("eager", "inference"), {})
 
 
+def test_compile_without_a_cpp_compiler_is_one_sentence(monkeypatch):
+    """A machine without a working C++ compiler (a slim image, a compute node without build tools; here inductor
+    pointed at a missing g++) ended every compile run's timing job in a 40-line InductorError traceback. One
+    sentence with PyTorch's cause and the fix; the eager run of the same model still times."""
+    import torch._inductor.config as inductor
+
+    monkeypatch.setattr(inductor.cpp, "cxx", (None, "/nonexistent/g++"))
+    monkeypatch.setattr(inductor, "fx_graph_cache", False)  # a graph compiled before must not stand in
+    torch._dynamo.reset()
+    try:
+        with pytest.raises(RooflowError) as raised:
+            measure(_tiny("compile", "inference"), {})
+    finally:
+        torch._dynamo.reset()
+    assert str(raised.value).startswith("--variant compile: torch.compile could not compile the step "
+                                        "(InvalidCxxCompiler: No working C++ compiler found")
+    assert str(raised.value).endswith("'/nonexistent/g++')): install a C++ compiler (g++) where the job runs, or point "
+                                      "CXX at one, or drop compile from the config's variants")
+    assert measure(_tiny("eager", "inference"), {})["status"] == "ok"
+
+
 def test_rooflow_time_runs_the_variant_it_is_given(tmp_path):
     """`rooflow time` (and the profiling driver: the same arguments) takes the variant of the workflow's jobs."""
     from rooflow import cli
