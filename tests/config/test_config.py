@@ -111,6 +111,11 @@ FAULTS = [
                                                   "precision": "fp32", "mode": "training", "seconds": -0.5,
                                                   "nsys": ["nowhere/nsys.csv"]}]},
      ["'imports/0/seconds'", "-0.5"]),
+    # its estimate job counted a batch of 1e8 (4.6e18 FLOPs); at 1e12 the estimator overflowed, naming no key
+    ("import with a batch past batch_sizes' bound", {"imports": [{"device": "a100-sxm4-40gb", "model": "vgg11",
+                                                                  "batch": 100000000, "precision": "fp32",
+                                                                  "mode": "training", "nsys": ["nowhere/nsys.csv"]}]},
+     ["'imports/0/batch' is 100000000, but must be at most 16777216", "1 to 16,777,216 (2^24)"]),
     ("import whose file is missing", {"imports": [{"device": "a100-sxm4-40gb", "model": "vgg11", "batch": 16,
                                                    "precision": "fp32", "mode": "training",
                                                    "ncu": ["nowhere/ncu.csv"]}]},
