@@ -404,7 +404,9 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
         if not (peak and bandwidth):
             continue
         intensity = row.get("arithmetic_intensity")
-        attainable = attainable_flops_per_second(intensity, peak, bandwidth) if intensity else None
+        # an intensity of the FLOPs the counters saw (a few % of the work) places no step under its roof
+        attainable = attainable_flops_per_second(intensity, peak, bandwidth) \
+            if intensity and not row.get("tensor_flops_unseen") else None
         achieved = row.get("achieved_flops_per_second")
         percent = 100 * achieved / attainable if achieved and attainable else None
         if not measured:
@@ -414,7 +416,6 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["attainable_flops_per_second"] = attainable
             row["percent_of_roofline"] = percent
             if intensity and row.get("tensor_flops_unseen"):
-                # an intensity of the FLOPs the counters saw (a few % of the work) places no step by its roof
                 row["bound"] = UNSEEN_BOUND
             elif intensity:
                 row["bound"] = "memory-bound" if intensity < row["ridge_intensity"] else "compute-bound"

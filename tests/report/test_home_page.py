@@ -89,7 +89,12 @@ def test_a_run_whose_counters_missed_its_tensor_core_work_claims_no_share_of_its
                     ncu={**ncu.totals, "kernel_names": sorted(set(ncu.kernels["name"]))},
                     nsys=aggregate_nsys([real(f"{folder}/tmp_nsys_gputrace.csv")]).totals, ops=result.ops,
                     calibration=for_device(device))
-    placed = {**row, "model": "vgg13", "tensor_flops_unseen": False, "bound": "memory-bound"}  # as it was shown
+    assert row["percent_of_roofline"] is None and row["attainable_flops_per_second"] is None  # summary.csv too
+    # as it was shown: 30% of the roof at that intensity (1.2 FLOP/B x 1.555 TB/s)
+    attainable = row["arithmetic_intensity"] * device.dram_bytes_per_second
+    placed = {**row, "model": "vgg13", "tensor_flops_unseen": False, "bound": "memory-bound",
+              "attainable_flops_per_second": attainable,
+              "percent_of_roofline": 100 * row["achieved_flops_per_second"] / attainable}
     table = answer_table(pd.DataFrame([row, placed]), device.key).set_index("run")
     assert list(table.index) == ["vgg13 b16 fp32 training", "vgg11 b16 fp32 training"]
     unseen = table.loc["vgg11 b16 fp32 training"]

@@ -390,6 +390,9 @@ def test_an_imported_profiles_kernel_time_is_held_to_the_predicted_kernel_time(g
     # those FLOPs said "memory-bound, 30% of the roof"; the bound is not known from them, and the summary says so.
     assert row["flops_ratio"] == pytest.approx(0.0161, abs=0.0005) and row["arithmetic_intensity"] < 1.3
     assert row["tensor_flops_unseen"] is True and row["bound"] == UNSEEN_BOUND
+    # nor a share of its roof: `rooflow summary` and summary.csv said 30% where the home page said "–"
+    assert row["attainable_flops_per_second"] is None and row["percent_of_roofline"] is None
+    assert row.get("attainable_flops_per_second_measured_roof") is None and row.get("percent_of_measured_roofline") is None
     # The estimate's point at the measured time is 178% of the FP32 roof: the kernels' names say they ran TF32, whose
     # roof (156 TFLOP/s on the A100-SXM4-40GB) covers it; the cause says that first, with the counters' blindness.
     [above] = [c for c in run_checks(row) if c.check == "estimate above the roof"]
