@@ -278,11 +278,13 @@ def derive_quantities(wide: pd.DataFrame, cc: pd.Series) -> tuple[pd.DataFrame, 
     used: list[str] = []
     notes: list[str] = []
 
+    cuda_core_collected = False
     for precision, weights in CUDA_CORE_FLOP_WEIGHTS.items():
         names = {sass_metric(columns, op): weight for op, weight in weights.items()}
         names = {name: weight for name, weight in names.items() if name}
         series = _weighted(wide, names)
         derived[f"flops_{precision}"] = series if series is not None else np.nan
+        cuda_core_collected |= series is not None
         used += list(names)
         missing = [op for op in weights if not sass_metric(columns, op)]
         if names and missing:
@@ -314,7 +316,17 @@ def derive_quantities(wide: pd.DataFrame, cc: pd.Series) -> tuple[pd.DataFrame, 
         notes.append("No tensor-core metric was collected: tensor-core work (TF32/FP16/BF16 convolutions and "
                      "GEMMs) is invisible to these totals.")
 
-    derived["flops_total"] = _row_sum([derived[c] for c in ("flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor")])
+    if not cuda_core_collected:
+        # no sm__sass_thread_inst_executed_op_* counter: an FP32 step's total printed "0 FLOP" beside 64 ms of
+        # convolution kernels, an intensity of 0 for whatever read it
+        derived["flops_total"] = np.nan
+        notes.append("No CUDA-core FLOP counter (sm__sass_thread_inst_executed_op_*) was collected: FP32, FP16 and "
+                     "FP64 work is invisible, so there is no FLOP total (tensor-core FLOPs apart): profile with "
+                     "the workflow's profile_ncu job, or give ncu --metrics the list "
+                     "rooflow.profilers.metrics.metrics_for_architecture returns.")
+    else:
+        derived["flops_total"] = _row_sum([derived[c] for c in ("flops_fp64", "flops_fp32", "flops_fp16",
+                                                                 "flops_tensor")])
 
     def pick(label: str, options: list[tuple[dict[str, float], str]]) -> None:
         for weights, how in options:

@@ -1238,3 +1238,18 @@ def test_a_kernel_whose_time_is_n_a_is_named_in_the_notes(tmp_path):
     assert result.totals["seconds"] == pytest.approx(whole.totals["seconds"] - float(whole.kernels.loc[5, "seconds"]))
     assert "seconds: 1 kernels report n/a and are left out of the total." in result.notes
     assert not any("report n/a" in note for note in whole.notes)
+
+
+def test_a_profile_without_cuda_core_counters_has_no_flop_total():
+    """rooflow's H100 ResNet-50 FP32 training step profiled without the SASS counters (the raw page's run "without
+    them", tests/data/real PROVENANCE.md): its total printed "0 FLOP", and every class 0 FLOP beside 64 ms of
+    convolution kernels — an intensity of 0 for whatever read it. No FP32/FP16/FP64 counter: no total, said so;
+    the tensor-core count (0: FP32 kernels) stays apart, as the same step's file with FFMA alone counts 1.4 TFLOP."""
+    result = aggregate_ncu(real("h100-rooflow/resnet50-b64-fp32-training-ncu-raw-no-sass.csv"))
+    assert result.totals["flops_total"] is None and result.totals["flops_fp32"] is None
+    assert result.totals["flops_tensor"] == 0 and result.totals["kernels"] == 593
+    assert result.kernels["flops_total"].isna().all()
+    assert any(note.startswith("No CUDA-core FLOP counter (sm__sass_thread_inst_executed_op_*) was collected")
+               for note in result.notes)
+    ffma = aggregate_ncu(real("h100-rooflow/resnet50-b64-fp32-training-ncu-raw-ffma-only.csv")).totals
+    assert ffma["flops_total"] == pytest.approx(1.395e12, rel=1e-3)
