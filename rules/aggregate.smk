@@ -46,6 +46,7 @@ rule reconcile_ncu:
         ops=rules.estimate_model.output.ops,
         layers=rules.estimate_model.output.layers,
         timeline=get_timeline_input,
+        nsys_kernels=get_imported_nsys_kernels,
     output:
         reconciliation=f"results/aggregate/{{device}}/{TIMED_RUN_PATTERN}/reconcile.json",
         layers=f"results/aggregate/{{device}}/{TIMED_RUN_PATTERN}/layers.csv",

@@ -305,6 +305,16 @@ def get_timeline_input(wildcards):
     return [fill(rules.profile_time.output.kernels, run, wildcards.device)]
 
 
+def get_imported_nsys_kernels(wildcards):
+    """An imported run's Nsight Systems kernels, where it has them beside its Nsight Compute profile: the kernels
+    its time is the sum of, compared with those its counters profiled (the timed vs profiled kernels)."""
+    entry = imported_run(wildcards)
+    if not entry or not entry.get("nsys"):
+        return []
+    run = {k: wildcards[k] for k in ("model", "batch", "precision", "mode")}
+    return [fill(rules.aggregate_nsys.output.kernels, run, wildcards.device)]
+
+
 def get_device_timings(wildcards):
     """The timing records of the eager runs timed on this device (their measured time per layer; the time by
     layer type is of the eager step, as the profiles are)."""

@@ -2,7 +2,7 @@ import pandas as pd
 
 from rooflow.io import read_json, write_csv, write_json
 from rooflow.logs import step_logging
-from rooflow.measure.timeline import compare_kernels, read_timeline
+from rooflow.measure.timeline import compare_kernels, launches, read_timeline
 from rooflow.profilers.layers import layer_table, layer_table_note, read_kernel_table
 from rooflow.profilers.reconcile import reconcile
 from rooflow.report.tables import write_html_table
@@ -24,6 +24,10 @@ with step_logging(snakemake.log[0], "reconcile_ncu") as log:
             log.info("timed vs profiled kernels: %s", record["kernels_compared"]["message"] or "the same")
         else:
             log.info("the timing job recorded no kernel timeline: nothing to compare")
+    elif i.nsys_kernels:  # an import: the kernels of its Nsight Systems trace, whose sum is its time
+        record["kernels_compared"] = compare_kernels(launches(read_kernel_table(i.nsys_kernels[0])), kernels,
+                                                     timed_by="its Nsight Systems trace ran")
+        log.info("nsys vs ncu kernels: %s", record["kernels_compared"]["message"] or "the same")
     table = layer_table(kernels, ops, layers, by_layer=variant != "compile")
     write_json(o.reconciliation, record)
     write_csv(o.layers, table)

@@ -217,7 +217,15 @@ def seconds_by_class(timeline: pd.DataFrame) -> dict[str, float]:
     return {str(k): float(v) for k, v in grouped.sort_values(ascending=False).items()}
 
 
-def compare_kernels(timed: pd.DataFrame, profiled: pd.DataFrame) -> dict[str, Any]:
+def launches(kernels: pd.DataFrame) -> pd.DataFrame:
+    """A per-kernel-name table with launch counts (``instances``: an nsys kernel summary) as one row per launch."""
+    if "instances" not in kernels.columns:
+        return kernels
+    return kernels.loc[kernels.index.repeat(kernels["instances"].astype(int))].reset_index(drop=True)
+
+
+def compare_kernels(timed: pd.DataFrame, profiled: pd.DataFrame, timed_by: str = "the timed iteration ran"
+                    ) -> dict[str, Any]:
     """Did the timed process run the kernels the ncu process profiled? Compared by short kernel name
     (:func:`rooflow.profilers.kernels.short_kernel_name`: ncu and CUPTI demangle differently) and count.
 
@@ -246,7 +254,7 @@ def compare_kernels(timed: pd.DataFrame, profiled: pd.DataFrame) -> dict[str, An
     if not match:
         classes = ", ".join(f"{c} {t} vs {p}" for c, t, p in ((c, *v) for c, v in by_class.items()))
         result["message"] = (
-            f"the timed iteration ran {len(timed)} kernels, ncu profiled {len(profiled)}"
+            f"{timed_by} {len(timed)} kernels, ncu profiled {len(profiled)}"
             f"{f' ({classes})' if classes else ''}; only timed: {_listed(only_timed)}; only profiled: "
             f"{_listed(only_profiled)}")
     return result

@@ -223,6 +223,32 @@ def test_other_kernels_differing_are_a_warning_and_the_same_kernels_pass():
     assert checked(compare_kernels(profiled, profiled)) == []
 
 
+@pytest.mark.parametrize("gpu, launched, profiled", [("a100", 214, 170), ("v100", 229, 185)])
+def test_an_imported_runs_nsys_and_ncu_kernels_are_compared(gpu, launched, profiled):
+    """The default config's imported VGG11 profiles (tests/data/real/anoushka21-cloudml): the time is the nsys trace's
+    kernel sum, the FLOPs and bytes its ncu log's, yet the trace ran 44 more kernels than ncu profiled, all
+    AddFunctor elementwise kernels (3.8 ms of the V100's 39.5), so the achieved FLOP/s and intensity divide counts
+    of one set of kernels by the time of another — printed without a word (the comparison ran for rooflow's own
+    timed runs only). The nsys summary's launches are compared with the ncu kernels, and the check says what
+    differs: a warning, the convolution and GEMM kernels being the same."""
+    from support import ANOUSHKA, real
+
+    from rooflow.measure.timeline import launches
+    from rooflow.profilers.nsys import aggregate_nsys
+
+    folder = f"{ANOUSHKA}/{gpu}/vgg11"
+    nsys = aggregate_nsys([real(f"{folder}/tmp_nsys_gputrace.csv")]).kernels
+    assert nsys["instances"].sum() == launched
+    compared = compare_kernels(launches(nsys), aggregate_ncu([real(f"{folder}/ncu-log-vgg11.txt")]).kernels,
+                               timed_by="its Nsight Systems trace ran")
+    assert compared["message"] == (f"its Nsight Systems trace ran {launched} kernels, ncu profiled {profiled} "
+                                   f"(elementwise 85 vs 41); only timed: vectorized_elementwise_kernel<AddFunctor> "
+                                   f"×44; only profiled: none")
+    [flag] = checked(compared)
+    assert flag["severity"] == "warning" and flag["value"] == f"{launched} timed vs {profiled} profiled kernels"
+    assert flag["likely_cause"].endswith("the convolution/GEMM kernels match; the difference is in other kernels")
+
+
 def test_the_timeline_feeds_the_time_by_kernel_class_figure(tmp_path):
     """Without nsys, the timed iteration's kernels give the measured panel of the time-by-class figure."""
     from rooflow.report.figures import time_by_layer_figure
