@@ -12,7 +12,12 @@ os.environ.update(
     )
 )
 
-from rooflow.config import check_cluster_submission, validate_config, experiment_matrix, model_specs
+from rooflow.config import (
+    check_cluster_submission,
+    validate_config,
+    experiment_matrix,
+    model_specs,
+)
 from snakemake_interface_executor_plugins.settings import ExecMode
 from rooflow.hardware.devices import load_devices
 from rooflow.errors import RooflowError
@@ -20,7 +25,11 @@ from rooflow.config_io import check_unique_keys
 from rooflow.conventions import VARIANTS, variant_suffix, variant_of_suffix
 
 try:
-    for path in workflow.configfiles:  # Snakemake's YAML reader keeps a repeated key's last value silently
+    for (
+        path
+    ) in (
+        workflow.configfiles
+    ):  # Snakemake's YAML reader keeps a repeated key's last value silently
         check_unique_keys(path)
     validate_config(config, workdir=".", source="config")
 except RooflowError as error:
@@ -48,12 +57,20 @@ MEASURED_DEVICES = config["devices"]
 
 # A SLURM run (its profile's default-resources name an account): its placeholders, before anything is submitted.
 # Not inside a job (remote or subprocess): the submitting run checked already.
-if workflow.exec_mode == ExecMode.DEFAULT and workflow.resource_settings.default_resources is not None:
+if (
+    workflow.exec_mode == ExecMode.DEFAULT
+    and workflow.resource_settings.default_resources is not None
+):
     try:
         check_cluster_submission(
-            {name: getattr(resource, "raw", None) for name, resource in
-             workflow.resource_settings.default_resources.items()},
-            DEVICES, MEASURED_DEVICES, config["devices_file"])
+            {
+                name: getattr(resource, "raw", None)
+                for name, resource in workflow.resource_settings.default_resources.items()
+            },
+            DEVICES,
+            MEASURED_DEVICES,
+            config["devices_file"],
+        )
     except RooflowError as error:
         print(f"rooflow: {error}", file=sys.stderr)
         sys.exit(1)
@@ -307,7 +324,8 @@ def get_timeline_input(wildcards):
 
 def get_imported_nsys_kernels(wildcards):
     """An imported run's Nsight Systems kernels, where it has them beside its Nsight Compute profile: the kernels
-    its time is the sum of, compared with those its counters profiled (the timed vs profiled kernels)."""
+    its time is the sum of, compared with those its counters profiled (the timed vs profiled kernels).
+    """
     entry = imported_run(wildcards)
     if not entry or not entry.get("nsys"):
         return []
