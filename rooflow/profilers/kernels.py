@@ -95,6 +95,20 @@ def _classify_inductor(key: str, kind: str | None) -> str:
     return "reduction" if kind in ("red", "per") else "elementwise"
 
 
+# Operand types a kernel's name shows: 16-bit (half, bf16, fp8/int8 tensor-core paths) and 32/64-bit ones
+_SIXTEEN_BIT_TYPES = re.compile(r"half|f16|bfloat16|h884|h1688|h16816|hmma|fp8|e4m3|e5m2|int8", re.IGNORECASE)
+_WIDE_FLOAT_TYPES = re.compile(r"float|f32|tf32|sgemm|scudnn|double|f64", re.IGNORECASE)
+
+
+def only_wide_float_types(name: str) -> bool:
+    """Whether a kernel's name shows 32- or 64-bit float operands and no 16-bit type: its "fp16" CUDA-core
+    instructions (ncu's hfma/hadd/hmul counters) are then not half-precision arithmetic. In rooflow's H100 FP32
+    and TF32 steps every fp16 count sat in such kernels — CUDAFunctor_add<float> at exactly 4.000x its fadd count
+    (one HFMA2 per element), flip_filter<float, float> (a copy with no FP32 FLOP) at 57 MFLOP; in the bf16 step
+    99.9% of it sat in kernels whose names show BFloat16."""
+    return bool(_WIDE_FLOAT_TYPES.search(name)) and not _SIXTEEN_BIT_TYPES.search(name)
+
+
 def classify_kernel(name: str) -> str:
     """One of :data:`KERNEL_CLASSES` for a demangled kernel name (or an nsys ``[CUDA memcpy ...]`` row).
 

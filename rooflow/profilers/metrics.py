@@ -8,7 +8,9 @@ Conventions (DESIGN.md, "FLOPs from counters"):
   so non-tensor FP16 = 2·hadd + 2·hmul + 4·hfma (the weights of Nsight Compute's own half-precision
   roofline section). Older tools name the same counters ``sm__sass_...``; both spellings are accepted.
   (NERSC's DeepCAM tables count one FLOP per half instruction, hadd + hmul + 2·hfma; rooflow does not —
-  tests/profilers/test_ncu.py recomputes their number from the parsed counters to show both.)
+  tests/profilers/test_ncu.py recomputes their number from the parsed counters to show both.) A kernel whose
+  name shows only 32/64-bit float types counts no FP16 FLOPs: its fp16-pipe instructions (HFMA2 in an FP32 bias
+  add, one per element) are not half-precision arithmetic (rooflow.profilers.ncu, the notes say how much).
 - Tensor-core FLOPs on sm_75 and newer: ``sm__ops_path_tensor_src_*`` already count FLOPs (an RTX 4090
   fp8 GEMM of M·N·K = 4096·3072·768 reads 19,327,352,832 = 2·M·N·K in a public study), so they are summed
   as they are, base names only: the ``_sparsity_on``/``_sparsity_off`` variants split the same work again.
@@ -170,7 +172,8 @@ def metrics_for_architecture(architecture: str | int, precision: str | None = No
     - DRAM: ``dram__bytes.sum``, the same quantity as read + write (32 x ``dram__sectors.sum``), one name;
     - L2/L1 bytes only for the hierarchical roofline (``profiling.ncu.hierarchical``);
     - all nine SASS counters stay: they are instrumented (one patched pass, not one per counter), and
-      "fp32" runs execute FP16 (hfma) and FP64 (dfma) instructions that the totals include (H100 recordings).
+      "fp32" runs execute FP16 (hfma) and FP64 (dfma) instructions (H100 recordings: the FP16 ones in kernels
+      whose names show FP32 types only, left out of FLOPs by name).
 
     >>> "sm__ops_path_tensor_src_tf32_dst_fp32.sum" in metrics_for_architecture("sm_80")
     True

@@ -34,7 +34,7 @@ from support import (
 
 from rooflow.errors import ParseError
 from rooflow.profilers import metrics as m
-from rooflow.profilers.kernels import KERNEL_CLASSES, classify_kernel
+from rooflow.profilers.kernels import KERNEL_CLASSES, classify_kernel, only_wide_float_types
 from rooflow.profilers.ncu import KERNEL_COLUMNS, TOTAL_KEYS, aggregate_ncu
 
 MALFORMED = DATA / "malformed"
@@ -201,8 +201,14 @@ def test_deepcam_reproduces_the_authors_golden_totals(deepcam, golden):
     assert sig4(theirs) == sig4(2.41696e11) == sig4(golden["CC FLOPs"].sum())
     assert theirs == pytest.approx(golden["CC FLOPs"].sum(), rel=1e-12)
     assert totals["flops_fp32"] == fadd + fmul + 2 * ffma
-    assert totals["flops_fp16"] == 2 * hadd + 2 * hmul + 4 * hfma
-    assert totals["flops_fp32"] + totals["flops_fp16"] - theirs == hadd + hmul + 2 * hfma > 0
+    # but for the fp16-pipe instructions of kernels whose names show only 32-bit types (6 here, 24.8 MFLOP of this
+    # mixed-precision step's 20.5 GFLOP: a float copy kernel the most), not half-precision arithmetic
+    wide = deepcam.kernels["name"].astype(str).map(only_wide_float_types).to_numpy()
+    half = (2 * raw[SASS.format("hadd")] + 2 * raw[SASS.format("hmul")] + 4 * raw[SASS.format("hfma")]).to_numpy()
+    dropped = half[wide].sum()
+    assert dropped == pytest.approx(24.77e6, rel=1e-3) and (wide & (half > 0)).sum() == 6
+    assert totals["flops_fp16"] == 2 * hadd + 2 * hmul + 4 * hfma - dropped
+    assert totals["flops_fp32"] + totals["flops_fp16"] + dropped - theirs == hadd + hmul + 2 * hfma > 0
 
     # Time: the author divided each kernel NAME's summed cycles by its mean cycles-per-second; rooflow divides
     # per kernel, then sums (a rate is never summed). Both from the same parsed counters:
@@ -1253,3 +1259,27 @@ def test_a_profile_without_cuda_core_counters_has_no_flop_total():
                for note in result.notes)
     ffma = aggregate_ncu(real("h100-rooflow/resnet50-b64-fp32-training-ncu-raw-ffma-only.csv")).totals
     assert ffma["flops_total"] == pytest.approx(1.395e12, rel=1e-3)
+
+
+def test_fp16_pipe_instructions_of_fp32_kernels_are_not_half_precision_flops():
+    """rooflow's H100 VGG16 TF32 inference step has no 16-bit tensor, yet its ncu counters gave 7.0 GFLOP of "fp16
+    CUDA-core" work: the FP32 bias add (elementwise_kernel<CUDAFunctor_add<float>>, 13 calls) executed exactly 4.000x
+    as many fp16 FLOPs as FP32 adds (one HFMA2 per element), flip_filter<float, float>, a copy, 57 MFLOP of them.
+    Counted, they made its elementwise class 5x its FP32 adds (8.67 GFLOP against 1.73). Kernels whose names show
+    only 32/64-bit float types count none, and the notes say how much was left out; a bf16 step's half-precision
+    kernels keep theirs."""
+    result = aggregate_ncu(real("h100-rooflow/vgg16-b64-tf32-inference-ncu.csv"))
+    kernels = result.kernels
+    add = kernels[kernels["name"].astype(str).str.contains("CUDAFunctor_add<float>")]
+    assert len(add) == 13 and (add["flops_fp16"] == 0).all()
+    assert result.totals["flops_fp16"] == 0
+    elementwise = kernels[kernels["kernel_class"] == "elementwise"]
+    assert elementwise["flops_total"].sum() == pytest.approx(elementwise["flops_fp32"].sum()) == pytest.approx(
+        1.734e9, rel=1e-3)
+    assert result.totals["flops_total"] == pytest.approx(
+        result.totals["flops_fp32"] + result.totals["flops_tensor"], rel=1e-12)
+    [note] = [n for n in result.notes if n.startswith("fp16 CUDA-core FLOPs of ")]
+    assert note.startswith("fp16 CUDA-core FLOPs of 16 kernels whose names show only 32/64-bit float types "
+                           "(7.007 GFLOP, the most in elementwise_kernel<CUDAFunctor_add>)")
+    bf16 = aggregate_ncu(real("gpu-2026-11-25/resnet18-b32-bf16-inference-ncu.csv.gz"))
+    assert bf16.totals["flops_fp16"] == pytest.approx(4.6e6, rel=0.01)  # its BFloat16 elementwise kernels'

@@ -270,14 +270,14 @@ def test_pure_function():
 H100 = Path(__file__).resolve().parents[1] / "data" / "real" / "h100-rooflow"
 # (model, batch, precision, mode, ncu file, measured/estimated FLOPs)
 H100_RUNS = [
-    ("resnet50", 64, "fp32", "training", "resnet50-b64-fp32-training-ncu.csv.gz", 0.9181),
-    ("resnet50", 64, "tf32", "inference", "resnet50-b64-tf32-inference-ncu.csv.gz", 1.2218),
-    ("resnet50", 64, "tf32", "training", "resnet50-b64-tf32-training-ncu.csv.gz", 1.0754),
-    ("vgg16", 64, "fp32", "inference", "vgg16-b64-fp32-inference-ncu.csv.gz", 0.5968),
-    ("vgg16", 64, "tf32", "inference", "vgg16-b64-tf32-inference-ncu.csv.gz", 1.0060),
-    ("vgg16", 64, "tf32", "training", "vgg16-b64-tf32-training-ncu.csv.gz", 0.9931),
-    ("mobilenet_v2", 64, "fp32", "training", "mobilenet_v2-b64-fp32-training-ncu.csv.gz", 1.2029),
-    ("resnet18", 16, "fp32", "training", "resnet18-b16-fp32-training-ncu-nvtx.csv.gz", 1.0543),
+    ("resnet50", 64, "fp32", "training", "resnet50-b64-fp32-training-ncu.csv.gz", 0.9051),
+    ("resnet50", 64, "tf32", "inference", "resnet50-b64-tf32-inference-ncu.csv.gz", 1.2215),
+    ("resnet50", 64, "tf32", "training", "resnet50-b64-tf32-training-ncu.csv.gz", 1.0746),
+    ("vgg16", 64, "fp32", "inference", "vgg16-b64-fp32-inference-ncu.csv.gz", 0.5919),
+    ("vgg16", 64, "tf32", "inference", "vgg16-b64-tf32-inference-ncu.csv.gz", 1.0024),
+    ("vgg16", 64, "tf32", "training", "vgg16-b64-tf32-training-ncu.csv.gz", 0.9912),
+    ("mobilenet_v2", 64, "fp32", "training", "mobilenet_v2-b64-fp32-training-ncu.csv.gz", 1.1711),
+    ("resnet18", 16, "fp32", "training", "resnet18-b16-fp32-training-ncu-nvtx.csv.gz", 1.0333),
 ]
 
 
@@ -348,7 +348,7 @@ def test_h100_eager_dram_excess_is_named_by_its_kernels():
 def test_h100_vgg16_fp32_inference_deficit_is_fft_convolution():
     outcome = h100_outcome("vgg16", 64, "fp32", "inference", "vgg16-b64-fp32-inference-ncu.csv.gz")
     cause = outcome["cause"]
-    assert "FFT convolution — 8 layers" in cause and "forward: −809.6 GFLOP" in cause
+    assert "FFT convolution — 8 layers" in cause and "forward: −812.2 GFLOP" in cause
     assert "sm80_xmma_gemm_cf32cf32" in cause and "pointwise_mult_and_sum_complex ×2" in cause
     fft = [r for r in outcome["layers"] if r["mechanism"] == "FFT convolution"]
     direct = [r for r in outcome["layers"] if r["mechanism"] is None]
@@ -357,13 +357,18 @@ def test_h100_vgg16_fp32_inference_deficit_is_fft_convolution():
     assert {r["layer"] for r in direct} >= {"features.2", "features.5", "features.7", "features.10"}
 
 
-def test_h100_mobilenet_v2_excess_is_implicit_gemm_tiles_in_the_backward():
+def test_h100_mobilenet_v2_agrees_and_its_excess_is_implicit_gemm_tiles_in_the_backward():
+    """At 1.20x the estimate, over the ±20% band, while 3.95 GFLOP of its count were fp16-pipe instructions of its
+    FP32 kernels (rooflow.profilers.kernels.only_wide_float_types); without them 1.17x, inside, and its other
+    kernels 10.0 GFLOP against the estimate's 10.17 (they were 13.9). The convolution/matmul excess that remains is
+    the implicit-GEMM tiles of its backward, layer by layer."""
     outcome = h100_outcome("mobilenet_v2", 64, "fp32", "training", "mobilenet_v2-b64-fp32-training-ncu.csv.gz")
-    cause = outcome["cause"]
-    assert "GEMM padding — 22 layers (features.18.0, features.17.conv.2, …) backward: +14.66 GFLOP" in cause
-    assert "wgrad_alg0_engine ×22" in cause and outcome["explained_share"] > 0.9
-    backward = sum(r["difference"] for r in outcome["layers"] if r["phase"] == "backward")
-    assert backward > 0.8 * outcome["sides"]["convolution/matmul"]["difference"]
+    assert outcome["cause"] is None and outcome["flops_agree"] is True
+    other = outcome["sides"]["other ops"]
+    assert abs(other["measured"] / other["estimated"] - 1) < 0.02
+    padded = [r for r in outcome["layers"] if r["mechanism"] == "GEMM padding" and r["phase"] == "backward"]
+    assert len(padded) == 25
+    assert sum(r["difference"] for r in padded) > 0.8 * outcome["sides"]["convolution/matmul"]["difference"]
 
 
 def test_h100_resnet50_fp32_training_agrees_and_its_shortfall_is_fft_and_winograd():
@@ -407,7 +412,7 @@ def test_the_old_resnet50_explanation_contradicts_the_per_class_counts():
     old = dict(row, reconciliation=OLD_RESNET50_CAUSE, reconciliation_side=None)
     [flag] = failed(old, "explanation contradicts the per-class counts")
     assert flag["severity"] == "error"
-    assert flag["value"].startswith("convolution/matmul +115.1 GFLOP, other ops +1.864 GFLOP of a +117 GFLOP gap")
+    assert flag["value"].startswith("convolution/matmul +115.1 GFLOP, other ops +1.711 GFLOP of a +116.8 GFLOP gap")
     assert "blames the other ops side" in flag["likely_cause"]
 
 
