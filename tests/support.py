@@ -71,6 +71,26 @@ class Tiny(nn.Module):
         return self.fc(torch.flatten(self.pool(self.layer(self.stem(x))), 1))
 
 
+class Tiny3d(nn.Module):
+    """A tiny video model: 3-D convolutions over (channels, frames, height, width)."""
+
+    def __init__(self, with_2d: bool = False):
+        super().__init__()
+        self.stem = nn.Conv3d(3, 4, 3, padding=1)
+        self.head = nn.Conv2d(4, 4, 1) if with_2d else None
+        self.fc = nn.Linear(4, 5)
+
+    def forward(self, x):
+        x = self.stem(x).mean(dim=2)  # frames pooled: (N, 4, H, W)
+        if self.head is not None:
+            x = self.head(x)
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+def tiny_3d_with_2d() -> nn.Module:
+    return Tiny3d(with_2d=True)
+
+
 def tiny_runner(mode: str) -> Runner:
     """A Runner (rooflow.measure.timing) around the tiny model: Runner.step is exactly what the driver runs."""
     torch.manual_seed(0)

@@ -278,9 +278,17 @@ class Runner:
         if variant not in VARIANTS:
             raise RooflowError(f"variant '{variant}' is unknown: use one of {', '.join(VARIANTS)}")
         if variant == "channels_last":
-            self.model = self.model.to(memory_format=torch.channels_last)
-            self.inputs = tuple(x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
-                                for x in self.inputs)
+            # a video model's 5-D convolutions take its 3-D form, NDHWC (torch.channels_last refuses their 5-D
+            # weights: a traceback in every such timing job)
+            ranks = {p.dim() for p in self.model.parameters()} & {4, 5}
+            if ranks == {4, 5}:
+                raise RooflowError(f"--variant channels_last: model '{self.spec.model}' holds both 4-D and 5-D "
+                                   f"weights (2-D and 3-D convolutions), and one memory format cannot hold both: "
+                                   f"time it eager or compile, or drop channels_last from the config's variants")
+            rank = 5 if ranks == {5} else 4
+            layout = torch.channels_last_3d if rank == 5 else torch.channels_last
+            self.model = self.model.to(memory_format=layout)
+            self.inputs = tuple(x.contiguous(memory_format=layout) if x.dim() == rank else x for x in self.inputs)
         elif variant == "compile":
             self.model = torch.compile(self.model)
         if variant != "eager" and self.spec.mode == "training":

@@ -403,6 +403,23 @@ def test_channels_last_runs_nhwc_tensors(mode):
         assert not torch.equal(before, runner.model.stem.weight)
 
 
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_channels_last_runs_a_video_model_ndhwc(mode):
+    """A video model (r3d_18, mc3_18, ...: 5-D weights) under --variant channels_last ended every such timing job
+    in "required rank 4 tensor to use channels_last format"; it takes the 3-D form, NDHWC. A model holding both
+    2-D and 3-D convolutions is one sentence."""
+    spec = RunSpec("tiny3d", 2, "fp32", mode, "cpu", 1, 2, 1, factory="tests.support:Tiny3d",
+                   inputs=((3, 4, 8, 8),), variant="channels_last")
+    runner = Runner(spec, {})
+    assert runner.inputs[0].is_contiguous(memory_format=torch.channels_last_3d)
+    assert runner.model.stem.weight.is_contiguous(memory_format=torch.channels_last_3d)
+    runner.step()
+    mixed = RunSpec("mixed", 2, "fp32", mode, "cpu", 1, 2, 1, factory="tests.support:tiny_3d_with_2d",
+                    inputs=((3, 4, 8, 8),), variant="channels_last")
+    with pytest.raises(RooflowError, match="^--variant channels_last: model 'mixed' holds both 4-D and 5-D weights"):
+        Runner(mixed, {})
+
+
 @pytest.mark.slow  # inductor compiles C++ for the graph: about 20 s on two shared cores
 def test_compile_records_its_compile_time_apart():
     record = measure(_tiny("compile", "inference"), {})
