@@ -955,6 +955,21 @@ def _total(series: pd.Series) -> float | None:
 # The API the workflow calls
 
 
+def check_profiled_device(totals: dict[str, Any], files: list[str], device_key: str, architecture: str | None) -> None:
+    """Refuse a profile whose kernels ran on another GPU than the device it is filed under: an H100's CSV (every
+    kernel "CC 9.0") imported as an A100's was summarised against the A100's roofs without a word. Only where
+    both the file and the catalogue say a compute capability (ncu's old text logs do not)."""
+    if not architecture or not architecture.removeprefix("sm_").isdigit():
+        return
+    digits = architecture.removeprefix("sm_")
+    expected = f"{int(digits[:-1])}.{digits[-1]}"
+    found = [cc for cc in totals.get("compute_capabilities") or () if cc != expected]
+    if found:
+        raise ParseError(f"{', '.join(map(str, files))}: profiled on a GPU of compute capability {', '.join(found)}, "
+                         f"but filed under device '{device_key}' ({architecture}, compute capability {expected}): "
+                         f"list it under the device it ran on, or profile again on {device_key}")
+
+
 def _drop_fp16_of_wide_kernels(table: pd.DataFrame, notes: list[str]) -> None:
     """Take out of FLOPs the fp16 CUDA-core count of kernels whose names show only 32/64-bit float types
     (rooflow.profilers.kernels.only_wide_float_types): HFMA2 instructions, not half arithmetic, that made the
@@ -1069,6 +1084,7 @@ def aggregate_ncu(paths: list[str | Path] | str | Path, required_metrics: Iterab
     totals["metrics_collected"] = info["metrics_collected"]
     totals["tensor_metrics_collected"] = info["tensor_metrics_collected"]
     totals["source_format"] = "+".join(sorted({parsed.source_format for parsed in files}))
+    totals["compute_capabilities"] = sorted({str(cc) for run in runs for cc in run.info["cc"].dropna().unique()})
     notes = derived_notes + notes
     if len(runs) > 1:
         totals["runs"] = len(runs)

@@ -1283,3 +1283,29 @@ def test_fp16_pipe_instructions_of_fp32_kernels_are_not_half_precision_flops():
                            "(7.007 GFLOP, the most in elementwise_kernel<CUDAFunctor_add>)")
     bf16 = aggregate_ncu(real("gpu-2026-11-25/resnet18-b32-bf16-inference-ncu.csv.gz"))
     assert bf16.totals["flops_fp16"] == pytest.approx(4.6e6, rel=0.01)  # its BFloat16 elementwise kernels'
+
+
+def test_a_profile_filed_under_another_gpu_is_refused():
+    """An H100's Nsight Compute CSV (every kernel "CC 9.0") listed in the config's imports under an A100 was
+    summarised against the A100's roofs without a word: the aggregate job now names the file, both compute
+    capabilities and the fix. The H100 and H200 (both sm_90) take it; a log that names no compute capability
+    (ncu 2020's text log of the default config's A100 imports) passes as before."""
+    from support import ANOUSHKA
+
+    from rooflow.hardware.devices import default_catalogue_path, load_devices
+    from rooflow.profilers.ncu import check_profiled_device
+
+    devices = load_devices(default_catalogue_path())
+    path = real("h100-rooflow/resnet50-b64-tf32-inference-ncu.csv")
+    totals = aggregate_ncu(path).totals
+    assert totals["compute_capabilities"] == ["9.0"]
+    with pytest.raises(ParseError) as raised:
+        check_profiled_device(totals, [path], "a100-sxm4-40gb", devices["a100-sxm4-40gb"].architecture)
+    assert str(raised.value) == (
+        f"{path}: profiled on a GPU of compute capability 9.0, but filed under device 'a100-sxm4-40gb' (sm_80, compute "
+        f"capability 8.0): list it under the device it ran on, or profile again on a100-sxm4-40gb")
+    for key in ("h100-sxm5-80gb", "h200-sxm-141gb"):
+        check_profiled_device(totals, [path], key, devices[key].architecture)
+    old = aggregate_ncu([real(f"{ANOUSHKA}/a100/vgg11/ncu-log-vgg11.txt")]).totals
+    assert old["compute_capabilities"] == []
+    check_profiled_device(old, ["ncu-log-vgg11.txt"], "v100-sxm2-16gb", devices["v100-sxm2-16gb"].architecture)
