@@ -8,13 +8,13 @@ rule aggregate_ncu:
     output:
         totals=f"results/aggregate/{{device}}/{TIMED_RUN_PATTERN}/ncu.json",
         kernels=f"results/aggregate/{{device}}/{TIMED_RUN_PATTERN}/ncu_kernels.csv",
-    params:
-        # the file's kernels must have run on this GPU (rooflow.profilers.ncu.check_profiled_device)
-        architecture=lambda wildcards: DEVICES[wildcards.device].architecture,
     log:
         f"logs/aggregate/{{device}}/{TIMED_RUN_PATTERN}/ncu.log",
     conda:
         "../envs/rooflow.yaml"
+    params:
+        # the file's kernels must have run on this GPU (rooflow.profilers.ncu.check_profiled_device)
+        architecture=lambda wildcards: DEVICES[wildcards.device].architecture,
     script:
         "../scripts/aggregate_ncu.py"
 
