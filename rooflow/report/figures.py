@@ -372,7 +372,8 @@ def estimated_time_by_layer_type(ops: pd.DataFrame, device: Device, precision: s
     return seconds.groupby(layer_type_of(ops)).sum().sort_values(ascending=False)
 
 
-def _stacked(ax, shares: pd.DataFrame, totals: pd.Series, colours: dict, unit_note: str) -> None:
+def _stacked(ax, shares: pd.DataFrame, totals: pd.Series, colours: dict, unit_note: str,
+             starred: frozenset = frozenset()) -> None:
     left = np.zeros(len(shares))
     y = np.arange(len(shares))
     for column in shares.columns:
@@ -383,8 +384,9 @@ def _stacked(ax, shares: pd.DataFrame, totals: pd.Series, colours: dict, unit_no
                 ax.text(start + value / 2, yi, f"{value:.0f}%", ha="center", va="center", fontsize=8.5,
                         color="white" if sum(colours[column][:3]) < 1.6 else "black")
         left += values
-    for yi, total in enumerate(totals):
-        ax.text(101, yi, f"{total:.3g} s" if total >= 1 else f"{total * 1e3:.3g} ms", va="center", fontsize=8.5)
+    for yi, (run, total) in enumerate(totals.items()):
+        text = f"{total:.3g} s" if total >= 1 else f"{total * 1e3:.3g} ms"
+        ax.text(101, yi, text + ("*" if run in starred else ""), va="center", fontsize=8.5)
     ax.set_yticks(y, shares.index, fontsize=9.5)
     ax.invert_yaxis()
     ax.set_xlim(0, 115)
@@ -431,6 +433,15 @@ def time_by_layer_figure(estimated: dict[str, pd.Series], kernels: dict[str, dic
     for name, data, _ in panels:
         frame = pd.DataFrame({run: pd.Series(v, dtype=float) for run, v in data.items()}).T.fillna(0)
         tables[name] = frame
+    # a bound its measurement beats (an FP32 run's TF32 tensor-core kernels, a Winograd or FFT convolution that
+    # multiplies less): starred, not shown as a floor under a step that ran faster
+    timed = next((tables[name].sum(axis=1) for name in ("kernels", "measured") if name in tables), pd.Series())
+    bound = tables["estimate"].sum(axis=1) if "estimate" in tables else pd.Series()
+    beaten = frozenset(run for run in bound.index if timed.get(run, 0) > 0 and bound[run] > timed[run])
+    if beaten:
+        panels = [(name, data, note if name != "estimate" else
+                   "per-op roofline by layer type (a lower bound, not the time model;\n* measured under it: the "
+                   "checks say why)") for name, data, note in panels]
     categories = sorted({c for f in tables.values() for c in _top(f, MAX_LAYER_TYPES).columns})
     palette = sns.color_palette("tab20", max(20, len(categories)))
     colours = {c: palette[i % len(palette)] for i, c in enumerate(c for c in categories if c != "other")}
@@ -443,7 +454,7 @@ def time_by_layer_figure(estimated: dict[str, pd.Series], kernels: dict[str, dic
         frame = _top(tables[name], MAX_LAYER_TYPES)
         totals = frame.sum(axis=1)
         shares = frame.div(totals.where(totals > 0), axis=0) * 100
-        _stacked(ax, shares, totals, colours, note)
+        _stacked(ax, shares, totals, colours, note.replace("\n", " "), beaten if name == "estimate" else frozenset())
         ax.set_title(note, fontsize=11)
         shares_out[name] = shares
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[c], label=c) for c in categories]

@@ -169,8 +169,9 @@ def test_where_the_time_goes_shows_the_measured_layer_types_beside_the_predictio
     drawn = (tmp_path / "t.svg").read_text()
     assert "measured by layer type: torch.profiler, one profiled iteration" in drawn
     # the right panel is the per-op roofline, not the time model's prediction; a total of 3 s is not '3e+03 ms'
-    assert "per-op roofline by layer type (a lower bound, not the time model)" in drawn
-    assert ">3 s<" in drawn and "e+03 ms" not in drawn
+    assert "per-op roofline by layer type (a lower bound, not the time model" in drawn
+    # that hand-made bound (3 s) is over the measured iteration: starred (test_figures.py)
+    assert ">3 s*<" in drawn and "e+03 ms" not in drawn
 
 
 def recorded_checks(calibration=None):

@@ -206,6 +206,20 @@ def test_time_by_layer_type_is_the_per_op_roofline(tmp_path):
     assert "Nsight Systems" in svg and "per-op roofline" in svg
 
 
+def test_a_roofline_bar_its_measurement_beats_is_starred(tmp_path):
+    """The default config's A100 VGG11 import: the per-op roofline panel, titled "a lower bound", drew 44.1 ms
+    beside 21.0 ms of measured kernels (its FP32 convolutions ran TF32 on tensor cores), with no word. Such a bar's
+    total is starred and the panel says the checks explain it; a bar under its measurement is not."""
+    estimated = {"vgg11 b16 fp32 training": pd.Series({"Conv2d": 0.0400, "Linear": 0.0041}),
+                 "vgg13 b16 fp32 training": pd.Series({"Conv2d": 0.0200})}
+    kernels = {"vgg11 b16 fp32 training": {"convolution": 0.0150, "gemm": 0.0060},
+               "vgg13 b16 fp32 training": {"convolution": 0.0300}}
+    time_by_layer_figure(estimated, kernels, "a100-sxm4-40gb", tmp_path / "t.svg")
+    svg = (tmp_path / "t.svg").read_text()
+    assert "44.1 ms*" in svg and "20 ms*" not in svg and "20 ms" in svg
+    assert "* measured under it: the checks say why" in svg
+
+
 def test_predicted_vs_measured_with_the_diagonal(tmp_path):
     rows = [row("gpu", m, b, predicted_seconds=MODELS[m][3] * b / 3) for m in MODELS for b in (1, 8)]
     data = predicted_figure(summary(rows), "gpu", tmp_path / "p.svg")
