@@ -93,10 +93,19 @@ def _measured_anchor(measured: dict[str, Any], base: dict[str, Any], devices: di
         raise RooflowError(f"{source}: not a timing record (no {', '.join(k for k in RUN_KEYS if k not in measured)}): "
                            f"pass the timing.json `rooflow time --output` (the workflow's timing job) wrote")
     different = [k for k in RUN_KEYS if str(measured.get(k)) != str(base[k])]
+    # and of the same images, run the same way: a 224-px timing scaled a 112-px what-if, a compiled one the eager run
+    size = estimate.totals.get("input_size")
+    if measured.get("input_size") is not None and size is not None and str(measured["input_size"]) != str(size):
+        different.append("input_size")
+        base = {**base, "input_size": size}
+    if (measured.get("variant") or "eager") != "eager":
+        different.append("variant")
+        base = {**base, "variant": "eager"}
     if different:
         raise RooflowError(f"{source}: the measured run differs from the what-if's in "
                            f"{', '.join(f'{k} ({measured.get(k)} vs {base[k]})' for k in different)}: "
-                           f"pass a timing record of the same model, batch, precision and mode")
+                           f"pass a timing record of the same model, batch, precision and mode, eager, at the "
+                           f"what-if's input size")
     key = measured.get("device")
     if key is None and measured.get("device_type") == devices[device_key].kind:
         # `rooflow time` names the torch device it ran on, not a catalogue key: the what-if's device is the one

@@ -100,6 +100,28 @@ def test_measured_run_must_be_the_same_run(devices):
                 measured=record, changes=())
 
 
+def test_measured_run_must_be_of_the_same_images_and_eager(devices):
+    """A timing record at another input size (a 224-px ResNet-50 step scaling a 112-px what-if) or of another
+    variant (a compiled step taken for the eager run) scaled every prediction without a word: only model, batch,
+    precision and mode were compared."""
+    record = {**read_json(real(H100_STEP)), "source": "h100.json"}
+    assert record["input_size"] == 224
+
+    def small(batch, precision):
+        return estimate_run(spec_from_options("resnet50"), batch, precision, "training", input_size=112)
+
+    with pytest.raises(RooflowError, match=r"^h100.json: the measured run differs from the what-if's in "
+                                           r"input_size \(224 vs 112\): pass a timing record of the same model, "
+                                           r"batch, precision and mode, eager, at the what-if's input size$"):
+        what_if(small, 64, "tf32", "training", "h100-sxm5-80gb", devices, measured=record, changes=())
+    with pytest.raises(RooflowError, match=r"differs from the what-if's in variant \(compile vs eager\)"):
+        what_if(estimator("resnet50", "training"), 64, "tf32", "training", "h100-sxm5-80gb", devices,
+                measured={**record, "variant": "compile"}, changes=())
+    result = what_if(estimator("resnet50", "training"), 64, "tf32", "training", "h100-sxm5-80gb", devices,
+                     measured=record, changes=())
+    assert result["measured_from"]["measured_seconds"] == record["median_seconds"]
+
+
 def test_price_gives_cost_per_1000_images(tmp_path):
     import yaml
 
