@@ -13,13 +13,15 @@ from rooflow.report.findings import read_checks
 # the folders the checks read (given, or when no checks file is newer than the summary): by default the workflow's,
 # beside its results/summary.csv
 FOLDERS = {"estimates": "estimate", "ceilings": "ceilings", "profiles": "profile"}
+# what each folder's checks read (the globs below)
+FOLDER_FILES = {"estimates": "*/*/totals.json", "ceilings": "*.json", "profiles": "*/*/*/timing.json"}
 
 
 def _cmd_checks(args: argparse.Namespace) -> int:
     if args.records and (why := missing(args.records)):  # "all self-checks passed", exit 0, had read nothing
         raise RooflowError(f"--records {args.records}: {why}: give the workflow's results/checks/checks.json, or "
                            "leave --records out to compute the checks")
-    unread: list[tuple[str, Path]] = []  # (option, folder) of the default folders not there: their checks did not run
+    unread: list[tuple[str, str]] = []  # (option, why) of the default folders not there: their checks did not run
     records_file = Path(args.records) if args.records else records_path(args.summary)
     summary = Path(args.summary)
     given = {option: getattr(args, option) for option in FOLDERS if getattr(args, option) is not None}
@@ -38,15 +40,20 @@ def _cmd_checks(args: argparse.Namespace) -> int:
                                    f"--{option} out: the one beside the summary)")
             folders[option] = Path(given.get(option) or summary.parent / name)
             if not folders[option].is_dir():
-                unread.append((option, folders[option]))
-        totals_paths = sorted(folders["estimates"].glob("*/*/totals.json"))
+                unread.append((option, f"no {folders[option]}"))
+            elif not next(folders[option].glob(FOLDER_FILES[option]), None):  # nothing of it read: checks skipped
+                if option in given:
+                    raise RooflowError(f"--{option} {given[option]}: holds no {FOLDER_FILES[option]}: give the "
+                                       f"workflow's results/{name}/ (or leave --{option} out: the one beside the summary)")
+                unread.append((option, f"nothing in {folders[option]}"))
+        totals_paths = sorted(folders["estimates"].glob(FOLDER_FILES["estimates"]))
         layers_paths = [p.with_name("layers.csv") for p in totals_paths]
         records, _ = check_file_records(args.summary, totals_paths,
                                         [p if p.is_file() else None for p in layers_paths],
-                                        sorted(folders["ceilings"].glob("*.json")), args.devices_file,
-                                        sorted(folders["profiles"].glob("*/*/*/timing.json")))
+                                        sorted(folders["ceilings"].glob(FOLDER_FILES["ceilings"])), args.devices_file,
+                                        sorted(folders["profiles"].glob(FOLDER_FILES["profiles"])))
     # a summary copied off the cluster alone printed "all self-checks passed" having read no estimate, profile or roof
-    skipped = (f"not checked: {', '.join(f'{option} (no {folder})' for option, folder in unread)}: give "
+    skipped = (f"not checked: {', '.join(f'{option} ({why})' for option, why in unread)}: give "
                f"--{' / --'.join(option for option, _ in unread)}, or run from the workflow's folder" if unread else "")
     if not records:
         print(f"the summary's self-checks passed; {skipped}" if skipped else "all self-checks passed")

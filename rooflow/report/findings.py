@@ -132,6 +132,9 @@ def write_checks(path: str | Path, checks: list[Check]) -> None:
 
 def read_checks(path: str | Path) -> list[Check]:
     data = read_json(path)
+    if not isinstance(data, list):  # a JSON object iterated as no records: "all self-checks passed"
+        raise RooflowError(f"{path}: not a checks file written by rooflow (a JSON {type(data).__name__}, not a list of "
+                           "checks); rerun the check_runs step (or `rooflow checks` without --records)")
     try:
         return [Check(**record) for record in data]
     except TypeError as error:

@@ -671,6 +671,18 @@ def test_rooflow_checks_reads_the_folders_beside_the_summary_and_refuses_a_missi
         f"the summary's self-checks passed; not checked: profiles (no {results / 'profile'}): give --profiles, or "
         "run from the workflow's folder")
     (results / "profile").mkdir()
+    # a folder there but holding none of its files: its checks did not run either, and it says so
+    assert main(["checks", str(summary), "--ceilings", str(results / "ceilings")]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"the summary's self-checks passed; not checked: profiles (nothing in {results / 'profile'}): give "
+        "--profiles, or run from the workflow's folder")
+    assert main(["checks", str(summary), "--profiles", str(results / "profile")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"rooflow checks: error: --profiles {results / 'profile'}: holds no */*/*/timing.json: give the workflow's "
+        "results/profile/ (or leave --profiles out: the one beside the summary)")
+    timing = results / "profile" / "cpu" / "resnet18" / "b1-fp32-inference" / "timing.json"
+    timing.parent.mkdir(parents=True)
+    timing.write_text("{}")
     assert main(["checks", str(summary), "--ceilings", str(results / "ceilings")]) == 0
     assert capsys.readouterr().out.strip() == "all self-checks passed"
     # a summary copied off the cluster alone: none of the three ran
@@ -763,3 +775,20 @@ def test_a_cpu_run_in_a_precision_its_roofs_lack_has_no_prediction_and_no_time_c
     assert row.get("predicted_seconds") is None and "measured_over_predicted" not in row
     assert row["calibration_source"].startswith("none for cpu at fp16: its measured roofs hold no fp16 rate")
     assert not [c for c in run_checks(row) if c.check == "predicted vs measured time"]
+
+
+def test_rooflow_checks_refuses_a_records_file_that_is_a_json_object(tmp_path, capsys):
+    """`rooflow checks S --records F` with F holding `{}` iterated the object's keys as no records and printed
+    "all self-checks passed"; a list of checks is what the workflow writes."""
+    from rooflow.cli import main
+
+    summary = tmp_path / "summary.csv"
+    summary.write_text("device,model,batch,precision,mode,status\ncpu,resnet18,1,fp32,inference,ok\n")
+    records = tmp_path / "checks.json"
+    records.write_text("{}")
+    assert main(["checks", str(summary), "--records", str(records)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"rooflow checks: error: {records}: not a checks file written by rooflow (a JSON dict, not a list of checks); "
+        "rerun the check_runs step (or `rooflow checks` without --records)")
+    records.write_text("[]")
+    assert main(["checks", str(summary), "--records", str(records)]) == 0
