@@ -295,3 +295,37 @@ def test_an_output_that_is_an_input_or_another_output_is_refused(tmp_path, capsy
     assert cli.main([part.format(copy=copy, tmp=tmp_path) for part in argv]) == 2
     assert one_line_error(capsys) == said.format(copy=copy, tmp=tmp_path)
     assert copy.read_bytes() == NCU.read_bytes()
+
+
+@pytest.mark.parametrize("edit, says", [
+    (("classes", "gemm", "efficiency", 0), 'classes.gemm.efficiency is 0, not a positive number'),
+    (("classes", "gemm", "efficiency", "fast"), "classes.gemm.efficiency is 'fast', not a positive number"),
+    (("classes", "gemm", "efficiency", float("nan")), "classes.gemm.efficiency is nan, not a positive number"),
+    (("classes", "gemm", "reread", -1), "classes.gemm.reread is -1, not a number ≥ 0"),
+    (("relative_uncertainty", 5), "relative_uncertainty is 5, not a share between 0 and 1"),
+    (("floors", "linear", -1), "floors.linear is -1, not a positive number of seconds"),
+])
+def test_a_kernel_calibrations_file_with_values_no_fit_writes_is_refused(tmp_path, capsys, edit, says):
+    """A copy of the shipped kernels.json, one value hand-edited: an efficiency of 0 ended `rooflow estimate` in a
+    ZeroDivisionError traceback, a string in a ValueError one, NaN printed a NaN time (exit 0), a relative
+    uncertainty of 5 a negative range, a negative floor passed. One sentence naming the value's place; the
+    workflow's kernel_calibrations key reads files the same way (rooflow.config.check_kernel_calibrations)."""
+    import json
+    from importlib import resources
+
+    shipped = json.loads(resources.files("rooflow.data.calibration").joinpath("kernels.json").read_text())
+    name = "NVIDIA A100-PCIE-40GB"
+    data = {**shipped, "measured": {name: shipped["measured"][name]}}
+    *where, key, value = edit
+    target = data["measured"][name]["calibration"]
+    for part in where:
+        target = target[part]
+    target[key] = value
+    path = tmp_path / "kernels-a100.json"
+    path.write_text(json.dumps(data))
+    argv = ["estimate", "resnet50", "--batch", "128", "--mode", "training", "--device", "a100-pcie-40gb",
+            "--kernel-calibrations", str(path)]
+    assert cli.main(argv) == 2
+    assert one_line_error(capsys).endswith(
+        f'{path}: measured["{name}"].calibration.{says}, which no fit writes: make it again with `rooflow '
+        f'calibrate-kernels --data DIR -o {path}`')
