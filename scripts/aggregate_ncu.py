@@ -9,7 +9,7 @@ files = [inputs.csv] if isinstance(inputs.csv, str) else list(inputs.csv)
 plans = [inputs.plan] if isinstance(inputs.plan, str) else list(inputs.plan)  # none for imported profiles
 with step_logging(snakemake.log[0], "aggregate_ncu") as log:
     profile = aggregate_ncu(files)
-    check_profiled_device(profile.totals, files, w.device, snakemake.params.architecture)
+    check_profiled_device(profile, files, w.device, snakemake.params.architecture)
     kernels, totals = apply_plan(profile, plans[0] if plans else None)
     totals.update(device=w.device, model=w.model, batch=int(w.batch), precision=w.precision, mode=w.mode,
                   variant=variant_of_suffix(w.variant), files=files + plans, kernel_names=sorted(set(kernels["name"])))

@@ -42,10 +42,7 @@ def _cmd_checks(args: argparse.Namespace) -> int:
             if not folders[option].is_dir():
                 unread.append((option, f"no {folders[option]}"))
             elif not next(folders[option].glob(FOLDER_FILES[option]), None):  # nothing of it read: checks skipped
-                if option in given:
-                    raise RooflowError(f"--{option} {given[option]}: holds no {FOLDER_FILES[option]}: give the "
-                                       f"workflow's results/{name}/ (or leave --{option} out: the one beside the summary)")
-                unread.append((option, f"nothing in {folders[option]}"))
+                unread.append((option, f"no {FOLDER_FILES[option]} in {folders[option]}"))
         totals_paths = sorted(folders["estimates"].glob(FOLDER_FILES["estimates"]))
         layers_paths = [p.with_name("layers.csv") for p in totals_paths]
         records, _ = check_file_records(args.summary, totals_paths,

@@ -323,6 +323,8 @@ class NcuResult:
     paths: list[Path]
     notes: list[str]
     runs: list[list[Path]] = field(default_factory=list)
+    # the compute capabilities its kernels ran on ("9.0"), where the file says (ncu's old text logs do not)
+    compute_capabilities: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -955,7 +957,7 @@ def _total(series: pd.Series) -> float | None:
 # The API the workflow calls
 
 
-def check_profiled_device(totals: dict[str, Any], files: list[str], device_key: str, architecture: str | None) -> None:
+def check_profiled_device(result: NcuResult, files: list[str], device_key: str, architecture: str | None) -> None:
     """Refuse a profile whose kernels ran on another GPU than the device it is filed under: an H100's CSV (every
     kernel "CC 9.0") imported as an A100's was summarised against the A100's roofs without a word. Only where
     both the file and the catalogue say a compute capability (ncu's old text logs do not)."""
@@ -963,7 +965,7 @@ def check_profiled_device(totals: dict[str, Any], files: list[str], device_key: 
         return
     digits = architecture.removeprefix("sm_")
     expected = f"{int(digits[:-1])}.{digits[-1]}"
-    found = [cc for cc in totals.get("compute_capabilities") or () if cc != expected]
+    found = [cc for cc in result.compute_capabilities if cc != expected]
     if found:
         raise ParseError(f"{', '.join(map(str, files))}: profiled on a GPU of compute capability {', '.join(found)}, "
                          f"but filed under device '{device_key}' ({architecture}, compute capability {expected}): "
@@ -1084,7 +1086,6 @@ def aggregate_ncu(paths: list[str | Path] | str | Path, required_metrics: Iterab
     totals["metrics_collected"] = info["metrics_collected"]
     totals["tensor_metrics_collected"] = info["tensor_metrics_collected"]
     totals["source_format"] = "+".join(sorted({parsed.source_format for parsed in files}))
-    totals["compute_capabilities"] = sorted({str(cc) for run in runs for cc in run.info["cc"].dropna().unique()})
     notes = derived_notes + notes
     if len(runs) > 1:
         totals["runs"] = len(runs)
@@ -1106,4 +1107,5 @@ def aggregate_ncu(paths: list[str | Path] | str | Path, required_metrics: Iterab
         if partial:
             notes.append(f"{key}: {partial} kernels report n/a and are left out of the total.")
     return NcuResult(kernels=table, totals=totals, metrics=metrics, paths=paths, notes=notes,
-                     runs=[[parsed.path for parsed in run.files] for run in runs])
+                     runs=[[parsed.path for parsed in run.files] for run in runs],
+                     compute_capabilities=sorted({str(cc) for run in runs for cc in run.info["cc"].dropna().unique()}))

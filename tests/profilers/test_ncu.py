@@ -1297,15 +1297,15 @@ def test_a_profile_filed_under_another_gpu_is_refused():
 
     devices = load_devices(default_catalogue_path())
     path = real("h100-rooflow/resnet50-b64-tf32-inference-ncu.csv")
-    totals = aggregate_ncu(path).totals
-    assert totals["compute_capabilities"] == ["9.0"]
+    result = aggregate_ncu(path)
+    assert result.compute_capabilities == ["9.0"]
     with pytest.raises(ParseError) as raised:
-        check_profiled_device(totals, [path], "a100-sxm4-40gb", devices["a100-sxm4-40gb"].architecture)
+        check_profiled_device(result, [path], "a100-sxm4-40gb", devices["a100-sxm4-40gb"].architecture)
     assert str(raised.value) == (
         f"{path}: profiled on a GPU of compute capability 9.0, but filed under device 'a100-sxm4-40gb' (sm_80, compute "
         f"capability 8.0): list it under the device it ran on, or profile again on a100-sxm4-40gb")
     for key in ("h100-sxm5-80gb", "h200-sxm-141gb"):
-        check_profiled_device(totals, [path], key, devices[key].architecture)
-    old = aggregate_ncu([real(f"{ANOUSHKA}/a100/vgg11/ncu-log-vgg11.txt")]).totals
-    assert old["compute_capabilities"] == []
+        check_profiled_device(result, [path], key, devices[key].architecture)
+    old = aggregate_ncu([real(f"{ANOUSHKA}/a100/vgg11/ncu-log-vgg11.txt")])
+    assert old.compute_capabilities == []
     check_profiled_device(old, ["ncu-log-vgg11.txt"], "v100-sxm2-16gb", devices["v100-sxm2-16gb"].architecture)
