@@ -196,7 +196,7 @@ class Runner:
 
         from rooflow.workload import step
         from rooflow.workload.dataset import make_batch
-        from rooflow.workload.models import build_model, input_shapes, input_size, task
+        from rooflow.workload.models import build_model, input_shapes, input_size, output_classes, task
         from rooflow.workload.spec import (
             build_custom,
             example_inputs,
@@ -256,6 +256,11 @@ class Runner:
             if kind in ("video", "optical_flow"):  # clips, pairs of frames: N(0, 1) of the model's shapes
                 self.inputs = random_inputs(input_shapes(spec.model), spec.batch, self.device)
             target, classification = y.to(self.device), kind in ("classification", "video")
+            classes = output_classes(spec.model) if spec.mode == "training" else None
+            if classes and len(y) and int(y.max()) >= classes:  # an IndexError deep in cross-entropy's backward
+                raise RooflowError(f"the subset's labels reach {int(y.max())}, and {spec.model} outputs {classes} "
+                                   f"classes (its cross-entropy needs labels below {classes}): build the subset from "
+                                   f"at most {classes} classes (dataset.classes), or time the run in mode inference")
         self.params = sum(p.numel() for p in self.model.parameters())
         if spec.mode == "training":
             # the step of rooflow.workload.step: its loss, SGD with momentum, GradScaler for fp16

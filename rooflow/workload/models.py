@@ -133,6 +133,18 @@ def input_size(name: str) -> int:
     return int(crop[0] if isinstance(crop, (list, tuple)) else crop)
 
 
+def output_classes(name: str) -> int | None:
+    """How many classes :func:`build_model`'s classifier outputs: 1,000 for an image classifier, its DEFAULT
+    weights' categories for a video one (Kinetics-400); None for the tasks trained on other targets."""
+    if task(name) == "classification":
+        return 1000
+    if task(name) == "video":
+        import torchvision
+
+        return len(torchvision.models.get_model_weights(name).DEFAULT.meta["categories"])
+    return None
+
+
 def build_model(name: str, num_classes: int = 1000):
     """The model with random weights (weights=None: nothing is downloaded), with the architecture of its
     DEFAULT weights: a ViT is built for the image size those weights use (vit_h_14: 518, whereas

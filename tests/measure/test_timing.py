@@ -420,6 +420,22 @@ def test_channels_last_runs_a_video_model_ndhwc(mode):
         Runner(mixed, {})
 
 
+def test_labels_past_the_models_classes_are_one_sentence_in_training():
+    """A subset built from more classes than a torchvision classifier outputs (dataset.classes 2,000 from an
+    ImageNet-21k tree, say) ended every training timing job in "IndexError: Target 1500 is out of bounds" inside
+    cross-entropy; one sentence with the fix. Inference does not read the labels, and labels inside run."""
+    images = torch.zeros(2, 3, 32, 32, dtype=torch.uint8)
+    far = {"images": images, "labels": torch.tensor([1500, 3])}
+    spec = RunSpec("squeezenet1_1", 2, "fp32", "training", "cpu", 1, 2, 1)
+    with pytest.raises(RooflowError) as raised:
+        Runner(spec, far)
+    assert str(raised.value) == (
+        "the subset's labels reach 1500, and squeezenet1_1 outputs 1000 classes (its cross-entropy needs labels "
+        "below 1000): build the subset from at most 1000 classes (dataset.classes), or time the run in mode inference")
+    Runner(RunSpec("squeezenet1_1", 2, "fp32", "inference", "cpu", 1, 2, 1), far)
+    Runner(spec, {"images": images, "labels": torch.tensor([999, 3])}).step()
+
+
 @pytest.mark.slow  # inductor compiles C++ for the graph: about 20 s on two shared cores
 def test_compile_records_its_compile_time_apart():
     record = measure(_tiny("compile", "inference"), {})
