@@ -69,9 +69,9 @@ def _table(results: list[tuple[dict, Any]], show_layers: bool) -> str:
             fits = {True: "yes", False: "NO", None: "-"}[totals.get("fits")]
             memory_text = "-" if memory is None else f"{memory / GIGA:.2f}"
             if seconds is None:
-                why = ("no time model" if totals.get("roofline_seconds") else "no roof") if not \
-                    str(totals.get("calibration_source", "")).startswith(f"none for {totals['device']} at ") \
-                    else f"no {totals['precision']} roof"
+                unpriced = str(totals.get("calibration_source", "")).startswith(f"none for {totals['device']} at ")
+                why = (f"no {totals['precision']} roof" if unpriced  # a CPU's 16-bit run (timemodel.unpriced_precision)
+                       else "no time model" if totals.get("roofline_seconds") else "no roof")
                 line += f" {'-':>9} {why:>15} {'-':>5} {memory_text:>7} {fits:>4}"
             else:
                 span = f"{format_milliseconds(totals['predicted_seconds_low'])}–{format_milliseconds(totals['predicted_seconds_high'])}"

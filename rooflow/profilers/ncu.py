@@ -961,10 +961,10 @@ def check_profiled_device(result: NcuResult, files: list[str], device_key: str, 
     """Refuse a profile whose kernels ran on another GPU than the device it is filed under: an H100's CSV (every
     kernel "CC 9.0") imported as an A100's was summarised against the A100's roofs without a word. Only where
     both the file and the catalogue say a compute capability (ncu's old text logs do not)."""
-    if not architecture or not architecture.removeprefix("sm_").isdigit():
+    if not architecture:
         return
-    digits = architecture.removeprefix("sm_")
-    expected = f"{int(digits[:-1])}.{digits[-1]}"
+    capability = m.parse_architecture(architecture)
+    expected = f"{capability // 10}.{capability % 10}"
     found = [cc for cc in result.compute_capabilities if cc != expected]
     if found:
         raise ParseError(f"{', '.join(map(str, files))}: profiled on a GPU of compute capability {', '.join(found)}, "
