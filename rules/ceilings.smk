@@ -15,12 +15,7 @@ rule measure_ceilings:
         mem_mb=mem_mb,
     params:
         # the roofs of that many threads: a later run on more cores measures them again (its timings use them)
-        # (Snakemake does not compare a param computed from `threads`: the same number, from the wildcards)
-        threads=lambda wildcards: (
-            device_threads
-            if isinstance(device_threads, int)
-            else device_threads(wildcards)
-        ),
+        threads=device_threads_param,
         kind=device_kind,
         quick=config["profiling"]["ceilings_quick"],
         devices_file=config["devices_file"],
