@@ -13,8 +13,10 @@ rule aggregate_ncu:
     conda:
         "../envs/rooflow.yaml"
     params:
-        # the file's kernels must have run on this GPU (rooflow.profilers.ncu.check_profiled_device)
-        architecture=lambda wildcards: DEVICES[wildcards.device].architecture,
+        # an imported file's kernels must have run on its device's GPU (rooflow.profilers.ncu.check_profiled_device)
+        architecture=lambda wildcards: (
+            DEVICES[wildcards.device].architecture if imported_run(wildcards) else None
+        ),
     script:
         "../scripts/aggregate_ncu.py"
 

@@ -14,8 +14,6 @@ rule measure_ceilings:
         runtime=runtime_minutes,
         mem_mb=mem_mb,
     params:
-        # the roofs of that many threads: a later run on more cores measures them again (its timings use them)
-        threads=device_threads_param,
         kind=device_kind,
         quick=config["profiling"]["ceilings_quick"],
         devices_file=config["devices_file"],

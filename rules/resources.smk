@@ -63,14 +63,5 @@ def _local_cores():
 device_threads = _local_cores() or _device_threads
 
 
-def device_threads_param(wildcards):
-    """The thread count of a device's jobs as a param (a change re-runs the job: Snakemake compares no param
-    computed from `threads`); None where no core count is defined (--report, --lint: nothing runs)."""
-    try:
-        return device_threads if isinstance(device_threads, int) else device_threads(wildcards)
-    except WorkflowError:
-        return None
-
-
 def device_architecture(wildcards):
     return DEVICES[wildcards.device].architecture

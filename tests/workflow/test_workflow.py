@@ -93,18 +93,6 @@ def test_second_run_does_nothing(run, snakemake_exe):
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
-def test_fewer_cores_measure_the_cpu_roofs_again(run, snakemake_exe):
-    """The CPU's roofs are measured on as many threads as its timing jobs use: a later run on another core count
-    timed its new runs on those threads against the old roofs (points up to 142% of their roof, the cause
-    generic). The thread count is a param of the ceilings job, so that run measures them again first."""
-    result = subprocess.run([snakemake_exe, "-n", "--cores", "1", "--configfile", CONFIG, "results/ceilings/cpu.json"],
-                            cwd=run, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    output = result.stdout + result.stderr
-    assert "rule measure_ceilings" in output and "Params have changed since last execution" in output
-    assert "now: 1" in output
-
-
 def test_changing_one_models_batches_reruns_only_that_model(run, snakemake_exe):
     config = yaml.safe_load((run / CONFIG).read_text())
     changed = config["models"][-1]
