@@ -91,7 +91,7 @@ device, model, name = run.split("/")
 snakemake = types.SimpleNamespace(
     input=types.SimpleNamespace(totals=f"{aggregate}/ncu.json", kernels=f"{aggregate}/ncu_kernels.csv",
                                 estimate=f"{estimate}/totals.json", ops=f"{estimate}/ops.csv",
-                                layers=f"{estimate}/layers.csv", timeline=[]),
+                                layers=f"{estimate}/layers.csv", timeline=[], nsys_kernels=[]),
     output=types.SimpleNamespace(reconciliation=f"{aggregate}/reconcile.json", layers=f"{aggregate}/layers.csv",
                                  table=f"{workdir}/results/tables/layers_measured/{run}.html"),
     wildcards=types.SimpleNamespace(device=device, model=model, batch="64", precision="fp32", mode="training",
