@@ -175,7 +175,7 @@ def load_recordings(folder: str | Path) -> list[Recording]:
     """The per-kernel recordings of a folder laid out like tests/data/real/h100-rooflow:
     ``<model>-b<batch>-<precision>-<mode>-ncu.csv(.gz)`` and ``torch-profiler-<...>.json(.gz)``. A step
     recorded both ways is taken from torch.profiler (real clocks)."""
-    from rooflow.profilers.kernels import classify_kernel
+    from rooflow.profilers.kernels import classify_launches
     from rooflow.profilers.ncu import aggregate_ncu
 
     folder = Path(folder)
@@ -187,14 +187,16 @@ def load_recordings(folder: str | Path) -> list[Recording]:
         if key is None:
             continue
         trace = read_trace(path)
-        rows = [(event["name"], event["dur"] * 1e-6) for event in trace["traceEvents"]
-                if event.get("cat") == "kernel" and "name" in event and "dur" in event]
+        # in launch order: a Winograd/FFT convolution's GEMMs are booked to it (classify_launches)
+        rows = [(event["name"], event["dur"] * 1e-6) for event in sorted(
+            (event for event in trace["traceEvents"] if event.get("cat") == "kernel" and "name" in event
+             and "dur" in event), key=lambda event: event.get("ts", 0.0))]
         if not rows:  # an empty recording would stand in for the step's ncu file and price it at 0 s
             raise RooflowError(f"{path}: no CUDA kernel events: record the step with "
                                f"activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] on the GPU, or move the "
                                f"trace out of the folder")
         kernels = pd.DataFrame(rows, columns=["name", "seconds"])
-        kernels["kernel_class"] = [classify_kernel(name) for name in kernels["name"]]
+        kernels["kernel_class"] = classify_launches(kernels["name"])
         found[key] = Recording(*key, kernels, "torch.profiler", str(path), _step_seconds(folder, key))
     for path in sorted(folder.glob("*-ncu.csv*")):
         key = _recording_key(path)

@@ -36,7 +36,7 @@ from rooflow.profilers.kernels import (
     MATMUL_KERNEL_CLASSES,
     TRACE_KERNEL_CATEGORIES,
     abbreviate_kernel_name,
-    classify_kernel,
+    classify_launches,
     short_kernel_name,
 )
 from rooflow.profilers.nvtx import PHASE_RANGE
@@ -123,7 +123,7 @@ def parse_trace(source: str | Path | dict) -> pd.DataFrame:
         args = event.get("args") or {}
         name = str(event.get("name", ""))
         rows.append({
-            "name": name, "kernel_class": classify_kernel(name) if kind == "kernel" else "memory", "kind": kind,
+            "name": name, "kernel_class": "memory", "kind": kind,
             "phase": phase_at(launched.get(args.get("correlation"))),
             "seconds": float(event.get("dur", 0.0)) * 1e-6, "start_seconds": float(event.get("ts", 0.0)) * 1e-6,
             "grid": _dims(args.get("grid")), "block": _dims(args.get("block")), "stream": args.get("stream"),
@@ -132,6 +132,8 @@ def parse_trace(source: str | Path | dict) -> pd.DataFrame:
     if len(frame):
         frame = frame.sort_values("start_seconds", kind="stable").reset_index(drop=True)
         frame["start_seconds"] -= frame["start_seconds"].iloc[0]
+        kernel = frame["kind"] == "kernel"  # in launch order: a Winograd/FFT convolution's GEMMs are booked to it
+        frame.loc[kernel, "kernel_class"] = classify_launches(frame.loc[kernel, "name"])
     return frame
 
 

@@ -11,7 +11,9 @@ normalisation and pooling before convolution (``cudnn::detail::bn_fw_tr_1C11_ker
 ``cudnn::detail::pooling_fw_4d_kernel``), convolution before gemm (``xmma_new::gemm::kernel<
 xmma_new::implicit_gemm::fprop...>`` and ``implicit_convolve_sgemm`` are convolutions), gemm before
 reduction (``splitKreduce_kernel`` finishes a split-K GEMM); cuDNN's softmax and activation kernels are
-caught before the catch-all "cudnn" convolution rule.
+caught before the catch-all "cudnn" convolution rule. A name alone cannot tell cuDNN's non-fused Winograd/FFT
+products from a linear layer's (both launch a plain ``volta_sgemm_64x64_nn``): :func:`classify_launches` classifies
+a launch-ordered sequence, where the transforms around such a GEMM show whose it is.
 
 What else a name says, for the reconciliation and the timed-vs-profiled comparison:
 :func:`short_kernel_name` (a comparable name, the same whichever tool demangled it),
@@ -22,6 +24,9 @@ What else a name says, for the reconciliation and the timed-vs-profiled comparis
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+import numpy as np
 
 KERNEL_CLASSES = ("convolution", "gemm", "elementwise", "normalization", "pooling", "reduction", "memory",
                   "other")
@@ -317,6 +322,54 @@ def kernel_algorithm(name: str) -> str | None:
     if "depthwise" in text or "conv2d" in text:
         return "direct"
     return None
+
+
+# Convolution algorithms that cuDNN runs as transforms around a GEMM of the transformed tensors (kernel_algorithm)
+FAST_CONVOLUTION_ALGORITHMS = ("winograd", "fft")
+
+
+def classify_launches(names: Sequence[str]) -> list[str]:
+    """:func:`classify_kernel` of each kernel of one launch-ordered sequence (a trace, an ncu profile by ID), with
+    what the order shows: the GEMMs of cuDNN's non-fused Winograd and FFT convolutions run as plain cuBLAS-named
+    SGEMMs between that convolution's transforms (the default config's V100 VGG11 trace: winogradForwardData4x4,
+    winogradForwardFilter4x4, volta_sgemm_64x64_nn, winogradForwardOutput4x4; 21 such GEMMs, 16.3 ms of its
+    39.6 ms of kernels) and are that convolution's work, not a linear layer's: a run of "gemm" kernels (glue
+    between them allowed) whose nearest other kernels on both sides are such transforms is "convolution"."""
+    names = list(names)
+    distinct = {name: index for index, name in enumerate(dict.fromkeys(names))}
+    codes = np.fromiter((distinct[name] for name in names), dtype=np.int64, count=len(names))
+    classes, class_codes = launch_class_codes(list(distinct), codes)
+    return [classes[code] for code in class_codes]
+
+
+def launch_class_codes(categories: Sequence[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """:func:`classify_launches` of launches given as ``codes`` into their distinct names (``categories``), in
+    launch order: the class names and each launch's code into them (a profile of a million kernels is
+    classified once per distinct name, with no string per kernel)."""
+    classes = [classify_kernel(name) for name in categories]
+    dictionary = list(dict.fromkeys([*classes, "convolution"]))
+    of_category = np.array([dictionary.index(c) for c in classes], dtype=np.int64)
+    fast_category = np.array([isinstance(name, str) and kernel_algorithm(name) in FAST_CONVOLUTION_ALGORITHMS
+                              for name in categories], dtype=bool)
+    class_codes = of_category[codes]
+    code_of = {name: dictionary.index(name) for name in dictionary}
+    glue = np.isin(class_codes, [code_of[c] for c in GLUE_KERNEL_CLASSES if c in code_of])
+    gemm = class_codes == code_of.get("gemm", -1)
+    convolution = class_codes == code_of["convolution"]
+    class_codes[fast_convolution_gemms(gemm, glue, fast_category[codes] & convolution)] = code_of["convolution"]
+    return dictionary, class_codes
+
+
+def fast_convolution_gemms(gemm: np.ndarray, glue: np.ndarray, fast: np.ndarray) -> np.ndarray:
+    """Per launch (in launch order): a ``gemm`` kernel whose nearest kernels on both sides that are neither GEMMs
+    nor ``glue`` are ``fast`` (a Winograd/FFT convolution's transforms): :func:`classify_launches`."""
+    count = len(gemm)
+    position = np.arange(count)
+    bound = ~gemm & ~glue
+    before = np.maximum.accumulate(np.where(bound, position, -1)) if count else position
+    after = np.minimum.accumulate(np.where(bound, position, count)[::-1])[::-1] if count else position
+    fast_bound = np.append(fast & bound, False)  # index -1 (none before) and count (none after): the False
+    return gemm & fast_bound[before] & fast_bound[after]
 
 
 def kernel_tile(name: str) -> tuple[int, int, int | None] | None:

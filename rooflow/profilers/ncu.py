@@ -108,7 +108,7 @@ from rooflow.profilers._text import (
     release_memory,
     to_si,
 )
-from rooflow.profilers.kernels import classify_kernel, only_wide_float_types, short_kernel_name
+from rooflow.profilers.kernels import launch_class_codes, only_wide_float_types, short_kernel_name
 from rooflow.units import format_flops
 
 KERNEL_COLUMNS = ["id", "name", "kernel_class", "flops_fp64", "flops_fp32", "flops_fp16", "flops_tensor",
@@ -1003,9 +1003,14 @@ def _table(info: pd.DataFrame, derived: pd.DataFrame) -> pd.DataFrame:
 
     names = pd.Categorical(info["name"].array)  # every reader's names are categorical already: no copy
     # Names repeat: each distinct one is classified once, and the per-kernel texts are written by pyarrow from
-    # the codes (no Python string object per kernel).
-    classes = pa.array([classify_kernel(name) for name in names.categories], type=pa.string())
-    kernel_class = pa.DictionaryArray.from_arrays(pa.array(names.codes), classes).cast(pa.string())
+    # the codes (no Python string object per kernel). In ID order (launch order), so that the GEMMs inside a
+    # Winograd/FFT convolution are booked to it (rooflow.profilers.kernels.classify_launches).
+    order = np.argsort(info.index.to_numpy(), kind="stable")
+    dictionary, ordered = launch_class_codes(list(names.categories), np.asarray(names.codes, dtype=np.int64)[order])
+    class_codes = np.empty_like(ordered)
+    class_codes[order] = ordered
+    kernel_class = pa.DictionaryArray.from_arrays(pa.array(class_codes),
+                                                  pa.array(dictionary, type=pa.string())).cast(pa.string())
     columns = {"id": info.index.to_numpy(), "name": info["name"].array,
                "kernel_class": pd.array(kernel_class, dtype="str")}
     for column in KERNEL_COLUMNS[3:]:

@@ -92,6 +92,45 @@ def test_kernel_classes_of_the_a100_trace():
     assert len(layout) > 0 and set(layout["kernel_class"]) == {"memory"}
 
 
+def test_the_v100_traces_book_winograd_gemms_to_their_convolutions():
+    """cuDNN's non-fused Winograd runs its products as plain volta_sgemm kernels between its transforms; by name
+    alone they were "gemm" (VGG11: 18.8 ms of 39.6, for 3 small linear layers). What stays gemm is the linear
+    layers' own: 3 layers × (forward, input gradient, weight gradient) and their split-K reductions."""
+    from rooflow.profilers.kernels import classify_kernel
+    from rooflow.profilers.ncu import aggregate_ncu
+
+    result = aggregate_nsys(trace_path("v100", "vgg11"))
+    kernels = result.kernels
+    by_name = [classify_kernel(name) for name in kernels["name"]]
+    moved = kernels[(kernels["kernel_class"] == "convolution").to_numpy() & [c == "gemm" for c in by_name]]
+    assert len(moved) == 21 and moved["name"].str.startswith("volta_sgemm_").all()
+    assert math.fsum(moved["seconds"]) == pytest.approx(0.01628, rel=1e-3)
+    gemm = kernels[kernels["kernel_class"] == "gemm"]
+    assert (~gemm["name"].str.contains("splitKreduce")).sum() == 9
+    assert result.totals["by_class"]["gemm"] == pytest.approx(0.002486, rel=1e-3)
+    assert max(result.totals["by_class"], key=result.totals["by_class"].get) == "convolution"
+    # the same run's ncu profile (in kernel-ID order) books the same launches alike
+    profile = aggregate_ncu(REAL / "v100" / "vgg11" / "ncu-log-vgg11.txt.gz").kernels
+    assert sorted(profile.loc[profile["kernel_class"] == "gemm", "name"]) == sorted(gemm["name"])
+
+
+def test_a_gemm_between_other_kernels_stays_gemm():
+    from rooflow.profilers.kernels import classify_launches
+
+    data = "void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(int)"
+    output = "void cudnn::winograd_nonfused::winogradForwardOutput4x4<float, float>(int)"
+    add = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int)"
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)"
+    assert classify_launches([data, "volta_sgemm_64x64_nn", fill, "volta_sgemm_64x64_nn", output]) == [
+        "convolution", "convolution", "memory", "convolution", "convolution"]
+    # a linear layer after a convolution's output transform, or at either end: its own GEMM
+    assert classify_launches([output, "volta_sgemm_64x64_nn", add, data]) == [
+        "convolution", "gemm", "elementwise", "convolution"]
+    assert classify_launches(["volta_sgemm_64x64_nn", output]) == ["gemm", "convolution"]
+    assert classify_launches([data, "volta_sgemm_64x64_nn"]) == ["convolution", "gemm"]
+    assert classify_launches([]) == []
+
+
 # ---------------------------------------------------------------------------------------------------
 # Header shapes without a public fixture, written from NVIDIA's report scripts / documented headers
 
