@@ -263,12 +263,15 @@ def _as_profiled(row: dict[str, Any], estimate: dict[str, Any], ops: pd.DataFram
 
 def _top_time(row: dict[str, Any], op_times: pd.DataFrame) -> None:
     """What takes most of the step's time, and its share: the layer type, measured (the timing job's profiled
-    iteration) where it was recorded, else the op class the time model predicts."""
+    iteration) where it was recorded, else the kernel class Nsight Systems measured (an imported trace), else
+    the op class the time model predicts."""
     from rooflow.measure.optime import seconds_by
 
     source, seconds = "measured", seconds_by(op_times)
     if seconds:
         row["measured_seconds_by_layer_type"] = json.dumps({k: round(v, 9) for k, v in seconds.items()})
+    if not seconds and row.get("measured_kernel_seconds_by_class"):
+        source, seconds = "measured kernels", json.loads(row["measured_kernel_seconds_by_class"])
     if not seconds:
         source, seconds = "predicted", json.loads(row.get("predicted_seconds_by_class") or "{}")
     total = math.fsum(seconds.values())

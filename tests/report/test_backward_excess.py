@@ -156,6 +156,31 @@ def test_the_summary_names_what_takes_most_time_and_whether_it_was_measured(alex
     assert build_row(device, totals, {**timing, "op_times": []}).get("top_time_source") is None  # no ops: no prediction
 
 
+def test_an_imported_traces_kernel_classes_name_what_takes_most_time():
+    """An import has no timing job: its "most time" is the kernel class its Nsight Systems trace measured
+    (the V100 VGG11 trace: convolutions, once cuDNN's Winograd SGEMMs are booked to them), not a prediction."""
+    from rooflow.hardware.devices import load_devices
+    from rooflow.profilers.nsys import aggregate_nsys
+    from rooflow.report.summary import build_row
+
+    device = load_devices(Path(__file__).resolve().parents[2] / "config" / "devices.yaml")["v100-sxm2-16gb"]
+    result = estimate("vgg11", 16, "fp32", "training")
+    totals = result.totals
+    trace_file = Path(__file__).resolve().parents[1] / "data" / "real" / "anoushka21-cloudml" / "proj1" / "v100" \
+        / "vgg11" / "tmp_nsys_gputrace.csv.gz"
+    nsys = aggregate_nsys(trace_file).totals
+    row = build_row(device, totals, None, nsys=nsys, ops=result.ops)
+    by_class = nsys["by_class"]
+    assert row["top_time_source"] == "measured kernels"
+    assert row["top_time"] == f"convolution {100 * by_class['convolution'] / math.fsum(by_class.values()):.0f}%"
+    assert row["top_time"] == "convolution 62%"
+    # without the trace, the prediction speaks, and says so
+    from rooflow.estimate.calibration import for_device
+
+    predicted = build_row(device, totals, None, ops=result.ops, calibration=for_device(device))
+    assert predicted["top_time_source"] == "predicted"
+
+
 def test_where_the_time_goes_shows_the_measured_layer_types_beside_the_prediction(alexnet_ops, tmp_path):
     from rooflow.report.figures import time_by_layer_figure
 
