@@ -86,6 +86,8 @@ class Device:
     # Measured cache roofs that failed (at or below the DRAM roof): {level: {bytes_per_second,
     # dram_bytes_per_second, dram_source, reason}} — never drawn, reported by rooflow.report.checks.
     invalid_measured_roofs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the threads the measured roofs ran with (a CPU's roofs are those of that many cores)
+    measured_threads: int | None = None
     source: str | None = None
     references: list[str] = field(default_factory=list)
     notes: str | None = None
@@ -153,6 +155,7 @@ class Device:
 
         self.measured_peak_flops_per_second = dict(ceilings.get("peak_flops_per_second") or {})
         self.measured_dram_bytes_per_second = ceilings.get("dram_bytes_per_second")
+        self.measured_threads = ceilings.get("threads")
         self.invalid_measured_roofs = invalid_cache_roofs(ceilings, self.dram_bytes_per_second)
         self.measured_l2_bytes_per_second = (None if "l2" in self.invalid_measured_roofs
                                              else ceilings.get("l2_bytes_per_second"))

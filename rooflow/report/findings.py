@@ -455,6 +455,15 @@ def _roof_checks(run: Any) -> list[Check]:
         out.append(for_run(run, "error", "above the roof", f"{percent:.0f}% of the attainable {roof}", "≤ 100%",
                            "a wrong peak (a sparse headline?), over-counted FLOPs, an under-measured time, or FLOPs "
                            "of a precision this roof does not cover" + traffic))
+    threads, roof_threads = run.get("threads"), run.get("roof_threads")
+    if _finite(threads) and _finite(roof_threads) and int(threads) != int(roof_threads):
+        out.append(for_run(run, "warning", "roofs of other threads",
+                           f"timed with {int(threads)} thread{'s' * (int(threads) != 1)}, its CPU roofs measured "
+                           f"with {int(roof_threads)}",
+                           "the same threads", "the ceilings job ran with another core count than this timing "
+                           "(an earlier run's --cores, or another machine), so its roofs are not this run's and "
+                           "its % of roof compares it with that many cores: re-measure them with "
+                           f"`snakemake --forcerun measure_ceilings --cores {int(threads)}`"))
     measured_percent = run.get("percent_of_measured_roofline")
     if run.get("roof_source") == "datasheet" and _finite(measured_percent) and measured_percent > 100:
         out.append(for_run(run, "warning", "above the measured roof",

@@ -87,6 +87,8 @@ COLUMNS = [
     "estimated_bytes", "estimated_arithmetic_intensity", "estimated_peak_memory_bytes", "forward_backward_flops_ratio",
     "measured_seconds", "seconds_spread", "forward_seconds", "backward_seconds", "images_per_second",
     "compile_seconds",
+    # a CPU run's threads and its measured roofs' (a roof of other cores is not this run's)
+    "threads", "roof_threads",
     # pages each timed step mapped afresh (rooflow.measure.faults): their count, bytes, and seconds at the cost per
     # byte the device's calibration measured
     "minor_faults", "minor_fault_bytes", "minor_fault_seconds", "forward_faults_by_layer",
@@ -330,6 +332,8 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["backward_seconds"] = timing.get("backward_median_seconds")
             row["images_per_second"] = timing.get("images_per_second")
             row["compile_seconds"] = timing.get("compile_seconds")
+            if not device.is_cuda:
+                row["threads"], row["roof_threads"] = timing.get("threads"), device.measured_threads
             row["measured_memory_bytes"] = timing.get("steady_peak_allocated_bytes")
             row["warmup_memory_bytes"] = timing.get("warmup_peak_allocated_bytes")
             row["measured_reserved_bytes"] = timing.get("steady_peak_reserved_bytes")

@@ -64,6 +64,30 @@ def test_a_point_above_its_roof_is_an_error_with_the_summary_cause():
     assert "wrong peak" in row["likely_cause"]
 
 
+def test_a_cpu_run_timed_with_other_threads_than_its_roofs_is_warned(tmp_path):
+    """A CPU's roofs are those of the cores that measured them: a run timed on 1 core against roofs of 2 sits at
+    a share of a roof it could never reach (and one of 2 cores against 1 core's roofs above it)."""
+    from pathlib import Path
+
+    from rooflow.hardware.devices import load_devices
+    from rooflow.report.summary import build_row
+
+    checks, _ = build_checks(summary(run_row(threads=1, roof_threads=2), run_row(model="alexnet", threads=2,
+                                                                                 roof_threads=2)))
+    assert len(checks) == 1
+    check = checks.iloc[0]
+    assert (check["severity"], check["check"], check["model"]) == ("warning", "roofs of other threads", "resnet18")
+    assert check["value"] == "timed with 1 thread, its CPU roofs measured with 2"
+    assert "--forcerun measure_ceilings --cores 1" in check["likely_cause"]
+    # the summary row carries both counts, from the timing record and the ceilings file
+    device = load_devices(Path(__file__).resolve().parents[2] / "config" / "devices.yaml")["cpu"]
+    device.with_measured({"threads": 2, "peak_flops_per_second": {"fp32": 1e11}, "dram_bytes_per_second": 2e10})
+    row = build_row(device, {"model": "resnet18", "batch": 8, "precision": "fp32", "mode": "inference"},
+                    {"status": "ok", "median_seconds": 0.1, "threads": 1})
+    assert (row["threads"], row["roof_threads"]) == (1, 2)
+    assert "roofs of other threads" in row["checks"]
+
+
 def test_noisy_oom_and_flop_ratio_checks_with_their_severities():
     # the summary's `checks` text is for people: the checks come from the columns (the oom message has its own)
     noisy = run_row(model="alexnet", seconds_spread=0.12, checks="noisy: unread | above the roof: unread")
