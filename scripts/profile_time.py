@@ -1,3 +1,5 @@
+import logging
+
 from rooflow.io import write_json
 from rooflow.logs import step_logging
 from rooflow.measure.timing import RunSpec, measure
@@ -14,4 +16,6 @@ with step_logging(snakemake.log[0], "profile_time"):
                    input_dtypes=model.input_dtypes, variant=p.variant)
     record = measure(spec, load_subset(snakemake.input.subset), snakemake.output.kernels)
     record["device"] = w.device
+    if record["status"] == "oom":  # recorded as the run's result (the summary's status oom), not a failed job
+        logging.getLogger("rooflow.profile_time").warning("%s", record["message"])
     write_json(snakemake.output.timing, record)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from rooflow.arguments import CPU_MEMORY_LIMIT_BYTES, bounded_int, non_negative_seconds, positive_int
 from rooflow.io import check_distinct, write_json
@@ -31,7 +32,28 @@ def _cmd_time(args: argparse.Namespace) -> int:
     else:
         print(json.dumps({k: v for k, v in record.items() if not k.endswith("seconds") or
                           not isinstance(v, list)}, indent=2))
+    if record.get("status") == "oom":  # a result, recorded as such; the exit status tells a script it did not fit
+        kept = f"the record (status oom) is written to {args.output}" if args.output else "the record is above"
+        print(f"rooflow time: {spec.model} batch {spec.batch} {spec.precision} {spec.mode} did not fit: "
+              f"{record.get('message')}; {kept}. Try a smaller --batch (`rooflow estimate {_estimate_arguments(args)} "
+              f"--batch N --device KEY` predicts a batch's steady-state memory){_cpu_limit_hint(args)}.",
+              file=sys.stderr)
+        return OOM_EXIT_STATUS
     return 0
+
+
+# `rooflow time`'s exit status for a run that ran out of memory (its record written): not 1 (an error) nor
+# 2 (bad arguments)
+OOM_EXIT_STATUS = 3
+
+
+def _estimate_arguments(args: argparse.Namespace) -> str:
+    """The model as `rooflow estimate` takes it: the --model text, a factory's inputs after it."""
+    return " ".join([args.model, *(f"--input {shape}" for shape in args.input or ())])
+
+
+def _cpu_limit_hint(args: argparse.Namespace) -> str:
+    return " or a larger --cpu-memory-limit" if args.cpu_memory_limit and not args.device.startswith("cuda") else ""
 
 
 def register(subparsers) -> None:

@@ -428,8 +428,8 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
     except Exception as error:  # noqa: BLE001 - OOM is a result; anything else propagates
         if not is_out_of_memory(error):
             raise
+        # a result, not a failure: the caller says it (the workflow's log, `rooflow time`'s one sentence)
         record.update(status="oom", **oom_details(error, spec.device.startswith("cuda"), cap, cpu_limit))
-        log.warning("%s", record["message"])
         del runner
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

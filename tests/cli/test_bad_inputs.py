@@ -110,6 +110,30 @@ def test_time_refuses_more_threads_than_the_machine_can_run(capsys):
                                              f"machine's {os.cpu_count()} CPUs")
 
 
+def test_time_out_of_memory_writes_its_record_and_says_what_to_change(tmp_path, capsys):
+    """A real allocation failure (resnet18 training at batch 64 under a 200 MB limit) exited 0 with a log line:
+    a script could not tell it from a timing. The record is written (status oom) and one sentence says what to
+    change; the exit status is 3."""
+    import resource
+
+    from rooflow.cli.time import OOM_EXIT_STATUS
+    from rooflow.io import read_json
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    output = tmp_path / "timing.json"
+    status = cli.main(["time", "--model", "resnet18", "--batch", "64", "--mode", "training", "--warmup", "0",
+                       "--iterations", "1", "--rounds", "1", "--cpu-memory-limit", str(200 * 2**20),
+                       "--output", str(output)])
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+    assert status == OOM_EXIT_STATUS == 3
+    assert read_json(output)["status"] == "oom"
+    error = one_line_error(capsys)
+    assert error.startswith("rooflow time: resnet18 batch 64 fp32 training did not fit: out of memory: asked for ")
+    assert error.endswith(f"the record (status oom) is written to {output}. Try a smaller --batch (`rooflow estimate "
+                          "resnet18 --batch N --device KEY` predicts a batch's steady-state memory) or a larger "
+                          "--cpu-memory-limit.")
+
+
 def test_inputs_read_only_for_a_device_or_given_as_a_folder_are_named(tmp_path, capsys):
     """--ceilings without --device was never read (a missing file passed, exit 0); a folder as a subset or a kernel
     calibrations file was "does not exist"; a foreign kernel calibrations file's fix wrote over it (-o that file)."""

@@ -549,7 +549,10 @@ def test_onednn_failing_under_the_memory_limit_is_an_oom_row_not_a_shape_error(t
                            "--input", "3x32x32", "--batch", "2", "--warmup", "1", "--iterations", "3",
                            "--cpu-memory-limit", "1000000", "--output", str(output)],
                           cwd=root, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
+    # a result, recorded; exit status 3 and one sentence tell a script and a person it did not fit
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and "`rooflow estimate examples.tiny_cnn.model:build --input 3x32x32 " \
+        "--batch N --device KEY`" in done.stderr
     record = json.loads(output.read_text())
     assert record["status"] == "oom" and record["memory_limit_bytes"] == 1000000
     # the limit named as the command line's option too (it named the config key alone)
