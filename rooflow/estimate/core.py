@@ -46,7 +46,7 @@ REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "argmax", "prod", "an
               "norm", "cumsum"}
 
 LAYER_COLUMNS = ["layer", "type", "output_shape", "forward_flops", "backward_input_flops",
-                 "backward_weight_flops", "backward_flops", "optimizer_flops", "forward_matmul_flops",
+                 "backward_weight_flops", "backward_flops", "optimizer_flops", "loss_flops", "forward_matmul_flops",
                  "params", "activation_bytes", "weight_bytes", "gradient_bytes", "min_bytes",
                  "fused_bytes", "unfused_bytes"]
 OP_COLUMNS = ["layer", "type", "phase", "op", "op_class", "compute_precision", "calls", "flops",
@@ -349,6 +349,8 @@ def _layers_table(trace: Trace, raw: pd.DataFrame) -> pd.DataFrame:
         "backward_weight_flops": raw["backward_weight_flops"],
         "backward_flops": raw["flops"].where(raw["phase"] == "backward", 0.0),
         "optimizer_flops": raw["flops"].where(raw["phase"] == "optimizer", 0.0),
+        # the (loss) row's cross-entropy forward and gradient: what totals' loss_flops sums
+        "loss_flops": raw["flops"].where(raw["phase"] == "loss", 0.0),
         "forward_matmul_flops": raw["flops"].where(forward & raw["op_class"].isin(MATMUL_OP_CLASSES), 0.0),
         "activation_bytes": raw["bytes_written"].where(forward, 0),
         "fused_bytes": raw["fused_bytes_read"] + raw["fused_bytes_written"],
@@ -367,7 +369,7 @@ def _layers_table(trace: Trace, raw: pd.DataFrame) -> pd.DataFrame:
     layers["min_bytes"] = [int(min_bytes.get(layer, 0)) for layer in order]
     layers["activation_bytes"] = layers["activation_bytes"].astype("int64")
     for column in ("forward_flops", "backward_input_flops", "backward_weight_flops", "backward_flops",
-                   "optimizer_flops", "forward_matmul_flops", "fused_bytes", "unfused_bytes"):
+                   "optimizer_flops", "loss_flops", "forward_matmul_flops", "fused_bytes", "unfused_bytes"):
         layers[column] = layers[column].astype(float)
     return layers[LAYER_COLUMNS]
 

@@ -66,8 +66,12 @@ def test_layers_and_ops_tables(training, name):
     assert list(est.ops.columns) == OP_COLUMNS
     t = est.totals
     for column in ("forward_flops", "backward_flops", "backward_input_flops", "backward_weight_flops",
-                   "forward_matmul_flops"):
+                   "forward_matmul_flops", "optimizer_flops", "loss_flops"):
         assert est.layers[column].sum() == pytest.approx(t[column])
+    # the rows add up to the step: the (loss) row showed 0 FLOPs where the totals counted its cross-entropy
+    assert est.layers[["forward_flops", "backward_flops", "optimizer_flops", "loss_flops"]].to_numpy().sum() \
+        == pytest.approx(t["total_flops"])
+    assert est.layers.set_index("layer").at["(loss)", "loss_flops"] == t["loss_flops"] > 0
     assert est.layers["params"].sum() == t["params"]
     assert est.ops["flops"].sum() == pytest.approx(t["total_flops"])
     assert set(est.ops["phase"]) == {"forward", "loss", "backward", "optimizer"}
