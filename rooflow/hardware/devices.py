@@ -42,6 +42,14 @@ COMPUTE_ROOFS = {
     "fp8": "FP8 tensor",
 }
 MEMORY_LEVELS = ("dram", "l2", "l1")
+# A CPU's 16-bit roofs are its matrix instructions' (AMX, AVX512-BF16), not tensor cores: named so on its roofline
+CPU_MATRIX_UNIT = "matmul"
+
+
+def compute_roof_name(key: str, kind: str = "cuda") -> str:
+    """The display name of compute roof ``key`` on a device of ``kind`` ("BF16 tensor"; a CPU's "BF16 matmul")."""
+    name = COMPUTE_ROOFS.get(key, key.upper())
+    return name.replace(" tensor", f" {CPU_MATRIX_UNIT}") if kind == "cpu" else name
 
 
 @dataclass(frozen=True)
@@ -184,7 +192,7 @@ class Device:
             ordered = [k for k in COMPUTE_ROOFS if k in peaks] + sorted(k for k in peaks if k not in COMPUTE_ROOFS)
             for key in ordered:
                 if peaks[key]:
-                    out.append(Roof(COMPUTE_ROOFS.get(key, key.upper()), "compute", float(peaks[key]), source, key))
+                    out.append(Roof(compute_roof_name(key, self.kind), "compute", float(peaks[key]), source, key))
             for level in MEMORY_LEVELS:
                 value = levels.get(level)
                 if value:

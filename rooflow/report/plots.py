@@ -23,7 +23,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter
 
-from rooflow.hardware.devices import COMPUTE_ROOFS, MATMUL_ROOF, Device, Roof
+from rooflow.hardware.devices import MATMUL_ROOF, Device, Roof, compute_roof_name
 from rooflow.hardware.roofs import intensity_range, roof_polyline
 from rooflow.report.findings import estimated_bytes, variant_label
 from rooflow.report.summary import UNSEEN_BOUND
@@ -140,7 +140,7 @@ def compute_roofs_to_draw(device: Device, show_fp64: bool = False, extra_roofs=(
         if roof.precision_or_level == "fp16" and any(
                 r.precision_or_level == "bf16" and r.source == roof.source
                 and math.isclose(r.value, roof.value, rel_tol=1e-6) for r in roofs):
-            name = "FP16/BF16 tensor"
+            name = roof.name.replace("FP16", "FP16/BF16")  # "FP16/BF16 tensor" (a CPU's: matmul)
         out.append((roof, name))
     return out
 
@@ -193,7 +193,8 @@ def theoretical_roofs(ceilings: dict | None) -> list[Roof]:
     """The theoretical compute roofs of a measure_ceilings JSON (a CPU: cores × clock × SIMD lanes × FMA
     units × 2), which a device without a datasheet draws solid beside its measured (dashed) roofs."""
     peaks = (ceilings or {}).get("theoretical_peak_flops_per_second") or {}
-    return [Roof(COMPUTE_ROOFS.get(key, key.upper()), "compute", float(value), "theoretical", key)
+    kind = (ceilings or {}).get("device_kind") or "cpu"
+    return [Roof(compute_roof_name(key, kind), "compute", float(value), "theoretical", key)
             for key, value in peaks.items() if value]
 
 

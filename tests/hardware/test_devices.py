@@ -282,7 +282,7 @@ def test_cpu_roofs_come_from_measurement(tmp_path):
     ceilings.write_text(json.dumps({"peak_flops_per_second": {"fp32": 1.4e11, "bf16": 1.1e12},
                                     "dram_bytes_per_second": 1.3e10, "l2_bytes_per_second": None}))
     cpu = load_device(default_catalogue_path(), "cpu", ceilings)
-    assert [(r.name, r.source) for r in cpu.roofs()] == [("FP32", "measured"), ("BF16 tensor", "measured"),
+    assert [(r.name, r.source) for r in cpu.roofs()] == [("FP32", "measured"), ("BF16 matmul", "measured"),
                                                         ("DRAM", "measured")]
     assert cpu.roof_for_precision("fp32") == (1.4e11, 1.3e10)  # falls back to measured: no datasheet
 

@@ -241,6 +241,20 @@ def test_a_cpu_draws_its_theoretical_peak_solid_beside_the_measured_roofs(tmp_pa
     assert "theoretical roofs solid, measured dashed" in (tmp_path / "cpu.svg").read_text()
 
 
+def test_a_cpus_16_bit_roofs_are_its_matrix_instructions_not_tensor_cores():
+    """This Zen 4 VM's ceilings measure a bf16 matmul roof (AVX512-BF16): its legend said "BF16 tensor"."""
+    cpu = Device(key="cpu", kind="cpu", name="Test CPU", measured_peak_flops_per_second={"fp32": 100e9,
+                 "fp16": 200e9, "bf16": 200e9}, measured_dram_bytes_per_second=10e9)
+    assert [name for _, name in compute_roofs_to_draw(cpu)] == ["FP32", "FP16/BF16 matmul"]
+    alone = Device(key="cpu", kind="cpu", name="Test CPU", measured_peak_flops_per_second={"fp32": 100e9,
+                   "bf16": 200e9}, measured_dram_bytes_per_second=10e9)
+    assert [roof.label for roof in alone.roofs() if roof.kind == "compute"] == ["FP32 (measured)",
+                                                                               "BF16 matmul (measured)"]
+    assert [r.name for r in theoretical_roofs({"device_kind": "cpu", "theoretical_peak_flops_per_second": {
+        "fp32": 400e9, "bf16": 800e9}})] == ["FP32", "BF16 matmul"]
+    assert [name for _, name in compute_roofs_to_draw(gpu())][2] == "FP16/BF16 tensor"  # a GPU's stay tensor
+
+
 # --- readable at report size: labels never collide, everything inside the figure ----------------------
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real" / "h100-rooflow"
