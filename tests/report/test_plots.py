@@ -205,6 +205,18 @@ def test_several_precisions_are_coloured_by_their_roof(tmp_path):
     assert "fp16 run" in svg and "colour = precision" in svg
 
 
+def test_flops_per_image_is_of_one_batch_and_says_which(tmp_path):
+    """AlexNet training per image: 4.51 GFLOP at batch 1, 4.24 at batch 4 (the SGD update is per step); the
+    figure showed their median, 4.38, which is neither. It shows the largest batch's and names it."""
+    rows = [run("alexnet", 1, "training", 4.51e9, 1e9, 1e-3), run("alexnet", 4, "training", 4 * 4.24e9, 1e9, 1e-3),
+            run("alexnet", 1, "inference", 1.43e9, 1e9, 1e-3), run("alexnet", 4, "inference", 4 * 1.43e9, 1e9, 1e-3)]
+    data = flops_figure(pd.DataFrame(rows, columns=COLUMNS), tmp_path / "f.svg")
+    assert data.loc["alexnet", "training"] == pytest.approx(4.24e9)
+    assert data.loc["alexnet", "inference"] == pytest.approx(1.43e9)
+    assert data.loc["alexnet", "batch"] == 4
+    assert "alexnet (batch 4)" in (tmp_path / "f.svg").read_text()
+
+
 def test_a_device_without_runs_still_draws_its_roofs(tmp_path):
     empty = pd.DataFrame(columns=COLUMNS)
     drawn = roofline_figure(empty, gpu(), tmp_path / "r.svg")
