@@ -51,7 +51,10 @@ def supported_precisions(device) -> list[str]:
 
 
 def _batches(batch: int) -> list[int]:
-    return sorted({int(batch * f) for f in BATCH_FACTORS if int(batch * f) >= 1} - {batch})
+    """The batches to try beside ``batch``: its BATCH_FACTORS multiples a run accepts (1 to MAX_BATCH)."""
+    from rooflow.arguments import MAX_BATCH
+
+    return sorted({int(batch * f) for f in BATCH_FACTORS if 1 <= int(batch * f) <= MAX_BATCH} - {batch})
 
 
 def _prediction(estimate, device, calibration, variant: str = "eager") -> dict[str, Any]:

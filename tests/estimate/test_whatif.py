@@ -177,3 +177,14 @@ def test_a_cpu_what_if_uses_its_ceilings_and_a_rooflow_time_record(tmp_path, cap
     error = capsys.readouterr().err.strip()
     assert error.endswith(f"{path}: it names no catalogue device, and it ran on a cpu, not on t4 (cuda): give "
                           f"--device the device it ran on, or a timing record of t4")
+
+
+def test_batches_to_try_are_batches_a_run_accepts():
+    """At the largest batch a run accepts (2^24), double and four times it were proposed: no command takes them."""
+    from rooflow.arguments import MAX_BATCH
+    from rooflow.estimate.whatif import _batches
+
+    assert _batches(64) == [32, 128, 256]
+    assert _batches(1) == [2, 4]
+    assert _batches(MAX_BATCH) == [MAX_BATCH // 2]
+    assert _batches(MAX_BATCH // 2) == [MAX_BATCH // 4, MAX_BATCH]
