@@ -664,4 +664,15 @@ def derive_from_recordings(recordings: list[Recording], device, ceilings: dict[s
                                     if f"tf32{d}" in layout_per_byte and p + d not in layout_per_byte})
             notes.append(f"{'/'.join(missing)} layout transposes: TF32's per byte, a 16-bit byte at "
                          f"timemodel.LAYOUT_16_BIT_BYTE_COST")
+    # what these recordings did not give keeps rooflow's defaults: said, so a written file is not read as measured
+    kept = [name for name in DERIVED_SCALARS if name not in values]
+    if kept:
+        notes.append(f"not derived from these recordings, rooflow's defaults kept: {', '.join(kept)} (host costs "
+                     f"need torch.profiler traces of an inference and a training step and the ceilings' copy loop; "
+                     f"kernel_seconds an ncu recording; kernel_gap_seconds a timed step beside its recording)")
     return Calibration(source=source or f"derived from recordings on {device.key}", **values, notes=tuple(notes))
+
+
+# The scalar constants a calibration from recordings derives where its recordings give them (the rest default)
+DERIVED_SCALARS = ("host_op_seconds", "host_module_seconds", "host_library_seconds", "host_autograd_seconds",
+                   "host_backward_op_seconds", "host_optimizer_call_seconds", "kernel_seconds", "kernel_gap_seconds")

@@ -826,6 +826,30 @@ def test_host_costs_need_a_one_kernel_op_in_the_inference_trace(h100):
                for note in derived.notes)
 
 
+def test_a_calibration_says_which_constants_its_recordings_did_not_give(h100):
+    """Recordings without a training trace derived no training host costs and the written file held rooflow's
+    defaults beside the measured values, nothing telling them apart; the shipped H100's recordings give all."""
+    import gzip
+
+    ceilings = json.loads((H100 / "ceilings-h100.json").read_text())
+    traces = {mode: json.loads(gzip.open(H100 / f"torch-profiler-resnet50-b64-tf32-{mode}.json.gz").read())
+              for mode in ("inference", "training")}
+
+    def kept(derived):
+        notes = [n for n in derived.notes if n.startswith("not derived from these recordings")]
+        return notes[0].split("kept: ")[1].split(" (")[0].split(", ") if notes else []
+
+    recordings = load_recordings(H100)
+    assert kept(derive_from_recordings(recordings, h100, ceilings, traces, source="test")) == []
+    assert kept(derive_from_recordings(recordings, h100, ceilings, {"inference": traces["inference"]},
+                                       source="test")) == [
+        "host_autograd_seconds", "host_backward_op_seconds", "host_optimizer_call_seconds"]
+    none = derive_from_recordings(recordings, h100, ceilings, {}, source="test")
+    assert kept(none) == ["host_op_seconds", "host_module_seconds", "host_library_seconds", "host_autograd_seconds",
+                          "host_backward_op_seconds", "host_optimizer_call_seconds"]
+    assert none.host_op_seconds == Calibration(source="defaults").host_op_seconds
+
+
 def test_calibrate_refuses_a_cpu_device(tmp_path, capsys):
     """CUDA kernel recordings calibrate a GPU: `--device cpu` with the CPU's own ceilings derived a 'calibration'
     of the CPU from the H100's kernels."""
