@@ -41,6 +41,8 @@ HOST_BOUND_NOTE_BAND = 0.25
 # sum of its kernels (KERNEL_TIMER), held to the predicted kernel time; a step time a config entry gives ("imported")
 # to neither: how it was taken is not known.
 TIMED_HERE = ("cuda-events", "perf_counter_ns")
+# Fewer timed iterations than this make a "median" one or two samples: one preempted iteration decides it
+MIN_TIMED_ITERATIONS = 3
 KERNEL_TIMER = "nsys-kernels"
 # Time-model classes (rooflow.estimate.timemodel) whose kernels are convolutions and matrix products, beside the
 # kernel classes (rooflow.profilers.kernels) of an nsys trace; "kernel gaps" are no kernel's time
@@ -676,6 +678,17 @@ def _timing_checks(run: Any) -> list[Check]:
         after = f" after {int(rounds)} round{'s' if int(rounds) > 1 else ''}" if _finite(rounds) else ""
         out.append(for_run(run, "warning", "noisy", f"spread {_percent_beyond(spread, NOISY_SPREAD)} of the median{after}",
                            f"≤ {100 * NOISY_SPREAD:.0f}%", _noise_cause(run)))
+    timed, warmup = run.get("timed_iterations"), run.get("warmup_iterations")
+    if run.get("timer") in TIMED_HERE and _finite(timed) and timed < MIN_TIMED_ITERATIONS:
+        out.append(for_run(run, "warning", "too few timed iterations", f"{int(timed)} timed",
+                           f"≥ {MIN_TIMED_ITERATIONS}", "its median is of so few samples that one slow iteration "
+                           "(another process, a page fault) is the result, and its spread says nothing: raise "
+                           "profiling.timed_iterations (`rooflow time --iterations`)"))
+    if run.get("timer") in TIMED_HERE and run.get("device_kind") == "cuda" and _finite(warmup) and warmup == 0:
+        out.append(for_run(run, "warning", "no warm-up", "0 warm-up iterations", "≥ 1 (10+ on a GPU)",
+                           "its first timed iteration ran cuDNN's autotuning and CUDA's lazy initialisation (module "
+                           "loading, the allocator's first blocks) with the step: raise profiling.warmup_iterations "
+                           "(`rooflow time --warmup`)"))
     throttle = _text(run.get("throttle"))
     if throttle:
         out.append(for_run(run, "warning", "throttled", throttle, "no clock slowdown while timed",

@@ -94,7 +94,8 @@ COLUMNS = [
     "minor_faults", "minor_fault_bytes", "minor_fault_seconds", "forward_faults_by_layer",
     # the machine's other processes' CPU time and a hypervisor's steal beside the timed iterations (JSON:
     # rooflow.measure.load), what the noisy check reads its cause from
-    "timing_rounds", "load_during_timing", "throttle", "memory_requested_bytes", "memory_available_bytes",
+    "warmup_iterations", "timed_iterations", "timing_rounds", "load_during_timing", "throttle",
+    "memory_requested_bytes", "memory_available_bytes",
     "measured_flops", "measured_dram_bytes", "measured_tensor_flops", "kernel_seconds", "memcpy_seconds",
     "memset_seconds", "flops", "flops_source", "bytes", "bytes_source", "arithmetic_intensity",
     "achieved_flops_per_second", "peak_flops_per_second", "bandwidth_bytes_per_second", "roof_source",
@@ -332,6 +333,8 @@ def build_row(device: Device, estimate: dict[str, Any], timing: dict[str, Any] |
             row["backward_seconds"] = timing.get("backward_median_seconds")
             row["images_per_second"] = timing.get("images_per_second")
             row["compile_seconds"] = timing.get("compile_seconds")
+            row["warmup_iterations"] = timing.get("warmup_iterations")
+            row["timed_iterations"] = timing.get("timed_iterations")
             if not device.is_cuda:
                 row["threads"], row["roof_threads"] = timing.get("threads"), device.measured_threads
             row["measured_memory_bytes"] = timing.get("steady_peak_allocated_bytes")

@@ -88,6 +88,35 @@ def test_a_cpu_run_timed_with_other_threads_than_its_roofs_is_warned(tmp_path):
     assert "roofs of other threads" in row["checks"]
 
 
+def test_a_timing_of_too_few_iterations_or_a_gpu_timing_without_warm_up_is_warned():
+    """`rooflow time --iterations 1 --warmup 0` was a run like any other: its one iteration (on a GPU, with
+    cuDNN's autotuning in it) printed as the step's latency."""
+    from rooflow.report.summary import build_row
+
+    once = run_row(timer="perf_counter_ns", timed_iterations=1, warmup_iterations=3)
+    cold = run_row(model="alexnet", device="h100", device_kind="cuda", timer="cuda-events", timed_iterations=10,
+                   warmup_iterations=0)
+    settled = run_row(model="vgg11", timer="perf_counter_ns", timed_iterations=3, warmup_iterations=0)  # a CPU's
+    imported = run_row(model="vgg13", timer="imported", timed_iterations=1, warmup_iterations=0)
+    checks, _ = build_checks(summary(once, cold, settled, imported))
+    assert sorted(zip(checks["model"], checks["check"], checks["value"])) == [
+        ("alexnet", "no warm-up", "0 warm-up iterations"), ("resnet18", "too few timed iterations", "1 timed")]
+    assert "profiling.timed_iterations" in checks.set_index("model").at["resnet18", "likely_cause"]
+    row = build_row(gpu_device(), {"model": "resnet18", "batch": 8, "precision": "fp32", "mode": "inference"},
+                    {"status": "ok", "median_seconds": 0.1, "timer": "cuda-events", "warmup_iterations": 0,
+                     "timed_iterations": 2})
+    assert (row["warmup_iterations"], row["timed_iterations"]) == (0, 2)
+    assert "too few timed iterations" in row["checks"] and "no warm-up" in row["checks"]
+
+
+def gpu_device():
+    from pathlib import Path
+
+    from rooflow.hardware.devices import load_devices
+
+    return load_devices(Path(__file__).resolve().parents[2] / "config" / "devices.yaml")["h100-sxm5-80gb"]
+
+
 def test_noisy_oom_and_flop_ratio_checks_with_their_severities():
     # the summary's `checks` text is for people: the checks come from the columns (the oom message has its own)
     noisy = run_row(model="alexnet", seconds_spread=0.12, checks="noisy: unread | above the roof: unread")
