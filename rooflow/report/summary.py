@@ -53,6 +53,14 @@ def read_summary(path: str | Path) -> pd.DataFrame:
     if short:  # pandas fills a row cut short with NaN: its measured numbers would read as not collected
         raise RooflowError(f"{path}: its row {short[0]} has {len(records[short[0]])} of the header's "
                            f"{len(records[0])} fields, so the table is cut short: {fix}")
+    rows = pd.util.hash_pandas_object(frame, index=False).to_numpy()  # NaN hashes alike: a row as its fields
+    repeated = pd.Series(rows).duplicated().to_numpy().nonzero()[0]
+    if len(repeated):  # every check and table row twice, silently: tables joined or appended to one another
+        row = int(repeated[0])
+        first = int((rows == rows[row]).nonzero()[0][0])
+        run = " ".join(str(frame.iloc[row][key]) for key in KEYS)
+        raise RooflowError(f"{path}: its row {row + 1} repeats row {first + 1} field for field ({run}), so "
+                           f"two tables were joined or one appended to itself: {fix}")
     for column in NUMERIC_COLUMNS:  # a word where a number belongs read as text: tables and checks would fail on it
         if column in frame.columns and not pd.api.types.is_numeric_dtype(frame[column]):
             numbers = pd.to_numeric(frame[column], errors="coerce")

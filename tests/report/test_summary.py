@@ -420,6 +420,11 @@ def test_an_imported_profiles_kernel_time_is_held_to_the_predicted_kernel_time(g
      "its row 1 has '1e400' in column flops, where a finite number of 0 or more belongs"),
     ("device,model,batch,precision,mode,status\ncpu,resnet18,-1,fp32,inference,ok\n",
      "its row 1 has '-1' in column batch, where a whole number of 1 or more belongs"),
+    # a summary appended to itself printed every run and every check twice, exit 0
+    ("device,model,batch,precision,mode,status,flops\ncpu,resnet18,1,fp32,inference,ok,\n"
+     "cpu,resnet18,1,fp32,training,ok,3e9\ncpu,resnet18,1,fp32,inference,ok,\n",
+     "its row 3 repeats row 1 field for field (cpu resnet18 1 fp32 inference), so two tables were joined or one "
+     "appended to itself"),
 ])
 def test_rooflow_summary_and_checks_refuse_a_foreign_summary_in_one_sentence(tmp_path, capsys, content, says):
     """An empty, foreign, header-only or cut results/summary.csv ended `rooflow summary` and `rooflow checks` in
