@@ -347,10 +347,11 @@ def launch_class_codes(categories: Sequence[str], codes: np.ndarray) -> tuple[li
     launch order: the class names and each launch's code into them (a profile of a million kernels is
     classified once per distinct name, with no string per kernel)."""
     classes = [classify_kernel(name) for name in categories]
-    dictionary = list(dict.fromkeys([*classes, "convolution"]))
-    of_category = np.array([dictionary.index(c) for c in classes], dtype=np.int64)
+    dictionary = list(dict.fromkeys([*classes, "convolution", "other"]))
+    # a code of -1 (a launch without a name: pandas' missing category) reads the last entry: "other"
+    of_category = np.array([dictionary.index(c) for c in [*classes, "other"]], dtype=np.int64)
     fast_category = np.array([isinstance(name, str) and kernel_algorithm(name) in FAST_CONVOLUTION_ALGORITHMS
-                              for name in categories], dtype=bool)
+                              for name in categories] + [False], dtype=bool)
     class_codes = of_category[codes]
     code_of = {name: dictionary.index(name) for name in dictionary}
     glue = np.isin(class_codes, [code_of[c] for c in GLUE_KERNEL_CLASSES if c in code_of])
