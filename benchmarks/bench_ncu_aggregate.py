@@ -203,7 +203,7 @@ def run_pandas(path: str, fmt: str) -> dict:
 
     from rooflow.profilers._details import _power_of_ten
     from rooflow.profilers.metrics import derive_quantities
-    from rooflow.profilers.ncu import TOTAL_KEYS, _total
+    from rooflow.profilers.ncu import TOTAL_KEYS, _drop_fp16_of_wide_kernels, _total
 
     def si(values: np.ndarray, units: pd.Series) -> np.ndarray:
         # Unit -> power of ten; value × 10^k (or / 10^-k): one rounding, as rooflow converts.
@@ -214,7 +214,7 @@ def run_pandas(path: str, fmt: str) -> dict:
 
     start, cpu = time.perf_counter(), time.process_time()
     if fmt == "text":
-        wide, cc = _pandas_text(path, si)
+        wide, cc, names = _pandas_text(path, si)
     elif fmt == "raw":
         at = _header_line(path)
         frame = pd.read_csv(path, skiprows=[*range(at), at + 1], thousands=",")
@@ -223,6 +223,7 @@ def run_pandas(path: str, fmt: str) -> dict:
         wide = pd.DataFrame({c: si(frame[c].to_numpy(dtype=np.float64), pd.Series([units[c]] * len(frame)))
                              for c in columns}, index=frame["ID"])
         cc = frame.set_index("ID")["CC"].astype(str)
+        names = frame.set_index("ID")["Kernel Name"]
     else:
         frame = pd.read_csv(path, skiprows=_header_line(path), thousands=",")
         frame = frame[frame["Metric Name"].notna()]  # rule rows: no metric
@@ -233,7 +234,13 @@ def run_pandas(path: str, fmt: str) -> dict:
         wide = frame.pivot_table(index="ID", columns="Metric Name", values="si", aggfunc="first")
         cc = (frame.groupby("ID")["CC"].first().astype(str) if "CC" in frame.columns
               else pd.Series("7.0", index=wide.index))
+        names = frame.groupby("ID")["Kernel Name"].first()
     derived, info, _ = derive_quantities(wide, cc)
+    # rooflow's rule for the fp16 counts of FP32 kernels (their names say so), applied to the same table
+    table = pd.DataFrame({"name": names.reindex(derived.index).astype(str), "flops_fp16": derived["flops_fp16"],
+                          "flops_total": derived["flops_total"]})
+    _drop_fp16_of_wide_kernels(table, [])
+    derived = derived.assign(flops_fp16=table["flops_fp16"].to_numpy(), flops_total=table["flops_total"].to_numpy())
     totals = {"kernels": len(wide)}
     for key in TOTAL_KEYS[1:]:
         totals[key] = _total(derived[key])
@@ -245,7 +252,8 @@ def run_pandas(path: str, fmt: str) -> dict:
 
 def _pandas_text(path: str, si):
     """ncu's text output with pandas: ``read_csv`` of its lines (one column), kernel lines found and numbered,
-    metric-table rows ("    name  unit  value") split by a regex, values times their unit's factor, a pivot."""
+    metric-table rows ("    name  unit  value") split by a regex, values times their unit's factor, a pivot; with
+    each kernel's name (its header line up to ", Context")."""
     import csv
 
     import numpy as np
@@ -263,7 +271,8 @@ def _pandas_text(path: str, si):
                           "si": si(values.to_numpy(dtype=np.float64), rows[1])})
     wide = frame.pivot_table(index="id", columns="metric", values="si", aggfunc="first")
     cc = lines[header].str.extract(r"CC (\d+\.\d+)\s*$")[0].reset_index(drop=True).reindex(wide.index)
-    return wide, cc
+    names = lines[header].str.extract(r"^  (.*?), Context ")[0].reset_index(drop=True).reindex(wide.index)
+    return wide, cc, names
 
 
 def _comparable(totals: dict) -> dict:
