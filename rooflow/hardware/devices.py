@@ -435,6 +435,19 @@ def datasheet_excess(ceilings: dict[str, Any], device: Device) -> str | None:
     return None
 
 
+def missing_roof(ceilings: dict[str, Any], device: Device) -> str | None:
+    """The roof a device without a datasheet (a CPU) needs from its ceilings file and the file lacks — its FP32
+    peak or its DRAM bandwidth — or None: without it a CPU's step was priced at the other roof alone (an empty
+    peak_flops_per_second: ResNet-18 b1 in 6.6 ms, 549 GFLOP/s on a CPU of 232 theoretical)."""
+    needed = [("peak_flops_per_second.fp32", (ceilings.get("peak_flops_per_second") or {}).get("fp32"),
+               device.peak_flops_per_second.get("fp32")),
+              ("dram_bytes_per_second", ceilings.get("dram_bytes_per_second"), device.dram_bytes_per_second)]
+    absent = [key for key, measured, datasheet in needed if not measured and not datasheet]
+    if absent:
+        return f"it has no {' and no '.join(absent)}, and {device.key} has no datasheet value in its place"
+    return None
+
+
 def check_ceilings(ceilings: dict[str, Any], device: Device, path: str | Path, same_model: bool = False) -> None:
     """Refuse, in one sentence naming the file and the fix, ceilings whose roofs are unusable
     (:func:`ceilings_roofs_problem`) or :func:`ceilings_mismatch` says are another device's."""
@@ -442,7 +455,8 @@ def check_ceilings(ceilings: dict[str, Any], device: Device, path: str | Path, s
     if problem:
         raise RooflowError(f"ceilings file {path}{' ' if problem.startswith('holds') else ': '}{problem}: give the "
                            f"JSON `rooflow ceilings --device {device.key} --output FILE` wrote on that device")
-    why = ceilings_mismatch(ceilings, device, same_model) or datasheet_excess(ceilings, device)
+    why = (ceilings_mismatch(ceilings, device, same_model) or datasheet_excess(ceilings, device)
+           or missing_roof(ceilings, device))
     if why:
         raise RooflowError(f"ceilings file {path}: {why}: give the JSON `rooflow ceilings --device {device.key} "
                            f"--output FILE` wrote on that device")

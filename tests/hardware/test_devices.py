@@ -287,6 +287,26 @@ def test_cpu_roofs_come_from_measurement(tmp_path):
     assert cpu.roof_for_precision("fp32") == (1.4e11, 1.3e10)  # falls back to measured: no datasheet
 
 
+@pytest.mark.parametrize("ceilings, absent", [
+    ({"peak_flops_per_second": {}, "dram_bytes_per_second": 1.3e10}, "peak_flops_per_second.fp32"),
+    ({"peak_flops_per_second": {"bf16": 1.1e12}, "dram_bytes_per_second": 1.3e10}, "peak_flops_per_second.fp32"),
+    ({"peak_flops_per_second": {"fp32": 1.4e11}, "dram_bytes_per_second": None}, "dram_bytes_per_second"),
+])
+def test_a_cpu_ceilings_file_without_one_of_its_two_roofs_is_refused(tmp_path, ceilings, absent):
+    """A CPU has no datasheet: a ceilings file without its FP32 peak priced ResNet-18 b1 at 6.6 ms (549 GFLOP/s on a
+    CPU of 232 theoretical); without its bandwidth the advice was to pass the --ceilings that was passed."""
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(ceilings))
+    with pytest.raises(RooflowError) as error:
+        load_device(default_catalogue_path(), "cpu", path)
+    assert str(error.value) == (f"ceilings file {path}: it has no {absent}, and cpu has no datasheet value in its "
+                                "place: give the JSON `rooflow ceilings --device cpu --output FILE` wrote on that device")
+    # a GPU's datasheet stands in for a roof its file lacks
+    gpu = tmp_path / "h100.json"
+    gpu.write_text(json.dumps({"peak_flops_per_second": {"fp32": 5e13}}))
+    assert load_device(default_catalogue_path(), "h100-sxm5-80gb", gpu).measured_peak_flops_per_second["fp32"] == 5e13
+
+
 def test_fp16_without_tensor_cores_is_held_to_the_fp32_roof(devices):
     """PyTorch's fp16 products on a GPU without tensor cores are FP32 arithmetic (cuBLAS's FP32 compute, cuDNN's
     pseudo-half): a P100 fp16 run is held to its 9.3 TFLOP/s FP32 roof, not the 18.7 of packed half2 that the
