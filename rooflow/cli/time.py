@@ -24,6 +24,11 @@ def _spec_from_args(args: argparse.Namespace) -> RunSpec:
 def _cmd_time(args: argparse.Namespace) -> int:
     check_distinct({"--output": args.output, "--timeline": args.timeline}, {"--subset": args.subset})
     spec = _spec_from_args(args)
+    cpus = usable_cpus()
+    if args.threads and args.threads > cpus and not args.device.startswith("cuda"):
+        print(f"rooflow time: warning: --threads {args.threads} on {cpus} usable CPU(s): the threads share cores, so "
+              f"the step is timed slower than {cpus} thread(s) run it; give --threads {cpus} or fewer for this "
+              f"machine's latency", file=sys.stderr)
     # without a subset file, the workflow's default: the generated stand-in, made in memory (deterministic)
     subset = load_subset(args.subset) if args.subset else subset_data(SubsetSpec())[0]
     record = profile_one_iteration(spec, subset) if args.one_iteration else measure(spec, subset, args.timeline)
@@ -40,6 +45,16 @@ def _cmd_time(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return OOM_EXIT_STATUS
     return 0
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: a SLURM step's or taskset's share of the machine)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity call on this platform
+        return os.cpu_count() or 1
 
 
 # `rooflow time`'s exit status for a run that ran out of memory (its record written): not 1 (an error) nor

@@ -110,6 +110,26 @@ def test_time_refuses_more_threads_than_the_machine_can_run(capsys):
                                              f"machine's {os.cpu_count()} CPUs")
 
 
+def test_time_with_more_threads_than_usable_cpus_says_they_share_cores(tmp_path, capsys, monkeypatch):
+    """--threads 8 on 2 CPUs timed ResNet-18 at 3x its 2-thread latency (0.080 s against 0.026) without a word."""
+    import os
+
+    import torch
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    output = tmp_path / "timing.json"
+    threads = torch.get_num_threads()
+    try:
+        assert cli.main(["time", "--model", "resnet18", "--batch", "1", "--warmup", "0", "--iterations", "1",
+                         "--rounds", "1", "--threads", "2", "--output", str(output)]) == 0
+    finally:
+        torch.set_num_threads(threads)  # this process's other tests keep theirs
+    assert one_line_error(capsys) == (
+        "rooflow time: warning: --threads 2 on 1 usable CPU(s): the threads share cores, so the step is timed slower "
+        "than 1 thread(s) run it; give --threads 1 or fewer for this machine's latency")
+    assert output.exists()
+
+
 def test_time_out_of_memory_writes_its_record_and_says_what_to_change(tmp_path, capsys):
     """A real allocation failure (resnet18 training at batch 64 under a 200 MB limit) exited 0 with a log line:
     a script could not tell it from a timing. The record is written (status oom) and one sentence says what to
