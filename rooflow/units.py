@@ -10,9 +10,14 @@ SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 BINARY_PREFIXES = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 
+def finite_number(value: Any) -> bool:
+    """A JSON number, finite (not a string, a bool, NaN or an infinity)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def positive_number(value: Any) -> bool:
     """A JSON number that can be a roof or a time: finite and above 0 (not a string, a bool, NaN or a negative)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return finite_number(value) and value > 0
 
 
 def format_quantity(value: float | None, unit: str) -> str:

@@ -77,6 +77,7 @@ from rooflow.errors import RooflowError
 from rooflow.estimate import shape_residuals
 from rooflow.estimate.shape_residuals import ShapeResiduals
 from rooflow.io import missing, read_json_object
+from rooflow.units import finite_number, positive_number
 
 FP32_BYTES = 4
 # The files of the measurement set, by the operator's folder name: (op class, operand count). Operands:
@@ -1996,30 +1997,26 @@ POSITIVE_PARAMS = frozenset({"efficiency", "memory_efficiency", "winograd_effici
 SIGNED_PARAMS = frozenset({"drift_seconds_per_call", "drift_from_call"})
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def calibration_values_problem(calibrations: dict[str, KernelCalibration], gpus: dict[str, Gpu]) -> str | None:
     """The first value of a calibrations file no fit could have written, named by its place, or None: a hand-edited
     efficiency of 0 ended `rooflow estimate` in a ZeroDivisionError, NaN printed a NaN time, a relative uncertainty
     of 5 a negative range. Every number is finite; rates and shares positive, sizes and times not negative."""
     for name, calibration in calibrations.items():
         place = f'measured["{name}"].calibration'
-        if not (_number(calibration.relative_uncertainty) and 0 < calibration.relative_uncertainty < 1):
+        if not (finite_number(calibration.relative_uncertainty) and 0 < calibration.relative_uncertainty < 1):
             return f"{place}.relative_uncertainty is {calibration.relative_uncertainty!r}, not a share between 0 and 1"
         for op_class, params in calibration.classes.items():
             for key, value in params.items():
                 least = None if key in POSITIVE_PARAMS else -math.inf if key in SIGNED_PARAMS else 0.0
-                if not _number(value) or (value <= 0 if least is None else value < least):
+                if not finite_number(value) or (value <= 0 if least is None else value < least):
                     kind = {None: "a positive number", 0.0: "a number ≥ 0"}.get(least, "a finite number")
                     return f"{place}.classes.{op_class}.{key} is {value!r}, not {kind}"
         for operator, seconds in calibration.floors.items():
-            if not (_number(seconds) and seconds > 0):
+            if not positive_number(seconds):
                 return f"{place}.floors.{operator} is {seconds!r}, not a positive number of seconds"
     for name, gpu in gpus.items():
         for key in ("sm_count", "fp32_flops_per_second", "dram_bytes_per_second", "l2_bytes"):
-            if not (_number(getattr(gpu, key)) and getattr(gpu, key) > 0):
+            if not positive_number(getattr(gpu, key)):
                 return f'measured["{name}"].gpu.{key} is {getattr(gpu, key)!r}, not a positive number'
     return None
 
