@@ -15,7 +15,7 @@ from rooflow.errors import RooflowError
 from rooflow.hardware.devices import MATMUL_ROOF, Device, device_hint, estimate_only_error, load_devices
 from rooflow.profilers._text import listed_kind_problem
 from rooflow.profilers.commands import own_flags_given
-from rooflow.workload.models import closest_models_hint, named_models, task
+from rooflow.workload.models import closest_models_hint, named_models, quantized_problem, task
 from rooflow.workload.spec import ModelSpec, check_importable, spec_from_entry
 
 # Where the catalogue has no peak for a precision's matmul roof, the GPU has no arithmetic of that format,
@@ -95,6 +95,8 @@ def check_models(names: list[str], key: str, source: str = "config") -> None:
     """Every name a torchvision model; else the closest names (difflib) and the full list."""
     valid = named_models()
     for name in names:
+        if problem := quantized_problem(name):
+            raise RooflowError(f"{source}: key '{key}': {problem}")
         if name not in valid:
             offered = ", ".join(n for n in valid if task(n) != "detection")  # refused below
             raise RooflowError(

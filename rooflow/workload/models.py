@@ -93,13 +93,31 @@ def closest_models_hint(names: list[str]) -> str:
     return f" (closest: {', '.join(closest)})" if closest else ""
 
 
+QUANTIZED_PREFIX = "quantized_"  # torchvision.models.quantization's names: quantized_resnet18, ...
+
+
+def quantized_problem(name: str) -> str | None:
+    """Why rooflow does not take ``name``, a torchvision int8 quantized model (``quantized_`` and a model rooflow
+    takes), and the float model to take instead; None for any other name. They were refused as unknown names,
+    "closest: resnet18" the only hint."""
+    base = name.removeprefix(QUANTIZED_PREFIX)
+    if base == name or base not in named_models():
+        return None
+    return (f"{name} is torchvision's int8 quantized model (CPU inference through fbgemm or qnnpack), whose int8 "
+            f"kernels rooflow neither counts nor prices: use its float model {base}, in precision fp32, tf32, fp16 "
+            f"or bf16")
+
+
 def check_model_names(names: list[str], source: str = "config") -> None:
     valid = named_models()
     unknown = [name for name in names if name not in valid]
+    for name in unknown:
+        if problem := quantized_problem(name):
+            raise RooflowError(f"{source}: {problem}")
     if unknown:
         raise RooflowError(
             f"{source}: unknown model(s) {', '.join(unknown)}{closest_models_hint(unknown)}: use torchvision "
-            f"model names (classification, segmentation), one of "
+            f"model names (classification, segmentation, video, optical flow), one of "
             f"{', '.join(name for name in valid if task(name) != 'detection')}, or your own model as "
             f"package.module:factory (torchvision's detection models cannot be estimated or run by the workflow, "
             f"only timed: rooflow time --model NAME --mode inference)"

@@ -132,6 +132,16 @@ def test_unknown_model_is_one_clear_error(capsys):
     assert "Traceback" not in err
 
 
+def test_a_quantized_model_is_refused_naming_its_float_model(capsys):
+    """torchvision's int8 quantized models were refused as unknown names, "closest: resnet50" the only hint."""
+    status, _, err = run(capsys, "quantized_resnet50")
+    assert status == 2 and "Traceback" not in err
+    assert "quantized_resnet50 is torchvision's int8 quantized model" in err
+    assert "use its float model resnet50, in precision fp32, tf32, fp16 or bf16" in err
+    status, _, err = run(capsys, "quantized_resnet19")  # no such float model: an unknown name as any other
+    assert status == 2 and "unknown model(s) quantized_resnet19" in err and "int8" not in err
+
+
 def test_unknown_device(capsys):
     status, _, err = run(capsys, "alexnet", "--device", "tpu-v9")
     assert status == 2 and "tpu-v9" in err

@@ -86,6 +86,8 @@ FAULTS = [
     ("detection model", {"models": ["resnet18", "ssdlite320_mobilenet_v3_large"]},
      ["'models'", "ssdlite320_mobilenet_v3_large, a detection model", "the meta device",
       "rooflow time --model ssdlite320_mobilenet_v3_large --mode inference"]),
+    ("quantized model", {"models": ["resnet18", "quantized_mobilenet_v2"]},
+     ["key 'models': quantized_mobilenet_v2 is torchvision's int8 quantized model", "its float model mobilenet_v2"]),
     ("capitalised model name", {"models": ["Resnet50"]}, ["names unknown model 'Resnet50' (closest: resnet50"]),
     ("unknown device", {"devices": ["a100"]}, ["'devices/0'", "'a100'", "rooflow devices"]),
     ("device key with shell syntax", {"devices": ["cpu && reboot"]}, ["'devices/0'", "dashes"]),
