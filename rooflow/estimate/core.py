@@ -37,6 +37,7 @@ from rooflow.conventions import MATMUL_OP_CLASSES, MODES, PRECISIONS
 from rooflow.estimate import formulas
 from rooflow.estimate.counter import LOSS, Trace, run_step, trace_step
 from rooflow.estimate.memory import memory_totals
+from rooflow.workload.step import rejected_run_message
 
 FLOP_CLASSES = ("matmul", "elementwise", "normalization", "pooling", "softmax", "attention")
 FUSIBLE_CONSUMERS = {"elementwise"}
@@ -415,8 +416,7 @@ def estimate(model: str, batch: int, precision: str = "fp32", mode: str = "infer
     try:
         trace = run_step(net, model, batch, size, precision, mode)
     except ValueError as error:  # what the model itself rejects, e.g. training BatchNorm on one value
-        raise RooflowError(f"estimate: {model} cannot run {mode} at batch {batch} (input {size}): {error}") \
-            from error
+        raise RooflowError(f"estimate: {rejected_run_message(model, mode, batch, size, error)}") from error
     except AssertionError as error:  # a fixed input size: ViT's "Wrong image height! Expected 224 but got 64!"
         raise RooflowError(f"estimate: {model} rejects a {size}×{size} input ({error}): "
                            f"{resize or 'an input it does not take'}") from error

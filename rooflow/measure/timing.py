@@ -28,6 +28,7 @@ from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
 from rooflow.measure.faults import minor_faults, page_bytes
 from rooflow.measure.load import LoadSampler, other_cores, own_cores
 from rooflow.measure.oom import cpu_memory_limit, is_out_of_memory, oom_details
+from rooflow.workload.step import ONE_VALUE_PER_CHANNEL, rejected_run_message
 
 log = logging.getLogger(__name__)
 
@@ -426,6 +427,10 @@ def measure(spec: RunSpec, subset: dict, timeline_path: str | Path | None = None
         phases, rounds = timed_rounds(runner, spec, monitor)
         record.update(rounds)
     except Exception as error:  # noqa: BLE001 - OOM is a result; anything else propagates
+        # the model's own refusal of the run, in one sentence (any other ValueError is a bug: its traceback stands)
+        if isinstance(error, ValueError) and ONE_VALUE_PER_CHANNEL in str(error) and runner is not None:
+            raise RooflowError(rejected_run_message(spec.model, spec.mode, spec.batch, runner.input_size,
+                                                    error)) from None
         if not is_out_of_memory(error):
             raise
         # a result, not a failure: the caller says it (the workflow's log, `rooflow time`'s one sentence)

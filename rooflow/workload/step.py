@@ -35,6 +35,19 @@ AUX_LOSS_WEIGHT = {"googlenet": 0.3, "inception_v3": 0.4}
 GRAD_SCALE = 2.0**16
 
 
+# What BatchNorm says when a training step gives it one value per channel (a batch of 1 reaching a 1×1 map, as
+# Inception-v3's auxiliary head does at 299 px): torch.nn.functional._verify_batch_size
+ONE_VALUE_PER_CHANNEL = "Expected more than 1 value per channel when training"
+
+
+def rejected_run_message(model: str, mode: str, batch: int, size: Any, error: BaseException) -> str:
+    """One sentence for a step the model itself rejects (a ValueError its forward raised): the run, the model's
+    words, and what to change."""
+    fix = ("its BatchNorm normalizes over the batch in training: give a batch of 2 or more, or run it in mode "
+           "inference" if ONE_VALUE_PER_CHANNEL in str(error) else "give a batch, input or mode it takes")
+    return f"{model} cannot run {mode} at batch {batch} (input {size}): {error}: {fix}"
+
+
 def autocast_dtype(precision: str):
     """The dtype autocast runs matmul-class ops in (fp16, bf16), or None (fp32, tf32: no autocast)."""
     import torch

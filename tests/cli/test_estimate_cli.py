@@ -142,6 +142,14 @@ def test_a_quantized_model_is_refused_naming_its_float_model(capsys):
     assert status == 2 and "unknown model(s) quantized_resnet19" in err and "int8" not in err
 
 
+def test_a_batch_its_batchnorm_cannot_train_on_names_the_fix(capsys):
+    """It named the run and torch's words, not what to change."""
+    status, _, err = run(capsys, "inception_v3", "--batch", "1", "--mode", "training")
+    assert status == 2 and "Traceback" not in err
+    assert "inception_v3 cannot run training at batch 1 (input 299): Expected more than 1 value per channel" in err
+    assert err.rstrip().endswith("give a batch of 2 or more, or run it in mode inference")
+
+
 def test_unknown_device(capsys):
     status, _, err = run(capsys, "alexnet", "--device", "tpu-v9")
     assert status == 2 and "tpu-v9" in err
