@@ -177,6 +177,10 @@ def build_model(name: str, num_classes: int = 1000):
     kwargs = {}
     if name.startswith("vit_"):
         kwargs["image_size"] = input_size(name)
+    if name in ("googlenet", "inception_v3"):
+        # torchvision's coming default (PyTorch's own initialisation), said aloud: left unsaid, every timing and
+        # profiling job's log carried its FutureWarning; the weights are random either way
+        kwargs["init_weights"] = False
     return torchvision.models.get_model(name, weights=None, num_classes=num_classes, **kwargs)
 
 

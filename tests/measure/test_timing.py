@@ -564,3 +564,28 @@ def test_onednn_failing_under_the_memory_limit_is_an_oom_row_not_a_shape_error(t
     with cpu_memory_limit(2**30):
         assert is_out_of_memory(RuntimeError("could not create a primitive"))
     assert not is_out_of_memory(RuntimeError("could not create a primitive"))
+
+
+def test_a_batch_its_batchnorm_cannot_train_on_is_one_sentence(subset):
+    """Inception-v3 at batch 1 in training: its auxiliary head's BatchNorm sees one value per channel (a 1×1 map).
+    `rooflow time` printed torch's traceback; now the run, torch's words and the fix, as the estimate says it."""
+    with pytest.raises(RooflowError) as caught:
+        measure(RunSpec("inception_v3", 1, "fp32", "training", "cpu", 0, 1, 1), subset)
+    message = str(caught.value)
+    assert message.startswith("inception_v3 cannot run training at batch 1 (input 299): Expected more than 1 value "
+                              "per channel when training")
+    assert message.endswith("give a batch of 2 or more, or run it in mode inference")
+
+
+@pytest.mark.parametrize("name", ["googlenet", "inception_v3"])
+def test_the_models_with_a_changing_default_initialisation_build_without_a_warning(name):
+    """torchvision warned (FutureWarning) at every build of these two that their default initialisation will
+    change: a line in every timing and profiling job's log. The run says which it takes (the coming default)."""
+    import warnings
+
+    from rooflow.workload.models import build_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = build_model(name)
+    assert sum(p.numel() for p in model.parameters()) > 5_000_000
