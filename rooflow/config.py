@@ -15,7 +15,13 @@ from rooflow.errors import RooflowError
 from rooflow.hardware.devices import MATMUL_ROOF, Device, device_hint, estimate_only_error, load_devices
 from rooflow.profilers._text import listed_kind_problem
 from rooflow.profilers.commands import own_flags_given
-from rooflow.workload.models import closest_models_hint, named_models, quantized_problem, task
+from rooflow.workload.models import (
+    NO_TRAINING_AT_BATCH_1,
+    closest_models_hint,
+    named_models,
+    quantized_problem,
+    task,
+)
 from rooflow.workload.spec import ModelSpec, check_importable, spec_from_entry
 
 # Where the catalogue has no peak for a precision's matmul roof, the GPU has no arithmetic of that format,
@@ -41,6 +47,7 @@ def validate_config(config: dict[str, Any], workdir: str | Path = ".", source: s
         raise RooflowError(
             f"{source}: key 'model_batch_sizes' names {', '.join(stray)}, not in models: add it to models or "
             f"remove it")
+    check_batch_one_training(config, specs, source)
     catalogue = config["devices_file"]
     devices = load_devices(Path(workdir) / catalogue)
     for i, key in enumerate(config["devices"]):
@@ -111,6 +118,22 @@ def check_models(names: list[str], key: str, source: str = "config") -> None:
                 f"box filtering's output shapes depend on the data, which the meta device that counts FLOPs does "
                 f"not have): remove it from the config and time it alone with `rooflow time --model {name} "
                 f"--mode inference`")
+
+
+def check_batch_one_training(config: dict[str, Any], specs: dict[str, ModelSpec], source: str = "config") -> None:
+    """A torchvision model PyTorch cannot train at batch 1 (NO_TRAINING_AT_BATCH_1) given batch 1 and mode
+    training: refused before any job runs (its estimate job would stop the workflow with it)."""
+    if "training" not in config["modes"]:
+        return
+    for name, spec in specs.items():
+        own = name in config["model_batch_sizes"]
+        batches = config["model_batch_sizes"][name] if own else config["batch_sizes"]
+        if not spec.custom and name in NO_TRAINING_AT_BATCH_1 and 1 in batches:
+            key = f"model_batch_sizes/{name}" if own else "batch_sizes"
+            raise RooflowError(
+                f"{source}: key '{key}' gives {name} batch 1, and modes include training, which PyTorch cannot run "
+                f"for it at batch 1 (a BatchNorm of its meets a 1×1 map and needs more than one value per channel "
+                f"in training): give it batches from 2 up in model_batch_sizes/{name}, or remove training")
 
 
 def model_specs(config: dict[str, Any], source: str = "config") -> dict[str, ModelSpec]:

@@ -124,6 +124,12 @@ def check_model_names(names: list[str], source: str = "config") -> None:
         )
 
 
+# The torchvision models PyTorch cannot train at batch 1: a BatchNorm of theirs meets a 1×1 map (Inception-v3's
+# auxiliary head; DeepLabV3's ASPP image pooling), and in training it needs more than one value per channel. Every
+# other model rooflow runs by name trains at batch 1 (tests/estimate/test_estimate_zoo.py, test_config.py).
+NO_TRAINING_AT_BATCH_1 = ("deeplabv3_mobilenet_v3_large", "deeplabv3_resnet101", "deeplabv3_resnet50", "inception_v3")
+
+
 # Detection models resize every image to their transform's min_size (GeneralizedRCNNTransform: 800; the
 # SSDs and the 320 FPN variant: the size in their name); their weights' transform documents no size.
 DETECTION_INPUT_SIZE = 800

@@ -88,6 +88,12 @@ FAULTS = [
       "rooflow time --model ssdlite320_mobilenet_v3_large --mode inference"]),
     ("quantized model", {"models": ["resnet18", "quantized_mobilenet_v2"]},
      ["key 'models': quantized_mobilenet_v2 is torchvision's int8 quantized model", "its float model mobilenet_v2"]),
+    # its estimate job stopped the workflow with it after the other runs' jobs had started
+    ("batch 1 training of inception_v3", {"models": ["resnet18", "inception_v3"]},
+     ["key 'batch_sizes' gives inception_v3 batch 1", "cannot run for it at batch 1", "more than one value per channel",
+      "batches from 2 up in model_batch_sizes/inception_v3, or remove training"]),
+    ("batch 1 training of deeplabv3", {"models": ["deeplabv3_resnet50"], "model_batch_sizes": {
+        "deeplabv3_resnet50": [1, 2]}}, ["key 'model_batch_sizes/deeplabv3_resnet50' gives deeplabv3_resnet50 batch 1"]),
     ("capitalised model name", {"models": ["Resnet50"]}, ["names unknown model 'Resnet50' (closest: resnet50"]),
     ("unknown device", {"devices": ["a100"]}, ["'devices/0'", "'a100'", "rooflow devices"]),
     ("device key with shell syntax", {"devices": ["cpu && reboot"]}, ["'devices/0'", "dashes"]),
@@ -206,6 +212,29 @@ def test_each_fault_is_one_sentence_naming_key_and_fix(config, root, trees, name
         assert word in message, (word, message)
     # key, then ": " and what to do about it
     assert re.search(r"key '[^']+'|profiler file", message) and message.count(": ") >= 2, message
+
+
+def test_a_model_that_cannot_train_at_batch_1_passes_with_other_batches_or_modes(config, root):
+    for change in ({"models": ["inception_v3"], "model_batch_sizes": {"inception_v3": [2, 4]}},
+                   {"models": ["inception_v3"], "modes": ["inference"]}):
+        validate_config({**copy.deepcopy(config), **change}, root)
+
+
+def test_the_models_refused_batch_1_training_are_those_pytorch_cannot_train():
+    """NO_TRAINING_AT_BATCH_1 against the estimate itself, on every segmentation model and the two classification
+    models with auxiliary heads (the classification zoo's other models train at batch 1: test_estimate_zoo)."""
+    from rooflow.estimate.api import estimate_run
+    from rooflow.workload.models import NO_TRAINING_AT_BATCH_1, task_models
+    from rooflow.workload.spec import spec_from_options
+
+    refused = set()
+    for name in (*task_models("segmentation"), "googlenet", "inception_v3"):
+        try:
+            estimate_run(spec_from_options(name, None, None, None), 1, "fp32", "training", None)
+        except RooflowError as error:
+            assert "more than 1 value per channel" in str(error), error
+            refused.add(name)
+    assert refused == set(NO_TRAINING_AT_BATCH_1)
 
 
 def test_an_imported_file_is_read_for_its_kind_at_validation(config, root, tmp_path):
