@@ -89,6 +89,10 @@ def estimate_module(module, example_inputs, device: str | None = None, precision
     if not isinstance(module, torch.nn.Module):
         raise RooflowError(f"estimate_module: the module is a {type(module).__name__}, not a torch.nn.Module: pass the "
                            f"model itself (e.g. estimate_module(MyNet(), torch.randn(8, 3, 224, 224)))")
+    from rooflow.workload.spec import scripted_module_problem
+
+    if problem := scripted_module_problem(module):
+        raise RooflowError(f"estimate_module: the module {problem}")
     name = name or _snake(type(module).__name__)
     inputs = _meta_inputs(example_inputs)
     batch = int(inputs[0].shape[0]) if inputs and inputs[0].dim() else 1

@@ -328,7 +328,21 @@ def build_custom(spec: ModelSpec, meta: bool = False):
     if not isinstance(module, nn.Module):
         raise RooflowError(f"model '{spec.name}': its factory {spec.factory}() returned {type(module).__name__}, "
                            f"not a torch.nn.Module: return the model itself (e.g. `return MyNet()`)")
+    if meta and (problem := scripted_module_problem(module)):  # counted; `rooflow time` runs it as it is
+        raise RooflowError(f"model '{spec.name}': what its factory {spec.factory}() returned {problem}")
     return module
+
+
+def scripted_module_problem(module) -> str | None:
+    """Why a TorchScript module (torch.jit.script or torch.jit.trace) cannot be counted, and what to pass instead;
+    None for any other. The counter copies a module to the meta device and runs its Python forward; a scripted one
+    has neither (its copy failed inside PyTorch: "AssertionError: param must be a Parameter")."""
+    import torch
+
+    if not isinstance(module, torch.jit.ScriptModule):
+        return None
+    return ("is a TorchScript module (torch.jit.script or torch.jit.trace), whose compiled graph rooflow's counter "
+            "cannot run on the meta device: pass the nn.Module it was scripted or traced from")
 
 
 def materialize_lazy(module, inputs: tuple) -> None:

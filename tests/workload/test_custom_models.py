@@ -176,6 +176,9 @@ def user_models(tmp_path, monkeypatch):
 
         def mlp():
             return nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2))
+
+        def scripted():  # TorchScript: no Python forward for the counter to run on meta
+            return torch.jit.script(mlp())
     """))
     (package / "broken.py").write_text("import does_not_exist_anywhere\n")
     monkeypatch.chdir(tmp_path)
@@ -240,6 +243,24 @@ def test_a_factory_model_cast_to_half_is_refused_by_estimate_and_time(user_model
         assert status == 2 and "model 'mynets_nets_halved' has float16 parameters" in err, err
         assert err.count("\n") == 1
     assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+def test_a_torchscript_module_is_refused_by_the_counter_and_timed_as_it_is(user_models, tmp_path):
+    """A scripted or traced module failed inside PyTorch's copy to meta ("AssertionError: param must be a
+    Parameter"); the counter now says what to pass, and `rooflow time` still runs it."""
+    for module in (torch.jit.script(nn.Linear(6, 2)), torch.jit.trace(nn.Linear(6, 2), torch.randn(2, 6))):
+        with pytest.raises(RooflowError, match=r"^estimate_module: the module is a TorchScript module \(torch.jit.script "
+                                               r"or torch.jit.trace\), .*: pass the nn.Module it was scripted or traced "
+                                               r"from$"):
+            rooflow.estimate_module(module, torch.randn(2, 6))
+    status, _, err = cli("estimate", "mynets.nets:scripted", "--input", "6")
+    assert status == 2 and err.count("\n") == 1, err
+    assert "model 'mynets_nets_scripted': what its factory mynets.nets:scripted() returned is a TorchScript module" in err
+    status, _, err = cli("time", "--model", "mynets.nets:scripted", "--input", "6", "--batch", "2", "--iterations", "2",
+                         "--rounds", "1", "--warmup", "1", "--output", str(tmp_path / "t.json"))
+    assert status == 0 and json.loads((tmp_path / "t.json").read_text())["status"] == "ok", err
 
 
 def test_ids_given_to_a_float_model_are_named_with_the_float32_fix(user_models, tmp_path):
