@@ -37,6 +37,16 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, but an argument the sub-command does not take is that sub-command's error (its usage named):
+        argparse left it to the top parser, which pointed at `rooflow --help`."""
+        known, extras = self.parse_known_args(args, namespace)
+        if extras:
+            choices = self._subparsers._group_actions[0].choices if self._subparsers else {}
+            owner = choices.get(getattr(known, "command", None), self)
+            owner.error(f"unrecognized arguments: {' '.join(extras)}")
+        return known
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(

@@ -69,6 +69,12 @@ def test_an_output_in_a_folder_no_file_can_be_made_in_is_named_not_its_temporary
     (["time", "--model", "resnet18", "--batch", "1", "--cpu-memory-limit", str(2**64 - 1)],
      f"rooflow time: error: argument --cpu-memory-limit: {2**64 - 1} is not a number of bytes from 1 to "
      "4,611,686,018,427,387,904 (usage: rooflow time --help)"),
+    # an argument the sub-command does not take pointed at `rooflow --help`, not at the sub-command's usage
+    (["calibrate-kernels", "/data/single-ops"], "rooflow calibrate-kernels: error: unrecognized arguments: "
+                                                "/data/single-ops (usage: rooflow calibrate-kernels --help)"),
+    (["summary", "--results", "x"], "rooflow summary: error: unrecognized arguments: --results (usage: rooflow "
+                                    "summary --help)"),
+    (["--bogus"], "rooflow: error: unrecognized arguments: --bogus (usage: rooflow --help)"),
 ])
 def test_a_mistyped_option_is_one_line_not_the_usage_block(capsys, argv, said):
     """argparse printed the whole usage block, up to ten lines, above the one sentence that mattered."""
