@@ -1,7 +1,8 @@
 """What to change next: one run's alternatives, each predicted by the time model and ranked by throughput.
 
 For one model, batch, precision and mode on a device, :func:`what_if` lists the run itself and its
-alternatives — the other precisions the device has a roof for, half, double and four times the batch, the
+alternatives — the other precisions the device has a roof for, half, double and four times the batch (and,
+for a run that does not fit, the largest batch that does), the
 variants (channels_last, torch.compile) and every catalogue GPU — each with its predicted step time and
 range (rooflow.estimate.timemodel, the device's calibration from rooflow.estimate.calibration), images per
 second, predicted memory and fit verdict (rooflow.estimate.predict.predict_memory), the calibration it rests
@@ -55,6 +56,43 @@ def _batches(batch: int) -> list[int]:
     from rooflow.arguments import MAX_BATCH
 
     return sorted({int(batch * f) for f in BATCH_FACTORS if 1 <= int(batch * f) <= MAX_BATCH} - {batch})
+
+
+def _largest_fitting_batch(estimate: Estimator, batch: int, precision: str, device) -> int | None:
+    """Where ``batch`` does not fit ``device``'s memory: the largest batch under it that does, or 1 where none does
+    (its row then says so); None where ``batch`` fits or the device has no memory size. Its memory is fixed plus
+    per sample: the batch where the predictions at 1 and at ``batch`` meet the device's memory, then steps of
+    1, 2, 4, ... from it while the prediction agrees, then halves (the peak is piecewise linear in the batch: an
+    optimizer's or a workspace's peak may take over). ResNet-50 training at 1024 on a T4: 8 estimates."""
+    from rooflow.estimate.predict import CONTEXT_BYTES, FIT_MARGIN
+
+    def fits(b: int) -> bool:
+        return bool(predict_memory(estimate(b, precision).totals, device)["fits"])
+
+    last = predict_memory(estimate(batch, precision).totals, device)
+    if batch <= 1 or last["fits"] is not False:
+        return None
+    first = predict_memory(estimate(1, precision).totals, device)
+    if not first["fits"]:
+        return 1
+    low, high = 1, batch  # fits, does not
+    usable = (last["memory_capacity_bytes"] - CONTEXT_BYTES) / (1 + FIT_MARGIN)
+    slope = (last["predicted_memory_bytes"] - first["predicted_memory_bytes"]) / (batch - 1)
+    guess = int(1 + (usable - first["predicted_memory_bytes"]) / slope) if slope > 0 else low
+    if low < guess < high:
+        step, up = 1, fits(guess)
+        low, high = (guess, high) if up else (low, guess)
+        while high - low > step:  # gallop away from the guess while the prediction agrees with it
+            probe = low + step if up else high - step
+            if fits(probe) != up:
+                low, high = (low, probe) if up else (probe, high)
+                break
+            low, high = (probe, high) if up else (low, probe)
+            step *= 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
 
 
 def _prediction(estimate, device, calibration, variant: str = "eager") -> dict[str, Any]:
@@ -177,7 +215,10 @@ def what_if(estimator: Estimator, batch: int, precision: str, mode: str, device_
 
     candidates: list[tuple[str, str, int, str, str]] = [("run", device_key, batch, precision, "eager")]
     candidates += [("precision", device_key, batch, p, "eager") for p in supported_precisions(device) if p != precision]
-    candidates += [("batch", device_key, b, precision, "eager") for b in _batches(batch)]
+    batches = _batches(batch)
+    if "batch" in changes and (fitting := _largest_fitting_batch(estimate, batch, precision, device)):
+        batches = sorted({*batches, fitting})  # a run that does not fit: the largest batch that does
+    candidates += [("batch", device_key, b, precision, "eager") for b in batches]
     candidates += [("variant", device_key, batch, precision, v) for v in variants if v != "eager"]
     candidates += [("device", k, batch, precision, "eager") for k in gpus if k != device_key]
 

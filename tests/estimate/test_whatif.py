@@ -188,3 +188,39 @@ def test_batches_to_try_are_batches_a_run_accepts():
     assert _batches(1) == [2, 4]
     assert _batches(MAX_BATCH) == [MAX_BATCH // 2]
     assert _batches(MAX_BATCH // 2) == [MAX_BATCH // 4, MAX_BATCH]
+
+
+def test_a_run_that_does_not_fit_is_offered_the_largest_batch_that_does(devices):
+    """ResNet-50 training at 1024 on a T4 (89 GB of 16): its batch rows were 512, 2048 and 4096, none of which fits,
+    so nothing on the T4 said which batch would run. Now the largest batch the memory prediction fits is a row, and
+    the next batch up does not fit."""
+    from rooflow.estimate.predict import predict_memory
+
+    result = what_if(estimator("resnet50", "training"), 1024, "fp32", "training", "t4", devices,
+                     changes=("batch",))
+    rows = {r["batch"]: r for r in result["alternatives"] if r["change"] == "batch"}
+    fitting = [b for b, r in rows.items() if r["fits"]]
+    assert len(fitting) == 1 and sorted(rows) == sorted([512, 2048, 4096, *fitting])
+    largest = fitting[0]
+    assert 100 < largest < 512  # 13.6 GB at 154 with the margin and context, of 16
+    after = predict_memory(estimate_run(spec_from_options("resnet50", None, None, None), largest + 1, "fp32",
+                                        "training").totals, devices["t4"])
+    assert after["fits"] is False
+    assert rows[largest]["images_per_second"] > 0
+    # a run that fits is offered no extra batch
+    fits = what_if(estimator("resnet18", "inference"), 8, "fp32", "inference", "t4", devices, changes=("batch",))
+    assert sorted(r["batch"] for r in fits["alternatives"] if r["change"] == "batch") == [4, 16, 32]
+
+
+def test_where_not_even_batch_1_fits_its_row_says_so(devices):
+    """A GPU of 1.2 GB (a T4 of less memory): ResNet-50 training needs 1.3 GB at batch 1 with the margin and the
+    context, so batch 1 is the row, not fitting either."""
+    import copy
+
+    small = copy.copy(devices["t4"])
+    small.memory_bytes = 1.2e9
+    result = what_if(estimator("resnet50", "training"), 64, "fp32", "training", "t4", {**devices, "t4": small},
+                     changes=("batch",))
+    rows = {r["batch"]: r for r in result["alternatives"] if r["change"] == "batch"}
+    assert sorted(rows) == [1, 32, 128, 256] and rows[1]["fits"] is False
+    assert rows[1]["fit_verdict"].startswith("does not fit: needs 0.")
