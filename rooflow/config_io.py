@@ -210,6 +210,8 @@ def describe_error(error: jsonschema.ValidationError, schema: dict[str, Any], so
     else:
         problem = f"is invalid ({error.message})"
     fix = hint or f"see {schema.get('$comment', 'config/README.md')}"
+    if kind == "minItems":  # the description says what the list holds, not that it needs more
+        fix = f"list at least {expected} ({fix[:1].lower() + fix[1:]})"
     return " ".join(f"{source}: {subject} {problem}: {fix}".split())
 
 

@@ -72,6 +72,9 @@ FAULTS = [
      ["'batch_sizes/1' is 16777217, but must be at most 16777216", "1 to 16,777,216 (2^24)"]),
     ("negative per-model batch size", {"model_batch_sizes": {"resnet18": [-2]}},
      ["'model_batch_sizes/resnet18/0'", "at least 1"]),
+    # it said "is an empty list: Batch sizes to estimate and measure", the schema's description, not the fix
+    ("empty batch list", {"batch_sizes": []},
+     ["key 'batch_sizes' is an empty list: list at least 1 (batch sizes to estimate and measure"]),
     ("zero timed iterations", {"profiling": {"timed_iterations": 0}}, ["'profiling/timed_iterations'", "at least 1"]),
     ("zero timing rounds", {"profiling": {"max_timing_rounds": 0}}, ["'profiling/max_timing_rounds'", "at least 1"]),
     ("unknown model", {"models": ["resnet18", "resnet19"]},
