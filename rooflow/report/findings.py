@@ -648,7 +648,10 @@ def _on_or_off_cpu(run: Any, slow: dict[str, Any], fast: dict[str, Any]) -> str 
     if share < ON_CPU_SHARE:
         return f"unexplained waiting: {per}, so the step waited off the CPU for most of it"
     if faults and faults[0] > 0 and kernel_share >= KERNEL_SHARE:
-        if faults[0] >= FAULTS_RISE * faults[1]:
+        if not faults[1]:  # the fastest iterations faulted no page in: no ratio (it divided by zero)
+            which = (f"with {faults[0]:,.0f} page faults each where the fastest had none — the allocator mapping "
+                     f"memory afresh in some iterations and not in others")
+        elif faults[0] >= FAULTS_RISE * faults[1]:
             which = (f"with {faults[0] / faults[1]:.2f}x the page faults — the allocator mapping memory afresh in "
                      f"some iterations more than in others")
         else:
