@@ -158,6 +158,16 @@ def model_specs(config: dict[str, Any], source: str = "config") -> dict[str, Mod
     return specs
 
 
+def config_digest(config: dict[str, Any]) -> str:
+    """12 hex digits naming a validated config (its keys sorted): the results it made carry it in the name of
+    their configuration page (the workflow's record_config rule)."""
+    import hashlib
+    import json
+
+    text = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def model_names(config: dict[str, Any]) -> list[str]:
     """The run names of the config's models, in order."""
     return [entry if isinstance(entry, str) else spec_from_entry(entry).name for entry in config["models"]]

@@ -14,6 +14,7 @@ os.environ.update(
 
 from rooflow.config import (
     check_cluster_submission,
+    config_digest,
     validate_config,
     experiment_matrix,
     model_specs,
@@ -79,6 +80,8 @@ RUNS = experiment_matrix(config)
 IMPORTS = config["imports"]
 # the user's own GPUs' kernel calibrations: inputs of the jobs that predict times, so a new fit re-runs them
 KERNEL_CALIBRATIONS = config["kernel_calibrations"]
+# names the results' configuration page (record_config's output); a changed config is a page only a run makes
+CONFIG_DIGEST = config_digest(config)
 RUN_PATTERN = "{model}/b{batch}-{precision}-{mode}"
 # A measured run's name adds its variant unless it is eager (conventions.variant_suffix): eager paths, and the
 # results cached under them, are what they were before variants. The estimate, shared by the variants, keeps
@@ -405,7 +408,11 @@ def get_home_rooflines(wildcards=None):
 
 def get_final_outputs(wildcards=None):
     """The targets of the default rule: the summary and every report item (get_report_outputs)."""
-    return [rules.summarize.output.summary, *get_report_outputs()]
+    return [
+        rules.summarize.output.summary,
+        rules.record_config.output.page,
+        *get_report_outputs(),
+    ]
 
 
 def get_plot_ceilings(wildcards):

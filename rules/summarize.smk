@@ -25,3 +25,29 @@ rule summarize:
         imports=IMPORTS,
     script:
         "../scripts/summarize.py"
+
+
+localrules:
+    record_config,
+
+
+# The configuration these results were made with, its page named by the config's digest. After a config change
+# `snakemake --report` asks for the new digest's page, which only a run makes, and stops ("marked for report but
+# does not exist") rather than report the old results as the new configuration's.
+rule record_config:
+    output:
+        page=report(
+            f"results/config/config-{CONFIG_DIGEST}.html",
+            caption="../report/config.rst",
+            category="Summary",
+            labels={"table": "configuration of these results"},
+        ),
+    log:
+        "logs/record_config.log",
+    conda:
+        "../envs/rooflow.yaml"
+    params:
+        config=config,
+        digest=CONFIG_DIGEST,
+    script:
+        "../scripts/record_config.py"

@@ -83,6 +83,19 @@ def html_table(frame: pd.DataFrame, title: str, note: str = "", row_class: Itera
             f"<script>{_SCRIPT}</script></body></html>\n")
 
 
+def config_page(config: dict[str, Any], digest: str) -> str:
+    """The report's page of the configuration the results were made with (validated: the defaults filled in)."""
+    import yaml
+
+    text = yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=110)
+    return (f"<html><head><meta charset='utf-8'><title>Configuration {digest}</title></head><body>"
+            f"<h3>Configuration of these results ({html.escape(digest)})</h3>"
+            "<p>The config the workflow ran with, its defaults filled in (config/README.md says what each key does). "
+            "Its digest names this page: after a config change, <code>snakemake --report</code> stops until a run "
+            "has made the new configuration's results.</p>"
+            f"<pre style='font-size:90%'>{html.escape(text)}</pre></body></html>\n")
+
+
 def write_html_table(path: str | Path, frame: pd.DataFrame, title: str, note: str = "",
                      row_class: Iterable[str] | None = None) -> None:
     with atomic_path(path) as tmp:

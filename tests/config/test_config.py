@@ -591,3 +591,20 @@ def test_the_command_lines_bounds_are_the_schemas():
     for key, bounds in ((dataset["resize"], arguments.RESIZE_PIXELS), (dataset["seed"], arguments.SEED),
                         (profiling["cpu_memory_limit_bytes"], arguments.CPU_MEMORY_LIMIT_BYTES)):
         assert (key["minimum"], key["maximum"]) == bounds
+
+
+def test_the_config_digest_names_a_config_whatever_its_key_order(config, root):
+    """The results' configuration page is named by it (rule record_config): a re-ordered config is the same one,
+    a changed value another, and the page shows the config, escaped."""
+    from rooflow.config import config_digest
+    from rooflow.report.tables import config_page
+
+    validated = validate_config(copy.deepcopy(config), root)
+    reordered = dict(reversed(list(copy.deepcopy(validated).items())))
+    assert config_digest(reordered) == config_digest(validated)
+    assert re.fullmatch(r"[0-9a-f]{12}", config_digest(validated))
+    changed = copy.deepcopy(validated)
+    changed["profiling"]["timed_iterations"] += 1
+    assert config_digest(changed) != config_digest(validated)
+    page = config_page({**validated, "models": ["<b>net</b>"]}, config_digest(validated))
+    assert "timed_iterations: 10" in page and "&lt;b&gt;net&lt;/b&gt;" in page and config_digest(validated) in page

@@ -87,6 +87,24 @@ def test_report_is_one_self_contained_file(tiny_report):
     assert not re.search(r"<(script|link)[^>]+(src|href)=\"https?://", html)
 
 
+def test_a_report_after_a_config_change_waits_for_the_run(run, tiny_report, snakemake_exe):
+    """`snakemake --report` after a config change built the report from the old results without a word. The
+    results' configuration page is named by the config's digest: the run made its own, the report holds it, and a
+    changed config's report stops asking for the page only a run makes (no report is written)."""
+    pages = list((run / "results" / "config").glob("config-*.html"))
+    assert len(pages) == 1 and "Configuration of these results" in pages[0].read_text()
+    assert "configuration of these results" in tiny_report.read_text()
+    config = yaml.safe_load((run / CONFIG).read_text())
+    config["profiling"]["noise_budget_seconds"] = config["profiling"].get("noise_budget_seconds", 60) + 1
+    (run / "changed-budget.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run([snakemake_exe, "--cores", "2", "--configfile", "changed-budget.yaml", "--report",
+                             "stale.html"], cwd=run, capture_output=True, text=True, timeout=600)
+    assert result.returncode != 0 and not (run / "stale.html").exists()
+    missing = re.search(r"File (results/config/config-[0-9a-f]{12}\.html) marked for report but does not exist",
+                        result.stdout + result.stderr)
+    assert missing and (run / missing.group(1)).name != pages[0].name, result.stderr[-2000:]
+
+
 def test_second_run_does_nothing(run, snakemake_exe):
     result = snakemake(snakemake_exe, run, "-n")
     assert result.returncode == 0
