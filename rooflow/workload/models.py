@@ -126,7 +126,8 @@ def check_model_names(names: list[str], source: str = "config") -> None:
 
 # The torchvision models PyTorch cannot train at batch 1: a BatchNorm of theirs meets a 1×1 map (Inception-v3's
 # auxiliary head; DeepLabV3's ASPP image pooling), and in training it needs more than one value per channel. Every
-# other model rooflow runs by name trains at batch 1 (tests/estimate/test_estimate_zoo.py, test_config.py).
+# other model rooflow runs by name trains at batch 1: the classification zoo (tests/estimate/test_estimate_zoo.py),
+# the segmentation models (tests/config/test_config.py), the video and optical-flow ones (by hand, 2026-12-04).
 NO_TRAINING_AT_BATCH_1 = ("deeplabv3_mobilenet_v3_large", "deeplabv3_resnet101", "deeplabv3_resnet50", "inception_v3")
 
 
