@@ -42,8 +42,7 @@ class Parser(argparse.ArgumentParser):
         argparse left it to the top parser, which pointed at `rooflow --help`."""
         known, extras = self.parse_known_args(args, namespace)
         if extras:
-            choices = self._subparsers._group_actions[0].choices if self._subparsers else {}
-            owner = choices.get(getattr(known, "command", None), self)
+            owner = getattr(self, "commands", {}).get(getattr(known, "command", None), self)
             owner.error(f"unrecognized arguments: {' '.join(extras)}")
         return known
 
@@ -69,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(subparsers)
+    parser.commands = dict(subparsers.choices)  # each sub-command's parser, by name (Parser.parse_args)
     return parser
 
 
