@@ -34,6 +34,11 @@ class Parser(argparse.ArgumentParser):
     """argparse's parser whose errors are one line: the sentence and where the usage is (argparse printed the
     whole usage block above it, up to ten lines, for a mistyped value)."""
 
+    def __init__(self, *args, allow_abbrev: bool = False, **kwargs):
+        # no abbreviated options: `rooflow devices --device h100` was read as --devices-file h100 ("h100 does
+        # not exist: give the path of an existing YAML file"), a prefix of another option than the one meant
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
+
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
 

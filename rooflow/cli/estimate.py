@@ -147,9 +147,9 @@ def _what_if(args: argparse.Namespace, specs: list) -> int:
     from rooflow.estimate.whatif import format_table
 
     if not args.device or len(specs) != 1:
-        raise RooflowError("rooflow estimate --what-if: give one model and --device (the device the run is on)")
+        raise RooflowError("--what-if: give one model and --device (the device the run is on)")
     if args.format == "csv":
-        raise RooflowError("rooflow estimate --what-if: use --format table or json (the alternatives are not one CSV)")
+        raise RooflowError("--what-if: use --format table or json (the alternatives are not one CSV)")
     result = what_if_run(specs[0], args.batch, args.precision, args.mode, args.device, args.input_size,
                          devices_file=args.devices_file, ceilings=args.ceilings, measured=args.from_measured)
     if args.format == "json":
@@ -165,6 +165,10 @@ def run(args: argparse.Namespace) -> int:
     from rooflow.estimate.api import estimate_run, predict
     from rooflow.workload.spec import refuse_factory_options, refuse_input_size, spec_from_options
 
+    args.models = [*args.models, *args.model_options]
+    if not args.models:
+        raise RooflowError("give a model, e.g. `rooflow estimate resnet50` (or --model resnet50); "
+                           "`rooflow estimate --help` says which names it takes")
     refuse_factory_options(args.models, args.input, args.loss, args.name, mode=args.mode)
     refuse_input_size(args.models, args.input_size)
     specs = [spec_from_options(model, args.input, args.loss, args.name if len(args.models) == 1 else None)
@@ -183,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     if args.what_if:
         return _what_if(args, specs)
     if args.from_measured:
-        raise RooflowError("rooflow estimate --from-measured: it is the starting point of --what-if: add --what-if")
+        raise RooflowError("--from-measured: it is the starting point of --what-if: add --what-if")
     results = []
     for spec in specs:
         est = estimate_run(spec, args.batch, args.precision, args.mode, args.input_size)
@@ -222,12 +226,15 @@ def register(subparsers) -> None:
                     "device (no memory, no compute: any batch in about a second); with --device, predict its "
                     "time (host and GPU work per op, from the device's calibration), its steady-state memory "
                     "and whether it fits the device.")
-    parser.add_argument("models", nargs="+", metavar="MODEL",
+    parser.add_argument("models", nargs="*", metavar="MODEL",
                         help="torchvision model names (classification, segmentation, video, optical flow; not "
                              "detection: its box filtering's shapes depend on the data, which the meta device does "
                              "not have: `rooflow time` measures it), or your own model as package.module:factory "
                              "(a callable returning the nn.Module, importable from the working directory or "
                              "PYTHONPATH) with --input")
+    # as `rooflow time --model` takes it (a user going from one to the other typed it here and was refused)
+    parser.add_argument("--model", action="append", dest="model_options", default=[], metavar="MODEL",
+                        help="a MODEL given as an option (repeatable), as `rooflow time --model` takes it")
     parser.add_argument("--input", action="append", metavar="SHAPE",
                         help="one input's shape without the batch, e.g. 3x224x224, for a package.module:factory "
                              "model; repeat for a model of several inputs (the batch prepended; float32, or the "

@@ -75,12 +75,28 @@ def test_an_output_in_a_folder_no_file_can_be_made_in_is_named_not_its_temporary
     (["summary", "--results", "x"], "rooflow summary: error: unrecognized arguments: --results (usage: rooflow "
                                     "summary --help)"),
     (["--bogus"], "rooflow: error: unrecognized arguments: --bogus (usage: rooflow --help)"),
+    # a prefix of another option: argparse read --device as --devices-file ("h100 does not exist: give the path of
+    # an existing YAML file")
+    (["devices", "--device", "h100"], "rooflow devices: error: unrecognized arguments: --device h100 (usage: "
+                                      "rooflow devices --help)"),
 ])
 def test_a_mistyped_option_is_one_line_not_the_usage_block(capsys, argv, said):
     """argparse printed the whole usage block, up to ten lines, above the one sentence that mattered."""
     with pytest.raises(SystemExit) as exited:
         cli.main(argv)
     assert exited.value.code == 2 and one_line_error(capsys) == said
+
+
+def test_estimate_takes_its_model_as_time_does_and_asks_for_one(capsys):
+    """`rooflow time --model X` and `rooflow estimate X`: estimate takes --model too (it answered "unrecognized
+    arguments: --model"), and with none given says how to give one."""
+    assert cli.main(["estimate", "resnet18", "--format", "json"]) == 0
+    positional = capsys.readouterr().out
+    assert cli.main(["estimate", "--model", "resnet18", "--format", "json"]) == 0
+    assert capsys.readouterr().out == positional and '"resnet18"' in positional
+    assert cli.main(["estimate"]) == 2
+    assert one_line_error(capsys) == ("rooflow estimate: error: give a model, e.g. `rooflow estimate resnet50` (or "
+                                      "--model resnet50); `rooflow estimate --help` says which names it takes")
 
 
 def test_an_unknown_model_is_not_offered_detection_models_it_cannot_estimate(capsys):
