@@ -504,7 +504,9 @@ def _read_layers(path: str | Path) -> pd.DataFrame:
     try:
         table = pd.read_csv(path)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
-        why = "empty" if isinstance(error, pd.errors.EmptyDataError) else f"not a CSV table ({error.__class__.__name__})"
+        why = ("empty" if isinstance(error, pd.errors.EmptyDataError) else
+               "not a CSV table (not text)" if isinstance(error, UnicodeDecodeError) else
+               "not a CSV table (its lines do not parse as CSV)")
     else:
         if absent := [c for c in LAYERS_COLUMNS if c not in table]:
             why = f"no {', '.join(absent)} column"

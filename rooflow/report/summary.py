@@ -15,6 +15,7 @@ import io
 import json
 import logging
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,12 @@ def read_summary(path: str | Path) -> pd.DataFrame:
         frame = pd.read_csv(path)
         records = list(csv.reader(io.StringIO(Path(path).read_text())))
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, csv.Error) as error:
-        raise RooflowError(f"{path}: not a readable summary table ({type(error).__name__}): {fix}") from None
+        fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(error))
+        why = ("the file is empty" if isinstance(error, pd.errors.EmptyDataError) else
+               "not text" if isinstance(error, UnicodeDecodeError) else
+               f"its line {fields[2]} has {fields[3]} fields, its header {fields[1]}" if fields else
+               "its lines do not parse as CSV")
+        raise RooflowError(f"{path}: not a readable summary table ({why}): {fix}") from None
     missing = [key for key in [*KEYS, "status"] if key not in frame.columns]
     if missing:
         raise RooflowError(f"{path}: not a rooflow summary table (no column {', '.join(missing)}): {fix}")

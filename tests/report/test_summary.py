@@ -403,7 +403,8 @@ def test_an_imported_profiles_kernel_time_is_held_to_the_predicted_kernel_time(g
 
 
 @pytest.mark.parametrize("content, says", [
-    ("", "not a readable summary table (EmptyDataError)"),
+    ("", "not a readable summary table (the file is empty)"),
+    ("a,b\n1,2\n1,2,3,4,5\n", "not a readable summary table (its line 3 has 5 fields, its header 2)"),
     ("a,b\n1,2\n", "not a rooflow summary table (no column device, model, batch, precision, mode, status)"),
     # a header alone printed pandas' "Empty DataFrame" repr and "all self-checks passed"; a row cut short read as
     # a run whose numbers were not collected
@@ -739,7 +740,7 @@ def test_rooflow_checks_names_a_damaged_file_of_the_results_tree(tmp_path, capsy
 @pytest.mark.parametrize("folder, name, content, says", [
     ("estimate", "layers.csv", b"", "empty"),
     ("estimate", "layers.csv", b"a,b\n1,2\n", "no layer, forward_matmul_flops column"),
-    ("estimate", "layers.csv", b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe\xfa", "not a CSV table (UnicodeDecodeError)"),
+    ("estimate", "layers.csv", b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe\xfa", "not a CSV table (not text)"),
     ("profile/cpu", "timing.json", b"[]", "it holds a JSON list, not an object"),
     ("profile/cpu", "timing.json", b'{"device": "cpu", "op_times": "x"}',
      "its op_times is not a list of {layer, layer_type, phase, seconds}; time the run again (`snakemake --forcerun "
