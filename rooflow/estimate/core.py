@@ -475,7 +475,7 @@ def count_module(module, inputs, precision: str = "fp32", mode: str = "inference
     weight_bytes = param_bytes + sum(b.numel() * b.element_size() for b in module.buffers())
     # the user's loss as the step calls it: what it raises or returns wrongly is one sentence naming it
     user_loss = step.make_loss(name, user_loss=loss_fn) if loss_fn is not None else None
-    trace = trace_step(module, inputs, precision, mode, loss_fn=user_loss)
+    trace = trace_step(module, inputs, precision, mode, loss_fn=user_loss, name=name)
     shape = inputs[0].shape if inputs and isinstance(inputs[0], torch.Tensor) else ()
     result = build_estimate(trace, name, int(shape[0]) if len(shape) else 1, precision, mode,
                             int(shape[-1]) if len(shape) else 0, params, weight_bytes, param_bytes)

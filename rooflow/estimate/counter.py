@@ -619,11 +619,13 @@ def run_step(model: torch.nn.Module, name: str, batch: int, input_size: int, pre
     inputs = tuple(torch.empty(batch, *shape, device="meta") for shape in input_shapes(name, input_size))
     target = torch.empty(batch, dtype=torch.long, device="meta")
     loss = step.make_loss(name, target, classification=kind in ("classification", "video"))
-    return trace_step(model, inputs, precision, mode, loss_fn=loss, extra_inputs=(target,) if mode == "training" else ())
+    return trace_step(model, inputs, precision, mode, loss_fn=loss, extra_inputs=(target,) if mode == "training" else (),
+                      name=name)
 
 
 def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precision: str = "fp32",
-               mode: str = "inference", loss_fn=None, extra_inputs: tuple[torch.Tensor, ...] = ()) -> Trace:
+               mode: str = "inference", loss_fn=None, extra_inputs: tuple[torch.Tensor, ...] = (),
+               name: str = "") -> Trace:
     """Run one step of ``model`` (parameters on meta) on meta ``inputs`` under an OpRecorder.
 
     inference: ``model.eval()`` and ``torch.no_grad()``, one forward. training: ``model.train()``, forward,
@@ -684,7 +686,10 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
                     recorder.exit_loss()
                 del out
                 recorder.phase = "backward"
-                loss.backward()
+                try:
+                    loss.backward()
+                except RuntimeError as error:  # PyTorch refuses this model's backward: not its inputs' fault
+                    raise step.backward_failure(error, name) from error
                 del loss
                 trace.gradient_keys = {recorder.register(p.grad, "backward") for _, p in params
                                        if p.grad is not None}

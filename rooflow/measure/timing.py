@@ -28,7 +28,7 @@ from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
 from rooflow.measure.faults import minor_faults, page_bytes
 from rooflow.measure.load import LoadSampler, other_cores, own_cores
 from rooflow.measure.oom import cpu_memory_limit, is_out_of_memory, oom_details
-from rooflow.workload.step import ONE_VALUE_PER_CHANNEL, rejected_run_message
+from rooflow.workload.step import ONE_VALUE_PER_CHANNEL, backward_failure, rejected_run_message
 
 log = logging.getLogger(__name__)
 
@@ -330,7 +330,12 @@ class Runner:
             loss = self.loss_fn(self.model(*self.inputs))
         mark()
         self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
+        try:
+            self.scaler.scale(loss).backward()
+        except RuntimeError as error:  # PyTorch refuses this model's backward (out of memory: the OOM record's)
+            if is_out_of_memory(error):
+                raise
+            raise backward_failure(error, self.spec.model) from error
         mark()
         self.scaler.step(self.optimizer)
         self.scaler.update()

@@ -48,6 +48,24 @@ def rejected_run_message(model: str, mode: str, batch: int, size: Any, error: Ba
     return f"{model} cannot run {mode} at batch {batch} (input {size}): {error}: {fix}"
 
 
+# What autograd says when an in-place op changed a tensor it saved for the backward pass (y.relu_() after a
+# layer whose backward needs y): torch/csrc/autograd/saved_variable.cpp
+INPLACE_ON_SAVED = "modified by an inplace operation"
+
+
+def backward_failure(error: BaseException, name: str = ""):
+    """One sentence for a backward pass PyTorch itself refuses (an in-place op on a tensor autograd saved, an
+    op without a derivative): the model's training step cannot run as written, whatever its inputs — the
+    sentence had named the input shapes as the fix (`rooflow estimate`) or was a traceback (`rooflow time`)."""
+    from rooflow.errors import RooflowError
+
+    said = (str(error).strip().splitlines() or [type(error).__name__])[0].split(" Hint:")[0][:300].rstrip(". ")
+    fix = ("an in-place op changed a tensor autograd saved for the backward pass: use its out-of-place form "
+           "(y = y.relu() for y.relu_(), y = y + 1 for y += 1)" if INPLACE_ON_SAVED in said else "fix the model")
+    return RooflowError(f"{f'model {name!r}: ' if name else ''}its training step's backward pass fails in PyTorch "
+                        f"({type(error).__name__}: {said}): {fix}, or run it in mode inference")
+
+
 def autocast_dtype(precision: str):
     """The dtype autocast runs matmul-class ops in (fp16, bf16), or None (fp32, tf32: no autocast)."""
     import torch

@@ -177,6 +177,20 @@ def user_models(tmp_path, monkeypatch):
         def mlp():
             return nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 2))
 
+        class InPlace(nn.Module):  # relu_ then += on the ReLU's output, which its backward needs
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(6, 4)
+
+            def forward(self, x):
+                y = self.fc(x)
+                y.relu_()
+                y += 1
+                return y
+
+        def in_place():
+            return InPlace()
+
         def scripted():  # TorchScript: no Python forward for the counter to run on meta
             return torch.jit.script(mlp())
     """))
@@ -232,6 +246,28 @@ def test_each_custom_model_fault_is_one_sentence(user_models, argv, words):
     assert err.count("\n") == 1 and "Traceback" not in err, err
     for word in words:
         assert word in err, (word, err)
+
+
+def test_a_backward_pytorch_refuses_is_named_with_its_fix_by_estimate_and_time(user_models, tmp_path):
+    """An in-place op on a tensor autograd saved: `rooflow estimate` said the model "rejects inputs of shape 1x6"
+    and to "fix its input shapes" (the forward takes them), `rooflow time` printed autograd's traceback, and
+    estimate_module raised autograd's RuntimeError. Inference still runs."""
+    said = ("model 'mynets_nets_in_place': its training step's backward pass fails in PyTorch (RuntimeError: one of "
+            "the variables needed for gradient computation has been modified by an inplace operation")
+    fix = ("an in-place op changed a tensor autograd saved for the backward pass: use its out-of-place form (y = "
+           "y.relu() for y.relu_(), y = y + 1 for y += 1), or run it in mode inference")
+    for argv in (["estimate", "mynets.nets:in_place", "--input", "6", "--mode", "training"],
+                 ["time", "--model", "mynets.nets:in_place", "--input", "6", "--batch", "2", "--mode", "training",
+                  "--iterations", "2", "--rounds", "1", "--warmup", "1", "--output", str(tmp_path / "t.json")]):
+        status, _, err = cli(*argv)
+        assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert said in err and err.rstrip().endswith(fix) and "input shapes" not in err, err
+    assert not (tmp_path / "t.json").exists()
+    from mynets.nets import in_place
+
+    with pytest.raises(RooflowError, match=r"^model 'in_place': its training step's backward pass fails in PyTorch \(RuntimeError: "):
+        rooflow.estimate_module(in_place().to("meta"), meta(2, 6), mode="training")
+    assert cli("estimate", "mynets.nets:in_place", "--input", "6")[0] == 0
 
 
 def test_a_factory_model_cast_to_half_is_refused_by_estimate_and_time(user_models, tmp_path):
