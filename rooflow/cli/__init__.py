@@ -10,6 +10,8 @@ import argparse
 import importlib
 import logging
 import sys
+import warnings
+from pathlib import Path
 
 from rooflow import __version__
 from rooflow.logs import INTERRUPTED_STATUS, describe_failure
@@ -77,6 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warning(command: str, default):
+    """rooflow's own warnings as one line, "rooflow COMMAND: warning: ..." (Python's format added the source line
+    that raised it, an API caller's context); other libraries' warnings as Python shows them."""
+    package = str(Path(__file__).resolve().parents[1])
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not str(Path(filename).resolve()).startswith(package):
+            return default(message, category, filename, lineno, file, line)
+        print(f"rooflow {command}: warning: {message}", file=file or sys.stderr)
+
+    return show
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -88,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning(args.command, warnings.showwarning)
+            return int(args.func(args) or 0)
     except BrokenPipeError:  # `rooflow estimate ... | head`
         return 0
     except KeyboardInterrupt:

@@ -25,7 +25,9 @@ which the meta device writes as CUDA does).
 
 from __future__ import annotations
 
+import re
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -449,6 +451,14 @@ def not_countable(model: str, error: BaseException, fix: str | None = None):
                         f"meta device ({reason}); {fix}")
 
 
+def made_on_the_cpu(error: BaseException) -> bool:
+    """Whether the meta device refused an op for a CPU tensor among its meta ones: one the forward made without
+    a device (PyTorch: "Tensor on device cpu is not on the expected device meta!", "expected ... to be in the same
+    device, but got (self) cpu, ... (source) meta")."""
+    said = str(error)
+    return "device" in said and "meta" in said and re.search(r"\bcpu\b", said) is not None
+
+
 # Ops whose output shape depends on the values of their inputs: the meta device cannot run them.
 DATA_DEPENDENT_OPS = {"nonzero", "masked_select", "unique", "_unique2", "unique_consecutive", "index"}
 
@@ -475,7 +485,18 @@ def count_module(module, inputs, precision: str = "fp32", mode: str = "inference
     weight_bytes = param_bytes + sum(b.numel() * b.element_size() for b in module.buffers())
     # the user's loss as the step calls it: what it raises or returns wrongly is one sentence naming it
     user_loss = step.make_loss(name, user_loss=loss_fn) if loss_fn is not None else None
-    trace = trace_step(module, inputs, precision, mode, loss_fn=user_loss, name=name)
+    try:
+        trace = trace_step(module, inputs, precision, mode, loss_fn=user_loss, name=name)
+    except RuntimeError as error:
+        if not made_on_the_cpu(error):
+            raise
+        # its forward makes a tensor without a device (torch.zeros(n), torch.arange(n)): on the CPU, where the
+        # model runs as written; counted on meta as the rest (a GPU run needs it on its device: say so)
+        with torch.device("meta"):
+            trace = trace_step(module, inputs, precision, mode, loss_fn=user_loss, name=name)
+        warnings.warn(f"{name}: its forward makes tensors without a device (op aten.{getattr(error, 'rooflow_op', '?')}"
+                      f", layer {getattr(error, 'rooflow_layer', '') or '(root)'}), on the CPU: counted on meta with the "
+                      f"rest; a GPU run needs them on its device (device=x.device)", stacklevel=2)
     shape = inputs[0].shape if inputs and isinstance(inputs[0], torch.Tensor) else ()
     result = build_estimate(trace, name, int(shape[0]) if len(shape) else 1, precision, mode,
                             int(shape[-1]) if len(shape) else 0, params, weight_bytes, param_bytes)

@@ -191,6 +191,19 @@ def user_models(tmp_path, monkeypatch):
         def in_place():
             return InPlace()
 
+        class Offset(nn.Module):  # a tensor made in forward without a device: the CPU's, as the model runs there
+            def __init__(self, on_input_device=False):
+                super().__init__()
+                self.fc = nn.Linear(6, 4)
+                self.on_input_device = on_input_device
+
+            def forward(self, x):
+                y = self.fc(x)
+                return y + torch.ones(4, device=x.device if self.on_input_device else None)
+
+        def offset():
+            return Offset()
+
         def scripted():  # TorchScript: no Python forward for the counter to run on meta
             return torch.jit.script(mlp())
     """))
@@ -268,6 +281,26 @@ def test_a_backward_pytorch_refuses_is_named_with_its_fix_by_estimate_and_time(u
     with pytest.raises(RooflowError, match=r"^model 'in_place': its training step's backward pass fails in PyTorch \(RuntimeError: "):
         rooflow.estimate_module(in_place().to("meta"), meta(2, 6), mode="training")
     assert cli("estimate", "mynets.nets:in_place", "--input", "6")[0] == 0
+
+
+def test_a_tensor_made_in_forward_without_a_device_is_counted_with_a_one_line_warning(user_models):
+    """torch.ones(4) in forward (the CPU's, where the model runs as written): `rooflow estimate` said the model
+    "rejects inputs of shape 1x6" and to "fix its input shapes". It is counted as the same model with
+    device=x.device, and the warning says a GPU run needs the tensor on its device."""
+    status, out, err = cli("estimate", "mynets.nets:offset", "--input", "6", "--batch", "3", "--mode", "training",
+                           "--format", "json")
+    assert status == 0, err
+    from mynets.nets import Offset  # importable once the command line imported it from the working directory
+
+    assert err == ("rooflow estimate: warning: mynets_nets_offset: its forward makes tensors without a device (op "
+                   "aten.add, layer (root)), on the CPU: counted on meta with the rest; a GPU run needs them on its "
+                   "device (device=x.device)\n")
+    counted = json.loads(out)[0]
+    same = rooflow.estimate_module(Offset(on_input_device=True).to("meta"), meta(3, 6), mode="training")
+    assert counted["total_flops"] == same["total_flops"] and counted["unfused_bytes"] == same["unfused_bytes"]
+    assert counted["forward_flops"] == 2 * 3 * 6 * 4 + 3 * 4 + 3 * 4  # the product, its bias, the added ones
+    with pytest.warns(UserWarning, match="its forward makes tensors without a device"):
+        assert rooflow.estimate_module(Offset().to("meta"), meta(3, 6))["forward_flops"] == counted["forward_flops"]
 
 
 def test_a_factory_model_cast_to_half_is_refused_by_estimate_and_time(user_models, tmp_path):
