@@ -430,6 +430,30 @@ def adaptive_max_pool2d_backward_flops(grad_out, *args, out_shape=None, **kwargs
     return numel(grad_out)
 
 
+# F.interpolate (segmentation heads: FCN, DeepLabV3, LR-ASPP upsample their logits bilinearly). Per output element,
+# as PyTorch's kernels compute it: d-linear interpolation nests lerps of two weighted taps (w0·a + w1·b: 2 mul,
+# 1 add) over d axes, 3·(2^d − 1) FLOPs (linear 3, bilinear 9, trilinear 21); bicubic weighs 4 taps along each
+# row (4 mul, 3 add) of 4 rows, then the 4 results: 5 × 7 = 35. Their backward scatters each gradient element
+# into every tap, times its weight product (d mul) plus the add: (d + 1)·2^d (bicubic: 16 taps × 3). Nearest is
+# a gather, no arithmetic; its backward sums the gradients of the outputs that read each input: one add each.
+_INTERPOLATION = {"upsample_linear1d": (3, 4), "upsample_bilinear2d": (9, 12), "_upsample_bilinear2d_aa": (9, 12),
+                  "upsample_trilinear3d": (21, 32), "upsample_bicubic2d": (35, 48), "_upsample_bicubic2d_aa": (35, 48),
+                  **{f"{name}{d}d": (0, 1) for name in ("upsample_nearest", "_upsample_nearest_exact") for d in (1, 2, 3)}}
+
+
+def _interpolation(forward_flops: float, backward: bool) -> Callable[..., float]:
+    def flops(x, *args, out_shape=None, **kwargs) -> float:
+        return forward_flops * (numel(x) if backward else numel(_first_shape(out_shape)))
+    return flops
+
+
+for _name, (_forward, _backward) in _INTERPOLATION.items():
+    for _op, _per_element, _is_backward in ((_name, _forward, False), (f"{_name}_backward", _backward, True)):
+        if hasattr(aten, _op):
+            register_formula([getattr(aten, _op)], "memory" if _per_element == 0 else "elementwise")(
+                _interpolation(_per_element, _is_backward))
+
+
 # --------------------------------------------------------------------------- data movement, no arithmetic
 # These move or create data: no FLOPs, but their bytes count (a cast reads fp32 and writes fp16 ...).
 MEMORY_OPS = [getattr(aten, name) for name in (
@@ -443,7 +467,7 @@ MEMORY_OPS = [getattr(aten, name) for name in (
     "_local_scalar_dense", "embedding", "embedding_dense_backward", "detach_copy", "view_copy",
     "alias_copy", "linspace", "randn", "rand", "randint", "normal_", "uniform_",
     "_foreach_add", "set_", "resize_", "_has_compatible_shallow_copy_type", "sort", "topk",
-    "channel_shuffle", "native_channel_shuffle", "pixel_shuffle", "im2col", "col2im",
+    "channel_shuffle", "native_channel_shuffle", "pixel_shuffle", "pixel_unshuffle", "im2col", "col2im",
 ) if hasattr(aten, name)]
 
 

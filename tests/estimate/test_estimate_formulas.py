@@ -215,6 +215,42 @@ def test_adaptive_avg_pool_closed_form():
     assert phase_flops(est2, "forward", "pooling") == N * 3 * 64 + N * 3 * 4
 
 
+class Interpolate(nn.Module):
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, x):
+        return F.interpolate(x, scale_factor=2, mode=self.mode)
+
+
+@pytest.mark.parametrize("mode, spatial, forward, backward", [
+    ("nearest", (6, 6), 0, 1), ("nearest-exact", (6, 6), 0, 1), ("linear", (6,), 3, 4),
+    ("bilinear", (6, 6), 9, 12), ("bicubic", (6, 6), 35, 48), ("trilinear", (4, 4, 4), 21, 32)])
+def test_interpolation_closed_form(mode, spatial, forward, backward):
+    """F.interpolate had no formula: FCN's, DeepLabV3's and LR-ASPP's bilinear upsampling were "unsupported ops",
+    0 FLOPs, priced as the matmul part. Per output element: nested lerps of two weighted taps, 3·(2^d − 1);
+    bicubic 5 × (4 mul + 3 add); backward: each tap's weight product and its add, (d + 1)·2^d."""
+    x = meta(N, 3, *spatial)
+    est = estimate_module(Interpolate(mode), x, mode="training")
+    outputs = x.numel() * 2 ** len(spatial)
+    assert est.totals["unsupported_ops"] == {}
+    assert phase_flops(est, "forward") == forward * outputs
+    assert phase_flops(est, "backward") == backward * outputs
+    forward_op = est.ops[est.ops["phase"] == "forward"]
+    assert set(forward_op["op_class"]) == {"memory" if forward == 0 else "elementwise"}
+
+
+def test_segmentation_heads_and_pixel_shuffles_leave_no_op_uncounted():
+    from rooflow.estimate import estimate
+
+    for model in ("fcn_resnet50", "lraspp_mobilenet_v3_large"):
+        assert estimate(model, 1, mode="training").totals["unsupported_ops"] == {}, model
+    shuffled = estimate_module(nn.Sequential(nn.PixelShuffle(2), nn.PixelUnshuffle(2)), meta(N, 8, 4, 4),
+                               mode="training")
+    assert shuffled.totals["unsupported_ops"] == {} and phase_flops(shuffled, "forward") == 0
+
+
 # ------------------------------------------------------------------------------------ softmax/attention
 def test_softmax_closed_form():
     x = meta(N, 5, 10)
