@@ -192,7 +192,7 @@ ELEMENTWISE_FLOPS_PER_ELEMENT: dict[str, float] = {
     "addcmul": 2, "addcdiv": 2, "lerp": 2, "clamp": 2, "clamp_min": 1, "clamp_max": 1,
     # unary
     "neg": 1, "abs": 1, "reciprocal": 1, "sqrt": 1, "rsqrt": 1, "exp": 1, "log": 1, "sin": 1, "cos": 1,
-    "tanh": 1, "erf": 1, "sign": 1, "square": 1, "sigmoid": 4,  # 1/(1+exp(-x)): neg, exp, add, div
+    "tanh": 1, "erf": 1, "sign": 1, "sgn": 1, "square": 1, "sigmoid": 4,  # 1/(1+exp(-x)): neg, exp, add, div
     # activations: relu = max(x, 0); threshold_backward = (x > 0) ? g : 0
     "relu": 1, "threshold": 1, "threshold_backward": 1, "hardtanh": 2, "hardtanh_backward": 2,
     "leaky_relu": 2, "leaky_relu_backward": 2, "prelu": 2,
@@ -378,8 +378,8 @@ def nll_loss_backward_flops(grad_out, x, target, *args, out_shape=None, **kwargs
 
 
 # -------------------------------------------------------------------------------------------- pooling
-def _pool_window(kernel_size) -> int:
-    return numel(kernel_size) if len(kernel_size) > 1 else kernel_size[0] ** 2
+def _pool_window(kernel_size, dims: int = 2) -> int:
+    return numel(kernel_size) if len(kernel_size) > 1 else kernel_size[0] ** dims
 
 
 @register_formula([aten.max_pool2d_with_indices, aten.max_pool2d], "pooling")
@@ -405,6 +405,27 @@ def avg_pool2d_flops(x, kernel_size, *args, out_shape=None, **kwargs) -> float:
 def avg_pool2d_backward_flops(grad_out, x, kernel_size, *args, out_shape=None, **kwargs) -> float:
     """Each output gradient divided once and added into kh·kw inputs: kh·kw per grad_out element."""
     return _pool_window(kernel_size) * numel(grad_out)
+
+
+# Video models' 3-D pooling (S3D's, MViT's): the 2-D counts over kt·kh·kw windows
+@register_formula([aten.max_pool3d_with_indices], "pooling")
+def max_pool3d_flops(x, kernel_size, *args, out_shape=None, **kwargs) -> float:
+    return _pool_window(kernel_size, 3) * numel(_first_shape(out_shape))
+
+
+@register_formula([aten.max_pool3d_with_indices_backward], "pooling")
+def max_pool3d_backward_flops(grad_out, *args, out_shape=None, **kwargs) -> float:
+    return numel(grad_out)
+
+
+@register_formula([aten.avg_pool3d], "pooling")
+def avg_pool3d_flops(x, kernel_size, *args, out_shape=None, **kwargs) -> float:
+    return _pool_window(kernel_size, 3) * numel(out_shape)
+
+
+@register_formula([aten.avg_pool3d_backward], "pooling")
+def avg_pool3d_backward_flops(grad_out, x, kernel_size, *args, out_shape=None, **kwargs) -> float:
+    return _pool_window(kernel_size, 3) * numel(grad_out)
 
 
 @register_formula([aten._adaptive_avg_pool2d, aten.adaptive_avg_pool2d], "pooling")
@@ -452,6 +473,91 @@ for _name, (_forward, _backward) in _INTERPOLATION.items():
         if hasattr(aten, _op):
             register_formula([getattr(aten, _op)], "memory" if _per_element == 0 else "elementwise")(
                 _interpolation(_per_element, _is_backward))
+
+
+# F.grid_sample (RAFT's correlation lookups, spatial transformers), as PyTorch's grid_sampler_2d kernels compute
+# it. Per output element (each channel of each grid location): its interpolation's taps, as F.interpolate's
+# (bilinear 9, bicubic 35, nearest 0). Per grid location, once for all channels: the two coordinates
+# unnormalized (mul, add each) and the four bilinear tap weights (2 sub, 1 mul each), 16 (nearest: unnormalize
+# and round, 6). Backward per grad_output element: the input gradient scattered into each tap (mul, add: 8
+# bilinear, 1 nearest, bicubic 16 taps × 3) and the grid gradient — each tap's value times its weight
+# difference times the gradient, subtracted, for x and y (3 each: 24 bilinear, bicubic 16 taps × 2 × 3 = 96,
+# nearest none); per location the weights again and the coordinates' scale, 18.
+GRID_SAMPLE_FLOPS = {0: (9, 16, 8, 24, 18), 1: (0, 6, 1, 0, 6), 2: (35, 16, 48, 96, 18)}  # by interpolation_mode
+
+
+@register_formula([aten.grid_sampler_2d], "elementwise")
+def grid_sampler_2d_flops(x, grid, interpolation_mode=0, *args, out_shape=None, **kwargs) -> float:
+    per_element, per_location, *_ = GRID_SAMPLE_FLOPS.get(interpolation_mode, GRID_SAMPLE_FLOPS[0])
+    return per_element * numel(out_shape) + per_location * numel(grid) / 2
+
+
+@register_formula([aten.grid_sampler_2d_backward], "elementwise")
+def grid_sampler_2d_backward_flops(grad_out, x, grid, interpolation_mode=0, padding_mode=0, align_corners=False,
+                                   output_mask=(True, True), *args, out_shape=None, **kwargs) -> float:
+    *_, input_part, grid_part, per_location = GRID_SAMPLE_FLOPS.get(interpolation_mode, GRID_SAMPLE_FLOPS[0])
+    input_wanted, grid_wanted = (tuple(output_mask) + (True, True))[:2]
+    per_element = input_part * bool(input_wanted) + grid_part * bool(grid_wanted)
+    return per_element * numel(grad_out) + per_location * numel(grid) / 2
+
+
+# Losses and activations a user's model or loss calls (torchvision's classifiers train on cross-entropy, counted
+# above), one FLOP per arithmetic operation as ELEMENTWISE_FLOPS_PER_ELEMENT. A reducing loss: per input
+# element, its terms plus the add of the sum (the mean's one divide left out)
+LOSS_FLOPS_PER_ELEMENT = {
+    "mse_loss": 3,  # (x − t)²: sub, mul; the add
+    "l1_loss": 3,  # |x − t|: sub, abs; the add
+    "smooth_l1_loss": 5, "huber_loss": 5,  # |d| < β ? 0.5·d²/β : |d| − 0.5β: sub, abs, compare, the branch (2)
+    "binary_cross_entropy": 7,  # −(t·log x + (1 − t)·log(1 − x)): 2 log, 2 sub, 2 mul, the add (+ neg folded)
+    "binary_cross_entropy_with_logits": 8,  # (1 − t)·x + softplus(−x): sub, mul, neg, softplus (3), add; the add
+}
+# backward per element of the gradient it writes: mse 2·(x − t)·g/n (sub, mul, mul); l1 sign(x − t)·g/n (3);
+# smooth L1/Huber the branch and its scale (4); BCE g·(x − t)/(x·(1 − x))/n (sub, sub, mul, div, mul: 5)
+LOSS_BACKWARD_FLOPS_PER_ELEMENT = {"mse_loss_backward": 3, "l1_loss_backward": 3, "smooth_l1_loss_backward": 4,
+                                   "huber_loss_backward": 4, "binary_cross_entropy_backward": 5}
+
+
+def _loss(per_element: float, backward: bool) -> Callable[..., float]:
+    def flops(first, *args, out_shape=None, **kwargs) -> float:  # forward: self; backward: the gradient it writes
+        return per_element * numel(_first_shape(out_shape) if backward else first)
+    return flops
+
+
+for _table, _backward in ((LOSS_FLOPS_PER_ELEMENT, False), (LOSS_BACKWARD_FLOPS_PER_ELEMENT, True)):
+    for _name, _per_element in _table.items():
+        if hasattr(aten, _name):
+            register_formula([getattr(aten, _name)], "elementwise")(_loss(_per_element, _backward))
+
+
+@register_formula([aten.glu], "elementwise")
+def glu_flops(x, *args, out_shape=None, **kwargs) -> float:
+    """a·sigmoid(b) per output element (half the input): sigmoid (4), mul."""
+    return 5 * numel(out_shape)
+
+
+@register_formula([aten.glu_backward], "elementwise")
+def glu_backward_flops(grad_out, x, *args, out_shape=None, **kwargs) -> float:
+    """Per grad_output element: s = sigmoid(b) (4); da = g·s (1); db = g·a·s·(1 − s) (sub, 3 mul): 9."""
+    return 9 * numel(grad_out)
+
+
+@register_formula([aten.log_sigmoid_forward], "elementwise")
+def log_sigmoid_flops(x, *args, out_shape=None, **kwargs) -> float:
+    """−softplus(−x): neg, softplus (3), neg: 5 per element."""
+    return 5 * numel(x)
+
+
+@register_formula([aten.log_sigmoid_backward], "elementwise")
+def log_sigmoid_backward_flops(grad_out, *args, out_shape=None, **kwargs) -> float:
+    """g·(1 − sigmoid(x)): sigmoid (4), sub, mul."""
+    return 6 * numel(grad_out)
+
+
+@register_formula([aten.var, aten.std, aten.var_mean, aten.std_mean], "elementwise")
+def variance_flops(x, *args, out_shape=None, **kwargs) -> float:
+    """Two passes per input element: the mean's add, then (x − μ)² summed (sub, mul, add): 4; per output the
+    mean's and the variance's divides (and std's sqrt, counted with them)."""
+    return 4 * numel(x) + 2 * numel(_first_shape(out_shape))
 
 
 # --------------------------------------------------------------------------- data movement, no arithmetic

@@ -241,6 +241,85 @@ def test_interpolation_closed_form(mode, spatial, forward, backward):
     assert set(forward_op["op_class"]) == {"memory" if forward == 0 else "elementwise"}
 
 
+class GridSample(nn.Module):
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = mode
+        self.grid = nn.Parameter(torch.zeros(N, 4, 5, 2))  # learnt, as a spatial transformer's: it takes a gradient
+
+    def forward(self, x):
+        return F.grid_sample(x, self.grid, mode=self.mode, align_corners=False)
+
+
+@pytest.mark.parametrize("mode, forward, backward", [
+    # per output element + per grid location: bilinear 9 + 16, backward 8 (input) + 24 (grid) + 18
+    ("bilinear", (9, 16), (8 + 24, 18)), ("nearest", (0, 6), (1, 6)), ("bicubic", (35, 16), (48 + 96, 18))])
+def test_grid_sample_closed_form(mode, forward, backward):
+    """RAFT's lookups (grid_sampler_2d) were unsupported ops at 0 FLOPs."""
+    est = estimate_module(GridSample(mode), meta(N, 3, 8, 8), mode="training")
+    outputs, locations = N * 3 * 4 * 5, N * 4 * 5
+    assert est.totals["unsupported_ops"] == {}
+    ops = est.ops.set_index(["op", "phase"])["flops"]
+    assert ops["grid_sampler_2d", "forward"] == forward[0] * outputs + forward[1] * locations
+    assert ops["grid_sampler_2d_backward", "backward"] == backward[0] * outputs + backward[1] * locations
+
+
+@pytest.mark.parametrize("module, forward, backward", [
+    (nn.MaxPool3d(2), 8, 1), (nn.AvgPool3d(2), 8, 8)])  # per output element: the window; its backward
+def test_3d_pooling_closed_form(module, forward, backward):
+    """S3D's and MViT's 3-D pooling were unsupported ops at 0 FLOPs."""
+    est = estimate_module(module, meta(N, 3, 4, 6, 6), mode="training")
+    outputs = N * 3 * 2 * 3 * 3
+    assert est.totals["unsupported_ops"] == {}
+    assert phase_flops(est, "forward", "pooling") == forward * outputs
+    assert phase_flops(est, "backward", "pooling") == backward * outputs
+
+
+class Loss(nn.Module):
+    def __init__(self, loss):
+        super().__init__()
+        self.loss = loss
+
+    def forward(self, x):
+        return self.loss(x, torch.zeros_like(x))
+
+
+@pytest.mark.parametrize("loss, op, forward, backward", [
+    (F.mse_loss, "mse_loss", 3, 3), (F.smooth_l1_loss, "smooth_l1_loss", 5, 4), (F.huber_loss, "huber_loss", 5, 4),
+    (lambda x, t: F.binary_cross_entropy(torch.sigmoid(x), t), "binary_cross_entropy", 7, 5),
+    (F.binary_cross_entropy_with_logits, "binary_cross_entropy_with_logits", 8, None)])
+def test_losses_closed_form(loss, op, forward, backward):
+    """Per element of the input (forward) and of the gradient written (backward): the loss's reduction to one
+    number made a per-output count 0."""
+    x = meta(N, 10)
+    est = estimate_module(Loss(loss), x, mode="training")
+    assert est.totals["unsupported_ops"] == {}
+    ops = est.ops.set_index(["op", "phase"])["flops"]
+    assert ops[op, "forward"] == forward * x.numel()
+    if backward is not None:
+        assert ops[f"{op}_backward", "backward"] == backward * x.numel()
+
+
+@pytest.mark.parametrize("module, op, forward, backward", [
+    (nn.GLU(), "glu", 5, 9), (nn.LogSigmoid(), "log_sigmoid_forward", 10, 12)])  # per output element
+def test_glu_and_log_sigmoid_closed_form(module, op, forward, backward):
+    est = estimate_module(module, meta(N, 2), mode="training")
+    assert est.totals["unsupported_ops"] == {}
+    assert phase_flops(est, "forward") == forward * N and phase_flops(est, "backward") == backward * N
+
+
+def test_variance_closed_form():
+    x = meta(N, 3, 8, grad=False)
+
+    class Var(nn.Module):
+        def forward(self, x):
+            return x.var(-1) + x.std(-1)
+
+    est = estimate_module(Var(), x)
+    ops = est.ops.set_index("op")["flops"]
+    assert ops["var"] == ops["std"] == 4 * x.numel() + 2 * N * 3  # two passes; the divides (and sqrt)
+
+
 def test_segmentation_heads_and_pixel_shuffles_leave_no_op_uncounted():
     from rooflow.estimate import estimate
 
