@@ -323,7 +323,8 @@ def test_variance_closed_form():
 def test_segmentation_heads_and_pixel_shuffles_leave_no_op_uncounted():
     from rooflow.estimate import estimate
 
-    for model in ("fcn_resnet50", "lraspp_mobilenet_v3_large"):
+    # bilinear heads; RAFT's grid_sample lookups; S3D's and MViT's 3-D pooling
+    for model in ("fcn_resnet50", "lraspp_mobilenet_v3_large", "raft_small", "s3d", "mvit_v2_s"):
         assert estimate(model, 1, mode="training").totals["unsupported_ops"] == {}, model
     shuffled = estimate_module(nn.Sequential(nn.PixelShuffle(2), nn.PixelUnshuffle(2)), meta(N, 8, 4, 4),
                                mode="training")
