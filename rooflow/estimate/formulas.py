@@ -529,6 +529,39 @@ for _table, _backward in ((LOSS_FLOPS_PER_ELEMENT, False), (LOSS_BACKWARD_FLOPS_
             register_formula([getattr(aten, _name)], "elementwise")(_loss(_per_element, _backward))
 
 
+# nn.EmbeddingBag (recommendation models' sparse features): each index's row added into its bag (dim adds; with
+# per-sample weights, a multiply each; mode max compares instead), mean dividing each bag's sum once per output
+# element. Its backward adds each bag's gradient into the rows its indices name (the weight's gradient; mean
+# divides it by the bag size first). nn.Embedding's gather has no arithmetic (MEMORY_OPS)
+EMBEDDING_BAG_MEAN = 1  # its ``mode`` argument: 0 sum, 1 mean, 2 max
+
+
+@register_formula([aten._embedding_bag, aten._embedding_bag_forward_only, aten.embedding_bag], "elementwise")
+def embedding_bag_flops(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                        per_sample_weights=None, *args, out_shape=None, **kwargs) -> float:
+    per_index = weight[-1] * (2 if per_sample_weights is not None else 1)
+    return numel(indices) * per_index + (numel(_first_shape(out_shape)) if mode == EMBEDDING_BAG_MEAN else 0)
+
+
+def _embedding_bag_gradient(grad, indices, mode, per_sample_weights) -> dict[str, float]:
+    per_index = grad[-1] * (2 if per_sample_weights is not None else 1)
+    return {"input": 0.0, "weight": numel(indices) * per_index + (numel(grad) if mode == EMBEDDING_BAG_MEAN else 0)}
+
+
+@register_formula([aten._embedding_bag_backward], "elementwise")
+def embedding_bag_backward_flops(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights,
+                                 scale_grad_by_freq, mode, sparse, per_sample_weights=None, *args, out_shape=None,
+                                 **kwargs) -> dict[str, float]:
+    return _embedding_bag_gradient(grad, indices, mode, per_sample_weights)
+
+
+@register_formula([aten._embedding_bag_dense_backward], "elementwise")
+def embedding_bag_dense_backward_flops(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
+                                       scale_grad_by_freq, mode, per_sample_weights=None, *args, out_shape=None,
+                                       **kwargs) -> dict[str, float]:
+    return _embedding_bag_gradient(grad, indices, mode, per_sample_weights)
+
+
 @register_formula([aten.glu], "elementwise")
 def glu_flops(x, *args, out_shape=None, **kwargs) -> float:
     """a·sigmoid(b) per output element (half the input): sigmoid (4), mul."""

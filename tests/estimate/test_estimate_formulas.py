@@ -308,6 +308,29 @@ def test_glu_and_log_sigmoid_closed_form(module, op, forward, backward):
     assert phase_flops(est, "forward") == forward * N and phase_flops(est, "backward") == backward * N
 
 
+class Bag(nn.Module):
+    def __init__(self, mode, weighted=False):
+        super().__init__()
+        self.bag, self.weighted = nn.EmbeddingBag(100, 8, mode=mode), weighted
+
+    def forward(self, ids):
+        return self.bag(ids, per_sample_weights=torch.ones(ids.shape, device=ids.device) if self.weighted else None)
+
+
+@pytest.mark.parametrize("mode, weighted, per_index, per_output", [
+    ("sum", False, 8, 0), ("mean", False, 8, 1), ("max", False, 8, 0), ("sum", True, 16, 0)])
+def test_embedding_bag_closed_form(mode, weighted, per_index, per_output):
+    """nn.EmbeddingBag was an unsupported op: each index's row added into its bag (dim adds, a multiply more with
+    per-sample weights), mean's divide per output element; its backward the same into the weight's gradient."""
+    ids = torch.zeros(3, 5, dtype=torch.long, device="meta")
+    est = estimate_module(Bag(mode, weighted).to("meta"), ids, mode="training")
+    assert est.totals["unsupported_ops"] == {}
+    expected = ids.numel() * per_index + 3 * 8 * per_output
+    assert phase_flops(est, "forward", layer="bag") == expected
+    assert phase_flops(est, "backward", layer="bag") == expected == est.layers.set_index("layer").loc[
+        "bag", "backward_weight_flops"]
+
+
 def test_variance_closed_form():
     x = meta(N, 3, 8, grad=False)
 
