@@ -229,7 +229,7 @@ class Interpolate(nn.Module):
     ("bilinear", (6, 6), 9, 12), ("bicubic", (6, 6), 35, 48), ("trilinear", (4, 4, 4), 21, 32)])
 def test_interpolation_closed_form(mode, spatial, forward, backward):
     """F.interpolate had no formula: FCN's, DeepLabV3's and LR-ASPP's bilinear upsampling were "unsupported ops",
-    0 FLOPs, priced as the matmul part. Per output element: nested lerps of two weighted taps, 3·(2^d − 1);
+    0 FLOPs (class "other"). Per output element: nested lerps of two weighted taps, 3·(2^d − 1);
     bicubic 5 × (4 mul + 3 add); backward: each tap's weight product and its add, (d + 1)·2^d."""
     x = meta(N, 3, *spatial)
     est = estimate_module(Interpolate(mode), x, mode="training")
