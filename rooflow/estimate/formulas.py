@@ -586,6 +586,15 @@ def log_sigmoid_backward_flops(grad_out, *args, out_shape=None, **kwargs) -> flo
     return 6 * numel(grad_out)
 
 
+# The elementwise-class ops above that resample, gather, scatter or reduce: their bytes are not one output-sized
+# tensor per operand, as the single elementwise calls the kernel model was fitted on are (add, mul, relu, ...),
+# so a step's time prices their bytes by the time model (rooflow.estimate.kernel_ops.kernel_rows leaves them)
+NOT_POINTWISE = frozenset({*_INTERPOLATION, *(f"{name}_backward" for name in _INTERPOLATION), "grid_sampler_2d",
+                           "grid_sampler_2d_backward", *LOSS_FLOPS_PER_ELEMENT, *LOSS_BACKWARD_FLOPS_PER_ELEMENT,
+                           "_embedding_bag", "_embedding_bag_forward_only", "embedding_bag", "_embedding_bag_backward",
+                           "_embedding_bag_dense_backward", "var", "std", "var_mean", "std_mean"})
+
+
 @register_formula([aten.var, aten.std, aten.var_mean, aten.std_mean], "elementwise")
 def variance_flops(x, *args, out_shape=None, **kwargs) -> float:
     """Two passes per input element: the mean's add, then (x − μ)² summed (sub, mul, add): 4; per output the

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rooflow.estimate import dropout, kernel_calibration
+from rooflow.estimate import dropout, formulas, kernel_calibration
 from rooflow.estimate.core import parse_call, parse_gemms
 
 CONVOLUTION_OPS = ("convolution", "_convolution")
@@ -87,7 +87,7 @@ def kernel_rows(ops: pd.DataFrame, device=None) -> pd.DataFrame:
                                   "K": n}
         elif dtype != "fp32":  # 16-bit elementwise and reductions: PyTorch's own half kernels, not measured
             continue
-        elif row["op_class"] == "elementwise" and row["bytes_written"] > 0:
+        elif row["op_class"] == "elementwise" and row["bytes_written"] > 0 and op not in formulas.NOT_POINTWISE:
             written = float(row["bytes_written"]) / calls
             operands = max(1, round(float(row["bytes_read"]) / calls / written))
             names = ELEMENTWISE_OPS.get(op.rstrip("_").removesuffix("_backward"), (op, op))

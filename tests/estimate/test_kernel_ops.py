@@ -67,6 +67,29 @@ def test_kernel_rows_are_the_measurement_layout():
     assert tf32.set_index("operator")["candidate"].eq(True).to_dict() == {"conv": True, "ln": False, "softmax": False}
 
 
+class Resample(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.grid = torch.nn.Parameter(torch.zeros(4, 8, 8, 2))
+
+    def forward(self, x):
+        up = torch.nn.functional.interpolate(torch.relu(x), scale_factor=2, mode="bilinear")
+        return torch.nn.functional.grid_sample(up, self.grid, align_corners=False).var(-1)
+
+
+def test_ops_that_resample_gather_or_reduce_are_left_to_the_time_model():
+    """The kernel model's elementwise calls read one output-sized tensor per operand (add, mul, relu, ...): an
+    upsampling reads a quarter of what it writes, its backward four times, grid_sample and var gather and reduce.
+    Counted since they have formulas (elementwise class), they are not priced as a measured pointwise call."""
+    ops = _estimate(Resample(), meta(4, 3, 8, 8).requires_grad_(), mode="training").ops
+    rows = kernel_ops.kernel_rows(ops)
+    priced = set(ops.loc[rows.index, "op"])
+    resampling = {"upsample_bilinear2d", "upsample_bilinear2d_backward", "grid_sampler_2d",
+                  "grid_sampler_2d_backward", "var"}
+    assert resampling <= set(ops.loc[ops["op_class"] == "elementwise", "op"])  # counted, elementwise class
+    assert not priced & resampling and "relu" in priced
+
+
 def test_kernel_rows_of_an_ops_table_read_back_from_csv(tmp_path):
     """The workflow reads ops.csv from disk, where a call without geometry is NaN, not '': the same rows."""
     model = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, padding=1, bias=False), torch.nn.ReLU())
