@@ -24,6 +24,7 @@ tests/estimate/test_estimate_formulas.py pin every formula here instead.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -207,6 +208,8 @@ ELEMENTWISE_FLOPS_PER_ELEMENT: dict[str, float] = {
     "hardsigmoid": 3,  # relu6(x+3)/6: add, clamp, mul
     "hardsigmoid_backward": 2,  # compare, mul
     "elu": 3, "elu_backward": 3, "softplus": 3, "softplus_backward": 3, "mish": 6,
+    "glu": 5,  # a·sigmoid(b), per output element (half the input): sigmoid (4), mul
+    "log_sigmoid_forward": 5, "log_sigmoid_backward": 6,  # −softplus(−x): neg, softplus, neg; g·(1 − sigmoid(x))
     # dropout: draw a Bernoulli mask (1 compare), scale and multiply (2)
     "native_dropout": 3, "native_dropout_backward": 2, "bernoulli": 1, "bernoulli_": 1,
     "masked_fill": 1, "fill": 0, "fill_": 0,
@@ -383,49 +386,35 @@ def _pool_window(kernel_size, dims: int = 2) -> int:
 
 
 @register_formula([aten.max_pool2d_with_indices, aten.max_pool2d], "pooling")
-def max_pool2d_flops(x, kernel_size, *args, out_shape=None, **kwargs) -> float:
+def max_pool2d_flops(x, kernel_size, *args, out_shape=None, dims=2, **kwargs) -> float:
     """One comparison per window element per output element: kh·kw per output (the standard count;
     strictly kh·kw − 1 comparisons)."""
-    return _pool_window(kernel_size) * numel(_first_shape(out_shape))
+    return _pool_window(kernel_size, dims) * numel(_first_shape(out_shape))
 
 
 @register_formula([aten.max_pool2d_with_indices_backward], "pooling")
-def max_pool2d_backward_flops(grad_out, x, kernel_size, *args, out_shape=None, **kwargs) -> float:
+def max_pool2d_backward_flops(grad_out, x, kernel_size, *args, out_shape=None, dims=2, **kwargs) -> float:
     """Scatter-add each output gradient into the argmax position: one add per grad_out element."""
     return numel(grad_out)
 
 
 @register_formula([aten.avg_pool2d], "pooling")
-def avg_pool2d_flops(x, kernel_size, *args, out_shape=None, **kwargs) -> float:
+def avg_pool2d_flops(x, kernel_size, *args, out_shape=None, dims=2, **kwargs) -> float:
     """kh·kw − 1 adds and one divide per output element: kh·kw."""
-    return _pool_window(kernel_size) * numel(out_shape)
+    return _pool_window(kernel_size, dims) * numel(out_shape)
 
 
 @register_formula([aten.avg_pool2d_backward], "pooling")
-def avg_pool2d_backward_flops(grad_out, x, kernel_size, *args, out_shape=None, **kwargs) -> float:
+def avg_pool2d_backward_flops(grad_out, x, kernel_size, *args, out_shape=None, dims=2, **kwargs) -> float:
     """Each output gradient divided once and added into kh·kw inputs: kh·kw per grad_out element."""
-    return _pool_window(kernel_size) * numel(grad_out)
+    return _pool_window(kernel_size, dims) * numel(grad_out)
 
 
 # Video models' 3-D pooling (S3D's, MViT's): the 2-D counts over kt·kh·kw windows
-@register_formula([aten.max_pool3d_with_indices], "pooling")
-def max_pool3d_flops(x, kernel_size, *args, out_shape=None, **kwargs) -> float:
-    return _pool_window(kernel_size, 3) * numel(_first_shape(out_shape))
-
-
-@register_formula([aten.max_pool3d_with_indices_backward], "pooling")
-def max_pool3d_backward_flops(grad_out, *args, out_shape=None, **kwargs) -> float:
-    return numel(grad_out)
-
-
-@register_formula([aten.avg_pool3d], "pooling")
-def avg_pool3d_flops(x, kernel_size, *args, out_shape=None, **kwargs) -> float:
-    return _pool_window(kernel_size, 3) * numel(out_shape)
-
-
-@register_formula([aten.avg_pool3d_backward], "pooling")
-def avg_pool3d_backward_flops(grad_out, x, kernel_size, *args, out_shape=None, **kwargs) -> float:
-    return _pool_window(kernel_size, 3) * numel(grad_out)
+for _ops, _formula in (([aten.max_pool3d_with_indices], max_pool2d_flops),
+                       ([aten.max_pool3d_with_indices_backward], max_pool2d_backward_flops),
+                       ([aten.avg_pool3d], avg_pool2d_flops), ([aten.avg_pool3d_backward], avg_pool2d_backward_flops)):
+    register_formula(_ops, "pooling")(functools.partial(_formula, dims=3))
 
 
 @register_formula([aten._adaptive_avg_pool2d, aten.adaptive_avg_pool2d], "pooling")
@@ -462,17 +451,18 @@ _INTERPOLATION = {"upsample_linear1d": (3, 4), "upsample_bilinear2d": (9, 12), "
                   **{f"{name}{d}d": (0, 1) for name in ("upsample_nearest", "_upsample_nearest_exact") for d in (1, 2, 3)}}
 
 
-def _interpolation(forward_flops: float, backward: bool) -> Callable[..., float]:
-    def flops(x, *args, out_shape=None, **kwargs) -> float:
-        return forward_flops * (numel(x) if backward else numel(_first_shape(out_shape)))
+def _per_element(flops_per_element: float, of_output: bool) -> Callable[..., float]:
+    """``flops_per_element`` × the elements of the op's output (``of_output``) or of its first argument."""
+    def flops(first, *args, out_shape=None, **kwargs) -> float:
+        return flops_per_element * numel(_first_shape(out_shape) if of_output else first)
     return flops
 
 
 for _name, (_forward, _backward) in _INTERPOLATION.items():
-    for _op, _per_element, _is_backward in ((_name, _forward, False), (f"{_name}_backward", _backward, True)):
+    for _op, _per_element_flops, _is_backward in ((_name, _forward, False), (f"{_name}_backward", _backward, True)):
         if hasattr(aten, _op):
-            register_formula([getattr(aten, _op)], "memory" if _per_element == 0 else "elementwise")(
-                _interpolation(_per_element, _is_backward))
+            register_formula([getattr(aten, _op)], "memory" if _per_element_flops == 0 else "elementwise")(
+                _per_element(_per_element_flops, of_output=not _is_backward))
 
 
 # F.grid_sample (RAFT's correlation lookups, spatial transformers), as PyTorch's grid_sampler_2d kernels compute
@@ -517,16 +507,10 @@ LOSS_BACKWARD_FLOPS_PER_ELEMENT = {"mse_loss_backward": 3, "l1_loss_backward": 3
                                    "huber_loss_backward": 4, "binary_cross_entropy_backward": 5}
 
 
-def _loss(per_element: float, backward: bool) -> Callable[..., float]:
-    def flops(first, *args, out_shape=None, **kwargs) -> float:  # forward: self; backward: the gradient it writes
-        return per_element * numel(_first_shape(out_shape) if backward else first)
-    return flops
-
-
 for _table, _backward in ((LOSS_FLOPS_PER_ELEMENT, False), (LOSS_BACKWARD_FLOPS_PER_ELEMENT, True)):
-    for _name, _per_element in _table.items():
+    for _name, _flops in _table.items():  # forward: per element of self; backward: of the gradient it writes
         if hasattr(aten, _name):
-            register_formula([getattr(aten, _name)], "elementwise")(_loss(_per_element, _backward))
+            register_formula([getattr(aten, _name)], "elementwise")(_per_element(_flops, of_output=_backward))
 
 
 # nn.EmbeddingBag (recommendation models' sparse features): each index's row added into its bag (dim adds; with
@@ -562,28 +546,10 @@ def embedding_bag_dense_backward_flops(grad, indices, offset2bag, bag_size, maxi
     return _embedding_bag_gradient(grad, indices, mode, per_sample_weights)
 
 
-@register_formula([aten.glu], "elementwise")
-def glu_flops(x, *args, out_shape=None, **kwargs) -> float:
-    """a·sigmoid(b) per output element (half the input): sigmoid (4), mul."""
-    return 5 * numel(out_shape)
-
-
 @register_formula([aten.glu_backward], "elementwise")
 def glu_backward_flops(grad_out, x, *args, out_shape=None, **kwargs) -> float:
     """Per grad_output element: s = sigmoid(b) (4); da = g·s (1); db = g·a·s·(1 − s) (sub, 3 mul): 9."""
     return 9 * numel(grad_out)
-
-
-@register_formula([aten.log_sigmoid_forward], "elementwise")
-def log_sigmoid_flops(x, *args, out_shape=None, **kwargs) -> float:
-    """−softplus(−x): neg, softplus (3), neg: 5 per element."""
-    return 5 * numel(x)
-
-
-@register_formula([aten.log_sigmoid_backward], "elementwise")
-def log_sigmoid_backward_flops(grad_out, *args, out_shape=None, **kwargs) -> float:
-    """g·(1 − sigmoid(x)): sigmoid (4), sub, mul."""
-    return 6 * numel(grad_out)
 
 
 # The elementwise-class ops above that resample, gather, scatter or reduce: their bytes are not one output-sized
