@@ -194,9 +194,16 @@ ELEMENTWISE_FLOPS_PER_ELEMENT: dict[str, float] = {
     # unary
     "neg": 1, "abs": 1, "reciprocal": 1, "sqrt": 1, "rsqrt": 1, "exp": 1, "log": 1, "sin": 1, "cos": 1,
     "tanh": 1, "erf": 1, "sign": 1, "sgn": 1, "square": 1, "sigmoid": 4,  # 1/(1+exp(-x)): neg, exp, add, div
+    "log1p": 1, "expm1": 1, "log2": 1, "log10": 1, "exp2": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1,
+    "atan2": 1, "sinh": 1, "cosh": 1, "erfc": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1, "frac": 1,
+    "isnan": 1, "isinf": 1, "isfinite": 1,
+    "nan_to_num": 3,  # three compares (NaN, +inf, −inf), each selecting its replacement
+    "xlogy": 3,  # x == 0 ? 0 : x·log(y): compare, log, mul (KL divergence)
     # activations: relu = max(x, 0); threshold_backward = (x > 0) ? g : 0
     "relu": 1, "threshold": 1, "threshold_backward": 1, "hardtanh": 2, "hardtanh_backward": 2,
     "leaky_relu": 2, "leaky_relu_backward": 2, "prelu": 2,
+    "_prelu_kernel": 2,  # x > 0 ? x : w·x
+    "_prelu_kernel_backward": 3,  # compare; g·w into the input's gradient, g·x into the weight's (summed after)
     "silu": 5,  # x·sigmoid(x)
     "silu_backward": 8,  # s = sigmoid(x) (4); g·s·(1 + x·(1 − s)): sub, mul, add, mul (4)
     "sigmoid_backward": 3,  # g·y·(1 − y)
@@ -207,7 +214,7 @@ ELEMENTWISE_FLOPS_PER_ELEMENT: dict[str, float] = {
     "hardswish_backward": 4,  # piecewise: compares (2) and g·(2x+3)/6 (2)
     "hardsigmoid": 3,  # relu6(x+3)/6: add, clamp, mul
     "hardsigmoid_backward": 2,  # compare, mul
-    "elu": 3, "elu_backward": 3, "softplus": 3, "softplus_backward": 3, "mish": 6,
+    "elu": 3, "elu_backward": 3, "celu": 3, "softplus": 3, "softplus_backward": 3, "mish": 6,
     "glu": 5,  # a·sigmoid(b), per output element (half the input): sigmoid (4), mul
     "log_sigmoid_forward": 5, "log_sigmoid_backward": 6,  # −softplus(−x): neg, softplus, neg; g·(1 − sigmoid(x))
     # dropout: draw a Bernoulli mask (1 compare), scale and multiply (2)
@@ -410,11 +417,15 @@ def avg_pool2d_backward_flops(grad_out, x, kernel_size, *args, out_shape=None, d
     return _pool_window(kernel_size, dims) * numel(grad_out)
 
 
-# Video models' 3-D pooling (S3D's, MViT's): the 2-D counts over kt·kh·kw windows
-for _ops, _formula in (([aten.max_pool3d_with_indices], max_pool2d_flops),
-                       ([aten.max_pool3d_with_indices_backward], max_pool2d_backward_flops),
+# Video models' 3-D pooling (S3D's, MViT's): the 2-D counts over kt·kh·kw windows; fractional max pooling
+# (pseudo-random window offsets) compares the same kh·kw window per output and scatters its gradient the same
+for _ops, _formula in (([aten.max_pool3d_with_indices, aten.fractional_max_pool3d], max_pool2d_flops),
+                       ([aten.max_pool3d_with_indices_backward, aten.fractional_max_pool3d_backward],
+                        max_pool2d_backward_flops),
                        ([aten.avg_pool3d], avg_pool2d_flops), ([aten.avg_pool3d_backward], avg_pool2d_backward_flops)):
     register_formula(_ops, "pooling")(functools.partial(_formula, dims=3))
+register_formula([aten.fractional_max_pool2d], "pooling")(max_pool2d_flops)
+register_formula([aten.fractional_max_pool2d_backward], "pooling")(max_pool2d_backward_flops)
 
 
 @register_formula([aten._adaptive_avg_pool2d, aten.adaptive_avg_pool2d], "pooling")
@@ -552,13 +563,82 @@ def glu_backward_flops(grad_out, x, *args, out_shape=None, **kwargs) -> float:
     return 9 * numel(grad_out)
 
 
+@register_formula([aten.logsumexp], "elementwise")
+def logsumexp_flops(x, *args, out_shape=None, **kwargs) -> float:
+    """Per input element the max's compare, then exp(x − max) summed (sub, exp, add): 4; per output the log and
+    the max added back: 2."""
+    return 4 * numel(x) + 2 * numel(_first_shape(out_shape))
+
+
+# Padding that reflects or replicates the border: the forward copies (a memory op); the backward copies the
+# interior gradient and adds each border element's gradient into the input element it copied: one add each
+_PAD_BACKWARD = [getattr(aten, f"{kind}_pad{d}d_backward") for kind in ("reflection", "replication")
+                 for d in (1, 2, 3) if hasattr(aten, f"{kind}_pad{d}d_backward")]
+
+
+@register_formula(_PAD_BACKWARD, "elementwise")
+def pad_backward_flops(grad_out, x, *args, out_shape=None, **kwargs) -> float:
+    return max(0, numel(grad_out) - numel(x))
+
+
+# torch.fft: a length-N complex transform as the radix-2 count, 5·N·log2(N) real FLOPs (N/2·log2 N butterflies
+# of a complex multiply (6) and two complex adds (4)); a real-to-complex or complex-to-real one half that.
+# A multi-dimensional transform of N = n1·n2·… points sums N·log2(n_d) over its dims: N·log2(N). Its bytes,
+# a few FLOPs each, price it (the time model's elementwise class).
+FFT_FLOPS_PER_POINT_LOG2 = {"_fft_c2c": 5.0, "_fft_r2c": 2.5, "_fft_c2r": 2.5}
+
+
+def _fft_flops(name: str):
+    def flops(x, dim, *args, out_shape=None, **kwargs) -> float:
+        real = _first_shape(out_shape) if name == "_fft_c2r" else x  # the real side's lengths
+        points = numel([real[d] for d in dim])
+        batch = numel(real) / points if points else 0
+        return FFT_FLOPS_PER_POINT_LOG2[name] * batch * points * math.log2(points) if points > 1 else 0.0
+    return flops
+
+
+for _name in FFT_FLOPS_PER_POINT_LOG2:
+    register_formula([getattr(aten, _name)], "elementwise")(_fft_flops(_name))
+
+
+# torch.cdist: per pair of rows (an output element) and feature m, |a_m − b_m|^p summed (sub, pow, add: 3), then
+# the p-th root; for p = 2 on many rows PyTorch takes ‖a‖² + ‖b‖² − 2·a·b, a GEMM of about the same 2·m+ FLOPs,
+# so the matmul class (its FLOPs at the peak). Its backward (the gradient of one operand): per pair and feature
+# the difference, scaled by g/d (the pair's divide) and added: 3·m + 1.
+@register_formula([aten._cdist_forward], "matmul")
+def cdist_flops(x1, x2, *args, out_shape=None, **kwargs) -> float:
+    return numel(_first_shape(out_shape)) * (3 * x1[-1] + 1)
+
+
+@register_formula([aten._cdist_backward], "matmul")
+def cdist_backward_flops(grad, x1, x2, *args, out_shape=None, **kwargs) -> float:
+    return numel(grad) * (3 * x1[-1] + 1)
+
+
+# nn.Bilinear's y_o = x1ᵀ·W_o·x2 + b_o runs as aten._trilinear(x1, W, x2, expand dims, sum dims): PyTorch
+# unrolls one dim of the broadcast product and takes a bmm per slice (for nn.Bilinear a B×in1×in2 GEMM per
+# output feature, then B dot products of length in2). The multiply-adds of the broadcast product of the three
+# (each unsqueezed at its expand dims) are its FLOPs: 2 per element of that product. Its backward is
+# _trilinear again, once per operand that takes a gradient.
+@register_formula([aten._trilinear], "matmul")
+def trilinear_flops(i1, i2, i3, expand1, expand2, expand3, *args, out_shape=None, **kwargs) -> float:
+    expanded = []
+    for shape, dims in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        sizes = list(shape)
+        for d in sorted(dims):
+            sizes.insert(d, 1)
+        expanded.append(sizes)
+    return 2.0 * numel([max(sizes) for sizes in zip(*expanded)])
+
+
 # The elementwise-class ops above that resample, gather, scatter or reduce: their bytes are not one output-sized
 # tensor per operand, as the single elementwise calls the kernel model was fitted on are (add, mul, relu, ...),
 # so a step's time prices their bytes by the time model (rooflow.estimate.kernel_ops.kernel_rows leaves them)
 NOT_POINTWISE = frozenset({*_INTERPOLATION, *(f"{name}_backward" for name in _INTERPOLATION), "grid_sampler_2d",
                            "grid_sampler_2d_backward", *LOSS_FLOPS_PER_ELEMENT, *LOSS_BACKWARD_FLOPS_PER_ELEMENT,
                            "_embedding_bag", "_embedding_bag_forward_only", "embedding_bag", "_embedding_bag_backward",
-                           "_embedding_bag_dense_backward", "var", "std", "var_mean", "std_mean"})
+                           "_embedding_bag_dense_backward", "var", "std", "var_mean", "std_mean", "logsumexp",
+                           *(op.__name__ for op in _PAD_BACKWARD), *FFT_FLOPS_PER_POINT_LOG2})
 
 
 @register_formula([aten.var, aten.std, aten.var_mean, aten.std_mean], "elementwise")
@@ -572,7 +652,7 @@ def variance_flops(x, *args, out_shape=None, **kwargs) -> float:
 # These move or create data: no FLOPs, but their bytes count (a cast reads fp32 and writes fp16 ...).
 MEMORY_OPS = [getattr(aten, name) for name in (
     "_to_copy", "copy", "copy_", "clone", "contiguous", "cat", "stack", "constant_pad_nd", "pad",
-    "reflection_pad2d", "replicate_pad2d", "roll", "flip", "index", "index_select", "gather", "scatter",
+    *(f"{kind}_pad{d}d" for kind in ("reflection", "replication") for d in (1, 2, 3)), "roll", "flip", "index", "index_select", "gather", "scatter",
     "index_put", "index_put_", "_index_put_impl_", "masked_scatter", "select_backward", "slice_backward",
     "slice_scatter", "select_scatter", "as_strided_scatter", "diagonal_backward", "unfold_backward",
     "_unsafe_index", "_unsafe_index_put", "repeat", "tril", "triu", "zero_", "zeros", "zeros_like",
@@ -582,6 +662,9 @@ MEMORY_OPS = [getattr(aten, name) for name in (
     "alias_copy", "linspace", "randn", "rand", "randint", "normal_", "uniform_",
     "_foreach_add", "set_", "resize_", "_has_compatible_shallow_copy_type", "sort", "topk",
     "channel_shuffle", "native_channel_shuffle", "pixel_shuffle", "pixel_unshuffle", "im2col", "col2im",
+    # boolean and integer logic (masks): no floating-point operation
+    *(f"{kind}_{op}{inplace}" for kind in ("logical", "bitwise") for op in ("and", "or", "xor", "not")
+      for inplace in ("", "_")),
 ) if hasattr(aten, name)]
 
 

@@ -308,6 +308,79 @@ def test_glu_and_log_sigmoid_closed_form(module, op, forward, backward):
     assert phase_flops(est, "forward") == forward * N and phase_flops(est, "backward") == backward * N
 
 
+class Apply(nn.Module):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def forward(self, *inputs):
+        return self.function(*inputs)
+
+
+@pytest.mark.parametrize("module, op, forward, backward", [
+    (nn.PReLU(), "_prelu_kernel", 2, 3), (nn.CELU(), "celu", 3, None), (Apply(torch.log1p), "log1p", 1, None),
+    (Apply(torch.nan_to_num), "nan_to_num", 3, None), (Apply(lambda x: torch.xlogy(x, x)), "xlogy", 3, None)])
+def test_more_activations_closed_form(module, op, forward, backward):
+    """Per element, as ELEMENTWISE_FLOPS_PER_ELEMENT says (these were unsupported ops at 0 FLOPs): PReLU's
+    backward writes both gradients elementwise, the weight's summed after."""
+    x = meta(N, 8)
+    est = estimate_module(module, x, mode="training")
+    assert est.totals["unsupported_ops"] == {}
+    ops = est.ops.set_index(["op", "phase"])["flops"]
+    assert ops[op, "forward"] == forward * x.numel()
+    if backward is not None:
+        assert ops[f"{op}_backward", "backward"] == backward * x.numel()
+
+
+def test_bilinear_counts_the_broadcast_product_of_its_three_operands():
+    """nn.Bilinear runs as aten._trilinear: a B×in1×in2 multiply-add per output feature, and its backward is
+    _trilinear again per operand that takes a gradient (both inputs and the weight here)."""
+    est = estimate_module(nn.Bilinear(8, 6, 4), (meta(N, 8), meta(N, 6)), mode="training")
+    assert est.totals["unsupported_ops"] == {}
+    trilinear = est.ops[est.ops["op"] == "_trilinear"].groupby("phase")["flops"].sum()
+    assert trilinear["forward"] == 2 * N * 4 * 8 * 6
+    assert trilinear["backward"] == 3 * 2 * N * 4 * 8 * 6
+
+
+def test_distances_transforms_and_reductions_closed_form():
+    """torch.cdist (3 per feature per pair, and the root), logsumexp (4 per input, 2 per output), torch.fft
+    (5·N·log2 N per complex transform of N points, half for a real one)."""
+    x = meta(N, 8)
+    cdist = estimate_module(Apply(lambda x: torch.cdist(x, x)), x, mode="training")
+    assert cdist.totals["unsupported_ops"] == {}
+    ops = cdist.ops.groupby(["op", "phase"])["flops"].sum()
+    assert ops["_cdist_forward", "forward"] == N * N * (3 * 8 + 1)
+    assert ops["_cdist_backward", "backward"] == 2 * N * N * (3 * 8 + 1)  # x is both operands: two gradients
+    ops = estimate_module(Apply(lambda x: x.logsumexp(-1)), x).ops.set_index("op")["flops"]
+    assert ops["logsumexp"] == 4 * N * 8 + 2 * N
+    ops = estimate_module(Apply(lambda x: torch.fft.rfft(x).abs()), x).ops.set_index("op")["flops"]
+    assert ops["_fft_r2c"] == 2.5 * N * 8 * 3
+    ops = estimate_module(Apply(lambda x: torch.fft.fft2(x.to(torch.complex64)).abs()), x).ops.set_index("op")
+    assert ops.loc["_fft_c2c", "flops"] == 5 * (N * 8) * math.log2(N * 8)
+
+
+def test_padding_pooling_and_masks_leave_no_op_uncounted():
+    """Reflection/replication padding (replication_pad2d had been listed under a wrong name) copies; its
+    backward adds each border gradient into the element it copied. Fractional max pooling compares a kh·kw
+    window per output. Boolean mask logic is no floating-point work."""
+    x = meta(N, 8, 10, 10)
+    padded = estimate_module(nn.Sequential(nn.ReplicationPad2d(1), nn.ReflectionPad2d(1)), x, mode="training")
+    assert padded.totals["unsupported_ops"] == {}
+    ops = padded.ops.groupby(["op", "phase"])["flops"].sum()
+    assert ops["replication_pad2d", "forward"] == 0 == ops["reflection_pad2d", "forward"]
+    assert ops["replication_pad2d_backward", "backward"] == N * 8 * (12 * 12 - 10 * 10)
+    assert ops["reflection_pad2d_backward", "backward"] == N * 8 * (14 * 14 - 12 * 12)
+    pooled = estimate_module(nn.FractionalMaxPool2d(2, output_size=5), x, mode="training")
+    assert pooled.totals["unsupported_ops"] == {}
+    ops = pooled.ops.groupby(["op", "phase"])["flops"].sum()
+    assert ops["fractional_max_pool2d", "forward"] == 4 * N * 8 * 5 * 5
+    assert ops["fractional_max_pool2d_backward", "backward"] == N * 8 * 5 * 5
+    masked = estimate_module(Apply(lambda x: x * ((x > 0) & ~(x > 1) | (x < -1))), meta(N, 8, grad=False))
+    assert masked.totals["unsupported_ops"] == {}
+    logic = masked.ops[masked.ops["op"].str.startswith(("bitwise", "logical"))]
+    assert len(logic) and (logic["flops"] == 0).all() and (logic["op_class"] == "memory").all()
+
+
 class Bag(nn.Module):
     def __init__(self, mode, weighted=False):
         super().__init__()
