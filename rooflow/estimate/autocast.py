@@ -94,7 +94,7 @@ FLOATING = (torch.float16, torch.bfloat16, torch.float32)
 _DISPATCH_CHECKS = ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic")
 
 
-def _redispatch(func, types, args, kwargs):
+def redispatch(func, types, args, kwargs):
     """Call ``func`` one ``__torch_function__`` hop on, so that a mode active around the call sees the ops
     inside it (F.multi_head_attention_forward calls linear and scaled_dot_product_attention).
     torch.overrides.redispatch_function does it from torch 2.14 (here); torch 2.11, on rooflow's lent
@@ -209,7 +209,7 @@ class AutocastEmulation(TorchFunctionMode):
             self._redispatching.append(func)
             try:
                 with self:
-                    return _redispatch(func, types, args, kwargs)
+                    return redispatch(func, types, args, kwargs)
             finally:
                 self._redispatching.pop()
         if policy == BANNED:

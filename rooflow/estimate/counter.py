@@ -12,7 +12,9 @@ Attribution:
 - backward: the module whose forward created the autograd node now executing
   (``torch._C._current_autograd_node()``; nodes are matched to modules by their sequence numbers, which
   autograd hands out in creation order; we record the counter at every module boundary);
-- optimizer: the module owning the parameter being updated.
+- optimizer: the module owning the parameter being updated;
+- a forward that activation checkpointing (torch.utils.checkpoint) runs again in backward: its module, in
+  the backward phase (:class:`CheckpointRecompute`).
 
 Memory: every storage's allocation and release (a weakref finalizer on the storage) is an event, so the
 live bytes over the step can be replayed afterwards (rooflow.estimate.memory) — the technique of torch's
@@ -24,16 +26,19 @@ from __future__ import annotations
 import bisect
 import contextlib
 import itertools
+import sys
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.utils.checkpoint
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from rooflow.estimate import formulas
-from rooflow.estimate.autocast import FP32, LOWER, AutocastEmulation, aten_policy, tensors_in
+from rooflow.estimate.autocast import FP32, LOWER, AutocastEmulation, aten_policy, redispatch, tensors_in
 from rooflow.estimate.dropout import native_dropout_records
 from rooflow.workload import step
 
@@ -205,6 +210,7 @@ class OpRecorder(TorchDispatchMode):
         self._finalizers: list[weakref.finalize] = []
         self._hooks: list[Any] = []
         self.autocast_excluded = 0  # > 0 while AutocastEmulation runs a listed op
+        self.recomputing = 0  # > 0 while activation checkpointing recomputes a forward in backward
         self._geometry: dict[tuple, tuple] = {}  # call signature -> outputs' geometry (see _run)
         self._counts: dict[tuple, Any] = {}  # call signature -> formula result
         self._model = model
@@ -343,7 +349,7 @@ class OpRecorder(TorchDispatchMode):
         if self.autocast_excluded:
             return args, kwargs
         policy = aten_policy(packet)
-        if phase not in ("forward", "loss"):
+        if phase not in ("forward", "loss") and not self.recomputing:
             # Autocast is off in backward and in the optimizer step. A matmul whose operands mix the low
             # dtype and fp32 there can only come from a forward op cast below autograd (the aten-level
             # fallback): cast like its forward did, so the step stays runnable.
@@ -379,7 +385,9 @@ class OpRecorder(TorchDispatchMode):
                     error.rooflow_op = str(packet).removeprefix("aten.")
                     error.rooflow_layer = self._stack[-1] if self.phase != "backward" else ""
                 raise
-        if self.phase == "backward":
+        if self.phase == "backward" and self.recomputing and len(self._stack) > 1:
+            layer, phase = self._stack[-1], "backward"  # a checkpointed module's forward, run again
+        elif self.phase == "backward":
             layer = self._layer_of_backward_op()
             phase = "loss" if layer == LOSS else "backward"
         else:
@@ -603,6 +611,48 @@ def _is_inference_batch_norm(packet, args) -> bool:
     return False
 
 
+# Activation checkpointing (torch.utils.checkpoint) runs a checkpointed forward again during backward, with the
+# forward's autocast state restored: its recompute_fn (non-reentrant) or CheckpointFunction.backward (reentrant)
+# re-enters torch.autocast around it. rooflow's autocast is an emulation that torch's checkpoint cannot restore,
+# so a mode active through backward finds those frames and applies it there, as autocast would.
+_CHECKPOINT_FILE = torch.utils.checkpoint.__file__
+_RECOMPUTE_FUNCTIONS = frozenset({"recompute_fn", "backward"})
+
+
+def in_checkpoint_recompute() -> bool:
+    """Whether the caller runs inside torch.utils.checkpoint's recomputation of a forward."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _RECOMPUTE_FUNCTIONS and code.co_filename == _CHECKPOINT_FILE:
+            return True
+        frame = frame.f_back
+    return False
+
+
+class CheckpointRecompute(TorchFunctionMode):
+    """Active through backward: the functions a checkpointed forward calls again there are attributed to their
+    module (the recorder's module stack) and, under fp16/bf16, cast by ``autocast`` as in the forward."""
+
+    def __init__(self, recorder: OpRecorder, autocast: AutocastEmulation | None):
+        super().__init__()
+        self.recorder, self.autocast = recorder, autocast
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.Tensor.backward, torch.autograd.backward):
+            with self:  # the whole backward runs inside this call: stay active in it, one hop on
+                return redispatch(func, types, args, kwargs)
+        if not in_checkpoint_recompute():
+            return func(*args, **kwargs)
+        self.recorder.recomputing += 1
+        try:
+            with self.autocast if self.autocast is not None else contextlib.nullcontext():
+                return func(*args, **kwargs)
+        finally:
+            self.recorder.recomputing -= 1
+
+
 # ---------------------------------------------------------------------------------------------- the step
 # The step's definition (loss, optimizer, autocast, loss scaling) is rooflow.workload.step's; trace_step
 # writes the same step out on meta tensors.
@@ -687,7 +737,8 @@ def trace_step(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], precisi
                 del out
                 recorder.phase = "backward"
                 try:
-                    loss.backward()
+                    with CheckpointRecompute(recorder, autocast if low is not None else None):
+                        loss.backward()
                 except RuntimeError as error:  # PyTorch refuses this model's backward: not its inputs' fault
                     raise step.backward_failure(error, name) from error
                 del loss
