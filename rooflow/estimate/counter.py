@@ -63,6 +63,9 @@ IGNORED_OPS = {aten.detach, aten.alias, aten.lift_fresh, aten._local_scalar_dens
 IGNORED_OPS |= {getattr(aten, name) for name in ("unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk",
                                                  "transpose_", "t_", "squeeze_", "unsqueeze_")
                 if hasattr(aten, name)}
+# the profiler's markers (torch.autograd.profiler.record_function in a model, nn.DataParallel's forward): no data
+IGNORED_OPS |= {torch.ops.profiler._record_function_enter, torch.ops.profiler._record_function_enter_new,
+                torch.ops.profiler._record_function_exit}
 
 MATMUL_LIKE = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.dot}
 # Ops whose meta kernels accept integer operands beside floating ones that every device's kernel refuses (an

@@ -563,6 +563,19 @@ def glu_backward_flops(grad_out, x, *args, out_shape=None, **kwargs) -> float:
     return 9 * numel(grad_out)
 
 
+# Weight normalization (torch.nn.utils.parametrizations.weight_norm): w = g·v/‖v‖ per output channel. Per element
+# of v: the norm's square and add, and the scale's multiply (3); per channel the sqrt and g/‖v‖ (2). Its backward:
+# per element grad_g's v·grad_w summed (2) and grad_v = (g/‖v‖)·(grad_w − v·grad_g/‖v‖) (3); per channel 3.
+@register_formula([aten._weight_norm_interface], "elementwise")
+def weight_norm_flops(v, g, *args, out_shape=None, **kwargs) -> float:
+    return 3 * numel(v) + 2 * numel(g)
+
+
+@register_formula([aten._weight_norm_interface_backward], "elementwise")
+def weight_norm_backward_flops(grad_w, v, g, *args, out_shape=None, **kwargs) -> float:
+    return 5 * numel(v) + 3 * numel(g)
+
+
 @register_formula([aten.logsumexp], "elementwise")
 def logsumexp_flops(x, *args, out_shape=None, **kwargs) -> float:
     """Per input element the max's compare, then exp(x − max) summed (sub, exp, add): 4; per output the log and
@@ -638,6 +651,7 @@ NOT_POINTWISE = frozenset({*_INTERPOLATION, *(f"{name}_backward" for name in _IN
                            "grid_sampler_2d_backward", *LOSS_FLOPS_PER_ELEMENT, *LOSS_BACKWARD_FLOPS_PER_ELEMENT,
                            "_embedding_bag", "_embedding_bag_forward_only", "embedding_bag", "_embedding_bag_backward",
                            "_embedding_bag_dense_backward", "var", "std", "var_mean", "std_mean", "logsumexp",
+                           "_weight_norm_interface", "_weight_norm_interface_backward",
                            *(op.__name__ for op in _PAD_BACKWARD), *FFT_FLOPS_PER_POINT_LOG2})
 
 
@@ -655,7 +669,7 @@ MEMORY_OPS = [getattr(aten, name) for name in (
     *(f"{kind}_pad{d}d" for kind in ("reflection", "replication") for d in (1, 2, 3)), "roll", "flip", "index", "index_select", "gather", "scatter",
     "index_put", "index_put_", "_index_put_impl_", "masked_scatter", "select_backward", "slice_backward",
     "slice_scatter", "select_scatter", "as_strided_scatter", "diagonal_backward", "unfold_backward",
-    "_unsafe_index", "_unsafe_index_put", "repeat", "tril", "triu", "zero_", "zeros", "zeros_like",
+    "_unsafe_index", "_unsafe_index_put", "repeat", "tril", "triu", "tril_", "triu_", "zero_", "zeros", "zeros_like",
     "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "empty", "empty_like",
     "empty_strided", "new_empty", "new_empty_strided", "arange", "scalar_tensor", "lift_fresh_copy",
     "_local_scalar_dense", "embedding", "embedding_dense_backward", "detach_copy", "view_copy",

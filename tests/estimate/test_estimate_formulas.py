@@ -381,6 +381,29 @@ def test_padding_pooling_and_masks_leave_no_op_uncounted():
     assert len(logic) and (logic["flops"] == 0).all() and (logic["op_class"] == "memory").all()
 
 
+def test_weight_norm_and_profiler_markers_closed_form():
+    """weight_norm's w = g·v/‖v‖ (3 per weight element, 2 per channel; backward 5 and 3); a model's
+    torch.autograd.profiler.record_function markers (nn.DataParallel's forward has one) are no op at all."""
+    from torch.nn.utils.parametrizations import weight_norm
+
+    class Marked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = weight_norm(nn.Conv2d(3, 8, 3))
+
+        def forward(self, x):
+            with torch.autograd.profiler.record_function("stem"):
+                return self.conv(x)
+
+    est = estimate_module(Marked().to("meta"), meta(N, 3, 8, 8), mode="training")
+    assert est.totals["unsupported_ops"] == {}
+    ops = est.ops.groupby(["op", "phase"])["flops"].sum()
+    weights, channels = 8 * 3 * 3 * 3, 8
+    assert ops["_weight_norm_interface", "forward"] == 3 * weights + 2 * channels
+    assert ops["_weight_norm_interface_backward", "backward"] == 5 * weights + 3 * channels
+    assert not est.ops["op"].str.contains("record_function").any()
+
+
 class Bag(nn.Module):
     def __init__(self, mode, weighted=False):
         super().__init__()
