@@ -258,7 +258,13 @@ for _op in _ELEMENTWISE_OPS:
     register_formula([_op], "elementwise")(_make_elementwise(_op.__name__))
 
 
-@register_formula([aten.sum, aten.amax, aten.amin, aten.max, aten.min, aten.argmax, aten.prod, aten.any,
+# The ops that reduce a tensor: their kernels read the input and write a smaller output, so the single elementwise
+# calls the kernel model was fitted on (an output-sized tensor per operand) do not price them (NOT_POINTWISE)
+REDUCTIONS = ("sum", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "any", "all", "mean",
+              "linalg_vector_norm", "norm")
+
+
+@register_formula([aten.sum, aten.amax, aten.amin, aten.max, aten.min, aten.argmax, aten.argmin, aten.prod, aten.any,
                    aten.all], "elementwise")
 def reduction_flops(x, *args, out_shape=None, **kwargs) -> float:
     """One operation per *input* element (the adds/compares of the reduction)."""
@@ -652,6 +658,7 @@ NOT_POINTWISE = frozenset({*_INTERPOLATION, *(f"{name}_backward" for name in _IN
                            "_embedding_bag", "_embedding_bag_forward_only", "embedding_bag", "_embedding_bag_backward",
                            "_embedding_bag_dense_backward", "var", "std", "var_mean", "std_mean", "logsumexp",
                            "_weight_norm_interface", "_weight_norm_interface_backward",
+                           *REDUCTIONS,
                            *(op.__name__ for op in _PAD_BACKWARD), *FFT_FLOPS_PER_POINT_LOG2})
 
 
