@@ -547,6 +547,11 @@ def model_fields(args: argparse.Namespace) -> dict[str, Any]:
     --name."""
     from rooflow.workload.spec import refuse_factory_options, spec_from_options
 
+    given = [model for model in (args.model, getattr(args, "model_positional", None)) if model]
+    if len(set(given)) != 1:
+        raise RooflowError("give one model, e.g. `rooflow time resnet50 --batch 8` (or --model resnet50)"
+                           if not given else f"two models given ({given[0]} and {given[1]}): give one")
+    args.model = given[0]
     refuse_factory_options([args.model], args.input, args.loss, args.name,
                            "the subset's image size: `rooflow subset --image-size`", args.mode)
     model = spec_from_options(args.model, args.input, args.loss, args.name, "--model")
@@ -556,8 +561,9 @@ def model_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_run_arguments(parser: argparse.ArgumentParser, device: str, device_help: str) -> None:
     """The arguments of one run (RunSpec) that `rooflow time` and the profiling driver share."""
-    parser.add_argument("--model", required=True,
+    parser.add_argument("model_positional", nargs="?", metavar="MODEL",
                         help="a torchvision model name, or package.module:factory (with --input)")
+    parser.add_argument("--model", help="the MODEL given as an option")
     parser.add_argument("--input", action="append", metavar="SHAPE",
                         help="a factory model's input shape without the batch (e.g. 3x224x224), its dtype after a "
                              "colon where it is not float32 (35:int64: token ids); one per input")

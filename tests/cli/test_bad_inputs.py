@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -85,6 +86,20 @@ def test_a_mistyped_option_is_one_line_not_the_usage_block(capsys, argv, said):
     with pytest.raises(SystemExit) as exited:
         cli.main(argv)
     assert exited.value.code == 2 and one_line_error(capsys) == said
+
+
+def test_time_takes_its_model_as_estimate_does_and_asks_for_one(tmp_path, capsys):
+    """`rooflow estimate X` and `rooflow time X`: time took only --model ("the following arguments are required:
+    --model"); now either, and one sentence where none or two are given."""
+    output = tmp_path / "timing.json"
+    assert cli.main(["time", "squeezenet1_1", "--batch", "1", "--warmup", "0", "--iterations", "1", "--rounds", "1",
+                     "--output", str(output)]) == 0
+    assert json.loads(output.read_text())["model"] == "squeezenet1_1"
+    assert cli.main(["time", "--batch", "1"]) == 2
+    assert one_line_error(capsys) == ("rooflow time: error: give one model, e.g. `rooflow time resnet50 --batch 8` "
+                                      "(or --model resnet50)")
+    assert cli.main(["time", "resnet18", "--model", "alexnet", "--batch", "1"]) == 2
+    assert one_line_error(capsys) == "rooflow time: error: two models given (alexnet and resnet18): give one"
 
 
 def test_estimate_takes_its_model_as_time_does_and_asks_for_one(capsys):
