@@ -621,12 +621,20 @@ for _name in FFT_FLOPS_PER_POINT_LOG2:
 
 
 # torch.cdist: per pair of rows (an output element) and feature m, |a_m − b_m|^p summed (sub, pow, add: 3), then
-# the p-th root; for p = 2 on many rows PyTorch takes ‖a‖² + ‖b‖² − 2·a·b, a GEMM of about the same 2·m+ FLOPs,
+# the p-th root; for p = 2 on more than 25 rows PyTorch takes ‖a‖² + ‖b‖² − 2·a·b instead (_euclidean_dist: a GEMM),
 # so the matmul class (its FLOPs at the peak). Its backward (the gradient of one operand): per pair and feature
 # the difference, scaled by g/d (the pair's divide) and added: 3·m + 1.
 @register_formula([aten._cdist_forward], "matmul")
 def cdist_flops(x1, x2, *args, out_shape=None, **kwargs) -> float:
     return numel(_first_shape(out_shape)) * (3 * x1[-1] + 1)
+
+
+@register_formula([aten._euclidean_dist], "matmul")
+def euclidean_dist_flops(x1, x2, *args, out_shape=None, **kwargs) -> float:
+    """cdist's p = 2 path on many rows: the squared norms of both operands' rows (2 per element), the product
+    a·b (2·m per pair), then ‖a‖² + ‖b‖² − 2·a·b, clamped, its square root (4 per pair)."""
+    pairs = numel(_first_shape(out_shape))
+    return 2 * (numel(x1) + numel(x2)) + pairs * (2 * x1[-1] + 4)
 
 
 @register_formula([aten._cdist_backward], "matmul")

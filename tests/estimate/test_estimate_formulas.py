@@ -351,6 +351,9 @@ def test_distances_transforms_and_reductions_closed_form():
     ops = cdist.ops.groupby(["op", "phase"])["flops"].sum()
     assert ops["_cdist_forward", "forward"] == N * N * (3 * 8 + 1)
     assert ops["_cdist_backward", "backward"] == 2 * N * N * (3 * 8 + 1)  # x is both operands: two gradients
+    many = meta(32, 8)  # over 25 rows: PyTorch's p = 2 path through ‖a‖² + ‖b‖² − 2·a·b
+    ops = estimate_module(Apply(lambda x: torch.cdist(x, x)), many).ops.set_index("op")["flops"]
+    assert ops["_euclidean_dist"] == 2 * 2 * many.numel() + 32 * 32 * (2 * 8 + 4)
     ops = estimate_module(Apply(lambda x: x.logsumexp(-1)), x).ops.set_index("op")["flops"]
     assert ops["logsumexp"] == 4 * N * 8 + 2 * N
     ops = estimate_module(Apply(lambda x: torch.fft.rfft(x).abs()), x).ops.set_index("op")["flops"]
