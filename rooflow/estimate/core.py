@@ -83,7 +83,9 @@ class Estimate(Mapping):
     - ``forward_flops``/``backward_flops``: the model's own ops; the loss (cross-entropy forward and its
       gradient) is ``loss_flops``; ``total_flops`` = forward + loss + backward + optimizer.
     - ``backward_input_flops``/``backward_weight_flops``: backward work producing activation gradients /
-      parameter gradients (weights, biases, norm affine); they sum to ``backward_flops``.
+      parameter gradients (weights, biases, norm affine); with ``recomputed_flops`` they sum to ``backward_flops``.
+    - ``recomputed_flops``/``recomputed_matmul_flops``: forward ops that activation checkpointing
+      (torch.utils.checkpoint) runs again in backward (0 without it).
     - ``forward_matmul_flops``: convolutions, linears, matmuls and attention bmms, with their bias adds;
       ``forward_macs``: the same without bias adds, in multiply-adds (torchvision's ``_ops`` unit).
     - ``{class}_flops``: all phases, by op class; attention = the QK^T/AV bmms (or fused SDPA kernels).
@@ -301,6 +303,10 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
                          - float(raw.loc[phase == "forward", "bias_flops"].sum())) / 2,
         "backward_input_flops": float(raw["backward_input_flops"].sum()),
         "backward_weight_flops": float(raw["backward_weight_flops"].sum()),
+        # activation checkpointing's forward ops run again in backward (counted in backward_flops)
+        "recomputed_flops": float(sum(r.flops for r in trace.records if r.recompute)),
+        "recomputed_matmul_flops": float(sum(r.flops for r in trace.records
+                                             if r.recompute and r.op_class in MATMUL_OP_CLASSES)),
     }
     for op_class in FLOP_CLASSES:
         totals[f"{op_class}_flops"] = flops_where(raw["op_class"] == op_class)

@@ -106,6 +106,7 @@ class OpRecord:
     gemms: tuple = ()  # the matrix products a matmul-class op runs: (m, n, k, count) each (formulas.gemm_views)
     call: tuple = ()  # the call's geometry where the kernel model needs it (formulas.call_shape)
     cuda_op: str = ""  # the op a GPU runs this record as, where it is not the record's own (rooflow.estimate.dropout)
+    recompute: bool = False  # a forward op activation checkpointing runs again in backward (no gradient)
 
 
 @dataclass
@@ -488,7 +489,7 @@ class OpRecorder(TorchDispatchMode):
                           float(flops), flops_input, flops_weight, dtype, list(reads.values()), writes,
                           supported, foldable=_is_inference_batch_norm(packet, args),
                           bias_flops=formulas.bias_flops(func, args, kwargs, out) if op_class == "matmul" else 0.0,
-                          gemms=gemms, call=call)
+                          gemms=gemms, call=call, recompute=phase == "backward" and self.recomputing > 0)
         self.trace.records.append(record)
         self._index += 1
         return record
@@ -511,7 +512,7 @@ class OpRecorder(TorchDispatchMode):
                 weight_keys.update(k for k, _ in record.reads if k not in trace.param_keys)
         for record in trace.records:
             record.role = record.phase
-            if record.phase != "backward":
+            if record.phase != "backward" or record.recompute:
                 continue
             if record.flops_input is not None:
                 record.backward_input_flops = record.flops_input

@@ -200,6 +200,45 @@ def test_a_frozen_embedding_leaves_the_first_matmul_layer_without_its_input_grad
         assert implied == pytest.approx(2.0 - first_share if frozen else 2.0, rel=0.01)  # bias adds apart
 
 
+def test_activation_checkpointing_recomputes_forward_matmuls_the_ratio_expects():
+    """A checkpointed model's backward runs its forward again: its counted matmul ratio (2.62 here) is what the
+    layers imply with the recomputed forward matmuls added, not an over-count. The check had called it an error
+    ("a backward formula that over-counts"); the recomputed part is read from the estimate, and a ratio off even
+    that is still an error that names it."""
+    import torch
+    from torch import nn
+
+    from rooflow.estimate.api import estimate_module
+
+    class Checkpointed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Linear(16, 64)
+            self.block = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+
+        def forward(self, x):
+            x = self.stem(x)
+            return x + torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=True)
+
+    result = estimate_module(Checkpointed().to("meta"), torch.empty(32, 16, device="meta"), mode="training")
+    assert result["recomputed_matmul_flops"] == pytest.approx(
+        sum(2 * 32 * a * b + 32 * b for a, b in ((64, 256), (256, 64))))  # the block's two linears, bias adds
+    assert result["backward_flops"] == pytest.approx(
+        result["backward_input_flops"] + result["backward_weight_flops"] + result["recomputed_flops"])
+    key = ("checkpointed", 32, "fp32", "training")
+    totals = {key: {**dict(result), "model": "checkpointed"}}
+    run = run_row(model="checkpointed", batch=32, mode="training")
+    checks, table = build_checks(summary(run), totals, {key: result.layers})
+    row = table.iloc[0]
+    assert row["estimated_matmul_flops_ratio"] > 2.5
+    assert row["implied_flops_ratio"] == pytest.approx(row["estimated_matmul_flops_ratio"], rel=FB_FLOPS_TOLERANCE)
+    assert checks[checks["check"] == "forward:backward FLOPs"].empty
+    doubled = {key: {**totals[key], "matmul_backward_forward_ratio": 2 * row["estimated_matmul_flops_ratio"]}}
+    flops = build_checks(summary(run), doubled, {key: result.layers})[0]
+    flops = flops[flops["check"] == "forward:backward FLOPs"]
+    assert len(flops) == 1 and "activation checkpointing runs again in backward" in flops.iloc[0]["expected"]
+
+
 def training_estimate(ratio: float, model: str = "resnet18") -> tuple[dict, dict]:
     key = (model, 8, "fp32", "training")
     total = {"model": model, "batch": 8, "precision": "fp32", "mode": "training", "forward_matmul_flops": 100.0,
