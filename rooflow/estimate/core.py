@@ -44,9 +44,8 @@ from rooflow.workload.step import rejected_run_message
 FLOP_CLASSES = ("matmul", "elementwise", "normalization", "pooling", "softmax", "attention")
 FUSIBLE_CONSUMERS = {"elementwise"}
 FUSIBLE_MEMORY = {"_to_copy"}
-# Reductions (global average pooling as ``mean``, sums) are not fused into a producer's epilogue.
-REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "argmax", "prod", "any", "all", "linalg_vector_norm",
-              "norm", "cumsum"}
+# Reductions (global average pooling as ``mean``, sums) and scans are not fused into a producer's epilogue.
+NOT_FUSED_CONSUMERS = {*formulas.REDUCTIONS, "cumsum"}
 
 LAYER_COLUMNS = ["layer", "type", "output_shape", "forward_flops", "backward_input_flops",
                  "backward_weight_flops", "backward_flops", "optimizer_flops", "loss_flops", "forward_matmul_flops",
@@ -165,7 +164,7 @@ def _fused_traffic(trace: Trace) -> tuple[list[int], list[int]]:
             continue
         consumer = records[users[0]]
         prod = records[producer_index]
-        fusible = ((consumer.op_class in FUSIBLE_CONSUMERS and consumer.op not in REDUCTIONS)
+        fusible = ((consumer.op_class in FUSIBLE_CONSUMERS and consumer.op not in NOT_FUSED_CONSUMERS)
                    or consumer.foldable or consumer.op in FUSIBLE_MEMORY)
         if not fusible or prod.op_class == "memory" or prod.phase != consumer.phase \
                 or consumer.index <= producer_index or not dead_within_phase(kv, prod.phase):

@@ -681,11 +681,11 @@ def variance_flops(x, *args, out_shape=None, **kwargs) -> float:
 # These move or create data: no FLOPs, but their bytes count (a cast reads fp32 and writes fp16 ...).
 MEMORY_OPS = [getattr(aten, name) for name in (
     "_to_copy", "copy", "copy_", "clone", "contiguous", "cat", "stack", "constant_pad_nd", "pad",
-    *(f"{kind}_pad{d}d" for kind in ("reflection", "replication") for d in (1, 2, 3)), "roll", "flip", "index", "index_select", "gather", "scatter",
-    "index_put", "index_put_", "_index_put_impl_", "masked_scatter", "select_backward", "slice_backward",
+    *(f"{kind}_pad{d}d" for kind in ("reflection", "replication") for d in (1, 2, 3)),
+    "roll", "flip", "index", "index_select", "gather", "scatter", "index_put", "index_put_", "_index_put_impl_", "masked_scatter", "select_backward", "slice_backward",
     "slice_scatter", "select_scatter", "as_strided_scatter", "diagonal_backward", "unfold_backward",
-    "_unsafe_index", "_unsafe_index_put", "repeat", "tril", "triu", "tril_", "triu_", "zero_", "zeros", "zeros_like",
-    "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "empty", "empty_like",
+    "_unsafe_index", "_unsafe_index_put", "repeat", "tril", "triu", "tril_", "triu_", "zero_", "zeros",
+    "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "empty", "empty_like",
     "empty_strided", "new_empty", "new_empty_strided", "arange", "scalar_tensor", "lift_fresh_copy",
     "_local_scalar_dense", "embedding", "embedding_dense_backward", "detach_copy", "view_copy",
     "alias_copy", "linspace", "randn", "rand", "randint", "normal_", "uniform_",
