@@ -1261,7 +1261,9 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     the median of all four drifts predicts a held-out board's convolutions worse. Convolution shapes where its
     architecture has none: every measured GPU's residuals, each less its own median (cuDNN's picks by shape
     carry across architectures, a board's level does not; :func:`shape_residuals.pooled`), less the 3×3
-    stride-1 shapes where cuDNN has no forward Winograd (:data:`NO_FORWARD_WINOGRAD`: they ran Winograd on the measured GPUs)."""
+    stride-1 shapes where cuDNN has no forward Winograd (:data:`NO_FORWARD_WINOGRAD`: they ran Winograd on the measured GPUs).
+    GEMM shapes (its architecture's or its family's full-power boards') are read where a call fills its SMs as the
+    measured shape filled the donor's (:func:`shape_residuals.in_waves_of`)."""
     roofs = roofs or {}
     measured = {name: calibration for name, calibration in measured.items() if _lends(measured_gpus[name], gpu)}
     # ... and lends it its kernels, not its host: the launch floors of a GPU not measured are the other measured
@@ -1441,7 +1443,13 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     operators = sorted({o for cal in hosts.values() for o in cal.floors})
     floors = {o: float(statistics.median(cal.floors[o] for cal in hosts.values() if o in cal.floors))
               for o in operators}
-    shapes = _shapes_of([measured[name] for name in same_architecture])
+    def waves(name: str, op_class: str) -> ShapeResiduals:  # GEMMs: a measured GPU's residuals in ``gpu``'s waves
+        residuals = measured[name].shapes[op_class]
+        return (shape_residuals.in_waves_of(residuals, measured_gpus[name].sm_count, gpu.sm_count)
+                if op_class == "gemm" else residuals)
+
+    shapes = _shapes_of({op_class: [waves(name, op_class) for name in same_architecture
+                                    if op_class in measured[name].shapes] for op_class in shape_residuals.CLASSES})
     # cuBLAS's GEMM picks by shape, each board's level removed: its family's full-power boards' (the same kernel
     # names: maxwell_sgemm on the P100 and P4, volta_sgemm on the V100 and T4). Not a power-limited board's, though
     # its generation's picks are the same (the P4's for the P100: 88% of their shapes ran the same kernel): held
@@ -1451,10 +1459,10 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     siblings = [name for name in with_gemm_shapes if measured_gpus[name].full_power]
     gemm_from_family = "gemm" not in shapes and bool(siblings)
     if gemm_from_family:
-        shapes["gemm"] = shape_residuals.pooled([measured[name].shapes["gemm"] for name in siblings])
+        shapes["gemm"] = shape_residuals.pooled([waves(name, "gemm") for name in siblings])
     across = []
     for op_class in shape_residuals.ACROSS_ARCHITECTURES:  # cuDNN's picks by shape, each GPU's level removed
-        parts = [measured[name].shapes[op_class] for name in sorted(measured) if op_class in measured[name].shapes]
+        parts = [waves(name, op_class) for name in sorted(measured) if op_class in measured[name].shapes]
         if op_class not in shapes and parts:
             shapes[op_class] = shape_residuals.pooled(parts)
             across.append(op_class)
@@ -1468,6 +1476,10 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     if gemm_from_family:
         across_note += (f"; GEMM shapes: its family's full-power boards' residuals ({', '.join(siblings)}), "
                         f"each less its median")
+    gemm_donors = siblings if gemm_from_family else [name for name in same_architecture
+                                                     if "gemm" in measured[name].shapes]
+    if any(measured_gpus[name].sm_count != gpu.sm_count for name in gemm_donors):
+        across_note += f"; GEMM shapes read where a call fills its {gpu.sm_count} SMs as it filled theirs"
     own_dram_note = (f"; elementwise DRAM efficiency {own_dram:.2f}, its own ceilings' triad"
                      if own_dram and "elementwise" in classes else "")
     layer_norm_note = (f"LayerNorm rows at {architecture_dram:.2f} of its DRAM bandwidth (its architecture's measured "
@@ -1521,11 +1533,10 @@ def _streaming_efficiency(donor: KernelCalibration, donor_gpu: Gpu, op_class: st
     return min(per_sm_cycle * gpu.fp32_flops_per_second / gpu.dram_bytes_per_second, dram_efficiency)
 
 
-def _shapes_of(calibrations: list[KernelCalibration]) -> dict[str, ShapeResiduals]:
-    """The measured shapes of several calibrations of one architecture, together."""
+def _shapes_of(parts_of: dict[str, list[ShapeResiduals]]) -> dict[str, ShapeResiduals]:
+    """Per class, the measured shapes of several GPUs of one architecture (``parts_of[op_class]``), together."""
     shapes = {}
-    for op_class in shape_residuals.CLASSES:
-        parts = [cal.shapes[op_class] for cal in calibrations if op_class in cal.shapes]
+    for op_class, parts in parts_of.items():
         if parts:
             shapes[op_class] = ShapeResiduals(np.vstack([p.points for p in parts]),
                                               np.concatenate([p.residuals for p in parts]))

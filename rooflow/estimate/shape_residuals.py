@@ -28,6 +28,9 @@ the T4's from 69% to 74% with the V100's (they share the volta_sgemm kernels, th
 P100's — the 75 W P4 ran the same maxwell_sgemm kernel for 88% of the shapes both measured — went from 85% to 80%
 with the P4's once the model tiled cuBLAS's output the way its kernels do (60% to 72% before, when the P4's
 residuals had been correcting the model's transposed Pascal bmm tile).
+A GEMM residual is read where a call fills the board's SMs as the measured shape filled its own
+(:func:`in_waves_of`): held one GPU out, the T4's GEMMs went from 76% to 80% within ±25% with the V100's residuals so
+placed, the P4's from 76% to 79% with the P100's.
 On an architecture where cuDNN has no forward Winograd (Hopper), the 3×3 stride-1 shapes, which the measured
 GPUs ran as Winograd, are left out (:func:`without_winograd_shapes`): with them, the H100's VGG16 convolutions
 (implicit GEMM) were 10 of 13 within ±25%, 12 without.
@@ -114,6 +117,26 @@ def measured_residuals(rows: pd.DataFrame, modelled_seconds: np.ndarray, op_clas
     """The residuals of ``rows`` (one GPU, one class) against the model's seconds for them."""
     residuals = np.log(rows["seconds"].to_numpy(float) / modelled_seconds)
     return ShapeResiduals(features(rows, op_class), residuals)
+
+
+def in_waves_of(residuals: ShapeResiduals, measured_sms: int, sm_count: int) -> ShapeResiduals:
+    """GEMM residuals measured on a GPU of ``measured_sms`` SMs, placed where the same waves fall on one of
+    ``sm_count``: each shape's parallel extent (a batched product's count, another product's output rows)
+    scaled by ``sm_count / measured_sms`` — a T4 (40 SMs) runs a batch of 10 products as full as a V100 (80 SMs)
+    runs one of 20. What carries is the model's miss by how full the SMs are, not cuBLAS's pick: the P4 and the
+    P100 ran one bmm kernel for over 99% of their calls, yet held out the P4's bmm calls went from 85% to 89%
+    within ±25% with the P100's residuals so placed (the T4's from 75% to 79% with the V100's), and a vote of the
+    donor's five nearest kernel names agrees with the board's own no more often placed so (T4 bmm 25%, nn.Linear
+    33% -> 37%). Not convolutions: cuDNN's autotuner (``cudnn.benchmark``) times its algorithms on the board, and
+    pooled over boards their residuals carry better unscaled (held one GPU out, scaled: 0.3-1.7 points fewer
+    convolutions within ±25% on each board)."""
+    if not measured_sms or not sm_count or measured_sms == sm_count or not len(residuals.points):
+        return residuals
+    points = residuals.points.copy()
+    batched = points[:, 4] > 0  # features(): column 4 flags a batched product
+    points[batched, 3] += np.log2(sm_count / measured_sms)
+    points[~batched, 0] += np.log2(sm_count / measured_sms)
+    return ShapeResiduals(points, residuals.residuals)
 
 
 def without_winograd_shapes(residuals: ShapeResiduals) -> ShapeResiduals:

@@ -427,13 +427,15 @@ def test_held_one_gpu_out(sample):
 # re-reads beyond the L2 could cost up to 8x the tile's no-reuse traffic (Pascal's nn.Linear SGEMMs,
 # maxwell_sgemm_*_tn, moved 0.14-0.22 bytes per FLOP on both the P4 and the P100: the P4's fit sat at the old bound,
 # 1.0) and a held-out board took only its own generation's value, a value its calls do not pin (kc._identified: the
-# A100's) none: GEMM P4 0.712 -> 0.760, P100 0.853 -> 0.856, the rest unchanged.
+# A100's) none: GEMM P4 0.712 -> 0.760, P100 0.853 -> 0.856, the rest unchanged. Re-pinned 2026-12-05, once a board
+# took its family's GEMM residuals where the same waves fall on its SMs (shape_residuals.in_waves_of): GEMM T4 0.764
+# -> 0.801, P4 0.760 -> 0.794, the rest unchanged.
 FULL_DATA_WITHIN = {
     "NVIDIA A100-PCIE-40GB": {"gemm": 0.81, "elementwise": 0.97, "normalization": 0.94, "softmax": 0.96},
     "Tesla P100-PCIE-16GB": {"convolution": 0.96, "gemm": 0.85, "elementwise": 0.55, "normalization": 0.84,
                              "softmax": 0.18},
-    "Tesla P4": {"convolution": 0.83, "gemm": 0.76, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
-    "Tesla T4": {"convolution": 0.89, "gemm": 0.76, "elementwise": 0.99, "normalization": 0.87, "softmax": 0.98},
+    "Tesla P4": {"convolution": 0.83, "gemm": 0.79, "elementwise": 0.99, "normalization": 0.90, "softmax": 0.99},
+    "Tesla T4": {"convolution": 0.89, "gemm": 0.80, "elementwise": 0.99, "normalization": 0.87, "softmax": 0.98},
     "Tesla V100-PCIE-32GB": {"convolution": 0.85, "gemm": 0.86, "elementwise": 1.0, "normalization": 0.86,
                              "softmax": 0.97},
 }
@@ -612,14 +614,40 @@ def test_the_p4s_linear_kernels_are_slower_than_its_clock_and_its_bmm_say():
 
 @needs_data
 @pytest.mark.slow
+def test_held_out_boards_read_their_siblings_gemm_residuals_at_the_same_sm_fill():
+    """The T4 (40 SMs) and the P4 (20) held out take the V100's (80) and the P100's (56) GEMM residuals where a call
+    fills their SMs as the measured shape filled the sibling's (shape_residuals.in_waves_of; the shift is the ratio of
+    SM counts, nothing fitted). Within ±25%, torch.bmm T4 0.750 -> 0.791, P4 0.849 -> 0.891, nn.Linear T4 0.801 ->
+    0.830, P4 0.516 -> 0.524. Not cuBLAS's picks: the P4 and the P100 ran one bmm kernel for over 99% of their calls
+    (what the residuals carry is the model's miss by how full the SMs are; benchmarks/README.md)."""
+    data, gpus, fitted = _full_data_fits()
+    for name, sibling in (("Tesla T4", "Tesla V100-PCIE-32GB"), ("Tesla P4", "Tesla P100-PCIE-16GB")):
+        rows = data[(data["gpu"] == name) & (data["op_class"] == "gemm")]
+        held_out = kc.family_calibration(gpus[name], {o: c for o, c in fitted.items() if o != name}, gpus)
+        as_measured = replace(held_out, shapes={**held_out.shapes, "gemm": shape_residuals.pooled(
+            [fitted[sibling].shapes["gemm"]])})
+        within = {}
+        for label, calibration in (("waves", held_out), ("measured", as_measured)):
+            error = np.abs(kc.predict_seconds(rows, gpus[name], calibration) / rows["seconds"].to_numpy() - 1)
+            within[label] = {op: float(np.mean(error[(rows["operator"] == op).to_numpy()] <= 0.25))
+                             for op in ("bmm", "linear")}
+        assert within["waves"]["bmm"] >= within["measured"]["bmm"] + 0.035, (name, within)
+        assert within["waves"]["linear"] >= within["measured"]["linear"], (name, within)
+    for board in ("Tesla_P4", "Tesla_P100-PCIE-16GB"):
+        kernels = pd.read_csv(KERNELS / "bmm" / f"{board}.csv.gz", usecols=["Kernel Name"])["Kernel Name"]
+        assert (kernels == "maxwell_sgemm_128x64_nn").mean() > 0.99
+
+
+@needs_data
+@pytest.mark.slow
 def test_held_one_gpu_out_on_the_full_data():
     """Train on four GPUs, predict every call of the fifth: each cell at least what the model reached when it was
-    pinned (the issue asks 80% within ±25%: met by 20 of its 24 cells; the four others are named in benchmarks/README.md).
+    pinned (the issue asks 80% within ±25%: met by 21 of its 24 cells; the three others are named in benchmarks/README.md).
     Then with the fifth's whole family held out too (FAMILY_OUT_WITHIN)."""
     data, gpus, fitted = _full_data_fits()
     table = kc.held_one_out(data, gpus, calibrations=fitted)
     assert not _short_of(table, FULL_DATA_WITHIN), _short_of(table, FULL_DATA_WITHIN)
-    assert (table["within"] >= 0.8).sum() >= 19
+    assert (table["within"] >= 0.8).sum() >= 21
     # the range a GPU without data prints (±40%) holds at least 90% of its calls in every cell but the P100's
     # elementwise and softmax calls, which are mostly its measuring host's launch floor (1.65x the others')
     assert set(table["range"]) == {kc.FAMILY_UNCERTAINTY}
@@ -1355,6 +1383,38 @@ def test_gemm_shapes_carry_from_a_familys_full_power_boards():
     turing = kc.family_calibration(kc.Gpu(**{**p100.__dict__, "name": "t", "architecture": "sm_75"}),
                                    {"p100": measured["p100"], "p4": measured["p4"]}, gpus)
     assert "gemm" not in turing.shapes
+
+
+def test_gemm_shapes_carry_where_the_same_waves_fall_on_its_sms():
+    """A donor's GEMM residual of a shape is read where a call fills the board's SMs as that shape filled the
+    donor's: a batched product's count (another product's output rows) times the ratio of their SMs. The V100
+    (80 SMs) ran a batch of 20; the T4 (40) is as full with 10. Convolutions keep their shapes (cuDNN's autotuner
+    times its algorithms on the board; shifted, the held-out boards' convolutions lost 0.3-1.7 points)."""
+    v100 = kc.Gpu(name="v100", architecture="sm_70", sm_count=80, fp32_flops_per_second=14e12,
+                  dram_bytes_per_second=0.9e12, l2_bytes=6 * 2**20, tdp_watts=250.0)
+    t4 = kc.Gpu(**{**v100.__dict__, "name": "t4", "architecture": "sm_75", "sm_count": 40, "tdp_watts": 70.0})
+    # features(): log2 rows, log2 k, log2 n, log2 count, batched flag
+    gemm = np.array([[6.0, 7.0, 8.0, np.log2(20), shape_residuals.CATEGORY_OCTAVES],   # torch.bmm, batch 20
+                     [10.0, 7.0, 8.0, 0.0, 0.0]])                                     # nn.Linear, 1024 rows
+    conv = np.array([[12.0, 6.0, 6.0, 5.0, 9.0, 3.0]])
+    v100_calibration = kc.KernelCalibration(source="t", gpu="v100", architecture="sm_70", classes={}, shapes={
+        "gemm": shape_residuals.ShapeResiduals(gemm, np.array([0.4, 0.2])),
+        "convolution": shape_residuals.ShapeResiduals(conv, np.array([0.3]))})
+    held_out = kc.family_calibration(t4, {"v100": v100_calibration}, {"v100": v100, "t4": t4})
+    assert np.allclose(held_out.shapes["gemm"].points,
+                       [[6.0, 7.0, 8.0, np.log2(10), shape_residuals.CATEGORY_OCTAVES], [9.0, 7.0, 8.0, 0.0, 0.0]])
+    assert held_out.shapes["convolution"].points.tolist() == conv.tolist()
+    # so a T4 batch of 10 sits on the V100's batch-20 shape (its residual less the V100's median, 0.3); without the
+    # shift it would sit an octave away
+    query = gemm[:1].copy()
+    query[0, 3] = np.log2(10)
+    near, far = 1 / shape_residuals.DISTANCE_OFFSET, 1 / (3.0 + np.log2(10) + 3.0 + shape_residuals.DISTANCE_OFFSET)
+    expected = (near * 0.1 + far * -0.1) / (near + far + shape_residuals.PRIOR_WEIGHT)
+    assert np.log(held_out.shapes["gemm"].correction(query)[0]) == pytest.approx(expected)
+    # a board of the donor's SMs reads them where they were measured
+    same = kc.family_calibration(kc.Gpu(**{**t4.__dict__, "sm_count": 80}), {"v100": v100_calibration},
+                                 {"v100": v100, "t4": t4})
+    assert same.shapes["gemm"].points.tolist() == gemm.tolist()
 
 
 @needs_data
