@@ -2158,3 +2158,33 @@ def test_pascal_linear_sgemms_move_their_kernels_bytes_per_flop_at_dram_speed():
     # a value its calls do not pin is none (kc._identified): fitted alone to 8x, the A100's was 3.7, which its
     # 1.6 TB/s hides and which an Ampere board of less bandwidth (an A10) would take
     assert shipped["NVIDIA A100-PCIE-40GB"]["calibration"]["classes"]["gemm"]["reread"] == 0.0
+
+
+@needs_data
+def test_the_p4s_cublas_picks_its_linear_kernel_by_padding_the_p100s_does_not():
+    """The rule behind the P4's kernel picks (benchmarks/README.md, "Which kernel a Pascal chip runs, and by what
+    rule"; the pick fractions themselves: test_the_p4s_linear_kernels_are_slower_than_its_clock_and_its_bmm_say):
+    the two boards measured the same 6,423 nn.Linear shapes and ran the same kernel on 56% of them. On the 2,027
+    large ones (rows and output columns ≥ 1,024) the P100 runs maxwell_sgemm_32x128_tn (97%) whatever their padding,
+    while the P4 runs 64x64_tn on 94% of the shapes whose last 128-row tile is at most half full and on 0.6% of those
+    whose last 128-row tile is over half full and whose last 64-column tile is at most half full: a rule of one
+    chip's cuBLAS heuristics, which a held-out P4 cannot read off the P100."""
+    picked = {}
+    for name in ("Tesla_P100-PCIE-16GB", "Tesla_P4"):
+        calls = pd.read_csv(KERNELS / "linear" / f"{name}.csv.gz", usecols=["Kernel Name", "B", "M", "N", "K"])
+        calls["tile"] = calls["Kernel Name"].str.extract(r"maxwell_sgemm_(\d+x\d+)_tn")[0]
+        assert calls["tile"].isin(["32x128", "64x64", "128x32"]).all(), name  # LINEAR_TILES["pascal"]
+        picked[name] = calls.drop(columns="Kernel Name")
+    both = picked["Tesla_P100-PCIE-16GB"].merge(picked["Tesla_P4"], on=["B", "M", "N", "K"], suffixes=("_p100", "_p4"))
+    assert len(both) == len(picked["Tesla_P4"]) == 6423
+    assert 0.5 < (both["tile_p100"] == both["tile_p4"]).mean() < 0.62
+    rows = both["B"] * both["M"]
+    large = both[(rows >= 1024) & (both["K"] >= 1024)]
+    rows_half_empty = ((large["B"] * large["M"] - 1) % 128 + 1) <= 64  # the last 128-row tile's rows
+    columns_half_empty = ((large["K"] - 1) % 64 + 1) <= 32  # the last 64-column tile's columns
+    assert len(large) == 2027 and rows_half_empty.sum() > 1000
+    assert (large["tile_p100"] == "32x128").mean() > 0.95
+    for half_empty in (True, False):  # the P100 does not look at the rows' padding
+        assert (large["tile_p100"][rows_half_empty == half_empty] == "64x64").mean() < 0.06
+    assert (large["tile_p4"][rows_half_empty] == "64x64").mean() > 0.9
+    assert (large["tile_p4"][~rows_half_empty & columns_half_empty] == "64x64").mean() < 0.02
