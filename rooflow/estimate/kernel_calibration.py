@@ -1778,6 +1778,8 @@ def _score(rows: pd.DataFrame, predicted: np.ndarray, gpu: str, band: float,
 SHIPPED_FILE = "kernels.json"
 # beside single ops rooflow measured (`rooflow ceilings --single-ops DIR`): who measured them, where, with what
 SINGLE_OPS_PROVENANCE = "rooflow-single-ops.json"
+# the repository the public data set was published in, as a copy's PROVENANCE.md names it
+PUBLIC_DATA_SET_REPOSITORY = "sitar-lab/NeuSight"
 
 
 SHAPES_FILE = "kernels_shapes.npz"  # beside SHIPPED_FILE (<stem>_shapes.npz): the measured shapes' residuals, per GPU and class
@@ -1850,6 +1852,22 @@ def _refuse_twice(root, names) -> None:
                            f"give each GPU's measurements in one folder")
 
 
+def measurement_origin(root: str | Path) -> str:
+    """Who measured the single ops under ``root``, as a calibration's source names them: rooflow's own
+    (`rooflow ceilings --single-ops`) say so in their :data:`SINGLE_OPS_PROVENANCE`; a copy of the public data set
+    in its PROVENANCE.md, which names the data set's repository; any other folder of that layout holds someone
+    else's measurements, and only its PROVENANCE.md, where it has one, says whose."""
+    provenance = Path(root) / SINGLE_OPS_PROVENANCE
+    if provenance.is_file():
+        return json.loads(provenance.read_text()).get("measured_by", "rooflow ceilings --single-ops")
+    readme = Path(root) / "PROVENANCE.md"
+    if not readme.is_file():
+        return "measured outside rooflow (nothing beside them says by whom)"
+    if PUBLIC_DATA_SET_REPOSITORY in readme.read_text(errors="replace"):
+        return "the public NeuSight data set"
+    return "measured outside rooflow (its PROVENANCE.md says by whom)"
+
+
 def calibrate_measured(roots, roofs: dict[str, MeasuredRoof] | None = None
                        ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The kernel calibration of every GPU measured under ``roots`` (one folder or several, each in the
@@ -1860,11 +1878,7 @@ def calibrate_measured(roots, roofs: dict[str, MeasuredRoof] | None = None
     for root in [roots] if isinstance(roots, (str, Path)) else roots:
         data, gpus = measured_folder(root)
         keys = dataset_gpu_keys(root)
-        provenance = Path(root) / SINGLE_OPS_PROVENANCE
-        # rooflow's own single ops (`rooflow ceilings --single-ops`) say where they were measured; the others
-        # are the public data set's
-        origin = (json.loads(provenance.read_text()).get("measured_by", "rooflow ceilings --single-ops")
-                  if provenance.is_file() else "the public NeuSight data set")
+        origin = measurement_origin(root)
         _refuse_twice(root, set(data["gpu"]) & set(measured))
         for name, rows in data.groupby("gpu"):
             operators = ", ".join(sorted(rows["operator"].unique()))

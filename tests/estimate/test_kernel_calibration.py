@@ -1612,6 +1612,24 @@ def test_check_scores_shipped_calibrations_on_other_gpus(tmp_path):
         kc.check_shipped(tmp_path / "device_configs")
 
 
+@needs_data
+def test_a_users_own_measurements_are_not_called_the_public_data_sets(tmp_path):
+    """A calibration's source names who measured its single ops: a folder in the public data set's layout with
+    neither rooflow's provenance file nor a PROVENANCE.md naming the data set's repository beside it holds
+    someone else's measurements — its calibration had said "the public NeuSight data set"; the data set's own
+    folder still says so."""
+    (tmp_path / "add").mkdir()
+    pd.read_csv(KERNELS / "add" / "Tesla_T4.csv.gz").head(60).to_csv(tmp_path / "add" / "Tesla_T4.csv.gz", index=False)
+    (tmp_path / "device_configs").mkdir()
+    (tmp_path / "device_configs" / "Tesla_T4.json").write_text((KERNELS / "device_configs" / "Tesla_T4.json").read_text())
+    result, _ = kc.calibrate_measured(tmp_path)
+    source = result["measured"]["Tesla T4"]["calibration"]["source"]
+    assert "NeuSight" not in source and "measured outside rooflow (nothing beside them says by whom)" in source
+    assert kc.measurement_origin(KERNELS) == "the public NeuSight data set"
+    (tmp_path / "PROVENANCE.md").write_text("Measured on our lab's T4 with NeuSight's collect.py\n")
+    assert kc.measurement_origin(tmp_path) == "measured outside rooflow (its PROVENANCE.md says by whom)"
+
+
 @pytest.mark.parametrize("key, value", [("Num_Sm", 0), ("Num_Sm", 40.5), ("Mem_Bw", -320), ("SingleFLOPs", "8.1 TF"),
                                         ("L2Cache", float("inf"))])
 def test_a_device_config_of_zero_or_negative_numbers_is_refused(tmp_path, key, value):
