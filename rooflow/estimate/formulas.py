@@ -642,20 +642,14 @@ def cdist_backward_flops(grad, x1, x2, *args, out_shape=None, **kwargs) -> float
     return numel(grad) * (3 * x1[-1] + 1)
 
 
-# nn.Bilinear's y_o = x1ᵀ·W_o·x2 + b_o runs as aten._trilinear(x1, W, x2, expand dims, sum dims): PyTorch
-# unrolls one dim of the broadcast product and takes a bmm per slice (for nn.Bilinear a B×in1×in2 GEMM per
-# output feature, then B dot products of length in2). The multiply-adds of the broadcast product of the three
-# (each unsqueezed at its expand dims) are its FLOPs: 2 per element of that product. Its backward is
-# _trilinear again, once per operand that takes a gradient.
+# nn.Bilinear's y_o = x1ᵀ·W_o·x2 + b_o runs as aten._trilinear(x1, W, x2, expand dims, sum dims): per output
+# feature a GEMM and a batched dot (formulas.trilinear_slices, below with the GEMM views); its backward is
+# _trilinear again, once per operand that takes a gradient. Its FLOPs are those products' multiply-adds, 2 each,
+# and the elementwise muls and adds between them: for nn.Bilinear's forward 2·B·out·in2·(in1 + 1) + B·out.
 @register_formula([aten._trilinear], "matmul")
-def trilinear_flops(i1, i2, i3, expand1, expand2, expand3, *args, out_shape=None, **kwargs) -> float:
-    expanded = []
-    for shape, dims in ((i1, expand1), (i2, expand2), (i3, expand3)):
-        sizes = list(shape)
-        for d in sorted(dims):
-            sizes.insert(d, 1)
-        expanded.append(sizes)
-    return 2.0 * numel([max(sizes) for sizes in zip(*expanded)])
+def trilinear_flops(*args, out_shape=None, **kwargs) -> float:
+    slices, views, elementwise, _ = trilinear_slices(*args, **kwargs)
+    return float(slices * (sum(2 * m * n * k * count for m, n, k, count in views) + elementwise))
 
 
 # The elementwise-class ops above that resample, gather, scatter or reduce: their bytes are not one output-sized
@@ -788,6 +782,76 @@ def _mv_view(a, v, *args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:
     return ((a[0], 1, a[1], 1),)
 
 
+@register_gemm_view([aten._euclidean_dist])
+def _euclidean_dist_view(x1, x2, *args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:
+    """cdist's p = 2 path: [-2·a, ‖a‖², 1] @ [b, 1, ‖b‖²]ᵀ, one (batched) product two columns deeper than a row."""
+    return ((x1[-2], x2[-2], x1[-1] + 2, numel(x1[:-2])),)
+
+
+def _sumproduct_pair(left: list[int], right: list[int], sum_dims: set[int]) -> tuple[GemmView | None, list[int]]:
+    """ATen's sumproduct_pair on operand sizes of equal rank: its product as a bmm of (dims in both) batches of
+    (left-only dims) × (right-only dims) × (summed dims in both), the two sides swapped where every right-only
+    dim comes before every left-only one (``swap_lo_ro``) — None where nothing is summed (a mul) — and its
+    result's sizes (summed dims kept as 1)."""
+    if not sum_dims:
+        return None, [max(a, b) for a, b in zip(left, right)]
+    both = depth = 1
+    only_left: list[int] = []
+    only_right: list[int] = []
+    sizes = []
+    for i, (a, b) in enumerate(zip(left, right)):
+        if i in sum_dims:
+            depth *= a if a != 1 and b != 1 else 1  # a dim only one side has is summed before the product
+            sizes.append(1)
+            continue
+        if a != 1 and b != 1:
+            both *= a
+        elif a != 1:
+            only_left.append(i)
+        elif b != 1:
+            only_right.append(i)
+        sizes.append(max(a, b))
+    if only_left and only_right and only_right[-1] < only_left[0]:
+        only_left, only_right = only_right, only_left
+    return (numel([sizes[i] for i in only_left]), numel([sizes[i] for i in only_right]), depth, both), sizes
+
+
+TRILINEAR_SLICE_KERNELS = 3  # a slice's two pairs (a bmm or a mul each) and its add into the output
+
+
+def trilinear_slices(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1
+                     ) -> tuple[int, tuple[GemmView, ...], int, int]:
+    """What ATen's _trilinear runs (nn.Bilinear and its backward): per slice of ``unroll_dim`` (the output features
+    of nn.Bilinear's forward), i1·i2 summed over the sum dims i3 lacks, then i3·that over the others — each a bmm
+    where it sums, else a mul — and the result added into the output. (slices, the bmm views of one slice, the
+    elementwise FLOPs of one slice: its muls' and its add's elements, the kernels one slice launches).
+    nn.Bilinear's forward: per output feature a B×in2×in1 GEMM, B dot products of in2 and the add, as
+    torch.profiler lists them (test_bilinear_runs_two_products_per_output_feature)."""
+    total = len(i1) + len(expand1)
+    expanded = []
+    for shape, dims in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        sizes = list(shape)
+        for d in sorted(d % total for d in dims):
+            sizes.insert(d, 1)
+        expanded.append(sizes)
+    if any(numel(sizes) == 0 for sizes in expanded):
+        return 0, (), 0, 0
+    summed, unroll_dim, lacking = {d % total for d in sumdim}, unroll_dim % total, {d % total for d in expand3}
+    sliced = [[1 if d == unroll_dim else size for d, size in enumerate(sizes)] for sizes in expanded]
+    first, buffer = _sumproduct_pair(sliced[0], sliced[1], summed & lacking - {unroll_dim})
+    second, result = _sumproduct_pair(sliced[2], buffer, summed - lacking - {unroll_dim})
+    elementwise = (numel(buffer) if first is None else 0) + (numel(result) if second is None else 0) + numel(result)
+    views = tuple(view for view in (first, second) if view is not None)
+    return max(sizes[unroll_dim] for sizes in expanded), views, elementwise, TRILINEAR_SLICE_KERNELS
+
+
+@register_gemm_view([aten._trilinear])
+def _trilinear_views(*args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:
+    """Each slice's products (:func:`trilinear_slices`), each its own launch."""
+    slices, views, _, _ = trilinear_slices(*args, **kwargs)
+    return views * slices
+
+
 def _fast_eligible(w, stride, dilation, groups) -> int:
     """1 when cuDNN may run this convolution with a fast algorithm (Winograd, FFT): a 2-D kernel of at least
     3×3, stride 1, no dilation, not grouped — the shapes for which those algorithms exist."""
@@ -909,6 +973,14 @@ def _conv_backward_call(grad_out, x, w, bias_sizes, stride, padding, dilation, t
     """Its forward's call shape (:func:`_conv_call`): the geometry that decides cuDNN's kernels both ways."""
     return _conv_call(x, w, None, stride, padding, dilation, transposed, output_padding, groups,
                       channels_last=channels_last)
+
+
+@register_call_shape([aten._trilinear])
+def _trilinear_call(*args, **kwargs) -> tuple[int, ...]:
+    """(slices, kernels a slice launches): a loop on the host, each kernel its own dispatch and launch
+    (:func:`trilinear_slices`; rooflow.estimate.timemodel prices its host time and kernels so)."""
+    slices, _, _, launches = trilinear_slices(*args, **kwargs)
+    return (slices, launches)
 
 
 @register_call_shape([aten.native_layer_norm])

@@ -590,7 +590,16 @@ def max_pool_priced_bytes(row) -> float | None:
     return 4.0 * outputs * (window + MAX_POOL_OUTPUT_LOADS) / max(1, int(row["calls"]))
 
 
+# Ops whose kernels a C++ loop launches, each a dispatched aten op on the host: _trilinear (nn.Bilinear and its
+# backward) launches its slice's two pairs and an add per output feature (formulas.trilinear_slices). On this
+# repository's CPU, nn.Bilinear(4, 4, 256) at batch 1 took 5.5 µs of host per feature, 5.7 Python-level torch.add
+# calls' worth: each launch is priced as an op's host cost, at the low end of that
+LOOPED_OPS = frozenset({"_trilinear"})
+
+
 def _is_depthwise(views) -> bool:
+    """A convolution's views of one output channel per group. (A product's batched matrix-vector views — nn.Bilinear's
+    dot products, a bmm by a column — are cuBLAS's GEMVs, priced by their bytes on the product path.)"""
     return any(view[3] > 1 and view[1] == 1 for view in views)
 
 
@@ -638,7 +647,7 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
         return terms
     if row["op_class"] == "attention" and views and calibration.kind == "cuda" and sdpa:
         _fused_attention_terms(terms, row, views, precision, device, calibration, sm_count)
-    elif views and not _is_depthwise(views):
+    elif views and not (row["op"].startswith(("convolution", "_convolution")) and _is_depthwise(views)):
         product_flops, padded = 0.0, False
         ffma: dict[str, float] = {}  # the same views with every padded one on FP32 FFMA instead
         ffma_peak = _peak(device, "fp32")
@@ -688,7 +697,7 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
                 fp32_path = "fp32_fast" if fast and not fp32_direct else "fp32"
                 fp32_views[fp32_path] = fp32_views.get(fp32_path, 0.0) + ffma_seconds
             product_flops += 2.0 * m * n * k * count
-        terms["kernels"] = float(len(views))
+        terms["kernels"] = float(looped_launches(row) or len(views))
         if convolution and transposes(row, views):
             element = ELEMENT_BYTES.get(row["compute_precision"], 4)
             filters = [filter_elements(view) for view in views]
@@ -963,9 +972,18 @@ def _fast_path_doubt(row, precision: str, device, calibration: Calibration, sm_c
     return fast * (1.0 / calibration.matmul_efficiency_of("fp32") - 1.0 / calibration.matmul_efficiency_of("fp32_fast"))
 
 
+def looped_launches(row) -> int:
+    """The kernels ONE call of a row of :data:`LOOPED_OPS` launches from its loop (its call shape: slices, kernels a
+    slice), 0 for any other row."""
+    call = parse_call(row.get("call"))
+    return call[0] * call[1] if row["op"] in LOOPED_OPS and len(call) == 2 else 0
+
+
 def host_op_seconds(row, mode: str, calibration: Calibration) -> float:
-    """Host seconds of ONE call of an ops-table row (module calls are added per forward op)."""
+    """Host seconds of ONE call of an ops-table row (module calls are added per forward op); an op of
+    :data:`LOOPED_OPS` adds an op's host cost for each kernel its loop launches after the first."""
     seconds = calibration.host_backward_op_seconds if row["phase"] == "backward" else calibration.host_op_seconds
+    seconds += max(0, looped_launches(row) - 1) * calibration.host_op_seconds
     if mode == "training" and row["phase"] in ("forward", "loss"):
         seconds += calibration.host_autograd_seconds
     if row["op"] in LIBRARY_OPS:
@@ -1143,12 +1161,14 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
             host_clock += calls * (host + work)
             device_clock = host_clock
         else:
-            for _ in range(calls):
-                host_clock += host
+            # a looped op's kernels run while its loop launches the next ones: one launch at a time
+            launches = looped_launches(row) or 1
+            for _ in range(calls * launches):
+                host_clock += host / launches
                 if kernels:
-                    start = max(device_clock + gap, host_clock)
+                    start = max(device_clock + gap / launches, host_clock)
                     gaps_paid += start - max(device_clock, host_clock)
-                    device_clock = start + work
+                    device_clock = start + work / launches
         device_busy += calls * work + gaps_paid
         phase_seconds[phase] = phase_seconds.get(phase, 0.0) + max(device_clock, host_clock) - clock_before
         row_seconds[index] = calls * work

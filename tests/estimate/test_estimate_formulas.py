@@ -8,6 +8,7 @@ are what pins rooflow's formulas (DESIGN.md, "Analytic estimation — convention
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pytest
 import torch
@@ -332,14 +333,32 @@ def test_more_activations_closed_form(module, op, forward, backward):
         assert ops[f"{op}_backward", "backward"] == backward * x.numel()
 
 
-def test_bilinear_counts_the_broadcast_product_of_its_three_operands():
-    """nn.Bilinear runs as aten._trilinear: a B×in1×in2 multiply-add per output feature, and its backward is
-    _trilinear again per operand that takes a gradient (both inputs and the weight here)."""
-    est = estimate_module(nn.Bilinear(8, 6, 4), (meta(N, 8), meta(N, 6)), mode="training")
+def test_bilinear_runs_two_products_per_output_feature():
+    """nn.Bilinear runs as aten._trilinear: per output feature a B×in2×in1 GEMM and B dot products of in2, then an
+    add into the output; its backward is _trilinear again per operand that takes a gradient (both inputs and the
+    weight here). Its GEMM views are the bmm calls torch.profiler lists for the same module run on the CPU, forward
+    and backward, call for call; its FLOPs those products' multiply-adds and the muls and adds between them (it
+    had counted the three operands' broadcast product only: no dot products, no views, priced at the peak)."""
+    module = nn.Bilinear(8, 6, 4)
+    est = estimate_module(module, (meta(N, 8), meta(N, 6)), mode="training")
     assert est.totals["unsupported_ops"] == {}
-    trilinear = est.ops[est.ops["op"] == "_trilinear"].groupby("phase")["flops"].sum()
-    assert trilinear["forward"] == 2 * N * 4 * 8 * 6
-    assert trilinear["backward"] == 3 * 2 * N * 4 * 8 * 6
+    trilinear = est.ops[est.ops["op"] == "_trilinear"]
+    counted = Counter()
+    for _, row in trilinear.iterrows():
+        for m, n, k, count, *_ in formulas.parse_gemms(row["gemms"]):
+            counted[((count, m, k), (count, k, n))] += int(row["calls"])
+    x1, x2 = torch.randn(N, 8, requires_grad=True), torch.randn(N, 6, requires_grad=True)
+    with torch.profiler.profile(record_shapes=True) as profiler:
+        module(x1, x2).sum().backward()
+    ran = Counter(tuple(tuple(shape) for shape in event.input_shapes[:2])
+                  for event in profiler.events() if event.name == "aten::bmm")
+    assert sum(ran.values()) == 4 * 2 + 3 * 4  # forward: two products per feature; backward: one per feature and operand
+    assert counted == ran
+    flops = trilinear.groupby("phase")["flops"].sum()
+    assert flops["forward"] == 2 * N * 4 * 6 * (8 + 1) + N * 4
+    # backward, per output feature: d/dx1 a mul (N×8×6) then the product (2·N·8·6) and its add (N·8); d/dW a mul
+    # (N·8), the product (2·N·8·6) and the add (8·6); d/dx2 the product (2·N·6·8), a mul (N·6) and the add (N·6)
+    assert flops["backward"] == 4 * ((N * 48 + 96 * N + 8 * N) + (8 * N + 96 * N + 48) + (96 * N + 6 * N + 6 * N))
 
 
 def test_distances_transforms_and_reductions_closed_form():
@@ -354,6 +373,11 @@ def test_distances_transforms_and_reductions_closed_form():
     many = meta(32, 8)  # over 25 rows: PyTorch's p = 2 path through ‖a‖² + ‖b‖² − 2·a·b
     ops = estimate_module(Apply(lambda x: torch.cdist(x, x)), many).ops.set_index("op")["flops"]
     assert ops["_euclidean_dist"] == 2 * 2 * many.numel() + 32 * 32 * (2 * 8 + 4)
+    # its product, as torch.profiler lists it: [-2·a, ‖a‖², 1] (32 × 10) @ [b, 1, ‖b‖²]ᵀ (10 × 32), per batch
+    batched = (meta(3, 40, 8), meta(3, 30, 8))
+    for inputs, view in (((many, many), (32, 32, 10, 1)), (batched, (40, 30, 10, 3))):
+        gemms = estimate_module(Apply(lambda a, b: torch.cdist(a, b)), inputs).ops.set_index("op")["gemms"]
+        assert formulas.parse_gemms(gemms["_euclidean_dist"])[0][:4] == view
     ops = estimate_module(Apply(lambda x: x.logsumexp(-1)), x).ops.set_index("op")["flops"]
     assert ops["logsumexp"] == 4 * N * 8 + 2 * N
     ops = estimate_module(Apply(lambda x: torch.fft.rfft(x).abs()), x).ops.set_index("op")["flops"]

@@ -1005,6 +1005,33 @@ def test_winograd_eligible_layers_never_below_the_direct_kernels():
     assert training < 4.5 * inference
 
 
+def test_a_bilinear_layer_launches_its_kernels_one_output_feature_at_a_time():
+    """nn.Bilinear(512, 512, 256) runs as aten._trilinear, a C++ loop over its 256 output features that launches a
+    GEMM, a batched dot and an add for each (formulas.trilinear_slices, pinned on torch.profiler's bmm calls in
+    test_bilinear_runs_two_products_per_output_feature). It had been one kernel priced at the FP32 peak behind one
+    op's host dispatch (0.6 ms predicted on a T4 at batch 256, 0.03 ms of host): now 3 kernels a feature, each
+    launch an op's host cost, the loop's launches overlapping the GPU's work — host-bound at a small batch on the
+    H100, GPU-bound at a large one on the T4."""
+    import torch
+
+    import rooflow
+
+    def step(batch, device):
+        inputs = (torch.empty(batch, 512, device="meta"), torch.empty(batch, 512, device="meta"))
+        return rooflow.estimate_module(torch.nn.Bilinear(512, 512, 256), inputs, device=device).totals
+
+    small, large = step(8, "h100-sxm5-80gb"), step(256, "t4")
+    for totals in (small, large):
+        assert totals["predicted_kernels"] == 256 * 3 + 1  # and the bias add
+    host = shipped_calibration("h100-sxm5-80gb").host_op_seconds
+    assert small["predicted_host_seconds"] >= 256 * 3 * host and small["predicted_bound"] == "host"
+    assert large["predicted_bound"] == "gpu"
+    # the loop launches while the GPU works: the step is its slower side, not host and device in turn
+    assert large["predicted_seconds"] < large["predicted_device_seconds"] + 0.1 * large["predicted_host_seconds"]
+    # its products through the GEMM model, not at the peak: 34.4 GFLOP take more than the peak's 4.2 ms
+    assert large["predicted_device_seconds"] > large["total_flops"] / 8.141e12
+
+
 def test_recurrent_layers_are_counted_and_priced_as_cudnn_runs_them():
     """nn.LSTM/nn.GRU on the meta device decompose into per-timestep cell ops; PyTorch runs them as fused cuDNN
     (oneDNN) RNN kernels. The cells' gate split (unsafe_split) and GRU's transpose_ move no data but were listed
