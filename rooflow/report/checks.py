@@ -26,7 +26,8 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 - **forward:backward** (training runs): the estimator's backward:forward matmul FLOP ratio against the
   ratio the layers imply, ``2 − s`` where ``s`` is the first conv/linear layer's share of the forward
   matmul FLOPs (every conv/linear backward computes an input gradient and a weight gradient, each the
-  forward's cost, except the first layer, whose input needs no gradient — DESIGN.md); and the measured
+  forward's cost, except the first layer, whose input needs no gradient — DESIGN.md; nn.Bilinear layers, which
+  take three gradients, left out of both sides by name); and the measured
   backward:forward latency ratio against the same implied ratio; its cause names the parts of the time model's
   predicted backward that carry the excess where the model predicts the ratio too (FB_PREDICTED_FACTOR), and
   the layers whose measured backward carries it (the timing job's profiled iteration, rooflow.measure.optime),
@@ -104,7 +105,7 @@ PART_WORDS = {PAGE_FAULT_PART: "page faults (a CPU tensor of 32 MiB or more is f
 
 FORWARD_BACKWARD_COLUMNS = [
     *RUN_COLUMNS, "first_layer", "first_layer_share", "trainable_before_first_layer", "recomputed_flops_ratio",
-    "implied_flops_ratio", "estimated_matmul_flops_ratio",
+    "implied_flops_ratio", "estimated_matmul_flops_ratio", "layers_apart",
     "estimated_total_flops_ratio", "forward_seconds", "backward_seconds", "latency_ratio",
     "latency_ratio_low", "latency_ratio_high", "predicted_forward_seconds", "predicted_backward_seconds",
     "predicted_latency_ratio", "predicted_seconds_by_phase_part",
@@ -158,6 +159,30 @@ def implied_backward_forward_ratio(layers: pd.DataFrame, forward_matmul_flops: f
     return name, share, 2.0 - share
 
 
+# Layers of a product of three operands (nn.Bilinear: aten._trilinear, rooflow.estimate.formulas.trilinear_slices),
+# whose backward takes a gradient of each — three, where the check's rule has every conv/linear layer take two —
+# with the muls of its loop: the FLOP check leaves them out of both sides of the ratio, by name
+TERNARY_PRODUCT_LAYERS = ("Bilinear",)
+
+
+def without_ternary_products(layers: pd.DataFrame | None, forward_matmul: float | None,
+                             backward_matmul: float | None) -> tuple[pd.DataFrame | None, float | None,
+                                                                     float | None, str]:
+    """The layers table, forward and backward matmul FLOPs less the layers of :data:`TERNARY_PRODUCT_LAYERS`
+    (their forward matmul FLOPs; their backward FLOPs, all of which but a bias gradient's sum are their products),
+    and those layers' names ("" where there are none)."""
+    if layers is None or "type" not in layers or not forward_matmul or backward_matmul is None:
+        return layers, forward_matmul, backward_matmul, ""
+    apart = layers["type"].isin(TERNARY_PRODUCT_LAYERS)
+    if not apart.any():
+        return layers, forward_matmul, backward_matmul, ""
+    rows = layers[apart]
+    forward = float(pd.to_numeric(rows["forward_matmul_flops"], errors="coerce").fillna(0).sum())
+    backward = float(pd.to_numeric(rows.get("backward_flops", 0.0), errors="coerce").fillna(0).sum())
+    return (layers[~apart], forward_matmul - forward, backward_matmul - backward,
+            ", ".join(rows["layer"].astype(str)))
+
+
 def forward_backward_table(summary: pd.DataFrame, totals: dict[tuple, dict], layers: dict[tuple, pd.DataFrame]
                            ) -> pd.DataFrame:
     """One row per training run of the summary (per device): the FLOP ratios and the latency ratio.
@@ -172,15 +197,19 @@ def forward_backward_table(summary: pd.DataFrame, totals: dict[tuple, dict], lay
         total = totals.get(key) or {}
         layer_table = layers.get(key)
         forward_matmul = total.get("forward_matmul_flops")
-        first, share, implied = implied_backward_forward_ratio(layer_table, forward_matmul)
+        layer_table, rest_forward, rest_backward, apart = without_ternary_products(
+            layer_table, forward_matmul, total.get("backward_matmul_flops"))
+        first, share, implied = implied_backward_forward_ratio(layer_table, rest_forward)
         # activation checkpointing runs forward matmuls again in backward: the layers imply them too
-        recomputed = (total.get("recomputed_matmul_flops") or 0.0) / forward_matmul if forward_matmul else 0.0
+        recomputed = (total.get("recomputed_matmul_flops") or 0.0) / rest_forward if rest_forward else 0.0
         if implied is not None:
             implied += recomputed
         upstream = trainable_before(layer_table, first)
         estimated = total.get("matmul_backward_forward_ratio")
-        if estimated is None and forward_matmul and total.get("backward_matmul_flops") is not None:
-            estimated = total["backward_matmul_flops"] / forward_matmul
+        if (estimated is None or apart) and rest_forward and rest_backward is not None:
+            estimated = rest_backward / rest_forward
+        if apart and not rest_forward:
+            implied = estimated = None  # its products are all ternary: nothing the rule covers
         forward_total = total.get("forward_flops") or run.get("estimated_forward_flops")
         backward_total = total.get("backward_flops") or run.get("estimated_backward_flops")
         total_ratio = backward_total / forward_total if _finite(forward_total) and forward_total and \
@@ -195,7 +224,7 @@ def forward_backward_table(summary: pd.DataFrame, totals: dict[tuple, dict], lay
             "device": run["device"], "model": run["model"], "batch": int(run["batch"]),
             "precision": run["precision"], "mode": run["mode"], "first_layer": first, "first_layer_share": share,
             "trainable_before_first_layer": upstream, "recomputed_flops_ratio": recomputed,
-            "implied_flops_ratio": implied, "estimated_matmul_flops_ratio": estimated,
+            "implied_flops_ratio": implied, "estimated_matmul_flops_ratio": estimated, "layers_apart": apart,
             "estimated_total_flops_ratio": total_ratio,
             "forward_seconds": fwd_s if _finite(fwd_s) else None,
             "backward_seconds": bwd_s if _finite(bwd_s) else None, "latency_ratio": latency,
@@ -334,10 +363,13 @@ def _implied_words(run) -> str:
     recomputed = run.get("recomputed_flops_ratio")
     again = (f" + {recomputed:.3f}: the forward matmuls activation checkpointing runs again in backward"
              if _finite(recomputed) and recomputed > 0 else "")
+    apart = run.get("layers_apart")
+    apart = (f"; nn.Bilinear layers {apart} apart on both sides (three operands' gradients, and their loop's muls)"
+             if isinstance(apart, str) and apart else "")
     if isinstance(upstream, str) and upstream:
         return (f"2: {upstream} runs before the first matmul layer {run.get('first_layer')}, which therefore "
-                f"computes its input gradient too{again}")
-    return f"2 − first layer {run.get('first_layer')}'s share {run.get('first_layer_share'):.3f}{again}"
+                f"computes its input gradient too{again}{apart}")
+    return f"2 − first layer {run.get('first_layer')}'s share {run.get('first_layer_share'):.3f}{again}{apart}"
 
 
 def estimate_checks(totals: dict[tuple, dict]) -> list[Check]:

@@ -239,6 +239,45 @@ def test_activation_checkpointing_recomputes_forward_matmuls_the_ratio_expects()
     assert len(flops) == 1 and "activation checkpointing runs again in backward" in flops.iloc[0]["expected"]
 
 
+def test_a_bilinear_layer_is_left_out_of_the_rule_of_two_gradients_by_name():
+    """nn.Bilinear takes a gradient of each of its three operands (and its loop multiplies elementwise): its
+    backward is 3.50x its forward here, and this net's matmul ratio 3.40, which the check's rule — two gradients
+    per conv/linear layer, 2 − the first layer's share — called an error ("a backward formula that over-counts").
+    Its layers are now left out of both sides of the ratio, by name; the rest still has to meet the rule, and an
+    over-count there is still an error."""
+    import torch
+    from torch import nn
+
+    from rooflow.estimate.api import estimate_module
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(64, 128), nn.Linear(128, 96)
+            self.bil, self.head = nn.Bilinear(128, 96, 32), nn.Linear(32, 10)
+
+        def forward(self, x):
+            h = self.a(x).relu()
+            return self.head(self.bil(h, self.b(h).relu()))
+
+    result = estimate_module(Net().to("meta"), torch.empty(64, 64, device="meta"), mode="training")
+    assert result["matmul_backward_forward_ratio"] > 3.3
+    key = ("net", 64, "fp32", "training")
+    totals = {key: {**dict(result), "model": "net"}}
+    run = run_row(model="net", batch=64, mode="training")
+    checks, table = build_checks(summary(run), totals, {key: result.layers})
+    row = table.iloc[0]
+    row_forward = result["forward_matmul_flops"] - float(result.layers.set_index("layer").at["bil", "forward_matmul_flops"])
+    assert row["layers_apart"] == "bil" and row["estimated_matmul_flops_ratio"] < 2.0
+    assert row["implied_flops_ratio"] == pytest.approx(row["estimated_matmul_flops_ratio"], rel=FB_FLOPS_TOLERANCE)
+    assert checks[checks["check"] == "forward:backward FLOPs"].empty
+    over = {key: {**totals[key], "backward_matmul_flops": result["backward_matmul_flops"] + 0.1 * row_forward}}
+    flops = build_checks(summary(run), over, {key: result.layers})[0]
+    flops = flops[flops["check"] == "forward:backward FLOPs"]
+    assert len(flops) == 1 and flops.iloc[0]["severity"] == "error"
+    assert "nn.Bilinear layers bil apart" in flops.iloc[0]["expected"]
+
+
 def training_estimate(ratio: float, model: str = "resnet18") -> tuple[dict, dict]:
     key = (model, 8, "fp32", "training")
     total = {"model": model, "batch": 8, "precision": "fp32", "mode": "training", "forward_matmul_flops": 100.0,
