@@ -648,7 +648,7 @@ def cdist_backward_flops(grad, x1, x2, *args, out_shape=None, **kwargs) -> float
 # and the elementwise muls and adds between them: for nn.Bilinear's forward 2·B·out·in2·(in1 + 1) + B·out.
 @register_formula([aten._trilinear], "matmul")
 def trilinear_flops(*args, out_shape=None, **kwargs) -> float:
-    slices, views, elementwise, _ = trilinear_slices(*args, **kwargs)
+    slices, views, elementwise = trilinear_slices(*args, **kwargs)
     return float(slices * (sum(2 * m * n * k * count for m, n, k, count in views) + elementwise))
 
 
@@ -820,11 +820,11 @@ TRILINEAR_SLICE_KERNELS = 3  # a slice's two pairs (a bmm or a mul each) and its
 
 
 def trilinear_slices(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1
-                     ) -> tuple[int, tuple[GemmView, ...], int, int]:
+                     ) -> tuple[int, tuple[GemmView, ...], int]:
     """What ATen's _trilinear runs (nn.Bilinear and its backward): per slice of ``unroll_dim`` (the output features
     of nn.Bilinear's forward), i1·i2 summed over the sum dims i3 lacks, then i3·that over the others — each a bmm
     where it sums, else a mul — and the result added into the output. (slices, the bmm views of one slice, the
-    elementwise FLOPs of one slice: its muls' and its add's elements, the kernels one slice launches).
+    elementwise FLOPs of one slice: its muls' and its add's elements).
     nn.Bilinear's forward: per output feature a B×in2×in1 GEMM, B dot products of in2 and the add, as
     torch.profiler lists them (test_bilinear_runs_two_products_per_output_feature)."""
     total = len(i1) + len(expand1)
@@ -835,20 +835,20 @@ def trilinear_slices(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1
             sizes.insert(d, 1)
         expanded.append(sizes)
     if any(numel(sizes) == 0 for sizes in expanded):
-        return 0, (), 0, 0
+        return 0, (), 0
     summed, unroll_dim, lacking = {d % total for d in sumdim}, unroll_dim % total, {d % total for d in expand3}
     sliced = [[1 if d == unroll_dim else size for d, size in enumerate(sizes)] for sizes in expanded]
     first, buffer = _sumproduct_pair(sliced[0], sliced[1], summed & lacking - {unroll_dim})
     second, result = _sumproduct_pair(sliced[2], buffer, summed - lacking - {unroll_dim})
     elementwise = (numel(buffer) if first is None else 0) + (numel(result) if second is None else 0) + numel(result)
     views = tuple(view for view in (first, second) if view is not None)
-    return max(sizes[unroll_dim] for sizes in expanded), views, elementwise, TRILINEAR_SLICE_KERNELS
+    return max(sizes[unroll_dim] for sizes in expanded), views, elementwise
 
 
 @register_gemm_view([aten._trilinear])
 def _trilinear_views(*args, out_shape=None, **kwargs) -> tuple[GemmView, ...]:
     """Each slice's products (:func:`trilinear_slices`), each its own launch."""
-    slices, views, _, _ = trilinear_slices(*args, **kwargs)
+    slices, views, _ = trilinear_slices(*args, **kwargs)
     return views * slices
 
 
@@ -979,8 +979,7 @@ def _conv_backward_call(grad_out, x, w, bias_sizes, stride, padding, dilation, t
 def _trilinear_call(*args, **kwargs) -> tuple[int, ...]:
     """(slices, kernels a slice launches): a loop on the host, each kernel its own dispatch and launch
     (:func:`trilinear_slices`; rooflow.estimate.timemodel prices its host time and kernels so)."""
-    slices, _, _, launches = trilinear_slices(*args, **kwargs)
-    return (slices, launches)
+    return (trilinear_slices(*args, **kwargs)[0], TRILINEAR_SLICE_KERNELS)
 
 
 @register_call_shape([aten.native_layer_norm])

@@ -645,13 +645,13 @@ def op_terms(row, precision: str, device, calibration: Calibration, sm_count: in
     views = parse_gemms(row.get("gemms"))
     if not peak:
         return terms
+    convolution = row["op"].startswith(("convolution", "_convolution"))
     if row["op_class"] == "attention" and views and calibration.kind == "cuda" and sdpa:
         _fused_attention_terms(terms, row, views, precision, device, calibration, sm_count)
-    elif views and not (row["op"].startswith(("convolution", "_convolution")) and _is_depthwise(views)):
+    elif views and not (convolution and _is_depthwise(views)):
         product_flops, padded = 0.0, False
         ffma: dict[str, float] = {}  # the same views with every padded one on FP32 FFMA instead
         ffma_peak = _peak(device, "fp32")
-        convolution = row["op"].startswith(("convolution", "_convolution"))
         library = calibration.kind == "cuda" and not convolution
         forward_conv = calibration.kind == "cuda" and row["op"] in kernel_ops.CONVOLUTION_OPS
         ffma_tiles = FP32_FPROP_TILES if forward_conv else None

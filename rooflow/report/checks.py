@@ -171,14 +171,14 @@ def without_ternary_products(layers: pd.DataFrame | None, forward_matmul: float 
     """The layers table, forward and backward matmul FLOPs less the layers of :data:`TERNARY_PRODUCT_LAYERS`
     (their forward matmul FLOPs; their backward FLOPs, all of which but a bias gradient's sum are their products),
     and those layers' names ("" where there are none)."""
-    if layers is None or "type" not in layers or not forward_matmul or backward_matmul is None:
+    if layers is None or not {"type", "backward_flops"} <= set(layers) or not forward_matmul or backward_matmul is None:
         return layers, forward_matmul, backward_matmul, ""
     apart = layers["type"].isin(TERNARY_PRODUCT_LAYERS)
     if not apart.any():
         return layers, forward_matmul, backward_matmul, ""
     rows = layers[apart]
     forward = float(pd.to_numeric(rows["forward_matmul_flops"], errors="coerce").fillna(0).sum())
-    backward = float(pd.to_numeric(rows.get("backward_flops", 0.0), errors="coerce").fillna(0).sum())
+    backward = float(pd.to_numeric(rows["backward_flops"], errors="coerce").fillna(0).sum())
     return (layers[~apart], forward_matmul - forward, backward_matmul - backward,
             ", ".join(rows["layer"].astype(str)))
 
