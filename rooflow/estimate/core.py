@@ -49,6 +49,7 @@ NOT_FUSED_CONSUMERS = {*formulas.REDUCTIONS, "cumsum"}
 
 LAYER_COLUMNS = ["layer", "type", "output_shape", "forward_flops", "backward_input_flops",
                  "backward_weight_flops", "backward_flops", "optimizer_flops", "loss_flops", "forward_matmul_flops",
+                 "implied_backward_matmul_flops",
                  "params", "activation_bytes", "weight_bytes", "gradient_bytes", "min_bytes",
                  "fused_bytes", "unfused_bytes"]
 OP_COLUMNS = ["layer", "type", "phase", "op", "op_class", "compute_precision", "calls", "flops",
@@ -232,11 +233,26 @@ def _unread_weight_bytes(trace: Trace) -> tuple[int, int]:
             sum(trace.storages[key].nbytes for key in unread if key not in trace.buffer_keys))
 
 
+def _implied_backward_flops(record, reentrant_layers: set[str]) -> float:
+    """The backward FLOPs a matmul-class op implies by the rule of gradients, independent of the backward
+    formulas (the FLOP check holds them to it): its FLOPs once per product operand that takes a gradient, twice
+    where the op is no product of that rule (counter.OpRecord.gradient_operands None); 0 for any other op. The
+    products differentiated are the forward's, but for a layer whose forward ran under no_grad and again in
+    backward (``reentrant_layers``: a reentrant checkpoint): its recomputed ones."""
+    if record.op_class not in MATMUL_OP_CLASSES:
+        return 0.0
+    if record.phase == "forward" and record.grad_mode or record.recompute and record.layer in reentrant_layers:
+        return record.flops * (2 if record.gradient_operands is None else record.gradient_operands)
+    return 0.0
+
+
 def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: str, input_size: int,
                    params: int, weight_bytes: int, param_bytes: int) -> Estimate:
     records = trace.records
     fused_read, fused_write = _fused_traffic(trace)
     rows = []
+    no_grad_layers = {r.layer for r in records if r.phase == "forward" and not r.grad_mode}
+    reentrant_layers = {r.layer for r in records if r.recompute and r.layer in no_grad_layers}
     for record, f_read, f_write in zip(records, fused_read, fused_write):
         rows.append((record.layer, record.phase, record.op, record.op_class,
                      compute_precision(precision, record.op_class, record.dtype), record.role,
@@ -248,12 +264,12 @@ def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: s
                          if trace.storages[key].alloc_index == record.index
                          and trace.storages[key].category != "input"  # allocated before the step: no fault
                          and trace.storages[key].nbytes >= LARGE_ALLOCATION_BYTES),
-                     record.cuda_op))
+                     record.cuda_op, _implied_backward_flops(record, reentrant_layers)))
     raw = pd.DataFrame(rows, columns=["layer", "phase", "op", "op_class", "compute_precision", "role",
                                       "backward_input_flops", "backward_weight_flops", "flops",
                                       "bytes_read", "bytes_written", "fused_bytes_read",
                                       "fused_bytes_written", "activation_bytes", "bias_flops", "gemms", "call",
-                                      "large_allocated_bytes", "cuda_op"])
+                                      "large_allocated_bytes", "cuda_op", "implied_backward_flops"])
     raw["type"] = raw["layer"].map(lambda layer: _layer_type(trace, layer))
     raw["calls"] = 1
 
@@ -360,6 +376,7 @@ def _layers_table(trace: Trace, raw: pd.DataFrame) -> pd.DataFrame:
         # the (loss) row's cross-entropy forward and gradient: what totals' loss_flops sums
         "loss_flops": raw["flops"].where(raw["phase"] == "loss", 0.0),
         "forward_matmul_flops": raw["flops"].where(forward & raw["op_class"].isin(MATMUL_OP_CLASSES), 0.0),
+        "implied_backward_matmul_flops": raw["implied_backward_flops"],
         "activation_bytes": raw["bytes_written"].where(forward, 0),
         "fused_bytes": raw["fused_bytes_read"] + raw["fused_bytes_written"],
         "unfused_bytes": raw["bytes_read"] + raw["bytes_written"],
@@ -377,7 +394,8 @@ def _layers_table(trace: Trace, raw: pd.DataFrame) -> pd.DataFrame:
     layers["min_bytes"] = [int(min_bytes.get(layer, 0)) for layer in order]
     layers["activation_bytes"] = layers["activation_bytes"].astype("int64")
     for column in ("forward_flops", "backward_input_flops", "backward_weight_flops", "backward_flops",
-                   "optimizer_flops", "loss_flops", "forward_matmul_flops", "fused_bytes", "unfused_bytes"):
+                   "optimizer_flops", "loss_flops", "forward_matmul_flops", "implied_backward_matmul_flops",
+                   "fused_bytes", "unfused_bytes"):
         layers[column] = layers[column].astype(float)
     return layers[LAYER_COLUMNS]
 

@@ -107,6 +107,10 @@ class OpRecord:
     call: tuple = ()  # the call's geometry where the kernel model needs it (formulas.call_shape)
     cuda_op: str = ""  # the op a GPU runs this record as, where it is not the record's own (rooflow.estimate.dropout)
     recompute: bool = False  # a forward op activation checkpointing runs again in backward (no gradient)
+    # a forward (or recomputed) product's operands that take a gradient (formulas.Formula.product_operands): 0
+    # under torch.no_grad; None: no product of that rule
+    gradient_operands: int | None = None
+    grad_mode: bool = True  # torch.is_grad_enabled() as it ran: off in a reentrant checkpoint's first forward
 
 
 @dataclass
@@ -396,6 +400,10 @@ class OpRecorder(TorchDispatchMode):
             phase = "loss" if layer == LOSS else "backward"
         else:
             layer, phase = self._stack[-1], self.phase
+        # read before autocast's casts, which are made below autograd and so take no gradient
+        grad_mode = torch.is_grad_enabled()
+        taking = (None if phase != "forward" and not self.recomputing else
+                  _operands_taking_gradients(packet, args) if grad_mode else 0)
         if self.autocast_dtype is not None:
             args, kwargs = self._autocast_args(packet, args, kwargs, layer, phase)
         if packet in SAME_KIND_OPS:
@@ -414,6 +422,7 @@ class OpRecorder(TorchDispatchMode):
         if packet in formulas.LAYOUT_OPERANDS:
             out = _conv_output_layout(packet, args, out)
         record = self._record(func, args, kwargs, out, layer, phase, signature)
+        record.gradient_operands, record.grad_mode = taking, grad_mode
         if packet in MATMUL_LIKE and record.op_class == "attention" and self._seq() == seq_before \
                 and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
             # The autograd node of this op was created just before it ran: remember it, so that its
@@ -525,6 +534,17 @@ class OpRecorder(TorchDispatchMode):
         for record in trace.records:
             record.cuda_op = cuda_ops.get(record.index, "")
         return trace
+
+
+def _operands_taking_gradients(packet, args) -> int | None:
+    """How many of a product's operands (formulas.Formula.product_operands) take a gradient: 2 for a layer
+    inside a trained network, 1 for the first layer (its input takes none) or a frozen layer behind a trained
+    one, 0 in a frozen stem; None for an op that is not a product with that rule."""
+    formula = formulas.FORMULAS.get(packet)
+    if formula is None or not formula.product_operands:
+        return None
+    return sum(1 for i in formula.product_operands
+               if i < len(args) and isinstance(args[i], torch.Tensor) and args[i].requires_grad)
 
 
 _MISSING = object()

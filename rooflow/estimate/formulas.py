@@ -48,20 +48,25 @@ FlopResult = float | dict[str, float]
 class Formula:
     fn: Callable[..., FlopResult]
     op_class: str
+    # the positions of the arguments a product multiplies (addmm: mat1, mat2; not its bias): its backward computes
+    # one forward's worth of products per operand among them that takes a gradient (the FLOP check's rule);
+    # () where no such rule holds (a fused attention kernel's recomputation, a bilinear form's loop)
+    product_operands: tuple[int, ...] = ()
 
 
 # aten OpOverloadPacket -> Formula
 FORMULAS: dict[Any, Formula] = {}
 
 
-def register_formula(ops: Sequence[Any], op_class: str):
-    """Register ``fn(*args, out_shape=..., **kwargs)`` (tensors passed as their shapes) for ``ops``."""
+def register_formula(ops: Sequence[Any], op_class: str, product_operands: tuple[int, ...] = ()):
+    """Register ``fn(*args, out_shape=..., **kwargs)`` (tensors passed as their shapes) for ``ops``;
+    ``product_operands``: see :class:`Formula`."""
     assert op_class in OP_CLASSES, op_class
 
     def decorator(fn):
         for op in ops:
             packet = getattr(op, "overloadpacket", op)
-            FORMULAS[packet] = Formula(fn, op_class)
+            FORMULAS[packet] = Formula(fn, op_class, product_operands)
         return fn
 
     return decorator
@@ -76,7 +81,7 @@ def numel(shape: Sequence[int] | None) -> int:
 
 
 # --------------------------------------------------------------------------------------------- matmul
-@register_formula([aten.mm], "matmul")
+@register_formula([aten.mm], "matmul", product_operands=(0, 1))
 def mm_flops(a, b, *args, out_shape=None, **kwargs) -> float:
     """(m×k)·(k×n): m·n·k multiply-adds."""
     m, k = a
@@ -85,13 +90,13 @@ def mm_flops(a, b, *args, out_shape=None, **kwargs) -> float:
     return 2 * m * n * k
 
 
-@register_formula([aten.addmm], "matmul")
+@register_formula([aten.addmm], "matmul", product_operands=(1, 2))
 def addmm_flops(bias, a, b, *args, out_shape=None, **kwargs) -> float:
     """mm + one add per output element for the bias."""
     return mm_flops(a, b) + numel(out_shape)
 
 
-@register_formula([aten.bmm], "matmul")
+@register_formula([aten.bmm], "matmul", product_operands=(0, 1))
 def bmm_flops(a, b, *args, out_shape=None, **kwargs) -> float:
     batch, m, k = a
     batch2, k2, n = b
@@ -99,17 +104,17 @@ def bmm_flops(a, b, *args, out_shape=None, **kwargs) -> float:
     return 2 * batch * m * n * k
 
 
-@register_formula([aten.baddbmm], "matmul")
+@register_formula([aten.baddbmm], "matmul", product_operands=(1, 2))
 def baddbmm_flops(bias, a, b, *args, out_shape=None, **kwargs) -> float:
     return bmm_flops(a, b) + numel(out_shape)
 
 
-@register_formula([aten.mv], "matmul")
+@register_formula([aten.mv], "matmul", product_operands=(0, 1))
 def mv_flops(a, v, *args, out_shape=None, **kwargs) -> float:
     return 2 * a[0] * a[1]
 
 
-@register_formula([aten.dot, aten.vdot], "matmul")
+@register_formula([aten.dot, aten.vdot], "matmul", product_operands=(0, 1))
 def dot_flops(a, b, *args, out_shape=None, **kwargs) -> float:
     return 2 * numel(a)
 
@@ -123,7 +128,7 @@ def conv_macs(x_shape, w_shape, out_shape, transposed: bool = False) -> int:
     return (numel(x_shape) if transposed else numel(out_shape)) * per_element
 
 
-@register_formula([aten.convolution, aten._convolution], "matmul")
+@register_formula([aten.convolution, aten._convolution], "matmul", product_operands=(0, 1))
 def conv_flops(x, w, bias, stride=None, padding=None, dilation=None, transposed=False, *args,
                out_shape=None, **kwargs) -> float:
     """2·(Cin/groups)·prod(K)·Cout·prod(out spatial)·N, plus one add per output element for the bias."""

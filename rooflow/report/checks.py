@@ -24,10 +24,12 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
   FLOPs; a warning otherwise): the timing job's kernel timeline and the ncu profile, two processes, ran
   different kernels, so the roofline point divides one process's FLOPs by another's time.
 - **forward:backward** (training runs): the estimator's backward:forward matmul FLOP ratio against the
-  ratio the layers imply, ``2 − s`` where ``s`` is the first conv/linear layer's share of the forward
-  matmul FLOPs (every conv/linear backward computes an input gradient and a weight gradient, each the
-  forward's cost, except the first layer, whose input needs no gradient — DESIGN.md; nn.Bilinear layers, which
-  take three gradients, left out of both sides by name); and the measured
+  ratio the layers imply: every conv/linear/matmul backward computes a gradient of each product operand that
+  takes one, each the forward's cost (DESIGN.md) — two inside a trained network, one for the first layer (its
+  input needs none) or a frozen layer behind a trained one, none in a frozen stem — read per layer from which
+  operands took a gradient as the step ran (the layers table's ``implied_backward_matmul_flops``; from a table
+  without it, ``2 − s`` where ``s`` is the first conv/linear layer's share of the forward matmul FLOPs);
+  nn.Bilinear layers, which take three gradients, left out of both sides by name; and the measured
   backward:forward latency ratio against the same implied ratio; its cause names the parts of the time model's
   predicted backward that carry the excess where the model predicts the ratio too (FB_PREDICTED_FACTOR), and
   the layers whose measured backward carries it (the timing job's profiled iteration, rooflow.measure.optime),
@@ -104,7 +106,8 @@ PART_WORDS = {PAGE_FAULT_PART: "page faults (a CPU tensor of 32 MiB or more is f
                              "a page fault per page)"}
 
 FORWARD_BACKWARD_COLUMNS = [
-    *RUN_COLUMNS, "first_layer", "first_layer_share", "trainable_before_first_layer", "recomputed_flops_ratio",
+    *RUN_COLUMNS, "first_layer", "first_layer_share", "trainable_before_first_layer", "layers_one_gradient",
+    "layers_no_gradient", "recomputed_flops_ratio",
     "implied_flops_ratio", "estimated_matmul_flops_ratio", "layers_apart",
     "estimated_total_flops_ratio", "forward_seconds", "backward_seconds", "latency_ratio",
     "latency_ratio_low", "latency_ratio_high", "predicted_forward_seconds", "predicted_backward_seconds",
@@ -143,11 +146,19 @@ def trainable_before(layers: pd.DataFrame, name: str | None) -> str | None:
     return f"{first['layer']} ({first['type']})" if "type" in trainable else str(first["layer"])
 
 
+# the estimator's layers-table column of the backward each layer's forward products imply, by the operands that
+# took a gradient as the step ran (rooflow.estimate.core._implied_backward_flops); a table written before it has
+# none, and the check falls back to 2 − the first layer's share
+IMPLIED_COLUMN = "implied_backward_matmul_flops"
+
+
 def implied_backward_forward_ratio(layers: pd.DataFrame, forward_matmul_flops: float | None = None
                                    ) -> tuple[str | None, float | None, float | None]:
-    """(first layer, its share of the forward matmul FLOPs, implied backward:forward ratio 2 − share). The
-    first matmul layer skips its input gradient only where nothing trainable runs before it: behind an
-    embedding (:func:`trainable_before`) its share is 0 and the ratio 2."""
+    """(first layer, its share of the forward matmul FLOPs, implied backward:forward ratio). The ratio: each
+    forward product's FLOPs once per operand that took a gradient as the step ran (the layers table's
+    :data:`IMPLIED_COLUMN`), over the forward's; from a table without it, 2 − share, the first matmul layer
+    skipping its input gradient only where nothing trainable runs before it (behind an embedding,
+    :func:`trainable_before`, its share is 0 and the ratio 2)."""
     name, first = first_matmul_layer(layers)
     total = forward_matmul_flops
     if not total:
@@ -156,7 +167,22 @@ def implied_backward_forward_ratio(layers: pd.DataFrame, forward_matmul_flops: f
     if name is None or not total:
         return None, None, None
     share = 0.0 if trainable_before(layers, name) else first / total
+    if IMPLIED_COLUMN in layers:
+        return name, share, float(pd.to_numeric(layers[IMPLIED_COLUMN], errors="coerce").fillna(0).sum()) / total
     return name, share, 2.0 - share
+
+
+def layers_taking_fewer_gradients(layers: pd.DataFrame | None) -> tuple[list[str], list[str]]:
+    """(layers whose forward products took one operand's gradient, layers whose took none), in execution order:
+    the first layer (its input takes none), a frozen layer behind a trained one, a frozen stem. Read from the
+    layers table's :data:`IMPLIED_COLUMN` against its forward matmul FLOPs; empty without that column."""
+    if layers is None or IMPLIED_COLUMN not in layers or "forward_matmul_flops" not in layers:
+        return [], []
+    forward = pd.to_numeric(layers["forward_matmul_flops"], errors="coerce").fillna(0)
+    per_flop = pd.to_numeric(layers[IMPLIED_COLUMN], errors="coerce").fillna(0) / forward.where(forward > 0)
+    names = layers["layer"].astype(str)
+    # a layer's products may mix (its bias add is no product): the nearest whole number of gradients
+    return names[per_flop.round() == 1].tolist(), names[per_flop.round() == 0].tolist()
 
 
 # Layers of a product of three operands (nn.Bilinear: aten._trilinear, rooflow.estimate.formulas.trilinear_slices),
@@ -205,6 +231,7 @@ def forward_backward_table(summary: pd.DataFrame, totals: dict[tuple, dict], lay
         if implied is not None:
             implied += recomputed
         upstream = trainable_before(layer_table, first)
+        one, none = layers_taking_fewer_gradients(layer_table)
         estimated = total.get("matmul_backward_forward_ratio")
         if (estimated is None or apart) and rest_forward and rest_backward is not None:
             estimated = rest_backward / rest_forward
@@ -223,7 +250,8 @@ def forward_backward_table(summary: pd.DataFrame, totals: dict[tuple, dict], lay
         rows.append({
             "device": run["device"], "model": run["model"], "batch": int(run["batch"]),
             "precision": run["precision"], "mode": run["mode"], "first_layer": first, "first_layer_share": share,
-            "trainable_before_first_layer": upstream, "recomputed_flops_ratio": recomputed,
+            "trainable_before_first_layer": upstream, "layers_one_gradient": ", ".join(one),
+            "layers_no_gradient": ", ".join(none), "recomputed_flops_ratio": recomputed,
             "implied_flops_ratio": implied, "estimated_matmul_flops_ratio": estimated, "layers_apart": apart,
             "estimated_total_flops_ratio": total_ratio,
             "forward_seconds": fwd_s if _finite(fwd_s) else None,
@@ -330,8 +358,12 @@ def forward_backward_checks(table: pd.DataFrame, op_times: dict[tuple, pd.DataFr
                 cause = ("backward counted at more than twice the forward: a backward formula that over-counts "
                          "(FlopCounterMode's grouped/depthwise convolution weight gradient ignores `groups`)")
             elif estimated < implied:
+                # a table with the implied column counts frozen parameters on both sides already
+                frozen = "" if isinstance(run.get("layers_one_gradient"), str) and (
+                    run.get("layers_one_gradient") or run.get("layers_no_gradient")) else \
+                    ", or frozen parameters (requires_grad False)"
                 cause = ("backward counted short of the layers: a conv/linear layer counted without its input "
-                         "or weight gradient, or frozen parameters (requires_grad False)")
+                         f"or weight gradient{frozen}")
             else:
                 cause = ("backward counted above what the layers imply: a gradient counted twice, or a layer "
                          "before the first conv/linear layer that has a matmul backward")
@@ -366,10 +398,28 @@ def _implied_words(run) -> str:
     apart = run.get("layers_apart")
     apart = (f"; nn.Bilinear layers {apart} apart on both sides (three operands' gradients, and their loop's muls)"
              if isinstance(apart, str) and apart else "")
+    one, none = (_names(run.get("layers_one_gradient")), _names(run.get("layers_no_gradient")))
+    first = run.get("first_layer")
+    if (one or none) and not (one == [first] and not none):  # more than the first layer's input goes without
+        fewer = "; ".join(filter(None, [
+            f"one in {_listed(one)}" if one else "", f"none in {_listed(none)}" if none else ""]))
+        return (f"each forward product's FLOPs once per operand that takes a gradient: two, but {fewer}"
+                f"{again}{apart}")
     if isinstance(upstream, str) and upstream:
-        return (f"2: {upstream} runs before the first matmul layer {run.get('first_layer')}, which therefore "
+        return (f"2: {upstream} runs before the first matmul layer {first}, which therefore "
                 f"computes its input gradient too{again}{apart}")
-    return f"2 − first layer {run.get('first_layer')}'s share {run.get('first_layer_share'):.3f}{again}{apart}"
+    return f"2 − first layer {first}'s share {run.get('first_layer_share'):.3f}{again}{apart}"
+
+
+def _names(text) -> list[str]:
+    return [name for name in text.split(", ") if name] if isinstance(text, str) else []
+
+
+def _listed(names: list[str], shown: int = 3) -> str:
+    """Layer names in a sentence: all of a few, or the first few and how many."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{len(names)} layers ({', '.join(names[:shown])}, …)"
 
 
 def estimate_checks(totals: dict[tuple, dict]) -> list[Check]:

@@ -306,7 +306,7 @@ def forward_backward_figure(table: pd.DataFrame, path: str | Path) -> pd.DataFra
                     label="estimated, all FLOPs")
     left.bar_label(bars, fmt="%.3f", fontsize=8.5, padding=2)
     left.scatter(x - width / 2, flops["implied_flops_ratio"], marker="_", s=600, color="black", zorder=5,
-                 linewidths=2.2, label="implied by the layers: 2 − first layer's share (2 behind an embedding)")
+                 linewidths=2.2, label="implied by the layers: 2 gradients per product, 1 where an operand takes none")
     left.axhline(2.0, color="#999999", linestyle=":", linewidth=1)
     left.set_xticks(x, flops.index, rotation=25, ha="right")
     left.set_ylabel("Backward FLOPs / forward FLOPs")
