@@ -290,11 +290,11 @@ def latency_cause(latency: float, implied: float, low: float, high: float, ops: 
         share = sum(c["share"] for c in carriers if c["share"] is not None)
         evidence = "; ".join(f"{c['name']}: backward {c['backward_seconds'] * 1e3:.3g} ms, forward "
                              f"{c['forward_seconds'] * 1e3:.3g} ms" for c in carriers)
-        return (f"{what}; in the profiled iteration (backward/forward {profiled:.2f}) the excess over "
-                f"{implied:.2f} × forward is in {named} ({_share_words(share, 'layers')})"), evidence
+        return (f"{what}; in the profiled iteration (backward/forward {_ratio(profiled)}) the excess over "
+                f"{_ratio(implied)} × forward is in {named} ({_share_words(share, 'layers')})"), evidence
     return (f"unexplained: {what} in the timed iterations, but the profiled iteration's ops give backward/forward "
-            f"{profiled:.2f}, inside [{low:.2f}, {high:.2f}]: the excess is not in the ops (noise, or one-off work "
-            f"in the timing)"), ""
+            f"{_ratio(profiled)}, inside [{_ratio(low)}, {_ratio(high)}]: the excess is not in the ops (noise, or "
+            f"one-off work in the timing)"), ""
 
 
 def predicted_latency_cause(latency: float, implied: float, low: float, high: float, run) -> str | None:
@@ -318,9 +318,9 @@ def predicted_latency_cause(latency: float, implied: float, low: float, high: fl
     positive = sorted(((part, value) for part, value in excess.items() if value > 0), key=lambda kv: -kv[1])
     total = sum(value for _, value in positive)
     net = sum(excess.values())  # what the named parts are a share of: other parts may go the other way
-    said = (f"the time model predicts it: backward/forward {predicted:.2f} (forward "
+    said = (f"the time model predicts it: backward/forward {_ratio(predicted)} (forward "
             f"{run['predicted_forward_seconds'] * 1e3:.3g} ms, backward {run['predicted_backward_seconds'] * 1e3:.3g} ms; "
-            f"measured {latency:.2f}, {latency / predicted:.2f}x of it)")
+            f"measured {_ratio(latency)}, {latency / predicted:.2f}x of it)")
     if not total > 0:
         return said
     named, carried = [], 0.0
@@ -331,7 +331,13 @@ def predicted_latency_cause(latency: float, implied: float, low: float, high: fl
             break
     where = "excess over" if sign > 0 else "shortfall under"
     share = f" ({_share_words(carried / net, 'parts')})" if net > 0 else ""
-    return f"{said}, its backward's {where} {implied:.2f} × forward in {', '.join(named)}{share}"
+    return f"{said}, its backward's {where} {_ratio(implied)} × forward in {', '.join(named)}{share}"
+
+
+def _ratio(value: float, decimals: int = 2) -> str:
+    """A ratio in words: to `decimals` places, or two significant figures under 0.1 (a frozen backbone's
+    backward:forward FLOP ratio, 7e-06, printed as 0.00, made its band "[0.00, 0.00]")."""
+    return f"{value:.{decimals}f}" if abs(value) >= 0.1 or value == 0 else f"{value:.2g}"
 
 
 def _share_words(share: float, others: str) -> str:
@@ -368,8 +374,8 @@ def forward_backward_checks(table: pd.DataFrame, op_times: dict[tuple, pd.DataFr
                 cause = ("backward counted above what the layers imply: a gradient counted twice, or a layer "
                          "before the first conv/linear layer that has a matmul backward")
             out.append(for_run({**{k: run[k] for k in RUN_KEYS}, "device": ""}, "error", "forward:backward FLOPs",
-                               f"backward/forward matmul FLOPs {estimated:.3f}",
-                               f"{implied:.3f} ± {100 * FB_FLOPS_TOLERANCE:.0f}% ({_implied_words(run)})", cause))
+                               f"backward/forward matmul FLOPs {_ratio(estimated, 3)}",
+                               f"{_ratio(implied, 3)} ± {100 * FB_FLOPS_TOLERANCE:.0f}% ({_implied_words(run)})", cause))
         latency = run.get("latency_ratio")
         low, high = run.get("latency_ratio_low"), run.get("latency_ratio_high")
         if _finite(latency) and _finite(low) and _finite(high) and not low <= latency <= high:
@@ -382,10 +388,10 @@ def forward_backward_checks(table: pd.DataFrame, op_times: dict[tuple, pd.DataFr
                 evidence = "; ".join(filter(None, [evidence, (
                     f"predicted forward {run['predicted_forward_seconds'] * 1e3:.3g} ms, backward "
                     f"{run['predicted_backward_seconds'] * 1e3:.3g} ms (backward/forward "
-                    f"{run['predicted_latency_ratio']:.2f})")]))
-            out.append(for_run(run, "warning", "forward:backward latency", f"backward/forward time {latency:.2f}",
-                               f"[{low:.2f}, {high:.2f}] (implied FLOP ratio {run['implied_flops_ratio']:.3f} "
-                               f"÷/× {FB_LATENCY_FACTOR:g})", cause, evidence))
+                    f"{_ratio(run['predicted_latency_ratio'])})")]))
+            out.append(for_run(run, "warning", "forward:backward latency", f"backward/forward time {_ratio(latency)}",
+                               f"[{_ratio(low)}, {_ratio(high)}] (implied FLOP ratio "
+                               f"{_ratio(run['implied_flops_ratio'], 3)} ÷/× {FB_LATENCY_FACTOR:g})", cause, evidence))
     return out
 
 

@@ -281,17 +281,18 @@ def test_a_bilinear_layer_is_left_out_of_the_rule_of_two_gradients_by_name():
     assert "nn.Bilinear layers bil apart" in flops.iloc[0]["expected"]
 
 
-def _flop_check(model, x, name: str, backward_factor: float = 1.0):
-    """(the forward:backward table's row, the FLOP check's rows) of `model`'s training estimate on `x`, its
-    backward matmul FLOPs scaled by `backward_factor` (an injected miscount)."""
+def _flop_check(model, x, name: str, backward_factor: float = 1.0, check: str = "forward:backward FLOPs", **run):
+    """(the forward:backward table's row, the rows of `check`) of `model`'s training estimate on `x`, its
+    backward matmul FLOPs scaled by `backward_factor` (an injected miscount); `run`: the summary row's values."""
     from rooflow.estimate.api import estimate_module
 
     result = estimate_module(model.to("meta"), x, mode="training")
     key = (name, 8, "fp32", "training")
     totals = {key: {**dict(result), "model": name,
                     "matmul_backward_forward_ratio": result["matmul_backward_forward_ratio"] * backward_factor}}
-    checks, table = build_checks(summary(run_row(model=name, batch=8, mode="training")), totals, {key: result.layers})
-    return table.iloc[0], checks[checks["check"] == "forward:backward FLOPs"]
+    checks, table = build_checks(summary(run_row(model=name, batch=8, mode="training", **run)), totals,
+                                 {key: result.layers})
+    return table.iloc[0], checks[checks["check"] == check]
 
 
 def test_a_frozen_backbone_takes_no_gradients_and_is_no_backward_undercount():
@@ -317,6 +318,14 @@ def test_a_frozen_backbone_takes_no_gradients_and_is_no_backward_undercount():
     assert "two, but one in fc; none in 20 layers (conv1, layer1.0.conv1, layer1.0.conv2, …)" in \
         flagged.iloc[0]["expected"]
     assert "frozen parameters" not in flagged.iloc[0]["likely_cause"]  # counted on both sides: not a cause
+    # its backward, the head's few ops, timed (a CPU run of it: 7.68 ms forward, 0.231 ms backward): the band
+    # around the implied ratio in figures that show it (it printed "[0.00, 0.00] (implied FLOP ratio 0.000 ...")
+    row, latency = _flop_check(model, torch.empty(8, 3, 224, 224, device="meta"), "frozen_resnet18",
+                               check="forward:backward latency", forward_seconds=7.68e-3, backward_seconds=0.231e-3)
+    implied = row["implied_flops_ratio"]
+    assert len(latency) == 1 and latency.iloc[0]["value"] == "backward/forward time 0.03"
+    assert latency.iloc[0]["expected"] == (f"[{implied / 2:.2g}, {implied * 2:.2g}] (implied FLOP ratio "
+                                          f"{implied:.2g} ÷/× 2)") and f"{implied * 2:.2f}" == "0.00"
 
 
 def test_two_layers_that_read_the_input_each_skip_its_gradient():
