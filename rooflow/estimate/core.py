@@ -235,15 +235,19 @@ def _unread_weight_bytes(trace: Trace) -> tuple[int, int]:
 
 def _implied_backward_flops(record, reentrant_layers: set[str]) -> float:
     """The backward FLOPs a matmul-class op implies by the rule of gradients, independent of the backward
-    formulas (the FLOP check holds them to it): its FLOPs once per product operand that takes a gradient, twice
-    where the op is no product of that rule (counter.OpRecord.gradient_operands None); 0 for any other op. The
-    products differentiated are the forward's, but for a layer whose forward ran under no_grad and again in
-    backward (``reentrant_layers``: a reentrant checkpoint): its recomputed ones."""
+    formulas (the FLOP check holds them to it): its products' FLOPs once per operand that takes a gradient as a
+    product, its bias add's once where its own backward sums the bias's gradient; its FLOPs twice where the op is
+    no product of that rule (counter.OpRecord.gradient_operands None); 0 for any other op. The products
+    differentiated are the forward's, but for a layer whose forward ran under no_grad and again in backward
+    (``reentrant_layers``: a reentrant checkpoint): its recomputed ones."""
     if record.op_class not in MATMUL_OP_CLASSES:
         return 0.0
-    if record.phase == "forward" and record.grad_mode or record.recompute and record.layer in reentrant_layers:
-        return record.flops * (2 if record.gradient_operands is None else record.gradient_operands)
-    return 0.0
+    if not (record.phase == "forward" and record.grad_mode or record.recompute and record.layer in reentrant_layers):
+        return 0.0
+    if record.gradient_operands is None:
+        return 2 * record.flops
+    products = record.flops - record.bias_flops
+    return products * record.gradient_operands + (record.bias_flops if record.bias_gradient else 0.0)
 
 
 def build_estimate(trace: Trace, model: str, batch: int, precision: str, mode: str, input_size: int,

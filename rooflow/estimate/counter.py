@@ -110,6 +110,7 @@ class OpRecord:
     # a forward (or recomputed) product's operands that take a gradient (formulas.Formula.product_operands): 0
     # under torch.no_grad; None: no product of that rule
     gradient_operands: int | None = None
+    bias_gradient: bool = False  # its bias takes a gradient its own backward computes (formulas.Formula.bias_operand)
     grad_mode: bool = True  # torch.is_grad_enabled() as it ran: off in a reentrant checkpoint's first forward
 
 
@@ -402,8 +403,8 @@ class OpRecorder(TorchDispatchMode):
             layer, phase = self._stack[-1], self.phase
         # read before autocast's casts, which are made below autograd and so take no gradient
         grad_mode = torch.is_grad_enabled()
-        taking = (None if phase != "forward" and not self.recomputing else
-                  _operands_taking_gradients(packet, args) if grad_mode else 0)
+        taking, bias = (None, False) if phase != "forward" and not self.recomputing else \
+            _operands_taking_gradients(packet, args) if grad_mode else (0, False)
         if self.autocast_dtype is not None:
             args, kwargs = self._autocast_args(packet, args, kwargs, layer, phase)
         if packet in SAME_KIND_OPS:
@@ -422,7 +423,7 @@ class OpRecorder(TorchDispatchMode):
         if packet in formulas.LAYOUT_OPERANDS:
             out = _conv_output_layout(packet, args, out)
         record = self._record(func, args, kwargs, out, layer, phase, signature)
-        record.gradient_operands, record.grad_mode = taking, grad_mode
+        record.gradient_operands, record.bias_gradient, record.grad_mode = taking, bias, grad_mode
         if packet in MATMUL_LIKE and record.op_class == "attention" and self._seq() == seq_before \
                 and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
             # The autograd node of this op was created just before it ran: remember it, so that its
@@ -536,15 +537,20 @@ class OpRecorder(TorchDispatchMode):
         return trace
 
 
-def _operands_taking_gradients(packet, args) -> int | None:
-    """How many of a product's operands (formulas.Formula.product_operands) take a gradient: 2 for a layer
+def _operands_taking_gradients(packet, args) -> tuple[int | None, bool]:
+    """(how many of a product's operands (formulas.Formula.product_operands) take a gradient: 2 for a layer
     inside a trained network, 1 for the first layer (its input takes none) or a frozen layer behind a trained
-    one, 0 in a frozen stem; None for an op that is not a product with that rule."""
+    one, 0 in a frozen stem; None for an op that is not a product with that rule, whether its bias
+    (formulas.Formula.bias_operand) takes one)."""
     formula = formulas.FORMULAS.get(packet)
-    if formula is None or not formula.product_operands:
-        return None
-    return sum(1 for i in formula.product_operands
-               if i < len(args) and isinstance(args[i], torch.Tensor) and args[i].requires_grad)
+    if formula is None or formula.product_operands is None:
+        return None, False
+
+    def takes(i) -> bool:
+        return i < len(args) and isinstance(args[i], torch.Tensor) and args[i].requires_grad
+
+    return (sum(1 for i in formula.product_operands if takes(i)),
+            formula.bias_operand is not None and takes(formula.bias_operand))
 
 
 _MISSING = object()

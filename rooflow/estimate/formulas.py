@@ -48,25 +48,30 @@ FlopResult = float | dict[str, float]
 class Formula:
     fn: Callable[..., FlopResult]
     op_class: str
-    # the positions of the arguments a product multiplies (addmm: mat1, mat2; not its bias): its backward computes
-    # one forward's worth of products per operand among them that takes a gradient (the FLOP check's rule);
-    # () where no such rule holds (a fused attention kernel's recomputation, a bilinear form's loop)
-    product_operands: tuple[int, ...] = ()
+    # The FLOP check's rule of gradients: the positions of the operands whose gradient the backward computes as a
+    # product of the forward's cost (addmm: mat1, mat2, not its bias; mv: the vector, the matrix's gradient being
+    # an outer product, elementwise; dot: neither); None where no such rule holds (a fused attention kernel's
+    # recomputation, a bilinear form's loop: the check takes two)
+    product_operands: tuple[int, ...] | None = None
+    # the operand whose gradient the op's own backward computes beside its products, one add per output element
+    # (a convolution's bias, in convolution_backward; addmm's is a sum of its own)
+    bias_operand: int | None = None
 
 
 # aten OpOverloadPacket -> Formula
 FORMULAS: dict[Any, Formula] = {}
 
 
-def register_formula(ops: Sequence[Any], op_class: str, product_operands: tuple[int, ...] = ()):
+def register_formula(ops: Sequence[Any], op_class: str, product_operands: tuple[int, ...] | None = None,
+                     bias_operand: int | None = None):
     """Register ``fn(*args, out_shape=..., **kwargs)`` (tensors passed as their shapes) for ``ops``;
-    ``product_operands``: see :class:`Formula`."""
+    ``product_operands``, ``bias_operand``: see :class:`Formula`."""
     assert op_class in OP_CLASSES, op_class
 
     def decorator(fn):
         for op in ops:
             packet = getattr(op, "overloadpacket", op)
-            FORMULAS[packet] = Formula(fn, op_class, product_operands)
+            FORMULAS[packet] = Formula(fn, op_class, product_operands, bias_operand)
         return fn
 
     return decorator
@@ -109,12 +114,12 @@ def baddbmm_flops(bias, a, b, *args, out_shape=None, **kwargs) -> float:
     return bmm_flops(a, b) + numel(out_shape)
 
 
-@register_formula([aten.mv], "matmul", product_operands=(0, 1))
+@register_formula([aten.mv], "matmul", product_operands=(1,))
 def mv_flops(a, v, *args, out_shape=None, **kwargs) -> float:
     return 2 * a[0] * a[1]
 
 
-@register_formula([aten.dot, aten.vdot], "matmul", product_operands=(0, 1))
+@register_formula([aten.dot, aten.vdot], "matmul", product_operands=())
 def dot_flops(a, b, *args, out_shape=None, **kwargs) -> float:
     return 2 * numel(a)
 
@@ -128,7 +133,8 @@ def conv_macs(x_shape, w_shape, out_shape, transposed: bool = False) -> int:
     return (numel(x_shape) if transposed else numel(out_shape)) * per_element
 
 
-@register_formula([aten.convolution, aten._convolution], "matmul", product_operands=(0, 1))
+@register_formula([aten.convolution, aten._convolution], "matmul", product_operands=(0, 1),
+                  bias_operand=2)
 def conv_flops(x, w, bias, stride=None, padding=None, dilation=None, transposed=False, *args,
                out_shape=None, **kwargs) -> float:
     """2·(Cin/groups)·prod(K)·Cout·prod(out spatial)·N, plus one add per output element for the bias."""

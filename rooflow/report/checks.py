@@ -26,8 +26,10 @@ Nothing a check flags is hidden: the run stays in every table and figure (the ro
 - **forward:backward** (training runs): the estimator's backward:forward matmul FLOP ratio against the
   ratio the layers imply: every conv/linear/matmul backward computes a gradient of each product operand that
   takes one, each the forward's cost (DESIGN.md) — two inside a trained network, one for the first layer (its
-  input needs none) or a frozen layer behind a trained one, none in a frozen stem — read per layer from which
-  operands took a gradient as the step ran (the layers table's ``implied_backward_matmul_flops``; from a table
+  input needs none) or a frozen layer behind a trained one, none in a frozen stem; a convolution's bias gradient
+  one add per output element, a linear's a sum of its own; the operands rooflow.estimate.formulas registers per
+  op — read per layer from which operands took a gradient as the step ran (the layers table's
+  ``implied_backward_matmul_flops``; from a table
   without it, ``2 − s`` where ``s`` is the first conv/linear layer's share of the forward matmul FLOPs);
   nn.Bilinear layers, which take three gradients, left out of both sides by name; and the measured
   backward:forward latency ratio against the same implied ratio; its cause names the parts of the time model's

@@ -355,6 +355,42 @@ def test_two_layers_that_read_the_input_each_skip_its_gradient():
     assert len(flagged) == 1 and "two, but one in a, b" in flagged.iloc[0]["expected"]
 
 
+def test_products_whose_gradients_are_not_products_and_bias_sums_are_no_flop_error():
+    """Two nets whose right counts the rule of two gradients per product called errors. Spectral norm: its power
+    iteration's mv and vdot run under no_grad but its sigma's do not, and their gradients are outer products and
+    scalings (elementwise), not products: 0.731 against 1.627. A linear layer on 9 features (after an FFT): its
+    bias add is 5% of its forward, its gradient a sum outside the matmul class: 0.947 against 1.000. The registry
+    now says which operands' gradients are products (mv: the vector's; dot: neither) and whose bias gradient an
+    op's own backward computes (a convolution's)."""
+    import torch
+    from torch import nn
+
+    class Spectral(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.utils.parametrizations.spectral_norm(nn.Linear(16, 32)), nn.Linear(32, 4)
+
+        def forward(self, x):
+            return self.b(self.a(x).relu())
+
+    class Spectrum(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Linear(9, 4)
+
+        def forward(self, x):
+            return self.head(torch.fft.rfft(x).abs())
+
+    for model, x, flops in ((Spectral(), torch.empty(4, 16, device="meta"), (0.731, 1.627)),
+                            (Spectrum(), torch.empty(2, 16, device="meta"), (0.947, 1.0))):
+        row, flagged = _flop_check(model, x, type(model).__name__)
+        assert row["estimated_matmul_flops_ratio"] == pytest.approx(flops[0], abs=0.001)
+        assert row["implied_flops_ratio"] == pytest.approx(row["estimated_matmul_flops_ratio"], rel=1e-9)
+        assert flagged.empty, flagged["expected"].tolist()
+        # the old rule's ratio, two gradients per product bias adds and all: off by more than the tolerance
+        assert 2 - row["first_layer_share"] == pytest.approx(flops[1], abs=0.001)
+
+
 def training_estimate(ratio: float, model: str = "resnet18") -> tuple[dict, dict]:
     key = (model, 8, "fp32", "training")
     total = {"model": model, "batch": 8, "precision": "fp32", "mode": "training", "forward_matmul_flops": 100.0,
