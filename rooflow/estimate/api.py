@@ -16,6 +16,7 @@ from typing import Any
 
 from rooflow.errors import RooflowError
 from rooflow.estimate.core import (
+    VALUE_READING_OPS,
     Estimate,
     check_run,
     count_module,
@@ -141,10 +142,29 @@ def _rejected_inputs(module, inputs: tuple, name: str) -> RooflowError | None:
         given = ", ".join(f"{'x'.join(map(str, t.shape)) or 'a scalar'} {str(t.dtype).removeprefix('torch.')}"
                           for t in inputs) or "none"
         said = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+        outside = _made_outside_meta(f"estimate_module: {name}", error)
+        if outside:
+            return outside
         return RooflowError(f"estimate_module: {name} rejects its example inputs ({given}) with {type(error).__name__}"
                             f"{f': {said}' if said else ''}: pass the inputs it takes, the batch first (float32 for a "
                             f"float32 module: precision='fp16' or 'bf16' runs it under autocast)")
     return None
+
+
+def _made_outside_meta(who: str, error: BaseException) -> RooflowError | None:
+    """One sentence for what a forward did that no example input could fix, read from its error; None for
+    anything else: a tensor made on a CUDA device of its own (no driver here, or one beside the meta tensors), or
+    one handed to NumPy. ``who``: the sentence's subject ("estimate_module: net", "model 'net'")."""
+    said = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+    if re.search(r"NVIDIA driver|compiled with CUDA|CUDA GPUs are available|cuda:\d+ and meta|meta and cuda", said):
+        what, fix = ("makes a tensor on a CUDA device in its forward", "make it on its input's device "
+                     "(device=x.device) or register it as a buffer, so it follows the model")
+    elif "to numpy" in said:
+        what, fix = "hands a tensor to NumPy in its forward", "keep the forward in torch ops"
+    else:
+        return None
+    return RooflowError(f"{who} {what} ({type(error).__name__}: {said}); rooflow counts a step on the meta device "
+                        f"(shapes, no values): {fix}")
 
 
 def estimate_run(spec, batch: int, precision: str = "fp32", mode: str = "inference",
@@ -163,9 +183,10 @@ def estimate_run(spec, batch: int, precision: str = "fp32", mode: str = "inferen
         result = count_module(module, example_inputs(spec, batch, module=module), precision, mode, loss_fn=loss,
                               name=spec.name)
     except (NotImplementedError, RuntimeError, ValueError, TypeError) as error:
-        if "data-dependent" in str(error):  # not the inputs' fault: name the op
+        # not the inputs' fault: name the op, or what the forward did
+        if "data-dependent" in str(error) or getattr(error, "rooflow_op", None) in VALUE_READING_OPS:
             raise not_countable(spec.name, error) from error
-        raise shape_error(spec, batch, error) from error
+        raise (_made_outside_meta(f"model '{spec.name}'", error) or shape_error(spec, batch, error)) from error
     result.totals["input_shapes"] = [[batch, *shape] for shape in spec.inputs]
     result.totals["input_dtypes"] = list(spec.dtypes)
     result.seconds = time.perf_counter() - start

@@ -466,7 +466,12 @@ def not_countable(model: str, error: BaseException, fix: str | None = None):
     if op is None:
         return error
     layer = getattr(error, "rooflow_layer", "")
-    if "data-dependent" in str(error) or op in DATA_DEPENDENT_OPS:
+    if op in VALUE_READING_OPS:
+        reason = ("the forward reads a tensor's value in Python (Tensor.item(), `if tensor:`, int(tensor)), which the "
+                  "meta device does not have")
+        fix = ("rooflow estimates a step from shapes alone: make that branch depend on shapes or a flag of the "
+               "module, not on values, or time the model on a device instead (`rooflow time`)")
+    elif "data-dependent" in str(error) or op in DATA_DEPENDENT_OPS:
         reason = "its output shape depends on tensor values, which the meta device does not have"
         fix = ("rooflow estimates models whose shapes do not depend on data (a detector's box filtering does): "
                "estimate its backbone as a model of its own")
@@ -488,6 +493,8 @@ def made_on_the_cpu(error: BaseException) -> bool:
 
 # Ops whose output shape depends on the values of their inputs: the meta device cannot run them.
 DATA_DEPENDENT_OPS = {"nonzero", "masked_select", "unique", "_unique2", "unique_consecutive", "index"}
+# The op a tensor's value read into Python runs as (.item(), bool(), int(), float()): no value on meta.
+VALUE_READING_OPS = {"_local_scalar_dense", "is_nonzero"}
 
 
 def count_module(module, inputs, precision: str = "fp32", mode: str = "inference", loss_fn=None,

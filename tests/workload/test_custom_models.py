@@ -81,6 +81,33 @@ def test_the_result_is_the_json_of_rooflow_estimate_and_the_tables_are_attribute
     assert {"op", "phase", "flops"} <= set(result.ops.columns)
 
 
+class _Forward(nn.Module):
+    def __init__(self, forward):
+        super().__init__()
+        self.fc, self.after = nn.Linear(6, 4), forward
+
+    def forward(self, x):
+        return self.after(self.fc(x))
+
+
+@pytest.mark.parametrize("after, words", [
+    (lambda y: y * y.sum().item(), ["op aten._local_scalar_dense (layer (root))", "reads a tensor's value in Python",
+                                    "make that branch depend on shapes"]),
+    (lambda y: torch.from_numpy(y.detach().numpy()), ["estimate_module: net hands a tensor to NumPy in its forward "
+                                                      "(TypeError: ", "keep the forward in torch ops"]),
+    (lambda y: y + torch.zeros(4, device="cuda"), ["estimate_module: net makes a tensor on a CUDA device in its "
+                                                   "forward", "device=x.device"]),
+], ids=["item", "numpy", "cuda"])
+def test_a_forward_the_meta_device_cannot_run_is_named_not_blamed_on_the_inputs(after, words):
+    """It said "net rejects its example inputs (4x6 float32) ...: pass the inputs it takes", which no input fixes."""
+    with pytest.raises(RooflowError) as caught:
+        rooflow.estimate_module(_Forward(after), meta(4, 6), mode="training", name="net")
+    said = str(caught.value)
+    assert "pass the inputs it takes" not in said and "check the example inputs" not in said
+    for word in words:
+        assert word in said, (word, said)
+
+
 def test_a_module_on_a_real_device_is_counted_through_a_meta_copy_and_says_so():
     linear = nn.Linear(10, 20)
     with warnings.catch_warnings(record=True) as caught:
@@ -206,6 +233,29 @@ def user_models(tmp_path, monkeypatch):
 
         def scripted():  # TorchScript: no Python forward for the counter to run on meta
             return torch.jit.script(mlp())
+
+        class ValueBranch(nn.Module):  # control flow on a tensor's value: the meta device has none
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(6, 4)
+
+            def forward(self, x):
+                y = self.fc(x)
+                return y if y.sum() > 0 else -y
+
+        def value_branch():
+            return ValueBranch()
+
+        class OnCuda(nn.Module):  # a tensor made on a device of its own, not its input's
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(6, 4)
+
+            def forward(self, x):
+                return self.fc(x) + torch.zeros(4, device="cuda")
+
+        def on_cuda():
+            return OnCuda()
     """))
     (package / "broken.py").write_text("import does_not_exist_anywhere\n")
     monkeypatch.chdir(tmp_path)
@@ -251,8 +301,16 @@ def test_a_factory_model_of_two_inputs_from_the_command_line(user_models):
      ["model 'mynets_nets_parameterless' has no parameter that takes gradients", "measure it in mode inference"]),
     (["mynets.nets:build", "--input", "3x8x8", "--input", "6", "--loss", "mynets.nets:loss"],
      ["--loss mynets.nets:loss is the training step's loss, and an inference run computes none: add --mode training"]),
+    # what the forward does on the meta device had been read as wrong input shapes too ("fix its input shapes")
+    (["mynets.nets:value_branch", "--input", "6"],
+     ["op aten._local_scalar_dense (layer (root))", "reads a tensor's value in Python",
+      "make that branch depend on shapes or a flag of the module", "(`rooflow time`)"]),
+    (["mynets.nets:on_cuda", "--input", "6"],
+     ["model 'mynets_nets_on_cuda' makes a tensor on a CUDA device in its forward (RuntimeError: ",
+      "make it on its input's device (device=x.device) or register it as a buffer"]),
 ], ids=["import-error", "no-such-callable", "not-a-module", "wrong-shape", "bad-shape", "no-inputs", "wrong-dtype",
-        "unknown-dtype", "non-scalar-loss", "raising-loss", "module-path", "dotted-callable", "nothing-to-train", "loss-in-inference"])
+        "unknown-dtype", "non-scalar-loss", "raising-loss", "module-path", "dotted-callable", "nothing-to-train",
+        "loss-in-inference", "value-branch", "tensor-on-cuda"])
 def test_each_custom_model_fault_is_one_sentence(user_models, argv, words):
     status, out, err = cli("estimate", *argv)
     assert status == 2 and not out
