@@ -254,6 +254,12 @@ CUDNN_DEPTHWISE_MIN_CHANNELS = 32
 # 0.16 on the H200's (9): 0.20 together (tests/estimate/test_sweep_7_models.py recomputes it). So a host-bound
 # prediction's range adds that scatter, at HOST_RANGE_Z (a 90% range), to its calibration's, in quadrature.
 HOST_RUN_SCATTER = 0.20
+# bf16 torch.mm on GPUs without bf16 units, over the same board's FP32 rate, measured by others
+# (github.com/zzc0721/torch-performance-test-data, database.md, best of n = 1024 ... 10240; 16 rows): T4 0.46,
+# 0.51 and 0.59, P40 0.52, GTX 1080 Ti 0.53, M40 0.54, GeForce Turing 0.54-0.72, P4 0.57, P100 0.71, V100 0.73-0.74.
+# Such a run's products are priced at the FP32 run's time, a lower bound; its range's high end adds them at the
+# slowest of these rates
+EMULATED_BF16_OF_FP32 = (0.46, 0.74)
 HOST_PAIRS_APART = (0.63, 1.96)  # the least and the most TF32/FP32 measured ratio of those pairs
 HOST_RANGE_Z = 1.645
 
@@ -1038,6 +1044,7 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
     sm_count = int(getattr(device, "sm_count", None) or 1)
     cpu = calibration.kind == "cpu" or not device.is_cuda
     precision_note = ""
+    emulated_bf16 = False
     if precision in ("tf32", "bf16") and not cpu and not (device.peak_flops_per_second or {}).get(precision):
         precision_note = f"; {precision} on a GPU without {precision} units ({getattr(device, 'architecture', '')}): "
         if precision == "tf32":
@@ -1046,9 +1053,11 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
             precision = "fp32"
             ops = ops.assign(compute_precision=ops["compute_precision"].replace("tf32", "fp32"))
         else:  # torch.cuda.is_bf16_supported(including_emulation=True): it runs, on no path rooflow recorded
+            emulated_bf16 = True
             precision_note += ("PyTorch emulates it, a path no recording here shows: its matrix products and "
                                "convolutions are priced as the fp32 run's, on 16-bit operands, a lower bound "
-                               "(third-party bf16 torch.mm ran at 0.46-0.74 of the FP32 rate on such GPUs; its "
+                               f"(third-party bf16 torch.mm ran at {EMULATED_BF16_OF_FP32[0]:.2f}-"
+                               f"{EMULATED_BF16_OF_FP32[1]:.2f} of the FP32 rate on such GPUs; its "
                                "convolutions leave cuDNN for PyTorch's im2col fallback), unverified"
                                + (" (fp16 has units here)" if (device.peak_flops_per_second or {}).get("fp16") else ""))
     if precision == "fp16" and not cpu and kernel_ops.fp32_arithmetic(device, "fp16"):
@@ -1230,8 +1239,16 @@ def predict_step(ops: pd.DataFrame, totals: dict[str, Any], device, calibration:
                    f"Winograd/FFT path, which rooflow's H100 recordings show for batch ≥ {FAST_PATH_SEEN_BATCH} and "
                    f"≥ {FAST_PATH_SEEN_CHANNELS} input channels only (elsewhere implicit GEMM, at half the rate): the "
                    f"range's high end adds {doubt_seconds * 1e3:.3g} ms for them")
+    emulated_seconds = 0.0
+    if emulated_bf16:  # the products' FP32 time, a lower bound: the range reaches the slowest measured rate
+        products = [label for label in row_seconds if body.at[label, "op_class"] in MATMUL_OP_CLASSES
+                    and body.at[label, "compute_precision"] == "bf16"]
+        emulated_seconds = sum(row_seconds[label] for label in products) * (1 / EMULATED_BF16_OF_FP32[0] - 1)
+        if emulated_seconds > 0:
+            source += (f"; the range's high end adds {emulated_seconds * 1e3:.3g} ms: its emulated bf16 products and "
+                       f"convolutions at {EMULATED_BF16_OF_FP32[0]:.2f} of the FP32 rate, the slowest measured")
     source += _host_range_note(bound)
-    low_seconds, high_seconds = seconds * (1 - spread), seconds * (1 + spread) + doubt_seconds
+    low_seconds, high_seconds = seconds * (1 - spread), seconds * (1 + spread) + doubt_seconds + emulated_seconds
     if persistent:  # the persistent calls' kernels at what that algorithm measured against the standard one
         rnn_seconds = sum(row_seconds.get(label, 0.0) for label in persistent)
         low_seconds = max(low_seconds - rnn_seconds * (1 - recurrent.PERSISTENT_RATIO[0]), 0.1 * low_seconds)
