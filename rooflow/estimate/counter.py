@@ -538,10 +538,10 @@ class OpRecorder(TorchDispatchMode):
 
 
 def _operands_taking_gradients(packet, args) -> tuple[int | None, bool]:
-    """(how many of a product's operands (formulas.Formula.product_operands) take a gradient: 2 for a layer
-    inside a trained network, 1 for the first layer (its input takes none) or a frozen layer behind a trained
-    one, 0 in a frozen stem; None for an op that is not a product with that rule, whether its bias
-    (formulas.Formula.bias_operand) takes one)."""
+    """(how many of a product's operands take a gradient, whether its bias does): formulas.Formula's
+    product_operands and bias_operand read against the call's arguments. Two operands inside a trained network,
+    one for the first layer (its input takes none) or a frozen layer behind a trained one, none in a frozen stem;
+    (None, False) for an op that is not a product of that rule."""
     formula = formulas.FORMULAS.get(packet)
     if formula is None or formula.product_operands is None:
         return None, False
