@@ -12,6 +12,13 @@ class ParseError(RooflowError):
     """A profiler output file that is not in any accepted shape, truncated, or reports a profiler error."""
 
 
+def first_line(error: BaseException, limit: int = 200) -> str:
+    """What ``error`` said, for quoting inside a sentence: its message's first line, at most ``limit`` characters
+    ('' for an empty message)."""
+    lines = str(error).strip().splitlines()
+    return lines[0][:limit] if lines else ""
+
+
 def is_out_of_memory(error: BaseException) -> bool:
     """An allocator's failure (torch's CUDA OutOfMemoryError, Python's MemoryError, a CPU allocator's "can't
     allocate memory"): a result to record, never the user's input to blame."""

@@ -14,7 +14,7 @@ import time
 import warnings
 from typing import Any
 
-from rooflow.errors import RooflowError
+from rooflow.errors import RooflowError, first_line
 from rooflow.estimate.core import (
     VALUE_READING_OPS,
     Estimate,
@@ -141,7 +141,7 @@ def _rejected_inputs(module, inputs: tuple, name: str) -> RooflowError | None:
     except Exception as error:  # noqa: BLE001 - the user's module: whatever it raises on these inputs
         given = ", ".join(f"{'x'.join(map(str, t.shape)) or 'a scalar'} {str(t.dtype).removeprefix('torch.')}"
                           for t in inputs) or "none"
-        said = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+        said = first_line(error)
         outside = _made_outside_meta(f"estimate_module: {name}", error)
         if outside:
             return outside
@@ -155,7 +155,7 @@ def _made_outside_meta(who: str, error: BaseException) -> RooflowError | None:
     """One sentence for what a forward did that no example input could fix, read from its error; None for
     anything else: a tensor made on a CUDA device of its own (no driver here, or one beside the meta tensors), or
     one handed to NumPy. ``who``: the sentence's subject ("estimate_module: net", "model 'net'")."""
-    said = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+    said = first_line(error)
     if re.search(r"NVIDIA driver|compiled with CUDA|CUDA GPUs are available|cuda:\d+ and meta|meta and cuda", said):
         what, fix = ("makes a tensor on a CUDA device in its forward", "make it on its input's device "
                      "(device=x.device) or register it as a buffer, so it follows the model")

@@ -460,7 +460,7 @@ def estimate(model: str, batch: int, precision: str = "fp32", mode: str = "infer
 def not_countable(model: str, error: BaseException, fix: str | None = None):
     """One sentence for a model the meta device cannot run: the op that failed, in which layer, and why;
     ``fix``: what to do where its shapes do not depend on data (the caller knows its inputs)."""
-    from rooflow.errors import RooflowError
+    from rooflow.errors import RooflowError, first_line
 
     op = getattr(error, "rooflow_op", None)
     if op is None:
@@ -476,10 +476,11 @@ def not_countable(model: str, error: BaseException, fix: str | None = None):
         fix = ("rooflow estimates models whose shapes do not depend on data (a detector's box filtering does): "
                "estimate its backbone as a model of its own")
     else:
-        reason = str(error).strip().splitlines()[0][:200]
+        reason = first_line(error) or type(error).__name__
         fix = fix or ("that op refuses these shapes or has no meta kernel: check the inputs' shapes and dtypes, or "
                       "estimate the model without that layer")
-    return RooflowError(f"estimate: {model} cannot be counted: op aten.{op} (layer {layer}) cannot run on the "
+    qualified = op if "." in op else f"aten.{op}"  # a library's own op keeps its namespace
+    return RooflowError(f"estimate: {model} cannot be counted: op {qualified} (layer {layer}) cannot run on the "
                         f"meta device ({reason}); {fix}")
 
 

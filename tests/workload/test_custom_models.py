@@ -108,6 +108,23 @@ def test_a_forward_the_meta_device_cannot_run_is_named_not_blamed_on_the_inputs(
         assert word in said, (word, said)
 
 
+def test_a_library_op_failing_without_a_message_is_one_sentence_naming_it():
+    """A user's extension op whose meta kernel raises an exception with no message: its first line was read as
+    ``str(error).splitlines()[0]``, so the user got an IndexError traceback; and the op was named aten.<its name>
+    whatever its namespace. Now one sentence, the op in its own namespace, the exception's type for its words."""
+    library = torch.library.Library("rooflowtest_silent", "DEF")
+    library.define("fail(Tensor x) -> Tensor")
+
+    def fail_on_meta(x):
+        raise RuntimeError()
+
+    library.impl("fail", fail_on_meta, "Meta")
+    with pytest.raises(RooflowError) as caught:
+        rooflow.estimate_module(_Forward(torch.ops.rooflowtest_silent.fail), meta(4, 6), name="net")
+    assert str(caught.value).startswith("estimate: net cannot be counted: op rooflowtest_silent.fail (layer (root)) "
+                                        "cannot run on the meta device (RuntimeError); ")
+
+
 def test_a_module_on_a_real_device_is_counted_through_a_meta_copy_and_says_so():
     linear = nn.Linear(10, 20)
     with warnings.catch_warnings(record=True) as caught:
