@@ -66,7 +66,7 @@ from rooflow.ceilings.plan import (
     last_level_cache_bytes,
     triad_bytes,
 )
-from rooflow.errors import RooflowError
+from rooflow.errors import RooflowError, first_line
 from rooflow.hardware.cpu import theoretical_cpu_peak
 from rooflow.hardware.roofs import invalid_cache_roofs
 
@@ -327,7 +327,7 @@ class _Session:
                 total = float(out.double().sum().item())
             except Exception as error:  # a Triton compile or launch failure has many types: report, draw no roof
                 self.skipped["l2"] = (f"the Triton L2 read kernel failed ({type(error).__name__}: "
-                                      f"{str(error).splitlines()[0] if str(error) else ''})")
+                                      f"{first_line(error)})")
                 return
             if total != float(passes * n):
                 self.skipped["l2"] = (f"the L2 read kernel summed {total:.0f}, not passes x elements = {passes * n}: "

@@ -23,7 +23,7 @@ from typing import Any
 
 from rooflow.arguments import batch_size, non_negative_int, thread_count
 from rooflow.conventions import MODES, NOISY_SPREAD, PRECISIONS, VARIANTS
-from rooflow.errors import RooflowError
+from rooflow.errors import RooflowError, first_line
 from rooflow.hardware.environment import GpuMonitor, describe, gpu_state
 from rooflow.measure.faults import minor_faults, page_bytes
 from rooflow.measure.load import LoadSampler, other_cores, own_cores
@@ -509,7 +509,7 @@ def _record_timeline(runner: Runner, path: str | Path, record: dict[str, Any]) -
         timeline, seconds, ops, faults_by_layer = capture_iteration(runner)
     except Exception as error:  # noqa: BLE001 - a diagnostic: the timing stands without it
         log.warning("profiled iteration not recorded: %s", error)
-        _write_timeline(path, None, record, f"failed: {str(error).splitlines()[0][:200] if str(error) else error!r}")
+        _write_timeline(path, None, record, f"failed: {first_line(error) or repr(error)}")
         return
     record["op_times"] = compact(ops)
     # each leaf layer's forward faults in that iteration (rooflow.measure.faults): where the allocator's time went

@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from rooflow.errors import RooflowError
+from rooflow.errors import RooflowError, first_line
 
 NAME_PATTERN = re.compile(r"[a-z0-9]+(_[a-z0-9]+)*")
 # A run name's length: it heads file names of up to ~60 more characters ({model}-b{batch}-{precision}-{mode}-ncu...),
@@ -272,7 +272,7 @@ def check_importable(path: str, where: str) -> None:
         found, reason = None, str(error)
     except (Exception, SystemExit) as error:  # noqa: BLE001 - a package's own code: a traceback at every parse
         raise RooflowError(f"{where}: importing the package of {path} failed with {type(error).__name__}: "
-                           f"{str(error).splitlines()[0][:200] if str(error) else '(no message)'}: fix the "
+                           f"{first_line(error) or '(no message)'}: fix the "
                            f"package") from None
     else:
         reason = ""
@@ -300,7 +300,7 @@ def import_object(path: str, what: str, name: str):
     except Exception as error:  # noqa: BLE001 - the user's module: any failure to import is theirs to fix
         raise RooflowError(
             f"model '{name}': importing {module_name} (its {what} {path}) failed with {type(error).__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''}: fix the module, or run from the directory "
+            f"{first_line(error)}: fix the module, or run from the directory "
             f"that holds it (or add its parent to PYTHONPATH)") from None
     found = getattr(module, attribute, None)
     if not callable(found):
@@ -324,7 +324,7 @@ def build_custom(spec: ModelSpec, meta: bool = False):
             module = factory()
         except Exception as error:  # noqa: BLE001 - the user's factory
             raise RooflowError(f"model '{spec.name}': its factory {spec.factory}() raised {type(error).__name__}: "
-                               f"{str(error).splitlines()[0] if str(error) else ''}: fix the factory") from None
+                               f"{first_line(error)}: fix the factory") from None
     if not isinstance(module, nn.Module):
         raise RooflowError(f"model '{spec.name}': its factory {spec.factory}() returned {type(module).__name__}, "
                            f"not a torch.nn.Module: return the model itself (e.g. `return MyNet()`)")
@@ -428,7 +428,7 @@ def random_inputs(shapes, batch: int, device: Any = "meta", dtypes=(), high: int
 def shape_error(spec: ModelSpec, batch: int, error: BaseException) -> RooflowError:
     """One sentence for a model that rejects the inputs it was given."""
     shapes = ", ".join(format_shape((batch, *s)) for s in spec.inputs)
-    cause = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+    cause = f"{type(error).__name__}: {first_line(error)}"
     if DTYPE_ERROR.search(str(error)):  # the shape may be right: the dtype is not the one the model wants
         dtypes = ", ".join(dict.fromkeys(spec.dtypes))
         if any(dtype != DEFAULT_DTYPE for dtype in spec.dtypes):  # ids given where it takes float32

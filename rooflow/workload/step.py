@@ -145,7 +145,7 @@ def scalar_loss(loss: Any, loss_fn: Any, name: str = "") -> Any:
 def call_loss(loss_fn: Any, output: Any, name: str = "") -> Any:
     """``loss_fn(output)``; what the user's loss raises is one sentence naming the loss (a TypeError in it was
     read as the model rejecting its input shapes). Out of memory passes: a result, not the loss's fault."""
-    from rooflow.errors import RooflowError, is_out_of_memory
+    from rooflow.errors import RooflowError, first_line, is_out_of_memory
 
     try:
         return loss_fn(output)
@@ -156,7 +156,7 @@ def call_loss(loss_fn: Any, output: Any, name: str = "") -> Any:
             raise
         where = f"{getattr(loss_fn, '__module__', '?')}:{getattr(loss_fn, '__qualname__', loss_fn)}"
         raise RooflowError(f"{f'model {name!r}: ' if name else ''}the loss {where} raised {type(error).__name__}: "
-                           f"{str(error).splitlines()[0][:200] if str(error) else ''}: fix the loss (rooflow calls it "
+                           f"{first_line(error)}: fix the loss (rooflow calls it "
                            f"as loss(output), on the model's output alone)") from error
 
 
