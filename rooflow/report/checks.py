@@ -367,9 +367,8 @@ def forward_backward_checks(table: pd.DataFrame, op_times: dict[tuple, pd.DataFr
                          "(FlopCounterMode's grouped/depthwise convolution weight gradient ignores `groups`)")
             elif estimated < implied:
                 # a table with the implied column counts frozen parameters on both sides already
-                frozen = "" if isinstance(run.get("layers_one_gradient"), str) and (
-                    run.get("layers_one_gradient") or run.get("layers_no_gradient")) else \
-                    ", or frozen parameters (requires_grad False)"
+                frozen = "" if _names(run.get("layers_one_gradient")) or _names(run.get("layers_no_gradient")) \
+                    else ", or frozen parameters (requires_grad False)"
                 cause = ("backward counted short of the layers: a conv/linear layer counted without its input "
                          f"or weight gradient{frozen}")
             else:

@@ -272,8 +272,7 @@ def check_importable(path: str, where: str) -> None:
         found, reason = None, str(error)
     except (Exception, SystemExit) as error:  # noqa: BLE001 - a package's own code: a traceback at every parse
         raise RooflowError(f"{where}: importing the package of {path} failed with {type(error).__name__}: "
-                           f"{first_line(error) or '(no message)'}: fix the "
-                           f"package") from None
+                           f"{first_line(error) or '(no message)'}: fix the package") from None
     else:
         reason = ""
     if found is None:

@@ -156,8 +156,8 @@ def call_loss(loss_fn: Any, output: Any, name: str = "") -> Any:
             raise
         where = f"{getattr(loss_fn, '__module__', '?')}:{getattr(loss_fn, '__qualname__', loss_fn)}"
         raise RooflowError(f"{f'model {name!r}: ' if name else ''}the loss {where} raised {type(error).__name__}: "
-                           f"{first_line(error)}: fix the loss (rooflow calls it "
-                           f"as loss(output), on the model's output alone)") from error
+                           f"{first_line(error)}: fix the loss (rooflow calls it as loss(output), on the model's "
+                           f"output alone)") from error
 
 
 def make_loss(name: str = "", target=None, user_loss=None, classification: bool = False):
