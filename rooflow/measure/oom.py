@@ -8,7 +8,7 @@ import re
 import resource
 from typing import Any
 
-from rooflow.errors import is_out_of_memory  # noqa: F401 - measure.oom is where the timing job reads it
+from rooflow.errors import first_line, is_out_of_memory  # noqa: F401 - measure.oom is where the timing job reads is_out_of_memory
 from rooflow.units import format_bytes
 
 _UNITS = {"": 1, "b": 1, "bytes": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
@@ -56,7 +56,7 @@ def oom_details(error: BaseException, cuda: bool, address_space_cap: int | None 
     `memory_limit_bytes` (device capacity, or the configured CPU limit), `memory_in_use_bytes`, and a
     `message` that says all of it in one line."""
     text = str(error)
-    first = text.strip().splitlines()[0][:300] if text.strip() else type(error).__name__
+    first = first_line(error, 300) or type(error).__name__
     requested = _bytes_in(text, r"(?:you tried to allocate|tried to allocate)")
     details: dict[str, Any] = {"memory_requested_bytes": requested}
     if cuda:
