@@ -15,7 +15,9 @@ The model, per op class, is datasheet arithmetic times a few physically meaningf
   quality = (intensity / largest intensity) ** ``tile_exponent``) for tile padding × wave quantisation over
   the SMs (the last wave runs partly empty) × mainloop fill ``k / (k + fill_k)`` (split-K across idle SMs
   where k is long). Against it the memory time ``bytes / (DRAM bandwidth × memory_efficiency)``: a GEMV
-  (small m or n) is bound by reading its weights. Convolutions: cuDNN's autotuner also tries Winograd
+  (small m or n) is bound by reading its weights — an nn.Linear's weights at ``weight_efficiency`` of the
+  bandwidth where a board's skinny calls pin a rate of their own (Pascal's maxwell_sgemm_*_tn: 0.17-0.18 of
+  DRAM; rooflow's H200 FP32 calls 0.14), lent only within its family. Convolutions: cuDNN's autotuner also tries Winograd
   (3×3, stride 1), which does fewer multiplications; its ``winograd_efficiency`` (of the direct FLOPs,
   above 1 when it wins) is a parameter of its own, and the faster of the two is taken. Where the measured calls
   name their kernels, the implicit-GEMM parameters are fitted on the calls that ran implicit GEMM, so that
@@ -722,7 +724,7 @@ MEMORY_CLASSES = ("elementwise", "normalization", "softmax")
 # to the share of that rate its power sustains: both fitted, so its efficiency is its kernels' (its family's) alone.
 POWER_KEYS = ("sustained", "boost_seconds")
 BOUNDS = {"sustained": (0.1, 1.0), "efficiency": (0.05, 1.5), "memory_efficiency": (0.05, 1.5), "tile_exponent": (0.0, 3.0),
-          "fill_k": (0.0, 1024.0), "reread": (0.0, 8.0), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 8.0), "l2_fraction": (0.1, 3.0),
+          "fill_k": (0.0, 1024.0), "reread": (0.0, 8.0), "weight_efficiency": (0.05, 1.5), "winograd_efficiency": (0.3, 4.0), "cache_speedup": (0.5, 8.0), "l2_fraction": (0.1, 3.0),
           "rows_per_sm": (0.25, 64.0), "floor_seconds": (2e-6, 5e-4), "block_bytes": (1.0, 3.0)}
 
 
@@ -751,7 +753,11 @@ class _Prepared:
                                       linear_tiles=_rows_by_columns(linear_tiles) if linear_tiles else None)
                 else:  # cuDNN's as named (a convolution is never a batched row)
                     candidates = dict(tiles=IMPLICIT_GEMM_TILES_OF.get(gpu.architecture, IMPLICIT_GEMM_TILES))
-                work = {"flops": 2 * m * n * k * count, "bytes": moved,
+                # nn.Linear's weight (n outputs × k deep): the operand a skinny call streams once (:data:`WEIGHT_STREAMING`)
+                weight = np.where(part["operator"].to_numpy() == "linear", FP32_BYTES * n * k, 0.0)
+                if "element_bytes" in part:
+                    weight = weight * part["element_bytes"].fillna(FP32_BYTES).to_numpy(float) / FP32_BYTES
+                work = {"flops": 2 * m * n * k * count, "bytes": moved, "weight_bytes": weight,
                         "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
                                               split_k=gemm, **candidates)}
                 if op_class == "convolution":
@@ -818,7 +824,11 @@ class _Prepared:
             else:
                 shape = np.maximum(_shape_factor(table, p["tile_exponent"], p["fill_k"]), 1e-4)
                 compute = _throttled(work["flops"] / (gpu.fp32_flops_per_second * p["efficiency"] * shape), p)
-            return p["floor_seconds"] + np.maximum(compute, work["bytes"] / bandwidth)
+            streamed = work["bytes"] / bandwidth
+            if p.get("weight_efficiency"):  # nn.Linear's weight read at its kernels' own rate
+                streamed = streamed + work["weight_bytes"] * (
+                    1.0 / (gpu.dram_bytes_per_second * p["weight_efficiency"]) - 1.0 / bandwidth)
+            return p["floor_seconds"] + np.maximum(compute, streamed)
         # back-to-back calls: the part of the working set that stays in L2 (up to ``l2_fraction`` of the L2
         # all SMs share) moves at ``cache_speedup`` × the DRAM rate, the rest at the DRAM rate
         moved = work["bytes"]
@@ -961,6 +971,10 @@ def _model_seconds(prepared: _Prepared, calibration: KernelCalibration) -> np.nd
 # A fitted parameter is kept where its calls pin it: setting it to zero costs their fit at least this much mean
 # |log error| (0.01: a 1% worse fit)
 IDENTIFIED_LOSS = 0.01
+# ... or, for a parameter of one regime, on the calls it moves by over this share (a log ratio), if at least so many
+BINDING_SHARE = 0.05
+MIN_BINDING_CALLS = 20
+CHECK_BAND = 0.25  # the held-out checks' band: a rate within it of another is not a rate of its own
 
 
 def _identified(prepared: _Prepared, measured: np.ndarray, op_class: str, params: dict[str, float], name: str) -> bool:
@@ -968,6 +982,22 @@ def _identified(prepared: _Prepared, measured: np.ndarray, op_class: str, params
     loss) grows by at least :data:`IDENTIFIED_LOSS`."""
     gpu = [(prepared, measured)]
     return _fit_loss(gpu, op_class, {**params, name: 0.0}) - _fit_loss(gpu, op_class, params) >= IDENTIFIED_LOSS
+
+
+def _identified_where_it_binds(prepared: _Prepared, measured: np.ndarray, op_class: str, params: dict[str, float],
+                               name: str, neutral: float) -> bool:
+    """Whether ``params[name]`` is pinned by the calls it prices: on the calls whose prediction it moves by over
+    :data:`BINDING_SHARE` from its ``neutral`` value, at least :data:`MIN_BINDING_CALLS` of them, it lowers their
+    mean |log error| by at least :data:`IDENTIFIED_LOSS`. For a parameter of a regime few calls reach (nn.Linear's
+    weight streaming in skinny GEMMs: 1-2% of a GPU's GEMM calls), which a mean over all calls cannot see."""
+    fitted = prepared.seconds(op_class, params)
+    neutral_seconds = prepared.seconds(op_class, {**params, name: neutral})
+    binds = np.abs(np.log(fitted / neutral_seconds)) > BINDING_SHARE
+    if binds.sum() < MIN_BINDING_CALLS:
+        return False
+    gain = np.mean(np.abs(np.log(neutral_seconds[binds] / measured[binds]))) - np.mean(
+        np.abs(np.log(fitted[binds] / measured[binds])))
+    return bool(gain >= IDENTIFIED_LOSS)
 
 
 def _fit_loss(prepared: list[tuple[_Prepared, np.ndarray]], op_class: str, candidate: dict[str, float],
@@ -1204,6 +1234,16 @@ def fit_gpu(rows: pd.DataFrame, gpu: Gpu, source: str) -> KernelCalibration:
                     # its bandwidth hides the term (the A100's fit put 3.7 where 0 fits as well): a value its calls
                     # do not pin would price another board of its generation, one with less bandwidth
                     params["reread"] = 0.0
+                params = _fit_class([(prepared, measured[idx])], op_class, [floor_rows], fit_floor=False,
+                                    fixed={k: v for k, v in params.items() if k != "weight_efficiency"},
+                                    extra=("weight_efficiency",))
+                ratio = params["weight_efficiency"] / params["memory_efficiency"]
+                if (not _identified_where_it_binds(prepared, measured[idx], op_class, params, "weight_efficiency",
+                                                   params["memory_efficiency"])
+                        or 1 / (1 + CHECK_BAND) <= ratio <= 1 + CHECK_BAND):
+                    # no rate of its own: its calls do not pin one, or it is its other memory-bound GEMMs' within
+                    # the checks' band (the V100's 1.21 and T4's 0.91 of theirs: their skinny calls run other kernels)
+                    del params["weight_efficiency"]
             params["floor_seconds"] = float(np.median(floor_rows))
         classes[op_class] = {k: round(v, 9 if k in ("floor_seconds", "drift_seconds_per_call") else 4)
                              for k, v in params.items()}
@@ -1308,6 +1348,15 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             continue
         classes[op_class] = {key: float(statistics.median(v.get(key, DEFAULTS[op_class].get(key, 0.0)) for v in values))
                              for key in dict.fromkeys(key for v in values for key in v)}
+        if op_class == "gemm":
+            # nn.Linear's weights at a rate of their own: its architecture's or family's kernels' (Pascal's
+            # maxwell_sgemm_*_tn: 0.18 and 0.17 of DRAM on the P100 and P4), never another family's
+            classes[op_class].pop("weight_efficiency", None)
+            lenders = [name for name in same_architecture or same
+                       if "weight_efficiency" in measured[name].classes.get(op_class, {})]
+            if lenders:
+                classes[op_class]["weight_efficiency"] = float(statistics.median(
+                    measured[name].classes[op_class]["weight_efficiency"] for name in lenders))
         if op_class == "gemm" and not same_architecture:
             # re-reads beyond the L2 are its kernels' (Pascal's nn.Linear SGEMMs, maxwell_sgemm_*_tn: the P4 and
             # P100 moved 0.14-0.22 bytes per FLOP at one rate of their DRAM, each its own kernel's): its generation's
