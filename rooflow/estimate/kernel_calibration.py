@@ -1328,7 +1328,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     # roofs of SMs that must issue an FP32 FMA every clock (ISSUE_BOUND_FP32): an issue-bound GPU's FP32 efficiency
     issue_roofs = [roof for roof in roofs.values() if roof.gpu.architecture in ISSUE_BOUND_FP32]
     classes: dict[str, dict[str, float]] = {}
-    issue_note = ""
+    issue_note = weights_note = ""
     borrowed: set[str] = set()  # classes whose parameters none of its donors had: taken from all measured GPUs
     for op_class in CLASSES:
         # memory-bound kernels: all measured GPUs (their parameters carry across architectures)
@@ -1357,6 +1357,10 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             if lenders:
                 classes[op_class]["weight_efficiency"] = float(statistics.median(
                     measured[name].classes[op_class]["weight_efficiency"] for name in lenders))
+                weights_note = (f"; nn.Linear weights of a call of one tile row at "
+                                f"{classes[op_class]['weight_efficiency']:.2f} of its DRAM bandwidth (its "
+                                f"{'architecture' if same_architecture else 'family'}'s kernels: "
+                                f"{', '.join(sorted(lenders))})")
         if op_class == "gemm" and not same_architecture:
             # re-reads beyond the L2 are its kernels' (Pascal's nn.Linear SGEMMs, maxwell_sgemm_*_tn: the P4 and
             # P100 moved 0.14-0.22 bytes per FLOP at one rate of their DRAM, each its own kernel's): its generation's
@@ -1548,7 +1552,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                   f"{', '.join(sorted(same_architecture))} (its architecture, {gpu.architecture}: the same kernels), "
                   f"measured shapes included, with its datasheet (SMs, FP32 peak, bandwidth, L2, board power); "
                   f"launch floors from all measured GPUs' hosts ({', '.join(sorted(hosts))}){own_dram_note}"
-                  f"{streaming_note}{borrowed_note}{across_note}{host_note}{power_note}")
+                  f"{streaming_note}{weights_note}{borrowed_note}{across_note}{host_note}{power_note}")
     else:
         which = "its family's" if same else "all"
         kernels_note = (f"; GEMM tile exponent, k fill and memory-bound GEMMs' DRAM efficiency against its "
@@ -1562,7 +1566,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
         source = (f"{gpu.name}: not measured; GEMM/convolution from {which} measured GPUs' kernel calibrations "
                   f"({', '.join(sorted(donors))}){roof_note}{kernels_note}, elementwise/normalization/softmax and launch floors "
                   f"from all ({', '.join(sorted(measured))}), median per class, with its datasheet (SMs, FP32 "
-                  f"peak, bandwidth, L2, board power){across_note}{host_note}{power_note}")
+                  f"peak, bandwidth, L2, board power){weights_note}{across_note}{host_note}{power_note}")
     return KernelCalibration(source=source, gpu=gpu.name, relative_uncertainty=FAMILY_UNCERTAINTY, classes=classes,
                              floors=floors, architecture=gpu.architecture, shapes=shapes)
 
