@@ -1329,6 +1329,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     issue_roofs = [roof for roof in roofs.values() if roof.gpu.architecture in ISSUE_BOUND_FP32]
     classes: dict[str, dict[str, float]] = {}
     issue_note = weights_note = ""
+    weight_lenders: list[str] = []  # the measured GPUs whose nn.Linear weight streaming it takes
     borrowed: set[str] = set()  # classes whose parameters none of its donors had: taken from all measured GPUs
     for op_class in CLASSES:
         # memory-bound kernels: all measured GPUs (their parameters carry across architectures)
@@ -1357,10 +1358,7 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             if lenders:
                 classes[op_class]["weight_efficiency"] = float(statistics.median(
                     measured[name].classes[op_class]["weight_efficiency"] for name in lenders))
-                weights_note = (f"; nn.Linear weights of a call of one tile row at "
-                                f"{classes[op_class]['weight_efficiency']:.2f} of its DRAM bandwidth (its "
-                                f"{'architecture' if same_architecture else 'family'}'s kernels: "
-                                f"{', '.join(sorted(lenders))})")
+                weight_lenders = lenders
         if op_class == "gemm" and not same_architecture:
             # re-reads beyond the L2 are its kernels' (Pascal's nn.Linear SGEMMs, maxwell_sgemm_*_tn: the P4 and
             # P100 moved 0.14-0.22 bytes per FLOP at one rate of their DRAM, each its own kernel's): its generation's
@@ -1431,6 +1429,14 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 classes[op_class]["memory_efficiency"] = float(statistics.median(carried))
                 streaming_note += (f"; memory-bound {op_class} calls at {classes[op_class]['memory_efficiency']:.2f} "
                                    f"of its DRAM bandwidth (its sibling's bytes per SM cycle: SMs bound them)")
+    if weight_lenders:
+        if same_architecture and "elementwise" in classes:  # its SMs may bind them, as they bind its GEMVs
+            classes["gemm"]["weight_efficiency"] = float(statistics.median(_streaming_efficiency(
+                measured[name], measured_gpus[name], "gemm", gpu, classes["elementwise"]["memory_efficiency"],
+                key="weight_efficiency") for name in weight_lenders))
+        weights_note = (f"; nn.Linear weights of a call of one tile row at {classes['gemm']['weight_efficiency']:.2f} "
+                        f"of its DRAM bandwidth (its {'architecture' if same_architecture else 'family'}'s kernels: "
+                        f"{', '.join(sorted(weight_lenders))}{', its bytes per SM cycle' if same_architecture else ''})")
     if gpu.architecture in OWN_KERNELS and "convolution" in classes and "convolution" not in borrowed:
         # its sibling's convolution kernels, not its host: a convolution's floor and growth over a run, the
         # other measured hosts' median
@@ -1572,14 +1578,15 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
 
 
 def _streaming_efficiency(donor: KernelCalibration, donor_gpu: Gpu, op_class: str, gpu: Gpu,
-                          dram_efficiency: float) -> float:
+                          dram_efficiency: float, key: str = "memory_efficiency") -> float:
     """The DRAM efficiency of ``op_class``'s memory-bound calls (GEMV-like GEMMs) on ``gpu``, from a measured GPU
     of its architecture. Where the donor streamed them slower than its elementwise kernels, its SMs bound them
     (bytes in flight per SM over the memory latency): they move the donor's bytes per SM cycle, up to what
     ``gpu``'s memory gives its streaming kernels (``dram_efficiency``) — the H200's GEMVs at 2.4 of its 4.8 TB/s
     move 0.71 of an H100's 3.35, as the time model carries Hopper's SM-bound kernels (calibration.
-    sm_bound_bandwidth). Else its memory bound them: the same share of ``gpu``'s."""
-    efficiency = donor.classes[op_class].get("memory_efficiency", DEFAULTS[op_class]["memory_efficiency"])
+    sm_bound_bandwidth). Else its memory bound them: the same share of ``gpu``'s. ``key``: the GEMM's
+    ``weight_efficiency`` (an nn.Linear's weights in a call of one tile row) alike."""
+    efficiency = donor.classes[op_class].get(key, DEFAULTS[op_class]["memory_efficiency"])
     if efficiency >= SM_BOUND_SHARE * donor.classes.get("elementwise", {}).get("memory_efficiency", efficiency):
         return efficiency
     per_sm_cycle = efficiency * donor_gpu.dram_bytes_per_second / donor_gpu.fp32_flops_per_second
