@@ -17,7 +17,8 @@ The model, per op class, is datasheet arithmetic times a few physically meaningf
   where k is long). Against it the memory time ``bytes / (DRAM bandwidth × memory_efficiency)``: a GEMV
   (small m or n) is bound by reading its weights — an nn.Linear's weights at ``weight_efficiency`` of the
   bandwidth where a board's skinny calls pin a rate of their own (Pascal's maxwell_sgemm_*_tn: 0.17-0.18 of
-  DRAM; rooflow's H200 FP32 calls 0.14), lent only within its family. Convolutions: cuDNN's autotuner also tries Winograd
+  DRAM; rooflow's H200 FP32 calls 0.14), lent only within its architecture (at the donor's bytes per SM cycle
+  where its SMs bound them) or family. Convolutions: cuDNN's autotuner also tries Winograd
   (3×3, stride 1), which does fewer multiplications; its ``winograd_efficiency`` (of the direct FLOPs,
   above 1 when it wins) is a parameter of its own, and the faster of the two is taken. Where the measured calls
   name their kernels, the implicit-GEMM parameters are fitted on the calls that ran implicit GEMM, so that
@@ -753,7 +754,8 @@ class _Prepared:
                                       linear_tiles=_rows_by_columns(linear_tiles) if linear_tiles else None)
                 else:  # cuDNN's as named (a convolution is never a batched row)
                     candidates = dict(tiles=IMPLICIT_GEMM_TILES_OF.get(gpu.architecture, IMPLICIT_GEMM_TILES))
-                # nn.Linear's weight (n outputs × k deep): the operand a skinny call streams once (:data:`WEIGHT_STREAMING`)
+                # nn.Linear's weight (n outputs × k deep): what a call of one tile row streams once, at its
+                # kernels' own ``weight_efficiency`` where a fit keeps one (the module's docstring)
                 weight = np.where(part["operator"].to_numpy() == "linear", FP32_BYTES * n * k, 0.0)
                 if "element_bytes" in part:
                     weight = weight * part["element_bytes"].fillna(FP32_BYTES).to_numpy(float) / FP32_BYTES
