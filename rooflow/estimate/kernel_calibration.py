@@ -2079,8 +2079,8 @@ def read_calibrations(path: str | Path) -> tuple:
 
 # calibration parameters the kernel model divides by (rates and shares: positive), and those of either sign (a
 # host's drift per call, the call it counts from); every other one is a size, a time or an exponent: ≥ 0
-POSITIVE_PARAMS = frozenset({"efficiency", "memory_efficiency", "winograd_efficiency", "winograd_rate", "sustained",
-                             "cache_speedup", "l2_fraction", "rows_per_sm", "block_bytes"})
+POSITIVE_PARAMS = frozenset({"efficiency", "memory_efficiency", "weight_efficiency", "winograd_efficiency",
+                             "winograd_rate", "sustained", "cache_speedup", "l2_fraction", "rows_per_sm", "block_bytes"})
 SIGNED_PARAMS = frozenset({"drift_seconds_per_call", "drift_from_call"})
 
 

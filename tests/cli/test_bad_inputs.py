@@ -383,6 +383,8 @@ def test_an_output_that_is_an_input_or_another_output_is_refused(tmp_path, capsy
     (("classes", "gemm", "efficiency", "fast"), "classes.gemm.efficiency is 'fast', not a positive number"),
     (("classes", "gemm", "efficiency", float("nan")), "classes.gemm.efficiency is nan, not a positive number"),
     (("classes", "gemm", "reread", -1), "classes.gemm.reread is -1, not a number ≥ 0"),
+    # 0 would have read as 'no rate of its own', silently
+    (("classes", "gemm", "weight_efficiency", 0), "classes.gemm.weight_efficiency is 0, not a positive number"),
     (("relative_uncertainty", 5), "relative_uncertainty is 5, not a share between 0 and 1"),
     (("floors", "linear", -1), "floors.linear is -1, not a positive number of seconds"),
 ])
