@@ -48,8 +48,8 @@ def small_ops() -> dict[str, tuple[object, object]]:
 
 
 def median_seconds(before, timed, prepare=None, repeats: int = 40) -> float:
-    """Median seconds of ``timed`` run right after ``before`` (``prepare``: untimed, between them or, when it
-    returns a tensor, the loss whose backward is timed)."""
+    """Median seconds of ``timed`` run right after ``before`` (``prepare``: untimed, run before ``before``; where it
+    returns a tensor, the loss whose backward is timed in ``timed``'s place)."""
     seconds = []
     for _ in range(repeats):
         made = prepare() if prepare else None

@@ -580,9 +580,13 @@ def _gemm_views(rows: pd.DataFrame) -> tuple[np.ndarray, ...]:
         out = np.floor((size + 2 * padding - kernel) / stride) + 1
         m[conv], n[conv], k[conv] = (b * out * out)[conv], cout[conv], (cin * kernel * kernel)[conv]
         moved[conv] = FP32_BYTES * (b * cin * size * size + cout * cin * kernel * kernel + b * cout * out * out)[conv]
-    if "element_bytes" in rows:  # an estimate's 16-bit operands (rooflow.estimate.kernel_ops.fp32_arithmetic)
-        moved = moved * rows["element_bytes"].fillna(FP32_BYTES).to_numpy(float) / FP32_BYTES
-    return m, n, k, count, moved
+    return m, n, k, count, moved * _element_bytes(rows) / FP32_BYTES
+
+
+def _element_bytes(rows: pd.DataFrame) -> np.ndarray | float:
+    """Bytes per operand element of each row: FP32's, but an estimate's 16-bit operands where its rows say so (an
+    ``element_bytes`` column: rooflow.estimate.kernel_ops.fp32_arithmetic)."""
+    return rows["element_bytes"].fillna(FP32_BYTES).to_numpy(float) if "element_bytes" in rows else FP32_BYTES
 
 
 def _rows_by_columns(tiles) -> tuple[tuple[int, int], ...]:
@@ -756,9 +760,7 @@ class _Prepared:
                     candidates = dict(tiles=IMPLICIT_GEMM_TILES_OF.get(gpu.architecture, IMPLICIT_GEMM_TILES))
                 # nn.Linear's weight (n outputs × k deep): what a call of one tile row streams once, at its
                 # kernels' own ``weight_efficiency`` where a fit keeps one (the module's docstring)
-                weight = np.where(part["operator"].to_numpy() == "linear", FP32_BYTES * n * k, 0.0)
-                if "element_bytes" in part:
-                    weight = weight * part["element_bytes"].fillna(FP32_BYTES).to_numpy(float) / FP32_BYTES
+                weight = np.where(part["operator"].to_numpy() == "linear", _element_bytes(part) * n * k, 0.0)
                 work = {"flops": 2 * m * n * k * count, "bytes": moved, "weight_bytes": weight,
                         "table": _shape_table(m, n, k, count, gpu.sm_count, part["operator"].to_numpy() == "bmm",
                                               split_k=gemm, **candidates)}
@@ -775,8 +777,7 @@ class _Prepared:
                     work["nonfused_flops"] = 2 * 36 * tiles * n * cin
                     work["nonfused_table"] = _shape_table(tiles, n, cin, np.full(len(m), 36.0), gpu.sm_count,
                                                           split_k=False)
-                    element = (part["element_bytes"].fillna(FP32_BYTES).to_numpy(float) if "element_bytes" in part
-                               else FP32_BYTES)
+                    element = _element_bytes(part)
                     activations = moved - element * n * k
                     work["nonfused_bytes"] = 2 * 36 / 16 * activations + 2 * 36 / 9 * element * n * k + moved
                     # FFT (NO_FORWARD_WINOGRAD architectures): input, filter and output transformed to
@@ -1331,7 +1332,6 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
     issue_roofs = [roof for roof in roofs.values() if roof.gpu.architecture in ISSUE_BOUND_FP32]
     classes: dict[str, dict[str, float]] = {}
     issue_note = weights_note = ""
-    weight_lenders: list[str] = []  # the measured GPUs whose nn.Linear weight streaming it takes
     borrowed: set[str] = set()  # classes whose parameters none of its donors had: taken from all measured GPUs
     for op_class in CLASSES:
         # memory-bound kernels: all measured GPUs (their parameters carry across architectures)
@@ -1351,16 +1351,6 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
             continue
         classes[op_class] = {key: float(statistics.median(v.get(key, DEFAULTS[op_class].get(key, 0.0)) for v in values))
                              for key in dict.fromkeys(key for v in values for key in v)}
-        if op_class == "gemm":
-            # nn.Linear's weights at a rate of their own: its architecture's or family's kernels' (Pascal's
-            # maxwell_sgemm_*_tn: 0.18 and 0.17 of DRAM on the P100 and P4), never another family's
-            classes[op_class].pop("weight_efficiency", None)
-            lenders = [name for name in same_architecture or same
-                       if "weight_efficiency" in measured[name].classes.get(op_class, {})]
-            if lenders:
-                classes[op_class]["weight_efficiency"] = float(statistics.median(
-                    measured[name].classes[op_class]["weight_efficiency"] for name in lenders))
-                weight_lenders = lenders
         if op_class == "gemm" and not same_architecture:
             # re-reads beyond the L2 are its kernels' (Pascal's nn.Linear SGEMMs, maxwell_sgemm_*_tn: the P4 and
             # P100 moved 0.14-0.22 bytes per FLOP at one rate of their DRAM, each its own kernel's): its generation's
@@ -1431,11 +1421,18 @@ def family_calibration(gpu: Gpu, measured: dict[str, KernelCalibration], measure
                 classes[op_class]["memory_efficiency"] = float(statistics.median(carried))
                 streaming_note += (f"; memory-bound {op_class} calls at {classes[op_class]['memory_efficiency']:.2f} "
                                    f"of its DRAM bandwidth (its sibling's bytes per SM cycle: SMs bound them)")
-    if weight_lenders:
+    # nn.Linear's weights at a rate of their own: its architecture's or family's kernels' (Pascal's maxwell_sgemm_*_tn:
+    # 0.18 and 0.17 of DRAM on the P100 and P4), never another family's (the median above may have taken one)
+    classes.get("gemm", {}).pop("weight_efficiency", None)
+    weight_lenders = [name for name in same_architecture or same
+                      if "weight_efficiency" in measured[name].classes.get("gemm", {})]
+    if weight_lenders and "gemm" in classes:
+        rates = [measured[name].classes["gemm"]["weight_efficiency"] for name in weight_lenders]
         if same_architecture and "elementwise" in classes:  # its SMs may bind them, as they bind its GEMVs
-            classes["gemm"]["weight_efficiency"] = float(statistics.median(_streaming_efficiency(
-                measured[name], measured_gpus[name], "gemm", gpu, classes["elementwise"]["memory_efficiency"],
-                key="weight_efficiency") for name in weight_lenders))
+            rates = [_streaming_efficiency(measured[name], measured_gpus[name], "gemm", gpu,
+                                           classes["elementwise"]["memory_efficiency"], key="weight_efficiency")
+                     for name in weight_lenders]
+        classes["gemm"]["weight_efficiency"] = float(statistics.median(rates))
         weights_note = (f"; nn.Linear weights of a call of one tile row at {classes['gemm']['weight_efficiency']:.2f} "
                         f"of its DRAM bandwidth (its {'architecture' if same_architecture else 'family'}'s kernels: "
                         f"{', '.join(sorted(weight_lenders))}{', its bytes per SM cycle' if same_architecture else ''})")
@@ -1721,7 +1718,7 @@ def fit_each(data: pd.DataFrame, gpus: dict[str, Gpu]) -> dict[str, KernelCalibr
     return {name: fit_gpu(rows, gpus[name], source=f"fitted on {name}") for name, rows in data.groupby("gpu")}
 
 
-def held_one_out(data: pd.DataFrame, gpus: dict[str, Gpu], band: float = 0.25, host_floors: bool = False,
+def held_one_out(data: pd.DataFrame, gpus: dict[str, Gpu], band: float = CHECK_BAND, host_floors: bool = False,
                  calibrations: dict[str, KernelCalibration] | None = None, whole_family: bool = False) -> pd.DataFrame:
     """Train on all GPUs but one, predict the one left out (its family's or all GPUs' parameters with its
     datasheet): per held-out GPU and class, rows, the fraction within ±``band`` and the median |error|.
@@ -1742,7 +1739,7 @@ def held_one_out(data: pd.DataFrame, gpus: dict[str, Gpu], band: float = 0.25, h
     return pd.DataFrame(table)
 
 
-def held_out_shapes(data: pd.DataFrame, gpus: dict[str, Gpu], fraction: float = 0.2, band: float = 0.25,
+def held_out_shapes(data: pd.DataFrame, gpus: dict[str, Gpu], fraction: float = 0.2, band: float = CHECK_BAND,
                     seed: int = 0) -> pd.DataFrame:
     """Per GPU, fit on its measured rows but a fixed random ``fraction`` of its shapes (per operator),
     predict those: per GPU and class, rows, the fraction within ±``band`` and the median |error|."""
@@ -1750,7 +1747,7 @@ def held_out_shapes(data: pd.DataFrame, gpus: dict[str, Gpu], fraction: float = 
         rows.groupby("operator").sample(frac=fraction, random_state=seed).index))
 
 
-def fitted_on_few(data: pd.DataFrame, gpus: dict[str, Gpu], counts: dict[str, int], band: float = 0.25,
+def fitted_on_few(data: pd.DataFrame, gpus: dict[str, Gpu], counts: dict[str, int], band: float = CHECK_BAND,
                   seed: int = 0) -> pd.DataFrame:
     """Per GPU, fit on ``counts`` of its shapes per operator (what `rooflow ceilings --single-ops` measures on a
     user's GPU), predict the rest: per GPU and class, rows, the fraction within ±``band`` and the median |error|."""
@@ -1799,7 +1796,7 @@ def algorithm_agreement(data: pd.DataFrame, gpus: dict[str, Gpu]) -> pd.DataFram
     return pd.DataFrame(table)
 
 
-def check_shipped(root: str | Path, band: float = 0.25, host_floors: bool = False) -> pd.DataFrame:
+def check_shipped(root: str | Path, band: float = CHECK_BAND, host_floors: bool = False) -> pd.DataFrame:
     """The shipped calibrations against the measurements under ``root`` (the measurement layout): each GPU
     predicted with its own shipped calibration, or — rooflow having no measurements of it — its architecture's
     or family's with its datasheet (``device_configs``); per GPU and class, rows, the fraction within
