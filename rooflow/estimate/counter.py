@@ -513,13 +513,29 @@ class OpRecorder(TorchDispatchMode):
         self._finalizers.clear()
         trace = self.trace
         # Gradients flow into p.grad through copies and casts; the ops that write those storages (or their
-        # sources) compute parameter gradients.
+        # sources) compute parameter gradients. And a parameter's gradient can be the last of several elementwise ops: autograd sums one partial gradient per
+        # use (add/add_: a recurrent layer's weights at every step, a layer called twice), a broadcast parameter's
+        # is summed over the dimensions it was broadcast along (a layer scale's gamma: Σ grad·x; cdist's rows).
+        # The ops writing what only such an op reads compute parameter gradients too; a tensor another op also
+        # reads (the gradient a bias sums, which flows on to the layer's input) stays the activation gradient it is.
         weight_keys = set(trace.gradient_keys)
-        for record in reversed(trace.records):
-            if record.phase != "backward":
+        backward = [record for record in trace.records if record.phase == "backward"]
+        readers: dict[int, list[OpRecord]] = {}
+        for record in backward:
+            for key, _ in record.reads:
+                readers.setdefault(key, []).append(record)
+
+        def writes_weights(record: OpRecord) -> bool:
+            return any(k in weight_keys for k, _ in record.writes)
+
+        for record in reversed(backward):
+            if not writes_weights(record):
                 continue
-            if record.op_class == "memory" and any(k in weight_keys for k, _ in record.writes):
+            if record.op_class == "memory":
                 weight_keys.update(k for k, _ in record.reads if k not in trace.param_keys)
+            elif record.op_class == "elementwise":
+                weight_keys.update(k for k, _ in record.reads if k not in trace.param_keys
+                                   and len(readers[k]) == 1 and readers[k][0] is record)
         for record in trace.records:
             record.role = record.phase
             if record.phase != "backward" or record.recompute:

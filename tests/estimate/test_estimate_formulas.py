@@ -562,6 +562,62 @@ def test_two_conv_backward_ratio_below_two():
     assert est.totals["matmul_backward_forward_ratio"] == pytest.approx((f1 + 2 * f2) / (f1 + f2))
 
 
+class CalledTwice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.linear(torch.relu(self.linear(x)))
+
+
+def test_a_parameter_used_twice_has_both_partial_gradients_as_weight_work():
+    """Autograd sums one partial gradient per use into p.grad: both products writing them (and the bias sums) are
+    weight-gradient work; only the second call's input gradient and the ReLU's are input-gradient work."""
+    est = estimate_module(CalledTwice(), meta(N, 16, grad=False), mode="training")
+    product, bias_sum = 2 * N * 16 * 16, N * 16
+    relu = N * 16
+    assert est.totals["backward_input_flops"] == product + relu
+    # two products and two bias sums, then the two sums of partials (weight and bias)
+    assert est.totals["backward_weight_flops"] == 2 * product + 2 * bias_sum + 16 * 16 + 16
+
+
+class LayerScale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.gamma = nn.Parameter(torch.ones(8, 1, 1))
+
+    def forward(self, x):
+        return self.conv(x) * self.gamma
+
+
+def test_a_broadcast_parameters_gradient_terms_are_weight_work():
+    """gamma's gradient is Σ grad·x over the dimensions it was broadcast along: the product writing the summed
+    terms is weight work with the sum; grad·gamma, the convolution output's gradient, is the one input product."""
+    est = estimate_module(LayerScale(), meta(N, 3, 8, 8, grad=False), mode="training")
+    elements = N * 8 * 8 * 8
+    assert est.totals["backward_input_flops"] == elements
+    convolution_weight = 2 * N * 8 * 64 * 3 * 9
+    assert est.totals["backward_weight_flops"] == convolution_weight + 2 * elements  # the product and its sum
+
+
+def test_a_recurrent_layers_weight_gradients_are_weight_work():
+    """A GRU's weights take a partial gradient at every step: those products are weight work, which then matches
+    the forward's products (x·W_ih at every step, h·W_hh at every step), and its input gradients are h's."""
+    steps, hidden, features = 3, 64, 32
+    est = estimate_module(nn.GRU(features, hidden, batch_first=True), meta(N, steps, features, grad=False),
+                          mode="training")
+    gates = 3 * hidden
+    input_products = steps * 2 * N * features * gates
+    hidden_products = steps * 2 * N * hidden * gates
+    bias_sums = 2 * steps * N * gates  # b_ih's and b_hh's gradients at each step
+    sums_of_partials = (steps - 1) * (gates * features + gates * hidden + 2 * gates)  # W_ih, W_hh, b_ih, b_hh
+    assert est.totals["backward_weight_flops"] == input_products + hidden_products + bias_sums + sums_of_partials
+    # h's gradient through W_hh at every step but the first (h0 takes none)
+    assert est.totals["backward_input_flops"] < hidden_products
+
+
 def test_batch_scaling_is_linear():
     small = estimate_module(TwoConv(), meta(2, 3, 8, 8, grad=False), mode="training").totals
     large = estimate_module(TwoConv(), meta(6, 3, 8, 8, grad=False), mode="training").totals
