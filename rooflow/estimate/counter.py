@@ -513,11 +513,11 @@ class OpRecorder(TorchDispatchMode):
         self._finalizers.clear()
         trace = self.trace
         # Gradients flow into p.grad through copies and casts; the ops that write those storages (or their
-        # sources) compute parameter gradients. And a parameter's gradient can be the last of several elementwise ops: autograd sums one partial gradient per
-        # use (add/add_: a recurrent layer's weights at every step, a layer called twice), a broadcast parameter's
-        # is summed over the dimensions it was broadcast along (a layer scale's gamma: Σ grad·x; cdist's rows).
-        # The ops writing what only such an op reads compute parameter gradients too; a tensor another op also
-        # reads (the gradient a bias sums, which flows on to the layer's input) stays the activation gradient it is.
+        # sources) compute parameter gradients. So do the ops writing what only an elementwise op that writes one
+        # reads: autograd sums one partial gradient per use (a recurrent layer's weights at every step, a layer
+        # called twice), and a broadcast parameter's over the dimensions it was broadcast along (a layer scale's
+        # gamma: Σ grad·x). A tensor another op also reads (the gradient a bias sums, which flows on to the
+        # layer's input) stays the activation gradient it is.
         weight_keys = set(trace.gradient_keys)
         backward = [record for record in trace.records if record.phase == "backward"]
         readers: dict[int, list[OpRecord]] = {}
