@@ -21,9 +21,11 @@ import pickle
 from pathlib import Path
 
 from rooflow.estimate import estimate
+from rooflow.estimate.api import estimate_run
 from rooflow.estimate.memory import memory_totals
 from rooflow.estimate.predict import held_workspace_threads, predict_memory
 from rooflow.hardware.devices import load_device
+from rooflow.workload.spec import custom_spec, is_factory_path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = ROOT / "config" / "devices.yaml"
@@ -54,13 +56,17 @@ def _source_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def _estimates(keys: list[tuple], cache: Path) -> dict[tuple, object]:
+def _estimates(keys: list[tuple], cache: Path, inputs: dict[str, list[str]] | None = None) -> dict[tuple, object]:
+    """The estimate of each (model, batch, precision, mode): a torchvision name, or a package.module:factory
+    model on its ``inputs`` (per-sample shapes by factory)."""
     fingerprint = _source_fingerprint()
     stored = pickle.loads(cache.read_bytes()) if cache.is_file() else {}
     done = stored.get("estimates", {}) if stored.get("fingerprint") == fingerprint else {}
     for key in keys:
         if key not in done:
-            done[key] = estimate(*key)
+            model, *run = key
+            done[key] = (estimate_run(custom_spec(model, (inputs or {})[model]), *run) if is_factory_path(model)
+                         else estimate(*key))
             # after each: an interrupted run keeps what it made
             cache.write_bytes(pickle.dumps({"fingerprint": fingerprint, "estimates": done}))
     return done

@@ -65,7 +65,8 @@ def compare(gpu: str, cache: Path, batches: tuple[int, ...] | None = None) -> li
     runs = (published_steps(path) if device_key is None else
             [json.loads(line) for line in path.read_text().splitlines() if line.strip()])
     runs = [r for r in runs if r.get("status") == "ok" and (not batches or r["batch"] in batches)]
-    estimates = _estimates(sorted({(r["model"], r["batch"], r["precision"], r["mode"]) for r in runs}), cache)
+    estimates = _estimates(sorted({(r["model"], r["batch"], r["precision"], r["mode"]) for r in runs}), cache,
+                           {r["model"]: r["inputs"] for r in runs if "inputs" in r})
     devices = {key: _device(key) for key in {run.get("device") or device_key for run in runs}}
     calibrations = {key: for_device(device) for key, device in devices.items()}
     rows = []

@@ -2213,6 +2213,15 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
         # bursts of FP32 GEMMs on an L4 and an L40S run above it), so it keeps its boost-clock rate
         sustained = gemm.get("sustained", 1.0) if kernels.rows else 1.0
         matmul["fp32"] = round(gemm["efficiency"] * sustained / 0.8, 4)
+    # the fitted GEMMs are cuBLAS's (linear, bmm): the time model's gemm_efficiency, too
+    gemm_efficiency = {**reference.gemm_efficiency, "fp32": matmul["fp32"]} if gemm else reference.gemm_efficiency
+    if conv.get("efficiency"):
+        # a convolution the kernel model does not price (grouped, backward) runs cuDNN's kernels, at the rate of the
+        # GPU's measured convolutions, not cuBLAS's GEMMs': on the T4 0.76 of its peak against its SGEMMs'
+        # power-limited 0.42, which took ResNeXt's grouped 3×3 layers to 4.7× their V100 time, its ungrouped ones
+        # to 2.4–2.9× (NVIDIA's published ResNeXt101 T4 inference: 0.75–0.86 of such a prediction, 0.87–1.01 now)
+        sustained = conv.get("sustained", 1.0) if kernels.rows else 1.0
+        matmul["fp32"] = round(conv["efficiency"] * sustained / 0.8, 4)
     if conv:  # cuDNN's autotuner takes Winograd only where it beats the direct kernels: never below them
         # (the rate its Winograd calls ran at, where measured: the kernel model's Winograd efficiency is a fit's)
         winograd = conv.get("winograd_rate", conv.get("winograd_efficiency", 0.0))
@@ -2240,8 +2249,6 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     source = (f"kernel calibration — {kernels.source}; host costs, tensor-core paths and other classes from "
               f"the {reference_key} calibration (range ±{uncertainty:.0%})"
               f"{sm_bound}{power}")
-    # the fitted GEMMs are cuBLAS's (linear, bmm): the time model's gemm_efficiency, too
-    gemm_efficiency = {**reference.gemm_efficiency, "fp32": matmul["fp32"]} if gemm else reference.gemm_efficiency
     return reference.with_(source=source, matmul_efficiency=matmul, gemm_efficiency=gemm_efficiency, kernel_model=True,
                            tensor_core_power_fraction=fractions,
                            memory_efficiency_by_class=memory,
