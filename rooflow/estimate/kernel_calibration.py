@@ -2219,7 +2219,8 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
         # a convolution the kernel model does not price (grouped, backward) runs cuDNN's kernels, at the rate of the
         # GPU's measured convolutions, not cuBLAS's GEMMs': on the T4 0.76 of its peak against its SGEMMs'
         # power-limited 0.42, which took ResNeXt's grouped 3×3 layers to 4.7× their V100 time, its ungrouped ones
-        # to 2.4–2.9× (NVIDIA's published ResNeXt101 T4 inference: 0.75–0.86 of such a prediction, 0.87–1.01 now)
+        # to 2.4–2.9× (NVIDIA's published ResNeXt101 T4 inference: 0.75–0.86 of such a prediction, 0.87–1.01 now).
+        # cuBLAS's products keep gemm_efficiency; the kernel model prices their single-view FP32 calls itself
         sustained = conv.get("sustained", 1.0) if kernels.rows else 1.0
         matmul["fp32"] = round(conv["efficiency"] * sustained / 0.8, 4)
     if conv:  # cuDNN's autotuner takes Winograd only where it beats the direct kernels: never below them
