@@ -20,12 +20,11 @@ import json
 import pickle
 from pathlib import Path
 
-from rooflow.estimate import estimate
 from rooflow.estimate.api import estimate_run
 from rooflow.estimate.memory import memory_totals
 from rooflow.estimate.predict import held_workspace_threads, predict_memory
 from rooflow.hardware.devices import load_device
-from rooflow.workload.spec import custom_spec, is_factory_path
+from rooflow.workload.spec import spec_from_options
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = ROOT / "config" / "devices.yaml"
@@ -65,8 +64,7 @@ def _estimates(keys: list[tuple], cache: Path, inputs: dict[str, list[str]] | No
     for key in keys:
         if key not in done:
             model, *run = key
-            done[key] = (estimate_run(custom_spec(model, (inputs or {})[model]), *run) if is_factory_path(model)
-                         else estimate(*key))
+            done[key] = estimate_run(spec_from_options(model, (inputs or {}).get(model)), *run)
             # after each: an interrupted run keeps what it made
             cache.write_bytes(pickle.dumps({"fingerprint": fingerprint, "estimates": done}))
     return done

@@ -361,13 +361,10 @@ def cached_estimate(model: str, batch: int, precision: str, mode: str, inputs: t
     (tests/estimate/test_sweep_7_models.py) and the step model's (test_step_model_gpus.py) ask for the same
     batch-256 estimates, each seconds on 2 cores. Callers must not change the result's tables. A
     package.module:factory ``model`` is estimated on ``inputs`` (per-sample shapes, as --input takes them)."""
-    from rooflow.estimate import estimate
     from rooflow.estimate.api import estimate_run
-    from rooflow.workload.spec import custom_spec, is_factory_path
+    from rooflow.workload.spec import spec_from_options
 
-    if is_factory_path(model):
-        return estimate_run(custom_spec(model, list(inputs)), batch, precision, mode)
-    return estimate(model, batch, precision, mode)
+    return estimate_run(spec_from_options(model, list(inputs)), batch, precision, mode)
 
 
 def real(relative: str) -> Path:

@@ -524,12 +524,8 @@ class OpRecorder(TorchDispatchMode):
         for record in backward:
             for key, _ in record.reads:
                 readers.setdefault(key, []).append(record)
-
-        def writes_weights(record: OpRecord) -> bool:
-            return any(k in weight_keys for k, _ in record.writes)
-
         for record in reversed(backward):
-            if not writes_weights(record):
+            if not any(k in weight_keys for k, _ in record.writes):
                 continue
             if record.op_class == "memory":
                 weight_keys.update(k for k, _ in record.reads if k not in trace.param_keys)

@@ -2207,14 +2207,13 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     kernels, _ = found
     gemm, conv = kernels.classes.get("gemm", {}), kernels.classes.get("convolution", {})
     matmul = dict(reference.matmul_efficiency)
+    gemm_efficiency = dict(reference.gemm_efficiency)  # the fitted GEMMs are cuBLAS's (linear, bmm)
     if gemm:
         # a measured power-limited board's fitted power limit (its calls beyond GPU Boost's time constant, the
         # T4's 0.55) is what a step's back-to-back kernels run at; a GPU without data's is a bound only (third-party
         # bursts of FP32 GEMMs on an L4 and an L40S run above it), so it keeps its boost-clock rate
         sustained = gemm.get("sustained", 1.0) if kernels.rows else 1.0
-        matmul["fp32"] = round(gemm["efficiency"] * sustained / 0.8, 4)
-    # the fitted GEMMs are cuBLAS's (linear, bmm): the time model's gemm_efficiency, too
-    gemm_efficiency = {**reference.gemm_efficiency, "fp32": matmul["fp32"]} if gemm else reference.gemm_efficiency
+        gemm_efficiency["fp32"] = matmul["fp32"] = round(gemm["efficiency"] * sustained / 0.8, 4)
     if conv.get("efficiency"):
         # a convolution the kernel model does not price (grouped, backward) runs cuDNN's kernels, at the rate of the
         # GPU's measured convolutions, not cuBLAS's GEMMs': on the T4 0.76 of its peak against its SGEMMs'
