@@ -200,7 +200,7 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
             measured: bool = False) -> Estimate:
     """Add the prediction on a catalogue device to ``result``'s totals: the step's time (host and GPU work
     per op, from the device's calibration) with its range, the per-op roofline time, the steady-state memory
-    and whether it fits."""
+    and whether it fits. A second call, on another device, replaces the first's prediction."""
     from rooflow.estimate.calibration import for_device
     from rooflow.estimate.predict import below_roofline_flag, predict_memory, predict_seconds
     from rooflow.estimate.recurrent import substitute
@@ -211,6 +211,9 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
     device = load_device(devices_file or default_catalogue_path(), device_key, ceilings)
     calibration = for_device(device, read_json_object(ceilings, CEILINGS_FILE) if ceilings else None)
     totals = result.totals
+    for key in result.predicted_keys:
+        del totals[key]
+    estimated = set(totals)
     totals["device"] = device.key
     # a GPU runs nn.LSTM/GRU/RNN as cuDNN's kernels (rooflow.estimate.recurrent): their roofs, not the cells counted
     ops = (substitute(result.ops, totals["recurrent_calls"], totals["precision"])
@@ -236,6 +239,7 @@ def predict(result: Estimate, device_key: str, devices_file: str | None = None, 
             f"them with `rooflow ceilings --device {device.key} --output ceilings.json` and pass --ceilings "
             f"ceilings.json (the workflow does this itself)"))
     totals.update(predict_memory(totals, device))
+    result.predicted_keys = frozenset(set(totals) - estimated)
     return result
 
 

@@ -99,6 +99,9 @@ class Estimate(Mapping):
     ops: pd.DataFrame
     seconds: float = 0.0
     trace: Trace | None = field(default=None, repr=False)
+    # the totals a device's prediction added (rooflow.estimate.api.predict): a prediction on another device
+    # replaces them, so none of the first device's numbers stay behind where the second has none
+    predicted_keys: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __getitem__(self, key: str) -> Any:
         return self.totals[key]

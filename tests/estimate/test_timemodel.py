@@ -1005,6 +1005,24 @@ def test_winograd_eligible_layers_never_below_the_direct_kernels():
     assert training < 4.5 * inference
 
 
+def test_a_prediction_on_a_second_device_leaves_none_of_the_firsts_numbers():
+    """predict() adds a device's prediction to an estimate's totals; on a second device that has none (the local
+    CPU's entry: its roofs are measured, not in the catalogue) it had left the first device's step time, range and
+    fit in place under the second device's name."""
+    from rooflow.estimate.api import estimate_run, predict
+    from rooflow.workload.spec import spec_from_options
+
+    result = estimate_run(spec_from_options("resnet18"), 2, "fp32", "inference")
+    estimated = dict(result.totals)
+    on_t4 = dict(predict(result, "t4").totals)
+    assert on_t4["predicted_seconds"] > 0 and on_t4["device"] == "t4"
+    on_cpu = predict(result, "cpu").totals
+    assert on_cpu["device"] == "cpu" and "predicted_seconds" not in on_cpu
+    assert "none for cpu" in on_cpu["calibration_source"]
+    assert {key: on_cpu[key] for key in estimated} == estimated  # the estimate itself untouched
+    assert dict(predict(result, "t4").totals) == on_t4  # and the T4's again, whole
+
+
 def test_a_bilinear_layer_launches_its_kernels_one_output_feature_at_a_time():
     """nn.Bilinear(512, 512, 256) runs as aten._trilinear, a C++ loop over its 256 output features that launches a
     GEMM, a batched dot and an add for each (formulas.trilinear_slices, pinned on torch.profiler's bmm calls in
