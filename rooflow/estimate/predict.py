@@ -131,6 +131,10 @@ def predict_seconds(ops: pd.DataFrame, device, precision: str, measured: bool = 
 # product's FLOPs and bytes, the roofline to the op's as counted (an addmm's bias, its output's bytes), a few
 # percent apart (the A100's classifier addmm rows at 0.95-1.0 of their roof)
 BELOW_ROOF_TOLERANCE = 0.05
+# The fastest FP32 convolution of the single-op data set against its direct FLOPs' roof: a V100's non-fused Winograd
+# call (452 → 621 channels, 12×12, batch 63). A row priced faster than this is the kernel model's extrapolation to a
+# larger shape than any measured, which the note says
+FASTEST_MEASURED_FAST_CONVOLUTION = 2.24
 BELOW_ROOF_CAUSES = {
     "fast convolutions": "priced on cuDNN's Winograd/FFT algorithms, which multiply less than the direct convolution "
                          "whose FLOPs the roofline counts (measured on the single-op data set's V100: up to 2.24x the "
@@ -148,8 +152,8 @@ def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str,
     :data:`BELOW_ROOF_TOLERANCE`, by cause (:data:`BELOW_ROOF_CAUSES`): ``fast convolutions`` (a 2-D kernel cuDNN
     may run by Winograd or FFT), ``cache`` (a memory-bound row the kernel model prices, part of its bytes in L2, or
     one whose bytes per call are within half the time model's ``cache_bytes``: priced at the cache's rate),
-    ``unexplained`` (anything else). Per cause: ``rows``, ``roofline_seconds``, ``predicted_seconds`` and
-    ``ops`` (their names). ``row_seconds``: the predicted seconds per row label
+    ``unexplained`` (anything else). Per cause: ``rows``, ``roofline_seconds``, ``predicted_seconds``, ``ops``
+    (their names) and ``most_under_roof`` (the largest roof / predicted of a row). ``row_seconds``: the predicted seconds per row label
     (rooflow.estimate.timemodel.StepPrediction.row_seconds)."""
     from rooflow.estimate import kernel_ops
     from rooflow.estimate.timemodel import cache_resident
@@ -173,8 +177,10 @@ def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str,
             cause = "cache"
         else:
             cause = "unexplained"
-        entry = result.setdefault(cause, {"rows": 0, "roofline_seconds": 0.0, "predicted_seconds": 0.0, "ops": []})
+        entry = result.setdefault(cause, {"rows": 0, "roofline_seconds": 0.0, "predicted_seconds": 0.0, "ops": [],
+                                          "most_under_roof": 0.0})
         entry["rows"] += 1
+        entry["most_under_roof"] = max(entry["most_under_roof"], roof / float(predicted) if predicted > 0 else 0.0)
         entry["roofline_seconds"] += roof
         entry["predicted_seconds"] += float(predicted)
         if op not in entry["ops"]:
@@ -190,6 +196,10 @@ def below_roofline_note(causes: dict[str, dict[str, Any]], predicted_seconds: fl
         return None
     parts = [f"{entry['rows']} {'/'.join(entry['ops'])} row(s) at {entry['predicted_seconds'] * 1e3:.3g} ms against "
              f"{entry['roofline_seconds'] * 1e3:.3g} ms at their roof, {BELOW_ROOF_CAUSES[cause]}"
+             + (f"; one at {entry['most_under_roof']:.2f}x its roof, beyond any measured call: the kernel model's "
+                f"extrapolation to a larger shape, which nothing here measured"
+                if cause == "fast convolutions" and entry.get("most_under_roof", 0.0) > FASTEST_MEASURED_FAST_CONVOLUTION
+                else "")
              for cause, entry in causes.items()]
     where = "under" if predicted_seconds < roofline_seconds else "over"
     return (f"predicted {predicted_seconds * 1e3:.4g} ms, {where} its per-op roofline time of "

@@ -107,6 +107,29 @@ def test_rows_under_their_roof_are_named_with_their_cause(model):
         assert note is None  # rows under their roof for known causes, the step over it: no note
 
 
+def test_a_fast_convolution_priced_beyond_any_measured_call_says_so():
+    """FCN-ResNet50's head (a 3×3 convolution of 2,048 → 512 channels on 65×65) at batch 64 is 5.1 TFLOP, 70× the
+    largest convolution of the single-op data set: the kernel model prices it by non-fused Winograd on a V100 at
+    3.8× its direct roof, where the fastest measured call ran 2.24× (FASTEST_MEASURED_FAST_CONVOLUTION). The note
+    names the cause and says the speed is an extrapolation; its products never beyond the FP32 peak (4x the roof
+    is F(4×4, 3×3)'s whole saving: it had been 4.0x)."""
+    from rooflow.estimate.predict import FASTEST_MEASURED_FAST_CONVOLUTION
+
+    result = _predicted("fcn_resnet50", 64, "fp32", "inference", "v100-sxm2-16gb")
+    v100 = _device("v100-sxm2-16gb")
+    step = predict_step(result.ops, result.totals, v100, for_device(v100))
+    fast = below_roofline(result.ops, step.row_seconds, v100, "fp32")["fast convolutions"]
+    assert FASTEST_MEASURED_FAST_CONVOLUTION < fast["most_under_roof"] < 4.0
+    note = result.totals["below_roofline"]
+    assert "Winograd/FFT" in note and f"one at {fast['most_under_roof']:.2f}x its roof, beyond any measured" in note
+    # within the measured speed-ups (ResNet-50 b32 on a V100: its 3×3s at most 2.0x): no such words
+    result = _predicted("resnet50", 32, "fp32", "inference", "v100-sxm2-16gb")
+    step = predict_step(result.ops, result.totals, v100, for_device(v100))
+    fast = below_roofline(result.ops, step.row_seconds, v100, "fp32")["fast convolutions"]
+    assert 1.0 < fast["most_under_roof"] <= FASTEST_MEASURED_FAST_CONVOLUTION
+    assert "beyond any measured" not in (result.totals.get("below_roofline") or "")
+
+
 def test_no_note_where_nothing_is_under_its_roof():
     """An H100 has no forward Winograd (cuDNN's Hopper kernels: implicit GEMM or FFT): VGG16 b32 FP32 inference
     has no row under its roof, and no note."""
