@@ -379,6 +379,18 @@ class OpRecorder(TorchDispatchMode):
 
         return tuple(convert(a) for a in args), {k: convert(v) for k, v in kwargs.items()}
 
+    def _contiguous_operands(self, packet, args: tuple, layer: str, phase: str) -> tuple:
+        """``args`` with the operands its kernel copies dense (formulas.CONTIGUOUS_OPERANDS) copied, each copy
+        recorded: its bytes and its memory, alive while the op runs."""
+        args = list(args)
+        for position in formulas.CONTIGUOUS_OPERANDS[packet]:
+            if position < len(args) and formulas.copied_contiguous(args[position]):
+                kwargs = {"memory_format": torch.contiguous_format}
+                copy = aten.clone.default(args[position], **kwargs)
+                self._record(aten.clone.default, (args[position],), kwargs, copy, layer, phase)
+                args[position] = copy
+        return tuple(args)
+
     def clear_cast_cache(self) -> None:
         self._cast_cache.clear()
 
@@ -407,6 +419,8 @@ class OpRecorder(TorchDispatchMode):
             _operands_taking_gradients(packet, args) if grad_mode else (0, False)
         if self.autocast_dtype is not None:
             args, kwargs = self._autocast_args(packet, args, kwargs, layer, phase)
+        if packet in formulas.CONTIGUOUS_OPERANDS:
+            args = self._contiguous_operands(packet, args, layer, phase)
         if packet in SAME_KIND_OPS:
             _check_operand_kinds(packet, args)
         seq_before = self._seq()

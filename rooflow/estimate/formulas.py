@@ -1016,6 +1016,23 @@ def _softmax_call(x, dim, *args, **kwargs) -> tuple[int, ...]:
 LAYOUT_OPERANDS = {aten.convolution: (0, 1), aten._convolution: (0, 1), aten.convolution_backward: (1, 2)}
 
 
+# Operands a kernel copies to a contiguous tensor before it runs, where they are not (strides PyTorch calls neither
+# contiguous nor channels_last): the interpolation backward kernels' grad_output (`grad_output_.contiguous()` in
+# aten/src/ATen/native/cuda/UpSampleBilinear2d.cu and UpSampleNearest2d.cu, the CPU kernels alike). A sum-of-outputs
+# loss hands a segmentation head's final upsample a stride-0 gradient: the copy writes all of it, the kernel reads
+# it (rooflow.estimate.counter records the copy as the clone it is). The positions:
+CONTIGUOUS_OPERANDS = {op: (0,) for op in (aten.upsample_bilinear2d_backward, aten.upsample_nearest2d_backward,
+                                           aten._upsample_nearest_exact2d_backward,
+                                           aten._upsample_bilinear2d_aa_backward, aten._upsample_bicubic2d_aa_backward)}
+
+
+def copied_contiguous(t) -> bool:
+    """Whether a kernel that needs ``t`` dense (:data:`CONTIGUOUS_OPERANDS`) copies it first: a tensor neither
+    contiguous nor channels_last (a broadcast gradient, a transposed view)."""
+    return (isinstance(t, torch.Tensor) and not t.is_contiguous()
+            and not (t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last)))
+
+
 def suggests_channels_last(t) -> bool:
     """Whether a 4-D tensor's strides make PyTorch suggest channels_last for it (Tensor.suggest_memory_format)."""
     return (isinstance(t, torch.Tensor) and t.dim() == 4

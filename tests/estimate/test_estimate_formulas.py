@@ -242,6 +242,26 @@ def test_interpolation_closed_form(mode, spatial, forward, backward):
     assert set(forward_op["op_class"]) == {"memory" if forward == 0 else "elementwise"}
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_an_upsampling_backward_copies_a_broadcast_gradient_dense_first(mode):
+    """A sum-of-outputs loss (rooflow's for segmentation models) hands the final upsample a stride-0 gradient, which
+    the interpolation backward kernels copy contiguous before they read it (formulas.CONTIGUOUS_OPERANDS: ATen's
+    `grad_output_.contiguous()`). Counted as 4 bytes read, FCN-ResNet50's b2 upsample backward (45 MB of gradient)
+    was priced under its FLOPs' roof on every GPU, an "unexplained" below-roofline error in each segmentation
+    training report. Now a clone writes it and the kernel reads it; a dense gradient is read as it is."""
+    x = meta(N, 3, 6, 6)
+    gradient_bytes = N * 3 * 12 * 12 * 4
+    est = estimate_module(Interpolate(mode), x, mode="training")
+    backward = est.ops[est.ops["phase"] == "backward"].set_index("op")
+    assert backward.at["clone", "op_class"] == "memory"
+    assert backward.at["clone", "bytes_written"] == gradient_bytes
+    assert backward.at[f"upsample_{mode}2d_backward", "bytes_read"] == gradient_bytes
+    dense = estimate_module(Interpolate(mode), x, mode="training", loss_fn=lambda out: (out * out).sum())
+    backward = dense.ops[dense.ops["phase"] == "backward"].set_index("op")
+    assert "clone" not in backward.index
+    assert backward.at[f"upsample_{mode}2d_backward", "bytes_read"] == gradient_bytes
+
+
 class GridSample(nn.Module):
     def __init__(self, mode):
         super().__init__()
