@@ -2256,9 +2256,15 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     else:
         power = ""
     uncertainty = max(reference.relative_uncertainty, kernels.relative_uncertainty)
+    fitted_over_peak = sorted(f"{name} {params['efficiency']:.2f}" for name, params in (("GEMM", gemm), ("convolution",
+                              conv)) if round(params.get("efficiency", 0.0), 2) > 1.0)
+    capped = (f"; a fitted FP32 efficiency over 1 ({', '.join(fitted_over_peak)}) is the kernel model's, paid back by "
+              f"its shape factor on the shapes measured: a product the kernel model does not price runs at most at the "
+              f"FP32 peak"
+              if fitted_over_peak else "")
     source = (f"kernel calibration — {kernels.source}; host costs, tensor-core paths and other classes from "
               f"the {reference_key} calibration (range ±{uncertainty:.0%})"
-              f"{sm_bound}{power}")
+              f"{capped}{sm_bound}{power}")
     return reference.with_(source=source, matmul_efficiency=matmul, gemm_efficiency=gemm_efficiency, kernel_model=True,
                            tensor_core_power_fraction=fractions,
                            memory_efficiency_by_class=memory,

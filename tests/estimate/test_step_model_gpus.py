@@ -503,6 +503,7 @@ def test_no_direct_convolution_is_priced_over_the_fp32_roof(model, batch, mode, 
     calibration = for_device(device)
     assert calibration.matmul_efficiency["fp32"] * 0.8 <= 1.0  # the time model holds it against 80% of the peak
     assert calibration.gemm_efficiency["fp32"] * 0.8 <= 1.0
+    assert "a fitted FP32 efficiency over 1 (convolution 1.11) is the kernel model's" in calibration.source  # said
     ops = est.ops
     rows = predict_step(ops, est.totals, device, calibration).row_seconds
     direct = [index for index in ops.index if str(ops.at[index, "op"]).startswith("convolution")
