@@ -2225,7 +2225,7 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
         # GPU's measured convolutions, not cuBLAS's GEMMs': on the T4 0.76 of its peak against its SGEMMs'
         # power-limited 0.42, which took ResNeXt's grouped 3×3 layers to 4.7× their V100 time, its ungrouped ones
         # to 2.4–2.9× (NVIDIA's published ResNeXt101 T4 inference: 0.75–0.86 of such a prediction, 0.87–1.01 now).
-        # cuBLAS's products keep gemm_efficiency; the kernel model prices their single-view FP32 calls itself
+        # cuBLAS's products keep gemm_efficiency; the kernel model prices their single-view FP32 calls itself.
         # A fitted efficiency over 1 (the V100's convolutions 1.11, the P100's GEMMs 1.21) is the fit's, paid back by
         # its shape factor on the shapes measured (their direct convolutions at most 0.77-0.91 of the FP32 peak);
         # as a rate of its own it priced a V100's backward and an A100's dilated convolutions over the roof that
@@ -2256,12 +2256,11 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     else:
         power = ""
     uncertainty = max(reference.relative_uncertainty, kernels.relative_uncertainty)
-    fitted_over_peak = sorted(f"{name} {params['efficiency']:.2f}" for name, params in (("GEMM", gemm), ("convolution",
-                              conv)) if round(params.get("efficiency", 0.0), 2) > 1.0)
-    capped = (f"; a fitted FP32 efficiency over 1 ({', '.join(fitted_over_peak)}) is the kernel model's, paid back by "
-              f"its shape factor on the shapes measured: a product the kernel model does not price runs at most at the "
-              f"FP32 peak"
-              if fitted_over_peak else "")
+    over_peak = [f"{name} {params['efficiency']:.2f}" for name, params in (("convolution", conv), ("GEMM", gemm))
+                 if round(params.get("efficiency", 0.0), 2) > 1.0]
+    capped = (f"; a fitted FP32 efficiency over 1 ({', '.join(over_peak)}) is the kernel model's, paid back by its "
+              f"shape factor on the shapes measured: a product the kernel model does not price runs at most at the "
+              f"FP32 peak" if over_peak else "")
     source = (f"kernel calibration — {kernels.source}; host costs, tensor-core paths and other classes from "
               f"the {reference_key} calibration (range ±{uncertainty:.0%})"
               f"{capped}{sm_bound}{power}")

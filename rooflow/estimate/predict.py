@@ -137,8 +137,8 @@ BELOW_ROOF_TOLERANCE = 0.05
 FASTEST_MEASURED_FAST_CONVOLUTION = 2.24
 BELOW_ROOF_CAUSES = {
     "fast convolutions": "priced on cuDNN's Winograd/FFT algorithms, which multiply less than the direct convolution "
-                         "whose FLOPs the roofline counts (measured on the single-op data set's V100: up to 2.24x the "
-                         "FP32 roof in those FLOPs)",
+                         f"whose FLOPs the roofline counts (measured on the single-op data set's V100: up to "
+                         f"{FASTEST_MEASURED_FAST_CONVOLUTION}x the FP32 roof in those FLOPs)",
     "cache": "memory-bound, priced with their working set partly or wholly in cache where the roofline moves every "
              "byte from DRAM (the kernel model's L2 share, fitted to the single-op data set's back-to-back calls; a "
              "working set within half the calibration's cache, at the rate measured there)",
@@ -153,8 +153,8 @@ def below_roofline(ops: pd.DataFrame, row_seconds: dict, device, precision: str,
     may run by Winograd or FFT), ``cache`` (a memory-bound row the kernel model prices, part of its bytes in L2, or
     one whose bytes per call are within half the time model's ``cache_bytes``: priced at the cache's rate),
     ``unexplained`` (anything else). Per cause: ``rows``, ``roofline_seconds``, ``predicted_seconds``, ``ops``
-    (their names) and ``most_under_roof`` (the largest roof / predicted of a row). ``row_seconds``: the predicted seconds per row label
-    (rooflow.estimate.timemodel.StepPrediction.row_seconds)."""
+    (their names) and ``most_under_roof`` (the largest roof / predicted of a row). ``row_seconds``: the predicted
+    seconds per row label (rooflow.estimate.timemodel.StepPrediction.row_seconds)."""
     from rooflow.estimate import kernel_ops
     from rooflow.estimate.timemodel import cache_resident
 
