@@ -2214,24 +2214,27 @@ def time_model_calibration(device, reference, reference_key: str = "h100-sxm5-80
     gemm, conv = kernels.classes.get("gemm", {}), kernels.classes.get("convolution", {})
     matmul = dict(reference.matmul_efficiency)
     gemm_efficiency = dict(reference.gemm_efficiency)  # the fitted GEMMs are cuBLAS's (linear, bmm)
+
+    def fp32_rate(params: dict[str, float]) -> float:
+        # A fitted efficiency over 1 (the V100's convolutions 1.11, the P100's GEMMs 1.21) is the fit's, paid back by
+        # its shape factor on the shapes measured (their direct convolutions at most 0.77-0.91 of the FP32 peak); as
+        # a rate of its own it priced a V100's backward and an A100's dilated convolutions over the roof that
+        # kernel_seconds holds the kernel model's to. A measured power-limited board's fitted power limit (its calls
+        # beyond GPU Boost's time constant, the T4's 0.55) is what a step's back-to-back kernels run at; a GPU
+        # without data's is a bound only (third-party bursts of FP32 GEMMs on an L4 and an L40S run above it), so it
+        # keeps its boost-clock rate
+        sustained = params.get("sustained", 1.0) if kernels.rows else 1.0
+        return round(min(params["efficiency"], 1.0) * sustained / 0.8, 4)
+
     if gemm:
-        # a measured power-limited board's fitted power limit (its calls beyond GPU Boost's time constant, the
-        # T4's 0.55) is what a step's back-to-back kernels run at; a GPU without data's is a bound only (third-party
-        # bursts of FP32 GEMMs on an L4 and an L40S run above it), so it keeps its boost-clock rate
-        sustained = gemm.get("sustained", 1.0) if kernels.rows else 1.0
-        gemm_efficiency["fp32"] = matmul["fp32"] = round(min(gemm["efficiency"], 1.0) * sustained / 0.8, 4)
+        gemm_efficiency["fp32"] = matmul["fp32"] = fp32_rate(gemm)
     if conv.get("efficiency"):
         # a convolution the kernel model does not price (grouped, backward) runs cuDNN's kernels, at the rate of the
         # GPU's measured convolutions, not cuBLAS's GEMMs': on the T4 0.76 of its peak against its SGEMMs'
         # power-limited 0.42, which took ResNeXt's grouped 3×3 layers to 4.7× their V100 time, its ungrouped ones
         # to 2.4–2.9× (NVIDIA's published ResNeXt101 T4 inference: 0.75–0.86 of such a prediction, 0.87–1.01 now).
-        # cuBLAS's products keep gemm_efficiency; the kernel model prices their single-view FP32 calls itself.
-        # A fitted efficiency over 1 (the V100's convolutions 1.11, the P100's GEMMs 1.21) is the fit's, paid back by
-        # its shape factor on the shapes measured (their direct convolutions at most 0.77-0.91 of the FP32 peak);
-        # as a rate of its own it priced a V100's backward and an A100's dilated convolutions over the roof that
-        # kernel_seconds holds the kernel model's to
-        sustained = conv.get("sustained", 1.0) if kernels.rows else 1.0
-        matmul["fp32"] = round(min(conv["efficiency"], 1.0) * sustained / 0.8, 4)
+        # cuBLAS's products keep gemm_efficiency; the kernel model prices their single-view FP32 calls itself
+        matmul["fp32"] = fp32_rate(conv)
     if conv:  # cuDNN's autotuner takes Winograd only where it beats the direct kernels: never below them
         # (the rate its Winograd calls ran at, where measured: the kernel model's Winograd efficiency is a fit's)
         winograd = conv.get("winograd_rate", conv.get("winograd_efficiency", 0.0))
