@@ -158,6 +158,9 @@ def substitute(ops, recurrent_calls: dict[str, list[dict]], precision: str):
         layer, phase = key
         matmul = ops[replaced & (ops["layer"] == layer) & (ops["phase"] == phase) & (ops["op_class"] == "matmul")]
         compute = str(matmul["compute_precision"].iloc[0]) if len(matmul) else precision
+        # TF32 is a tensor-core path for products only: a TF32 run's other kernels do FP32 arithmetic, as its
+        # elementwise ops do (16-bit runs keep their dtype: the cells' pointwise kernels read 16-bit gates)
+        pointwise = "fp32" if compute == "tf32" else compute
         base = {column: row.get(column) for column in columns}
         base.update(fused_bytes_read=0.0, fused_bytes_written=0.0, large_allocated_bytes=0, call="")
         counted: dict[RecurrentCall, int] = {}
@@ -166,13 +169,13 @@ def substitute(ops, recurrent_calls: dict[str, list[dict]], precision: str):
             counted[call] = counted.get(call, 0) + 1
         for number, (call, calls) in enumerate(counted.items()):
             new = [{**base, "op": DISPATCH_OPS[phase], "op_class": "memory", "calls": calls, "flops": 0.0,
-                    "bytes_read": 0.0, "bytes_written": 0.0, "gemms": "", "compute_precision": compute}]
+                    "bytes_read": 0.0, "bytes_written": 0.0, "gemms": "", "compute_precision": pointwise}]
             if element_bytes == 2 and phase == "forward":
                 new.append({**base, "op": "_to_copy", "op_class": "memory", "calls": calls, "flops": 0.0,
                             "bytes_read": 4.0 * call.weights * calls, "bytes_written": 2.0 * call.weights * calls,
-                            "gemms": "",
-                            "compute_precision": compute})
-            new += [{**base, **kernel, "compute_precision": compute, "host_calls": 0, "recurrent_call": call}
+                            "gemms": "", "compute_precision": pointwise})
+            new += [{**base, **kernel, "host_calls": 0, "recurrent_call": call,
+                     "compute_precision": compute if kernel["op_class"] == "matmul" else pointwise}
                     for kernel in kernel_rows(call, phase, calls, element_bytes)]
             rows += new
             labels += [f"{layer}/{phase}/cudnn_rnn/{number}/{i}" for i in range(len(new))]

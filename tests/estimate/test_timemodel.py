@@ -1094,6 +1094,37 @@ def test_recurrent_layers_are_counted_and_priced_as_cudnn_runs_them():
     assert cnn["recurrent_calls"] == {}
 
 
+def test_a_tf32_recurrent_layers_pointwise_kernels_do_fp32_arithmetic():
+    """TF32 is a tensor-core path for products: cuDNN's RNN cells, its dispatch and its copies of a TF32 run are
+    FP32 work, as that run's other elementwise ops are. They were labelled TF32 like the layer's GEMMs, so the
+    kernel model (FP32 calls only) left the cells to the time model's rate, and on a T4 (no TF32: priced as the FP32
+    run it is) the roofline check found them under their roof with no cause: an "unexplained" note on every TF32
+    prediction of an LSTM there (2 x 1,024-unit layers, batch 16, 50 steps: cells at 0.25 ms, 0.33 at the roof)."""
+    import torch
+
+    import rooflow
+    from rooflow.estimate.recurrent import substitute
+
+    class Lstm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(512, 1024, 2, batch_first=True)
+
+        def forward(self, x):
+            return self.lstm(x)[0]
+
+    x = torch.empty(16, 50, 512)
+    estimated = rooflow.estimate_module(Lstm(), x, precision="tf32", mode="training")
+    ops = substitute(estimated.ops, estimated.totals["recurrent_calls"], "tf32")
+    cudnn = ops[ops["recurrent_call"].notna()]
+    assert set(cudnn["op"]) == {"mm", "rnn_cell"}
+    assert set(cudnn.loc[cudnn["op"] == "mm", "compute_precision"]) == {"tf32"}
+    assert set(ops.loc[ops["op"] != "mm", "compute_precision"]) == {"fp32"}
+    tf32, fp32 = (rooflow.estimate_module(Lstm(), x, device="t4", precision=precision, mode="training").totals
+                  for precision in ("tf32", "fp32"))
+    assert "unexplained" not in (tf32.get("below_roofline") or "")
+    assert tf32["predicted_seconds"] == pytest.approx(fp32["predicted_seconds"], rel=1e-9)
+
 # PyTorch PR #62143's forward benchmark (github.com/xwang233/code-snippet, cudnn-rnn-bench-62143/forward/readme.txt):
 # nn.LSTM(input, hidden, layers) on x = (timesteps, batch, input), FP32, milliseconds, the column before the PR
 # (CUDNN_RNN_ALGO_STANDARD: get_algo picked nothing else for float then); its GPU is not named
