@@ -888,9 +888,11 @@ def device_op_seconds(row, precision: str, mode: str, device, calibration: Calib
                 memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
         elif _native_depthwise(row):
             memory *= NATIVE_NORMALIZATION_ELEMENT_BYTES / 2.0
-    if memory_class == "depthwise":
-        # and never under its FLOPs at the FP32 roof: memory-bound on a GPU, not on a CPU, whose ConvNeXt-T 7×7
-        # depthwise layers were priced at 0.94x that roof by their bytes (rooflow.estimate.predict.below_roofline)
+    if memory_class == "depthwise" or row["op_class"] not in MATMUL_OP_CLASSES:
+        # a row priced by its bytes, never under its FLOPs at the FP32 roof (PyTorch's elementwise and reduction
+        # kernels compute in FP32 whatever their dtype): on a CPU ConvNeXt-T's 7×7 depthwise layers were priced at
+        # 0.94x that roof, and the sum of a Linear's bias gradient at 0.23x (its gradient broadcast from one
+        # element by the sum-of-outputs loss: 4 bytes read) (rooflow.estimate.predict.below_roofline)
         memory = max(memory, float(row["flops"]) / max(1, int(row["calls"])) / (_peak(device, "fp32") or math.inf))
     compute = sum(seconds / calibration.matmul_efficiency_of(path) for path, seconds in terms["compute"].items())
     layout = _layout_seconds(terms, terms["path"], device, calibration)

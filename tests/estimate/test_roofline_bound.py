@@ -169,6 +169,24 @@ def test_a_depthwise_convolution_is_never_priced_under_its_flops_at_the_fp32_roo
     assert "unexplained" not in below_roofline(result.ops, step.row_seconds, cpu, "fp32", measured=True)
 
 
+@pytest.mark.parametrize("key", ["xeon-e5-2699-v4-2s", "apple-a14"])
+def test_a_reduction_of_a_broadcast_gradient_is_never_priced_under_its_flops_at_the_fp32_roof(key):
+    """Rooflow's sum-of-outputs loss hands a model's last Linear a gradient broadcast from one element, so the sum
+    of its bias gradient (640 x 256 elements here) reads 4 bytes: priced by its bytes, it ran at 0.23x (the Xeon)
+    and 0.11x (the A14) its FLOPs' roof on a CPU, an "unexplained" row under it in the training estimate of any
+    module ending in such a Linear (found on a GRU language model's head)."""
+    import torch
+
+    device = load_device(default_catalogue_path(), key, None)
+    result = api.estimate_module(torch.nn.Linear(512, 256), torch.empty(16, 40, 512), mode="training")
+    step = predict_step(result.ops, result.totals, device, for_device(device))
+    times = op_times(result.ops, device, "fp32")
+    (bias,) = [index for index in result.ops.index if result.ops.at[index, "op"] == "sum"
+               and result.ops.at[index, "phase"] == "backward"]
+    assert result.ops.at[bias, "bytes_read"] == 4 and times.at[bias, "bound"] == "compute"
+    assert step.row_seconds[bias] >= times.at[bias, "compute_seconds"]
+    assert below_roofline(result.ops, step.row_seconds, device, "fp32") == {}
+
 def test_a_cpus_cache_resident_rows_are_a_cause_not_unexplained():
     """A CPU calibration measured with cache-resident tensors (the workflow's ceilings: elementwise ops at 2.61x
     the DRAM rate within half the 32 MiB last-level cache) prices SqueezeNet 1.0 b256 training's small optimizer and
