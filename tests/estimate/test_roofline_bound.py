@@ -187,6 +187,7 @@ def test_a_reduction_of_a_broadcast_gradient_is_never_priced_under_its_flops_at_
     assert step.row_seconds[bias] >= times.at[bias, "compute_seconds"]
     assert below_roofline(result.ops, step.row_seconds, device, "fp32") == {}
 
+
 def test_a_cpus_cache_resident_rows_are_a_cause_not_unexplained():
     """A CPU calibration measured with cache-resident tensors (the workflow's ceilings: elementwise ops at 2.61x
     the DRAM rate within half the 32 MiB last-level cache) prices SqueezeNet 1.0 b256 training's small optimizer and

@@ -1098,8 +1098,8 @@ def test_a_tf32_recurrent_layers_pointwise_kernels_do_fp32_arithmetic():
     """TF32 is a tensor-core path for products: cuDNN's RNN cells, its dispatch and its copies of a TF32 run are
     FP32 work, as that run's other elementwise ops are. They were labelled TF32 like the layer's GEMMs, so the
     kernel model (FP32 calls only) left the cells to the time model's rate, and on a T4 (no TF32: priced as the FP32
-    run it is) the roofline check found them under their roof with no cause: an "unexplained" note on every TF32
-    prediction of an LSTM there (2 x 1,024-unit layers, batch 16, 50 steps: cells at 0.25 ms, 0.33 at the roof)."""
+    run it is) the roofline check found them under their roof with no cause: an "unexplained" note on the TF32 predictions
+    of this LSTM there (2 x 1,024-unit layers, batch 16, 50 steps: cells at 0.25 ms, 0.33 at the roof)."""
     import torch
 
     import rooflow
@@ -1124,6 +1124,7 @@ def test_a_tf32_recurrent_layers_pointwise_kernels_do_fp32_arithmetic():
                   for precision in ("tf32", "fp32"))
     assert "unexplained" not in (tf32.get("below_roofline") or "")
     assert tf32["predicted_seconds"] == pytest.approx(fp32["predicted_seconds"], rel=1e-9)
+
 
 # PyTorch PR #62143's forward benchmark (github.com/xwang233/code-snippet, cudnn-rnn-bench-62143/forward/readme.txt):
 # nn.LSTM(input, hidden, layers) on x = (timesteps, batch, input), FP32, milliseconds, the column before the PR

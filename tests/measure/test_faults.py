@@ -76,9 +76,9 @@ def test_the_allocator_settings_the_check_names_remove_glibcs_faults_and_the_tri
 def test_the_allocator_settings_remove_a_real_networks_faults_and_the_trim_threshold_alone_multiplies_them():
     """What the check tells a user to do, done to a real network: glibc's defaults leave MobileNetV2's batch-1
     forward 1,500-4,400 faults a step on the project's VM, but none on one CI host (why, unrecorded: the test above
-    pins the mechanism on any host); its mmap and trim thresholds raised
-    together (the mmap one to 32 MiB or 2 GB, past its tensors) none. The trim threshold set alone maps every
-    tensor over 128 KiB afresh: 15,000-18,000 faults, more than twice the default's — why the check names both."""
+    pins the mechanism on any host); its mmap and trim thresholds raised together (the mmap one to 32 MiB or 2 GB,
+    past its tensors), none. The trim threshold set alone maps every tensor over 128 KiB afresh: 15,000-18,000
+    faults, more than twice the default's — why the check names both."""
     default = _faults_per_step(_MOBILENET)
     assert _faults_per_step(_MOBILENET, **BOTH) == 0
     assert _faults_per_step(_MOBILENET, **{**BOTH, "MALLOC_MMAP_THRESHOLD_": "33554432"}) == 0
