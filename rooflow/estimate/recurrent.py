@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rooflow.estimate.core import format_gemms
+from rooflow.estimate.core import compute_precision, format_gemms
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 MODULES = {"LSTM", "GRU", "RNN"}  # the nn.Module types whose calls this prices
@@ -158,9 +158,8 @@ def substitute(ops, recurrent_calls: dict[str, list[dict]], precision: str):
         layer, phase = key
         matmul = ops[replaced & (ops["layer"] == layer) & (ops["phase"] == phase) & (ops["op_class"] == "matmul")]
         compute = str(matmul["compute_precision"].iloc[0]) if len(matmul) else precision
-        # TF32 is a tensor-core path for products only: a TF32 run's other kernels do FP32 arithmetic, as its
-        # elementwise ops do (16-bit runs keep their dtype: the cells' pointwise kernels read 16-bit gates)
-        pointwise = "fp32" if compute == "tf32" else compute
+        # the kernels' dtype; which of them run TF32 (the products only) is the counted ops' rule
+        dtype = "fp32" if compute == "tf32" else compute
         base = {column: row.get(column) for column in columns}
         base.update(fused_bytes_read=0.0, fused_bytes_written=0.0, large_allocated_bytes=0, call="")
         counted: dict[RecurrentCall, int] = {}
@@ -169,13 +168,13 @@ def substitute(ops, recurrent_calls: dict[str, list[dict]], precision: str):
             counted[call] = counted.get(call, 0) + 1
         for number, (call, calls) in enumerate(counted.items()):
             new = [{**base, "op": DISPATCH_OPS[phase], "op_class": "memory", "calls": calls, "flops": 0.0,
-                    "bytes_read": 0.0, "bytes_written": 0.0, "gemms": "", "compute_precision": pointwise}]
+                    "bytes_read": 0.0, "bytes_written": 0.0, "gemms": "", "compute_precision": dtype}]
             if element_bytes == 2 and phase == "forward":
                 new.append({**base, "op": "_to_copy", "op_class": "memory", "calls": calls, "flops": 0.0,
                             "bytes_read": 4.0 * call.weights * calls, "bytes_written": 2.0 * call.weights * calls,
-                            "gemms": "", "compute_precision": pointwise})
+                            "gemms": "", "compute_precision": dtype})
             new += [{**base, **kernel, "host_calls": 0, "recurrent_call": call,
-                     "compute_precision": compute if kernel["op_class"] == "matmul" else pointwise}
+                     "compute_precision": compute_precision(precision, kernel["op_class"], dtype)}
                     for kernel in kernel_rows(call, phase, calls, element_bytes)]
             rows += new
             labels += [f"{layer}/{phase}/cudnn_rnn/{number}/{i}" for i in range(len(new))]
